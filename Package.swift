@@ -1,0 +1,91 @@
+// swift-tools-version: 6.1
+import PackageDescription
+
+// Dependencies point one way: LedgerCLI → LedgerStore → LedgerCore / LMDBKit → CLMDB.
+let package = Package(
+    name: "TopicLedger",
+    platforms: [.macOS(.v14)],
+    products: [
+        .executable(name: "ledger", targets: ["LedgerCLI"]),
+        .library(name: "LedgerStore", targets: ["LedgerStore"]),
+        .library(name: "LedgerCore", targets: ["LedgerCore"]),
+        .library(name: "LMDBKit", targets: ["LMDBKit"]),
+    ],
+    dependencies: [
+        .package(url: "https://github.com/apple/swift-argument-parser.git", from: "1.8.2"),
+        .package(url: "https://github.com/apple/swift-log.git", from: "1.16.2"),
+        .package(url: "https://github.com/apple/swift-crypto.git", from: "3.12.3"),
+        .package(url: "https://github.com/apple/swift-protobuf.git", from: "1.39.0"),
+        .package(url: "https://github.com/x-sheep/swift-property-based.git", from: "2.0.1"),
+    ],
+    targets: [
+        .systemLibrary(
+            name: "CLMDB",
+            pkgConfig: "lmdb",
+            providers: [.apt(["liblmdb-dev"])]
+        ),
+        .target(
+            name: "LMDBKit",
+            dependencies: ["CLMDB"]
+        ),
+        .target(
+            name: "LedgerCore",
+            dependencies: [
+                .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "SwiftProtobuf", package: "swift-protobuf"),
+            ],
+            exclude: ["Codec/ledger_event.proto"]
+        ),
+        .target(
+            name: "LedgerStore",
+            dependencies: [
+                "LedgerCore",
+                "LMDBKit",
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "Crypto", package: "swift-crypto"),
+            ]
+        ),
+        .executableTarget(
+            name: "LedgerCLI",
+            dependencies: [
+                "LedgerStore",
+                "LedgerCore",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "Logging", package: "swift-log"),
+            ]
+        ),
+        // A helper the crash-safety tests run as a child process and kill with SIGKILL.
+        .executableTarget(
+            name: "LedgerCrashWorker",
+            dependencies: ["LedgerStore", "LedgerCore"],
+            path: "Tests/LedgerCrashWorker"
+        ),
+        .testTarget(
+            name: "LMDBKitTests",
+            dependencies: [
+                "LMDBKit",
+                .product(name: "PropertyBased", package: "swift-property-based"),
+            ]
+        ),
+        .testTarget(
+            name: "LedgerCoreTests",
+            dependencies: [
+                "LedgerCore",
+                .product(name: "PropertyBased", package: "swift-property-based"),
+            ]
+        ),
+        .testTarget(
+            name: "LedgerStoreTests",
+            dependencies: [
+                "LedgerStore",
+                "LedgerCore",
+                "LMDBKit",
+                .product(name: "PropertyBased", package: "swift-property-based"),
+            ]
+        ),
+        .testTarget(
+            name: "LedgerCLITests",
+            dependencies: ["LedgerStore", "LedgerCore"]
+        ),
+    ]
+)

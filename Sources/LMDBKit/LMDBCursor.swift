@@ -1,0 +1,120 @@
+internal import CLMDB
+
+/// One key/value entry lent by a cursor; valid until the cursor moves, the transaction writes, or it ends.
+public struct LMDBEntry {
+    public let key: UnsafeRawBufferPointer
+    public let value: UnsafeRawBufferPointer
+}
+
+/// A position in a database. Created only by ``LMDBTransaction/withCursor(_:_:)``.
+///
+/// Positioning methods return the entry at the new position, or `nil` when there is none.
+///
+/// - Note: Not thread-safe; valid only inside the `withCursor` closure.
+public final class LMDBCursor {
+    private var handle: OpaquePointer?
+    public let database: LMDBDatabase
+
+    init(handle: OpaquePointer, database: LMDBDatabase) {
+        self.handle = handle
+        self.database = database
+    }
+
+    func close() {
+        if let handle { mdb_cursor_close(handle) }
+        handle = nil
+    }
+
+    @inline(__always)
+    private func get(_ op: MDB_cursor_op, key: UnsafeRawBufferPointer? = nil, value: UnsafeRawBufferPointer? = nil)
+        throws(LMDBError) -> LMDBEntry?
+    {
+        var keyValue = key.map { MDB_val($0) } ?? MDB_val()
+        var dataValue = value.map { MDB_val($0) } ?? MDB_val()
+        let result = mdb_cursor_get(handle, &keyValue, &dataValue, op)
+        if result == MDB_NOTFOUND { return nil }
+        try LMDBError.check(result, "mdb_cursor_get(\(database.name))")
+        return LMDBEntry(key: keyValue.buffer, value: dataValue.buffer)
+    }
+
+    /// The first entry of the database.
+    public func first() throws(LMDBError) -> LMDBEntry? { try get(MDB_FIRST) }
+    /// The last entry of the database.
+    public func last() throws(LMDBError) -> LMDBEntry? { try get(MDB_LAST) }
+    /// The next entry (the next duplicate, or the first of the next key).
+    public func next() throws(LMDBError) -> LMDBEntry? { try get(MDB_NEXT) }
+    /// The previous entry.
+    public func previous() throws(LMDBError) -> LMDBEntry? { try get(MDB_PREV) }
+    /// The next value of the current key (duplicate-sorted databases).
+    public func nextDuplicate() throws(LMDBError) -> LMDBEntry? { try get(MDB_NEXT_DUP) }
+    /// The first entry of the next key.
+    public func nextKey() throws(LMDBError) -> LMDBEntry? { try get(MDB_NEXT_NODUP) }
+
+    /// The first entry with exactly `key`.
+    public func find(_ key: some LMDBBytes) throws -> LMDBEntry? {
+        try key.withLMDBBytes { bytes throws(LMDBError) in try get(MDB_SET_KEY, key: bytes) }
+    }
+
+    /// The first entry whose key is at or after `key`.
+    public func seek(_ key: some LMDBBytes) throws -> LMDBEntry? {
+        try key.withLMDBBytes { bytes throws(LMDBError) in try get(MDB_SET_RANGE, key: bytes) }
+    }
+
+    /// In a duplicate-sorted database: the first value of `key` at or after `value`.
+    public func seek(_ key: some LMDBBytes, value: some LMDBBytes) throws -> LMDBEntry? {
+        try key.withLMDBBytes { keyBytes in
+            try value.withLMDBBytes { valueBytes throws(LMDBError) in
+                try get(MDB_GET_BOTH_RANGE, key: keyBytes, value: valueBytes)
+            }
+        }
+    }
+
+    /// The number of values of the current key (1 outside duplicate-sorted databases).
+    public func duplicateCount() throws(LMDBError) -> Int {
+        var count = 0
+        try LMDBError.check(mdb_cursor_count(handle, &count), "mdb_cursor_count(\(database.name))")
+        return count
+    }
+
+    /// Deletes the entry at the cursor (write transactions only).
+    public func deleteCurrent() throws(LMDBError) {
+        try LMDBError.check(mdb_cursor_del(handle, 0), "mdb_cursor_del(\(database.name))")
+    }
+
+    /// Stores `value` under `key` through the cursor, leaving the cursor on it.
+    ///
+    /// - Returns: `false` when `flags` forbids overwriting and the entry exists.
+    @discardableResult
+    public func put(key: some LMDBBytes, value: some LMDBBytes, flags: LMDBWriteFlags = []) throws -> Bool {
+        let result = key.withLMDBBytes { keyBytes in
+            value.withLMDBBytes { valueBytes in
+                var keyValue = MDB_val(keyBytes)
+                var dataValue = MDB_val(valueBytes)
+                return mdb_cursor_put(handle, &keyValue, &dataValue, flags.rawValue)
+            }
+        }
+        if result == MDB_KEYEXIST && !flags.isDisjoint(with: [.noOverwrite, .noDuplicateData]) { return false }
+        try LMDBError.check(result, "mdb_cursor_put(\(database.name))")
+        return true
+    }
+
+    /// Calls `body` for each entry from the cursor's start position onwards until it returns `false`.
+    ///
+    /// - Parameter start: `nil` for the first entry, or a key to start at (or after).
+    public func forEach(from start: (some LMDBBytes)? = [UInt8]?.none, _ body: (LMDBEntry) throws -> Bool) throws {
+        var entry = try start.map { try seek($0) } ?? first()
+        while let current = entry {
+            guard try body(current) else { return }
+            entry = try next()
+        }
+    }
+
+    /// Calls `body` for each value of `key` (a duplicate-sorted database) until it returns `false`.
+    public func forEachValue(of key: some LMDBBytes, _ body: (UnsafeRawBufferPointer) throws -> Bool) throws {
+        var entry = try find(key)
+        while let current = entry {
+            guard try body(current.value) else { return }
+            entry = try nextDuplicate()
+        }
+    }
+}

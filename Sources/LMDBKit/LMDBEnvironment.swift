@@ -1,0 +1,179 @@
+internal import CLMDB
+
+#if canImport(Glibc)
+    import Glibc
+#elseif canImport(Darwin)
+    import Darwin
+#endif
+
+/// An LMDB environment: one memory-mapped database file holding named databases.
+///
+/// The environment is opened with `MDB_NOTLS`, so read transactions are not tied to a thread.
+/// The map grows on `MDB_MAP_FULL` when written through ``write(_:)``.
+///
+/// - Note: Thread-safe. Any number of read transactions may run at once; write transactions are
+///   serialized by LMDB itself (across processes too).
+public final class LMDBEnvironment: @unchecked Sendable {
+    // @unchecked: `handle` is an MDB_env*, which LMDB documents as safe to share between threads once
+    // opened; the only mutation after open (mdb_env_set_mapsize) happens under `mapLock` held exclusively,
+    // while every transaction holds it shared.
+
+    /// Options for opening an environment.
+    public struct Options: Sendable {
+        /// Initial map size in bytes; the map doubles on `MDB_MAP_FULL` up to `maximumMapSize`.
+        public var mapSize: Int = 1 << 30
+        /// The map never grows beyond this many bytes.
+        public var maximumMapSize: Int = 1 << 40
+        /// The most named databases the environment can hold.
+        public var maxDatabases: UInt32 = 32
+        /// The most concurrent read transactions across all processes.
+        public var maxReaders: UInt32 = 512
+        /// Open without write access (the files must exist).
+        public var readOnly = false
+        /// Skip the fsync on commit. Only for throwaway data (benchmarks of non-durable baselines, scratch copies).
+        public var noSync = false
+
+        public init() {}
+    }
+
+    let handle: OpaquePointer
+    public let path: String
+    public let options: Options
+    private let mapLock: UnsafeMutablePointer<pthread_rwlock_t>
+
+    /// Opens (creating if needed) the environment in directory `path`.
+    ///
+    /// - Throws: `LMDBError` if the directory cannot be opened or is not an LMDB environment.
+    public init(path: String, options: Options = Options()) throws(LMDBError) {
+        var env: OpaquePointer?
+        try LMDBError.check(mdb_env_create(&env), "mdb_env_create")
+        guard let env else { throw LMDBError(code: .invalid, function: "mdb_env_create") }
+        do {
+            try LMDBError.check(mdb_env_set_maxdbs(env, MDB_dbi(options.maxDatabases)), "mdb_env_set_maxdbs")
+            try LMDBError.check(mdb_env_set_maxreaders(env, options.maxReaders), "mdb_env_set_maxreaders")
+            try LMDBError.check(mdb_env_set_mapsize(env, options.mapSize), "mdb_env_set_mapsize")
+            var flags = UInt32(MDB_NOTLS)
+            if options.readOnly { flags |= UInt32(MDB_RDONLY) }
+            if options.noSync { flags |= UInt32(MDB_NOSYNC) }
+            try LMDBError.check(mdb_env_open(env, path, flags, 0o644), "mdb_env_open")
+            // Clear reader slots left by processes that died (kill -9) so they do not pin old pages.
+            var dead: Int32 = 0
+            _ = mdb_reader_check(env, &dead)
+        } catch {
+            mdb_env_close(env)
+            throw error
+        }
+        self.handle = env
+        self.path = path
+        self.options = options
+        self.mapLock = .allocate(capacity: 1)
+        pthread_rwlock_init(mapLock, nil)
+    }
+
+    deinit {
+        mdb_env_close(handle)
+        pthread_rwlock_destroy(mapLock)
+        mapLock.deallocate()
+    }
+
+    // MARK: Transactions
+
+    /// Runs `body` in a read-only transaction that sees one consistent snapshot.
+    ///
+    /// Values lent by the transaction are valid only inside `body`: copy or decode them there.
+    public func read<R>(_ body: (LMDBTransaction) throws -> R) throws -> R {
+        pthread_rwlock_rdlock(mapLock)
+        defer { pthread_rwlock_unlock(mapLock) }
+        let txn = try LMDBTransaction(environment: self, readOnly: true)
+        do {
+            let result = try body(txn)
+            // Committing (not aborting) keeps database handles opened in this transaction valid.
+            try txn.commit()
+            return result
+        } catch {
+            txn.abort()
+            throw error
+        }
+    }
+
+    /// Runs `body` in a write transaction that commits (durably, unless `noSync`) when `body` returns
+    /// and aborts when it throws.
+    ///
+    /// If the map is full the transaction is aborted, the map doubled, and `body` run again: `body` must
+    /// have no effects outside the transaction.
+    ///
+    /// - Throws: what `body` throws, or `LMDBError` (`.mapFull` once `maximumMapSize` is reached,
+    ///   `.noSpace` when the disk is full).
+    public func write<R>(_ body: (LMDBTransaction) throws -> R) throws -> R {
+        while true {
+            do {
+                return try writeOnce(body)
+            } catch LMDBError.Code.mapFull {
+                try growMap()
+            }
+        }
+    }
+
+    private func writeOnce<R>(_ body: (LMDBTransaction) throws -> R) throws -> R {
+        pthread_rwlock_rdlock(mapLock)
+        defer { pthread_rwlock_unlock(mapLock) }
+        let txn = try LMDBTransaction(environment: self, readOnly: false)
+        do {
+            let result = try body(txn)
+            try txn.commit()
+            return result
+        } catch {
+            txn.abort()
+            throw error
+        }
+    }
+
+    /// Doubles the map size (up to `maximumMapSize`), waiting for running transactions of this process.
+    public func growMap() throws(LMDBError) {
+        pthread_rwlock_wrlock(mapLock)
+        defer { pthread_rwlock_unlock(mapLock) }
+        let current = mapSize
+        guard current < options.maximumMapSize else { throw LMDBError(code: .mapFull, function: "mdb_env_set_mapsize") }
+        try LMDBError.check(mdb_env_set_mapsize(handle, min(current * 2, options.maximumMapSize)), "mdb_env_set_mapsize")
+    }
+
+    /// Adopts a map size grown by another process (after `MDB_MAP_RESIZED`).
+    func adoptMapSize() throws(LMDBError) {
+        pthread_rwlock_unlock(mapLock)
+        pthread_rwlock_wrlock(mapLock)
+        defer {
+            pthread_rwlock_unlock(mapLock)
+            pthread_rwlock_rdlock(mapLock)
+        }
+        try LMDBError.check(mdb_env_set_mapsize(handle, 0), "mdb_env_set_mapsize")
+    }
+
+    // MARK: Information and maintenance
+
+    /// The current size of the memory map in bytes.
+    public var mapSize: Int {
+        var info = MDB_envinfo()
+        mdb_env_info(handle, &info)
+        return info.me_mapsize
+    }
+
+    /// Bytes of the data file in use (last used page × page size).
+    public var usedBytes: Int {
+        var info = MDB_envinfo()
+        mdb_env_info(handle, &info)
+        var stat = MDB_stat()
+        mdb_env_stat(handle, &stat)
+        return (info.me_last_pgno + 1) * Int(stat.ms_psize)
+    }
+
+    /// Writes a consistent copy of the environment into the existing empty directory `path`,
+    /// compacting free pages. Safe while other transactions run.
+    public func copy(to path: String) throws(LMDBError) {
+        try LMDBError.check(mdb_env_copy2(handle, path, UInt32(MDB_CP_COMPACT)), "mdb_env_copy2")
+    }
+
+    /// Flushes the data buffers to disk.
+    public func sync() throws(LMDBError) {
+        try LMDBError.check(mdb_env_sync(handle, 1), "mdb_env_sync")
+    }
+}

@@ -1,0 +1,164 @@
+internal import CLMDB
+
+/// A read or write transaction. Created only by ``LMDBEnvironment/read(_:)`` and ``LMDBEnvironment/write(_:)``,
+/// and valid only inside that closure.
+///
+/// Buffers the transaction lends (values, cursor entries) point into the memory map: they are valid until
+/// the transaction ends or, in a write transaction, until the next write. Copy or decode them right away.
+///
+/// - Note: Not thread-safe: use a transaction on the thread that runs its closure, and never across an `await`.
+public final class LMDBTransaction {
+    let handle: OpaquePointer
+    public let environment: LMDBEnvironment
+    public let isReadOnly: Bool
+    private var finished = false
+
+    init(environment: LMDBEnvironment, readOnly: Bool) throws(LMDBError) {
+        var txn: OpaquePointer?
+        var result = mdb_txn_begin(environment.handle, nil, readOnly ? UInt32(MDB_RDONLY) : 0, &txn)
+        if result == MDB_MAP_RESIZED {
+            // Another process grew the map; adopt its size and try once more.
+            try environment.adoptMapSize()
+            result = mdb_txn_begin(environment.handle, nil, readOnly ? UInt32(MDB_RDONLY) : 0, &txn)
+        }
+        try LMDBError.check(result, "mdb_txn_begin")
+        guard let txn else { throw LMDBError(code: .invalid, function: "mdb_txn_begin") }
+        self.handle = txn
+        self.environment = environment
+        self.isReadOnly = readOnly
+    }
+
+    deinit {
+        if !finished { mdb_txn_abort(handle) }
+    }
+
+    func commit() throws(LMDBError) {
+        precondition(!finished, "transaction already finished")
+        finished = true
+        try LMDBError.check(mdb_txn_commit(handle), "mdb_txn_commit")
+    }
+
+    func abort() {
+        guard !finished else { return }
+        finished = true
+        mdb_txn_abort(handle)
+    }
+
+    // MARK: Databases
+
+    /// Opens the named database, creating it when `flags` contains `.create` (write transactions only).
+    /// The handle stays valid for the environment's lifetime once this transaction commits.
+    public func openDatabase(_ name: String, flags: LMDBDatabase.Flags = []) throws(LMDBError) -> LMDBDatabase {
+        var dbi: MDB_dbi = 0
+        try LMDBError.check(mdb_dbi_open(handle, name, flags.rawValue, &dbi), "mdb_dbi_open(\(name))")
+        return LMDBDatabase(dbi: dbi, name: name, allowsDuplicates: flags.contains(.duplicateSort))
+    }
+
+    /// The number of entries (key/value pairs, counting each duplicate) in `database`.
+    public func count(_ database: LMDBDatabase) throws(LMDBError) -> Int {
+        var stat = MDB_stat()
+        try LMDBError.check(mdb_stat(handle, database.dbi, &stat), "mdb_stat(\(database.name))")
+        return stat.ms_entries
+    }
+
+    /// Deletes every entry of `database`, keeping the database.
+    public func clear(_ database: LMDBDatabase) throws(LMDBError) {
+        try LMDBError.check(mdb_drop(handle, database.dbi, 0), "mdb_drop(\(database.name))")
+    }
+
+    // MARK: Reads
+
+    /// Lends the value stored under `key` (the first one, in a duplicate-sorted database) to `body`,
+    /// or `nil` when there is none.
+    public func withValue<R>(
+        in database: LMDBDatabase, forKey key: some LMDBBytes, _ body: (UnsafeRawBufferPointer?) throws -> R
+    ) throws -> R {
+        var data = MDB_val()
+        let result = key.withLMDBBytes { keyBytes in
+            var keyValue = MDB_val(keyBytes)
+            return mdb_get(handle, database.dbi, &keyValue, &data)
+        }
+        if result == MDB_NOTFOUND { return try body(nil) }
+        try LMDBError.check(result, "mdb_get(\(database.name))")
+        return try body(data.buffer)
+    }
+
+    /// A copy of the value stored under `key`, or `nil`.
+    public func value(in database: LMDBDatabase, forKey key: some LMDBBytes) throws -> [UInt8]? {
+        try withValue(in: database, forKey: key) { $0.map { Array($0) } }
+    }
+
+    /// Whether `key` is present.
+    public func contains(_ database: LMDBDatabase, key: some LMDBBytes) throws -> Bool {
+        try withValue(in: database, forKey: key) { $0 != nil }
+    }
+
+    // MARK: Writes
+
+    /// Stores `value` under `key`.
+    ///
+    /// - Returns: `false` when `flags` contains `.noOverwrite` or `.noDuplicateData` and the entry exists
+    ///   (nothing is written); `true` otherwise.
+    @discardableResult
+    public func put(
+        _ database: LMDBDatabase, key: some LMDBBytes, value: some LMDBBytes, flags: LMDBWriteFlags = []
+    ) throws(LMDBError) -> Bool {
+        let result = key.withLMDBBytes { keyBytes in
+            value.withLMDBBytes { valueBytes in
+                var keyValue = MDB_val(keyBytes)
+                var dataValue = MDB_val(valueBytes)
+                return mdb_put(handle, database.dbi, &keyValue, &dataValue, flags.rawValue)
+            }
+        }
+        if result == MDB_KEYEXIST && !flags.isDisjoint(with: [.noOverwrite, .noDuplicateData]) { return false }
+        try LMDBError.check(result, "mdb_put(\(database.name))")
+        return true
+    }
+
+    /// Deletes `key` (every value of it in a duplicate-sorted database), or only the pair `key`/`value`.
+    ///
+    /// - Returns: whether anything was deleted.
+    @discardableResult
+    public func delete(_ database: LMDBDatabase, key: some LMDBBytes, value: (some LMDBBytes)? = [UInt8]?.none)
+        throws(LMDBError) -> Bool
+    {
+        let result = key.withLMDBBytes { keyBytes in
+            var keyValue = MDB_val(keyBytes)
+            guard let value else { return mdb_del(handle, database.dbi, &keyValue, nil) }
+            return value.withLMDBBytes { valueBytes in
+                var dataValue = MDB_val(valueBytes)
+                return mdb_del(handle, database.dbi, &keyValue, &dataValue)
+            }
+        }
+        if result == MDB_NOTFOUND { return false }
+        try LMDBError.check(result, "mdb_del(\(database.name))")
+        return true
+    }
+
+    // MARK: Cursors
+
+    /// Runs `body` with a cursor over `database`, closing the cursor when `body` returns.
+    public func withCursor<R>(_ database: LMDBDatabase, _ body: (LMDBCursor) throws -> R) throws -> R {
+        var cursor: OpaquePointer?
+        try LMDBError.check(mdb_cursor_open(handle, database.dbi, &cursor), "mdb_cursor_open(\(database.name))")
+        guard let cursor else { throw LMDBError(code: .invalid, function: "mdb_cursor_open") }
+        let wrapper = LMDBCursor(handle: cursor, database: database)
+        defer { wrapper.close() }
+        return try body(wrapper)
+    }
+}
+
+// A non-null address for empty values; LMDB never writes through input values, and the byte is never read
+// because the size is zero.
+nonisolated(unsafe) private let emptyByte = UnsafeMutableRawPointer.allocate(byteCount: 1, alignment: 1)
+
+extension MDB_val {
+    /// Borrows `bytes` for one LMDB call; LMDB does not write through input values.
+    @inline(__always)
+    init(_ bytes: UnsafeRawBufferPointer) {
+        self.init(mv_size: bytes.count, mv_data: UnsafeMutableRawPointer(mutating: bytes.baseAddress) ?? emptyByte)
+    }
+
+    @inline(__always)
+    var buffer: UnsafeRawBufferPointer { UnsafeRawBufferPointer(start: mv_data, count: mv_size) }
+}

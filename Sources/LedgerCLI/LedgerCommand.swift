@@ -1,0 +1,73 @@
+import ArgumentParser
+import Foundation
+import LedgerCore
+import LedgerStore
+import Logging
+
+/// `ledger`: the TopicLedger command line.
+@main
+struct LedgerCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "ledger",
+        abstract: "TopicLedger: an FCM-compatible topic-messaging server on an event-sourced LMDB ledger.",
+        subcommands: [Log.self, Verify.self, Rebuild.self, Stats.self, Import.self]
+    )
+}
+
+/// Options every subcommand shares.
+struct CommonOptions: ParsableArguments {
+    @Option(name: .long, help: "Data directory holding one ledger per project.")
+    var data: String = "./ledger-data"
+
+    @Option(name: .long, help: "Project id.")
+    var project: String = ProjectID.default.rawValue
+
+    @Option(name: .long, help: "Output format: text or json.")
+    var format: OutputFormat = .text
+
+    func validate() throws {
+        do {
+            _ = try ProjectID(project, field: "--project")
+        } catch {
+            throw ValidationError(error.description)
+        }
+    }
+
+    var projectID: ProjectID { try! ProjectID(project) }
+
+    /// Opens the project's ledger.
+    func open(_ mode: Ledger.Options.Mode) throws -> Ledger {
+        var logger = Logger(label: "ledger")
+        logger.logLevel = .warning
+        return try Ledger.open(
+            dataDirectory: data, project: projectID, options: Ledger.Options(mode: mode), logger: logger)
+    }
+}
+
+enum OutputFormat: String, ExpressibleByArgument, CaseIterable {
+    case text, json
+}
+
+/// Writes to standard error (results go to standard output).
+func printError(_ text: String) {
+    FileHandle.standardError.write(Data((text + "\n").utf8))
+}
+
+/// Buffered standard output for long streams (`ledger log`).
+struct BufferedOutput {
+    private var buffer: [UInt8] = []
+
+    init() { buffer.reserveCapacity(1 << 16) }
+
+    mutating func write(line: String) {
+        buffer.append(contentsOf: line.utf8)
+        buffer.append(UInt8(ascii: "\n"))
+        if buffer.count >= 1 << 16 { flush() }
+    }
+
+    mutating func flush() {
+        guard !buffer.isEmpty else { return }
+        FileHandle.standardOutput.write(Data(buffer))
+        buffer.removeAll(keepingCapacity: true)
+    }
+}

@@ -1,0 +1,184 @@
+import Foundation
+import SwiftProtobuf
+
+/// Encodes events as `formatVersion ‖ protobuf(topicledger.v1.Event)` and decodes them back.
+///
+/// The schema is `ledger_event.proto` beside this file; `docs/event-format.md` documents the layout so
+/// that another language can read the log. Generated code is committed (`tools/generate-protobuf.sh`).
+public enum EventCodec {
+    /// The encoding version written by this build, the first byte of every encoded event.
+    public static let formatVersion: UInt8 = 1
+
+    /// Encodes `event`.
+    public static func encode(_ event: LedgerEvent) -> [UInt8] {
+        var message = Topicledger_V1_Event()
+        message.seq = event.seq
+        message.timeMicros = event.time.microseconds
+        message.actor = event.actor
+        message.requestID = event.requestID
+        switch event.body {
+        case .registered(let token, let platform, let appID):
+            var body = Topicledger_V1_Registered()
+            body.token = token.rawValue
+            if let platform { body.platform = platform }
+            if let appID { body.appID = appID }
+            message.body = .registered(body)
+        case .unregistered(let token, let reason):
+            var body = Topicledger_V1_Unregistered()
+            body.token = token.rawValue
+            body.reason = reason
+            message.body = .unregistered(body)
+        case .subscribed(let token, let topic, let via):
+            var body = Topicledger_V1_Subscribed()
+            body.token = token.rawValue
+            body.topic = topic.rawValue
+            body.via = via.protobuf
+            message.body = .subscribed(body)
+        case .unsubscribed(let token, let topic, let via):
+            var body = Topicledger_V1_Unsubscribed()
+            body.token = token.rawValue
+            body.topic = topic.rawValue
+            body.via = via.protobuf
+            message.body = .unsubscribed(body)
+        case .sent(let sent):
+            var body = Topicledger_V1_Sent()
+            body.messageID = sent.messageID
+            body.targetKind = sent.target.protobufKind
+            body.target = sent.target.text
+            body.precedence = sent.precedence.protobuf
+            body.messageJson = Data(sent.messageJSON)
+            message.body = .sent(body)
+        case .audience(let audience):
+            var body = Topicledger_V1_Audience()
+            body.messageID = audience.messageID
+            body.sendSeq = audience.sendSeq
+            body.recipientCount = audience.recipientCount
+            body.recipientDigest = Data(audience.recipientDigest)
+            message.body = .audience(body)
+        }
+        var bytes: [UInt8] = [formatVersion]
+        // Serializing a fully built proto3 message cannot fail (no required fields, no unknown types).
+        bytes += try! message.serializedBytes() as [UInt8]
+        return bytes
+    }
+
+    /// Decodes an encoded event.
+    ///
+    /// - Throws: `.unsupportedVersion` for another format version, `.corruptEvent` for bytes that do not
+    ///   decode or lack a body.
+    public static func decode(_ bytes: UnsafeRawBufferPointer) throws(LedgerCoreError) -> LedgerEvent {
+        guard let version = bytes.first else { throw LedgerCoreError(.corruptEvent, "empty event") }
+        guard version == formatVersion else {
+            throw LedgerCoreError(
+                .unsupportedVersion,
+                "event encoding version \(version) is not supported by this build (it reads version \(formatVersion))")
+        }
+        let message: Topicledger_V1_Event
+        do {
+            message = try Topicledger_V1_Event(serializedBytes: RawSpan(_unsafeBytes: UnsafeRawBufferPointer(rebasing: bytes.dropFirst())))
+        } catch {
+            throw LedgerCoreError(.corruptEvent, "event does not decode: \(error)")
+        }
+        return try event(from: message)
+    }
+
+    /// Decodes an encoded event held in an array.
+    public static func decode(_ bytes: [UInt8]) throws(LedgerCoreError) -> LedgerEvent {
+        do {
+            return try bytes.withUnsafeBytes { buffer in try decode(buffer) }
+        } catch let error as LedgerCoreError {
+            throw error
+        } catch {
+            throw LedgerCoreError(.corruptEvent, "\(error)")
+        }
+    }
+
+    private static func event(from message: Topicledger_V1_Event) throws(LedgerCoreError) -> LedgerEvent {
+        let body: LedgerEvent.Body
+        switch message.body {
+        case .registered(let value):
+            body = .registered(
+                token: RegistrationToken(trusted: value.token),
+                platform: value.hasPlatform ? value.platform : nil,
+                appID: value.hasAppID ? value.appID : nil)
+        case .unregistered(let value):
+            body = .unregistered(token: RegistrationToken(trusted: value.token), reason: value.reason)
+        case .subscribed(let value):
+            body = .subscribed(
+                token: RegistrationToken(trusted: value.token), topic: TopicName(trusted: value.topic),
+                via: try SubscriptionChannel(value.via))
+        case .unsubscribed(let value):
+            body = .unsubscribed(
+                token: RegistrationToken(trusted: value.token), topic: TopicName(trusted: value.topic),
+                via: try SubscriptionChannel(value.via))
+        case .sent(let value):
+            let target: MessageTarget
+            switch value.targetKind {
+            case .targetTopic: target = .topic(TopicName(trusted: value.target))
+            case .targetCondition: target = .condition(value.target)
+            case .targetToken: target = .token(RegistrationToken(trusted: value.target))
+            default: throw LedgerCoreError(.corruptEvent, "sent event without a target kind")
+            }
+            body = .sent(
+                SentMessage(
+                    messageID: value.messageID, target: target, precedence: try ConditionPrecedence(value.precedence),
+                    messageJSON: Array(value.messageJson)))
+        case .audience(let value):
+            body = .audience(
+                AudienceRecord(
+                    messageID: value.messageID, sendSeq: value.sendSeq, recipientCount: value.recipientCount,
+                    recipientDigest: Array(value.recipientDigest)))
+        case nil:
+            throw LedgerCoreError(.corruptEvent, "event \(message.seq) has no body")
+        }
+        return LedgerEvent(
+            seq: message.seq, time: LedgerTime(microseconds: message.timeMicros), actor: message.actor,
+            requestID: message.requestID, body: body)
+    }
+}
+
+extension SubscriptionChannel {
+    fileprivate var protobuf: Topicledger_V1_Via {
+        switch self {
+        case .client: .client
+        case .v1: .v1
+        case .iid: .iid
+        }
+    }
+
+    fileprivate init(_ via: Topicledger_V1_Via) throws(LedgerCoreError) {
+        switch via {
+        case .client: self = .client
+        case .v1: self = .v1
+        case .iid: self = .iid
+        default: throw LedgerCoreError(.corruptEvent, "unknown subscription channel \(via.rawValue)")
+        }
+    }
+}
+
+extension MessageTarget {
+    fileprivate var protobufKind: Topicledger_V1_TargetKind {
+        switch self {
+        case .topic: .targetTopic
+        case .condition: .targetCondition
+        case .token: .targetToken
+        }
+    }
+}
+
+extension ConditionPrecedence {
+    fileprivate var protobuf: Topicledger_V1_Precedence {
+        switch self {
+        case .leftToRight: .leftToRight
+        case .standard: .standard
+        }
+    }
+
+    fileprivate init(_ precedence: Topicledger_V1_Precedence) throws(LedgerCoreError) {
+        switch precedence {
+        case .leftToRight: self = .leftToRight
+        case .standard: self = .standard
+        default: throw LedgerCoreError(.corruptEvent, "unknown precedence rule \(precedence.rawValue)")
+        }
+    }
+}

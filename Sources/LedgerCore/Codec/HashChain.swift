@@ -1,0 +1,52 @@
+import Crypto
+
+/// The log's hash chain: `hash = SHA-256(prevHash ‖ encodedEvent)`, with 32 zero bytes before seq 1.
+///
+/// A stored record is `hash ‖ encodedEvent`, so every record carries its own hash and the chain can be
+/// checked by reading the log once in order.
+public enum HashChain {
+    public static let hashSize = 32
+    /// The `prevHash` of the first event.
+    public static let genesis = [UInt8](repeating: 0, count: hashSize)
+
+    /// The hash of `encodedEvent` following `previous`.
+    public static func hash(previous: some Sequence<UInt8>, encodedEvent: UnsafeRawBufferPointer) -> [UInt8] {
+        var hasher = SHA256()
+        hasher.update(data: Array(previous))
+        hasher.update(bufferPointer: encodedEvent)
+        return Array(hasher.finalize())
+    }
+
+    /// The stored record for `encodedEvent`: its hash followed by the event.
+    public static func record(hash: [UInt8], encodedEvent: [UInt8]) -> [UInt8] {
+        hash + encodedEvent
+    }
+
+    /// Splits a stored record into its hash and its encoded event.
+    ///
+    /// - Throws: `.corruptEvent` when the record is too short to hold a hash and an event.
+    public static func split(record: UnsafeRawBufferPointer) throws(LedgerCoreError)
+        -> (hash: UnsafeRawBufferPointer, encodedEvent: UnsafeRawBufferPointer)
+    {
+        guard record.count > hashSize else {
+            throw LedgerCoreError(.corruptEvent, "record of \(record.count) bytes is shorter than a hash and an event")
+        }
+        return (
+            UnsafeRawBufferPointer(rebasing: record[..<hashSize]),
+            UnsafeRawBufferPointer(rebasing: record[hashSize...])
+        )
+    }
+}
+
+extension Sequence<UInt8> {
+    /// Lowercase hexadecimal.
+    public var hexString: String {
+        let digits = Array("0123456789abcdef".utf8)
+        var out: [UInt8] = []
+        for byte in self {
+            out.append(digits[Int(byte >> 4)])
+            out.append(digits[Int(byte & 0xF)])
+        }
+        return String(decoding: out, as: UTF8.self)
+    }
+}

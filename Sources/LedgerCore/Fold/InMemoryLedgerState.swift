@@ -1,0 +1,93 @@
+/// Subscription state held in memory, folded with ``EventFold``.
+///
+/// The independent reference for tests, `replay --naive` and `verify`: it answers by the fold alone,
+/// with no index.
+public struct InMemoryLedgerState: LedgerProjection, Sendable {
+    public private(set) var tokens: [RegistrationToken] = []
+    private var instanceIDs: [RegistrationToken: InstanceID] = [:]
+    public private(set) var registered: Set<InstanceID> = []
+    public private(set) var topicNames: [TopicName] = []
+    private var topicIDs: [TopicName: TopicID] = [:]
+    private var instanceTopics: [InstanceID: Set<TopicID>] = [:]
+    private var topicMembers: [TopicID: Set<InstanceID>] = [:]
+    public private(set) var messages: [UInt64: UInt64] = [:]
+    public private(set) var audiences: [UInt64: UInt64] = [:]
+    /// The seq of the last event applied.
+    public private(set) var seq: UInt64 = 0
+
+    public init() {}
+
+    /// Applies `event` with the shared fold.
+    public mutating func apply(_ event: LedgerEvent) {
+        // The in-memory implementation throws nothing.
+        try! EventFold.apply(event, to: &self)
+        seq = event.seq
+    }
+
+    // MARK: Queries
+
+    public func isRegistered(_ token: RegistrationToken) -> Bool {
+        instanceIDs[token].map { registered.contains($0) } ?? false
+    }
+
+    /// The instance's current topics (empty for unknown or unregistered tokens).
+    public func topics(of token: RegistrationToken) -> Set<TopicName> {
+        guard let instance = instanceIDs[token] else { return [] }
+        return Set((instanceTopics[instance] ?? []).map { topicNames[Int($0) - 1] })
+    }
+
+    /// The tokens currently subscribed to `topic`.
+    public func members(of topic: TopicName) -> Set<RegistrationToken> {
+        guard let id = topicIDs[topic] else { return [] }
+        return Set((topicMembers[id] ?? []).map { tokens[Int($0) - 1] })
+    }
+
+    /// The tokens currently registered (the universe).
+    public var registeredTokens: Set<RegistrationToken> { Set(registered.map { tokens[Int($0) - 1] }) }
+
+    // MARK: LedgerProjection
+
+    public func instanceID(for token: RegistrationToken) -> InstanceID? { instanceIDs[token] }
+
+    public mutating func createInstance(for token: RegistrationToken) -> InstanceID {
+        tokens.append(token)
+        let id = InstanceID(tokens.count)
+        instanceIDs[token] = id
+        return id
+    }
+
+    public func isRegistered(_ instance: InstanceID) -> Bool { registered.contains(instance) }
+
+    public mutating func register(_ instance: InstanceID, platform: String?, appID: String?, at seq: UInt64) {
+        registered.insert(instance)
+    }
+
+    public mutating func unregister(_ instance: InstanceID, at seq: UInt64) { registered.remove(instance) }
+
+    public mutating func topicID(for topic: TopicName, create: Bool) -> TopicID? {
+        if let id = topicIDs[topic] { return id }
+        guard create else { return nil }
+        topicNames.append(topic)
+        let id = TopicID(topicNames.count)
+        topicIDs[topic] = id
+        return id
+    }
+
+    public func topics(of instance: InstanceID) -> [TopicID] { (instanceTopics[instance] ?? []).sorted() }
+
+    public mutating func addTopic(_ topic: TopicID, to instance: InstanceID, at seq: UInt64) -> Bool {
+        guard instanceTopics[instance, default: []].insert(topic).inserted else { return false }
+        topicMembers[topic, default: []].insert(instance)
+        return true
+    }
+
+    public mutating func removeTopic(_ topic: TopicID, from instance: InstanceID, at seq: UInt64) -> Bool {
+        guard instanceTopics[instance]?.remove(topic) != nil else { return false }
+        topicMembers[topic]?.remove(instance)
+        return true
+    }
+
+    public mutating func recordSend(messageID: UInt64, at seq: UInt64) { messages[messageID] = seq }
+
+    public mutating func recordAudience(messageID: UInt64, at seq: UInt64) { audiences[messageID] = seq }
+}

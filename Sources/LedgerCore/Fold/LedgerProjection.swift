@@ -1,0 +1,73 @@
+/// Dense id of an app instance, assigned in log order from 1 when its token is first registered.
+public typealias InstanceID = UInt32
+/// Dense id of a topic, assigned in log order from 1 when it is first subscribed to.
+public typealias TopicID = UInt32
+
+/// The state an event fold reads and writes: what ``EventFold`` needs to know and change.
+///
+/// Implemented in memory (``InMemoryLedgerState``) and over LMDB (the store's projections), so the live
+/// server, `rebuild`, `verify` and naive replay all share one definition of what an event does.
+/// Every change carries the seq of the event causing it, for the temporal index.
+public protocol LedgerProjection {
+    /// The instance registered (now or ever) under `token`.
+    mutating func instanceID(for token: RegistrationToken) throws -> InstanceID?
+    /// Assigns the next instance id to a token seen for the first time.
+    mutating func createInstance(for token: RegistrationToken) throws -> InstanceID
+    mutating func isRegistered(_ instance: InstanceID) throws -> Bool
+    /// The instance joins the universe at `seq`.
+    mutating func register(_ instance: InstanceID, platform: String?, appID: String?, at seq: UInt64) throws
+    /// The instance leaves the universe at `seq` (its topics were already removed).
+    mutating func unregister(_ instance: InstanceID, at seq: UInt64) throws
+
+    /// The topic's id, assigning the next one when `create` is true and the topic is new.
+    mutating func topicID(for topic: TopicName, create: Bool) throws -> TopicID?
+    /// The instance's current topics.
+    mutating func topics(of instance: InstanceID) throws -> [TopicID]
+    /// Adds the topic to the instance's set at `seq`; returns `false` if it was there (a no-op).
+    mutating func addTopic(_ topic: TopicID, to instance: InstanceID, at seq: UInt64) throws -> Bool
+    /// Removes the topic from the instance's set at `seq`; returns `false` if it was absent (a no-op).
+    mutating func removeTopic(_ topic: TopicID, from instance: InstanceID, at seq: UInt64) throws -> Bool
+
+    /// Records that message `messageID` was sent by the event at `seq`.
+    mutating func recordSend(messageID: UInt64, at seq: UInt64) throws
+    /// Records that the audience of message `messageID` was recorded by the event at `seq`.
+    mutating func recordAudience(messageID: UInt64, at seq: UInt64) throws
+}
+
+/// The one definition of what each event does to subscription state.
+///
+/// Events that make no sense for the current state (a subscription for an unknown or unregistered
+/// instance) are no-ops: the store never appends them, and the fold stays total and deterministic.
+public enum EventFold {
+    /// Applies `event` to `state`.
+    public static func apply<State: LedgerProjection>(_ event: LedgerEvent, to state: inout State) throws {
+        let seq = event.seq
+        switch event.body {
+        case .registered(let token, let platform, let appID):
+            let instance = try state.instanceID(for: token) ?? state.createInstance(for: token)
+            if try !state.isRegistered(instance) {
+                try state.register(instance, platform: platform, appID: appID, at: seq)
+            }
+        case .unregistered(let token, _):
+            guard let instance = try state.instanceID(for: token), try state.isRegistered(instance) else { return }
+            for topic in try state.topics(of: instance) {
+                _ = try state.removeTopic(topic, from: instance, at: seq)
+            }
+            try state.unregister(instance, at: seq)
+        case .subscribed(let token, let topic, _):
+            guard let instance = try state.instanceID(for: token), try state.isRegistered(instance),
+                let topicID = try state.topicID(for: topic, create: true)
+            else { return }
+            _ = try state.addTopic(topicID, to: instance, at: seq)
+        case .unsubscribed(let token, let topic, _):
+            guard let instance = try state.instanceID(for: token), try state.isRegistered(instance),
+                let topicID = try state.topicID(for: topic, create: false)
+            else { return }
+            _ = try state.removeTopic(topicID, from: instance, at: seq)
+        case .sent(let sent):
+            try state.recordSend(messageID: sent.messageID, at: seq)
+        case .audience(let audience):
+            try state.recordAudience(messageID: audience.messageID, at: seq)
+        }
+    }
+}

@@ -1,0 +1,131 @@
+/// One immutable entry of the ledger's log.
+///
+/// `seq` is gapless per project from 1; `time` is UTC microseconds and never decreases with `seq`.
+public struct LedgerEvent: Sendable, Equatable {
+    public var seq: UInt64
+    public var time: LedgerTime
+    /// The credential that caused the event (`admin`, `client`, `device`, `import`, …).
+    public var actor: String
+    /// Shared by every event of one request.
+    public var requestID: String
+    public var body: Body
+
+    public init(seq: UInt64, time: LedgerTime, actor: String, requestID: String, body: Body) {
+        self.seq = seq
+        self.time = time
+        self.actor = actor
+        self.requestID = requestID
+        self.body = body
+    }
+
+    /// What happened.
+    public enum Body: Sendable, Equatable {
+        /// The instance exists; it joins the universe that `!` complements against.
+        case registered(token: RegistrationToken, platform: String?, appID: String?)
+        /// The instance leaves the universe and every topic.
+        case unregistered(token: RegistrationToken, reason: String)
+        /// The topic joins the instance's set (no-op if present).
+        case subscribed(token: RegistrationToken, topic: TopicName, via: SubscriptionChannel)
+        /// The topic leaves the instance's set (no-op if absent).
+        case unsubscribed(token: RegistrationToken, topic: TopicName, via: SubscriptionChannel)
+        /// A message was accepted for sending.
+        case sent(SentMessage)
+        /// The audience of a send, recorded once computed.
+        case audience(AudienceRecord)
+    }
+
+    /// The event's kind, as named in the log export and the documentation.
+    public var kind: Kind {
+        switch body {
+        case .registered: .registered
+        case .unregistered: .unregistered
+        case .subscribed: .subscribed
+        case .unsubscribed: .unsubscribed
+        case .sent: .sent
+        case .audience: .audience
+        }
+    }
+
+    public enum Kind: String, Sendable, CaseIterable {
+        case registered, unregistered, subscribed, unsubscribed, sent, audience
+    }
+}
+
+/// Which API changed a subscription.
+public enum SubscriptionChannel: String, Sendable, CaseIterable {
+    /// The device itself (client API).
+    case client
+    /// FCM HTTP v1 topic management.
+    case v1
+    /// Legacy Instance ID (`iid/v1:batchAdd`, `batchRemove`, `rel/topics`).
+    case iid
+}
+
+/// The target of a send: exactly one of a topic, a condition, or a token.
+public enum MessageTarget: Sendable, Equatable {
+    case topic(TopicName)
+    /// The condition text as accepted; parsed with the send's precedence rule.
+    case condition(String)
+    case token(RegistrationToken)
+
+    /// `topic`, `condition` or `token`.
+    public var kindName: String {
+        switch self {
+        case .topic: "topic"
+        case .condition: "condition"
+        case .token: "token"
+        }
+    }
+
+    /// The topic name, condition text or token.
+    public var text: String {
+        switch self {
+        case .topic(let topic): topic.rawValue
+        case .condition(let condition): condition
+        case .token(let token): token.rawValue
+        }
+    }
+}
+
+/// How `&&` and `||` group when a condition does not say.
+public enum ConditionPrecedence: String, Sendable, CaseIterable {
+    /// FCM's documented rule: parenthesized groups first, then strictly left to right.
+    case leftToRight = "left-to-right"
+    /// `&&` binds tighter than `||`.
+    case standard
+}
+
+/// A message accepted for sending, as stored in a `sent` event.
+public struct SentMessage: Sendable, Equatable {
+    /// Decimal 63-bit id, unique per project.
+    public var messageID: UInt64
+    public var target: MessageTarget
+    /// The rule the condition was (and on replay always is) evaluated with.
+    public var precedence: ConditionPrecedence
+    /// The message object as accepted, UTF-8 JSON.
+    public var messageJSON: [UInt8]
+
+    public init(messageID: UInt64, target: MessageTarget, precedence: ConditionPrecedence, messageJSON: [UInt8]) {
+        self.messageID = messageID
+        self.target = target
+        self.precedence = precedence
+        self.messageJSON = messageJSON
+    }
+}
+
+/// The audience of a send: how many instances it reached and a digest of which.
+public struct AudienceRecord: Sendable, Equatable {
+    public var messageID: UInt64
+    /// The seq of the `sent` event.
+    public var sendSeq: UInt64
+    public var recipientCount: UInt64
+    /// SHA-256 over the recipients' tokens in byte order, each followed by `\n` (32 bytes).
+    public var recipientDigest: [UInt8]
+
+    public init(messageID: UInt64, sendSeq: UInt64, recipientCount: UInt64, recipientDigest: [UInt8]) {
+        self.messageID = messageID
+        self.sendSeq = sendSeq
+        self.recipientCount = recipientCount
+        self.recipientDigest = recipientDigest
+    }
+}

@@ -1,0 +1,56 @@
+/// A registration token: the secret that names one app instance.
+///
+/// Valid tokens are 1…4096 characters from `[A-Za-z0-9_:.-]` (the alphabet of FCM tokens and of the
+/// tokens this server issues).
+///
+/// - Important: Tokens are secrets. Never log them.
+public struct RegistrationToken: Hashable, Sendable, Comparable, CustomStringConvertible {
+    public let rawValue: String
+
+    public static let maximumLength = 4096
+
+    /// Validates `rawValue`.
+    ///
+    /// - Parameter field: the input field named in the error.
+    /// - Throws: `LedgerCoreError.Code.invalidArgument` naming `field` when the token is malformed.
+    public init(_ rawValue: String, field: String = "token") throws(LedgerCoreError) {
+        let utf8 = rawValue.utf8
+        guard !utf8.isEmpty else {
+            throw LedgerCoreError(.invalidArgument, field: field, "registration token is empty")
+        }
+        guard utf8.count <= Self.maximumLength else {
+            throw LedgerCoreError(
+                .invalidArgument, field: field, "registration token is longer than \(Self.maximumLength) characters")
+        }
+        if let offset = utf8.firstIndex(where: { !Self.isTokenByte($0) }) {
+            let position = utf8.distance(from: utf8.startIndex, to: offset)
+            throw LedgerCoreError(
+                .invalidArgument, field: field,
+                "registration token has a character outside [A-Za-z0-9_:.-] at offset \(position)")
+        }
+        self.rawValue = rawValue
+    }
+
+    /// Wraps a token read back from the log, which was validated when it was appended.
+    package init(trusted rawValue: String) { self.rawValue = rawValue }
+
+    @inline(__always)
+    static func isTokenByte(_ byte: UInt8) -> Bool {
+        switch byte {
+        case UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "A")...UInt8(ascii: "Z"),
+            UInt8(ascii: "0")...UInt8(ascii: "9"), UInt8(ascii: "_"), UInt8(ascii: ":"), UInt8(ascii: "."),
+            UInt8(ascii: "-"):
+            return true
+        default:
+            return false
+        }
+    }
+
+    /// Byte order of the UTF-8 form (the order of the recipient digest).
+    public static func < (lhs: Self, rhs: Self) -> Bool {
+        lhs.rawValue.utf8.lexicographicallyPrecedes(rhs.rawValue.utf8)
+    }
+
+    /// Redacted: tokens must not reach logs through string interpolation.
+    public var description: String { "RegistrationToken(redacted)" }
+}

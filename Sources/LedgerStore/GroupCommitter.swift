@@ -1,0 +1,90 @@
+import Foundation
+
+/// The single writer of a ledger: a dedicated thread that takes every request queued while the previous
+/// transaction was committing and commits them together (group commit).
+///
+/// Requests wait in `submit` until their batch is durable, so an answer always means "committed".
+///
+/// - Note: Thread-safe. `submit` may be called from any task; the commit work runs only on the writer thread,
+///   so LMDB write transactions never cross an `await` or a thread.
+final class GroupCommitter: @unchecked Sendable {
+    // @unchecked: `queue` and `stopped` are only touched with `condition` locked.
+
+    typealias Commit = ([WriteRequest]) -> [Result<WriteReceipt, any Error>]
+
+    private struct Pending {
+        let request: WriteRequest
+        let continuation: CheckedContinuation<WriteReceipt, any Error>
+    }
+
+    private let condition = NSCondition()
+    private var queue: [Pending] = []
+    private var stopped = false
+    private let finished = DispatchSemaphore(value: 0)
+    private let maximumBatchOperations: Int
+    private let commit: Commit
+
+    /// - Parameters:
+    ///   - maximumBatchOperations: a batch closes once it holds this many operations (bounds latency and
+    ///     transaction size); a single larger request still commits alone.
+    ///   - commit: runs one batch in one transaction, returning one result per request in order.
+    init(maximumBatchOperations: Int, commit: @escaping Commit) {
+        self.maximumBatchOperations = maximumBatchOperations
+        self.commit = commit
+        let thread = Thread { [self] in run() }
+        thread.name = "ledger-writer"
+        thread.start()
+    }
+
+    /// Queues `request` and returns once it is durable (or failed).
+    func submit(_ request: WriteRequest) async throws -> WriteReceipt {
+        try await withCheckedThrowingContinuation { continuation in
+            condition.lock()
+            if stopped {
+                condition.unlock()
+                continuation.resume(throwing: StoreError(.unavailable, "the ledger is closed"))
+                return
+            }
+            queue.append(Pending(request: request, continuation: continuation))
+            condition.signal()
+            condition.unlock()
+        }
+    }
+
+    /// Commits what is queued, then stops the writer thread. Later submissions fail.
+    func stop() {
+        condition.lock()
+        let wasStopped = stopped
+        stopped = true
+        condition.broadcast()
+        condition.unlock()
+        if !wasStopped { finished.wait() }
+    }
+
+    private func run() {
+        while let batch = nextBatch() {
+            let results = commit(batch.map(\.request))
+            for (pending, result) in zip(batch, results) {
+                pending.continuation.resume(with: result)
+            }
+        }
+        finished.signal()
+    }
+
+    /// Waits for work; takes the queued requests up to the batch limit. `nil` once stopped and drained.
+    private func nextBatch() -> [Pending]? {
+        condition.lock()
+        defer { condition.unlock() }
+        while queue.isEmpty && !stopped { condition.wait() }
+        if queue.isEmpty { return nil }
+        var operations = 0
+        var taken = 0
+        while taken < queue.count && (taken == 0 || operations + queue[taken].request.operations.count <= maximumBatchOperations) {
+            operations += queue[taken].request.operations.count
+            taken += 1
+        }
+        let batch = Array(queue[..<taken])
+        queue.removeFirst(taken)
+        return batch
+    }
+}

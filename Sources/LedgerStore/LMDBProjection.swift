@@ -1,0 +1,119 @@
+import LMDBKit
+import LedgerCore
+
+/// The ledger's projections in LMDB, written by ``EventFold`` inside one write transaction.
+///
+/// Besides current state it maintains the temporal index: when a membership or registration ends, its
+/// `[start, end)` seq interval moves to a history database, so state at any seq is answered from the
+/// instance's or topic's own entries.
+struct LMDBProjection: LedgerProjection {
+    let txn: LMDBTransaction
+    let schema: LedgerSchema
+
+    func instanceID(for token: RegistrationToken) throws -> InstanceID? {
+        try txn.withValue(in: schema.tokens, forKey: token.rawValue) { $0?.loadBigEndianUInt32() }
+    }
+
+    func createInstance(for token: RegistrationToken) throws -> InstanceID {
+        let id = InstanceID(try txn.count(schema.instances) + 1)
+        try txn.put(schema.tokens, key: token.rawValue, value: id, flags: .noOverwrite)
+        let record = InstanceRecord(registeredSince: 0, token: token.rawValue, platform: "", appID: "")
+        try txn.put(schema.instances, key: id, value: record.encoded, flags: .append)
+        return id
+    }
+
+    func isRegistered(_ instance: InstanceID) throws -> Bool {
+        try txn.withValue(in: schema.instances, forKey: instance) { bytes in
+            guard let bytes else { return false }
+            return try InstanceRecord.registeredSince(in: bytes) != 0
+        }
+    }
+
+    func record(of instance: InstanceID) throws -> InstanceRecord {
+        guard let record = try txn.withValue(in: schema.instances, forKey: instance, { try $0.map(InstanceRecord.init) })
+        else { throw StoreError(.corrupt, "instance \(instance) has no record") }
+        return record
+    }
+
+    func register(_ instance: InstanceID, platform: String?, appID: String?, at seq: UInt64) throws {
+        var record = try record(of: instance)
+        record.registeredSince = seq
+        record.platform = platform ?? ""
+        record.appID = appID ?? ""
+        try txn.put(schema.instances, key: instance, value: record.encoded)
+    }
+
+    func unregister(_ instance: InstanceID, at seq: UInt64) throws {
+        var record = try record(of: instance)
+        var interval = ByteWriter(capacity: 16)
+        interval.append(record.registeredSince)
+        interval.append(seq)
+        try txn.put(schema.registrationHistory, key: instance, value: interval.bytes)
+        record.registeredSince = 0
+        try txn.put(schema.instances, key: instance, value: record.encoded)
+    }
+
+    func topicID(for topic: TopicName, create: Bool) throws -> TopicID? {
+        if let id = try txn.withValue(in: schema.topicIDs, forKey: topic.rawValue, { $0?.loadBigEndianUInt32() }) {
+            return id
+        }
+        guard create else { return nil }
+        let id = TopicID(try txn.count(schema.topicNames) + 1)
+        try txn.put(schema.topicIDs, key: topic.rawValue, value: id)
+        try txn.put(schema.topicNames, key: id, value: topic.rawValue, flags: .append)
+        return id
+    }
+
+    func topics(of instance: InstanceID) throws -> [TopicID] {
+        var topics: [TopicID] = []
+        try txn.withCursor(schema.instanceTopics) { cursor in
+            try cursor.forEachValue(of: instance) { value in
+                topics.append(value.loadBigEndianUInt32())
+                return true
+            }
+        }
+        return topics
+    }
+
+    /// The seq since which `instance` has held `topic`, or `nil`.
+    func subscribedSince(_ topic: TopicID, instance: InstanceID) throws -> UInt64? {
+        try txn.withCursor(schema.instanceTopics) { cursor in
+            guard let entry = try cursor.seek(instance, value: membershipValue(topic, since: 0)),
+                entry.value.loadBigEndianUInt32() == topic
+            else { return nil }
+            return entry.value.loadBigEndianUInt64(at: 4)
+        }
+    }
+
+    func addTopic(_ topic: TopicID, to instance: InstanceID, at seq: UInt64) throws -> Bool {
+        guard try subscribedSince(topic, instance: instance) == nil else { return false }
+        try txn.put(schema.instanceTopics, key: instance, value: membershipValue(topic, since: seq))
+        try txn.put(schema.topicMembers, key: topic, value: membershipValue(instance, since: seq))
+        return true
+    }
+
+    func removeTopic(_ topic: TopicID, from instance: InstanceID, at seq: UInt64) throws -> Bool {
+        guard let since = try subscribedSince(topic, instance: instance) else { return false }
+        try txn.delete(schema.instanceTopics, key: instance, value: membershipValue(topic, since: since))
+        try txn.delete(schema.topicMembers, key: topic, value: membershipValue(instance, since: since))
+        try txn.put(schema.instanceTopicHistory, key: instance, value: intervalValue(topic, start: since, end: seq))
+        try txn.put(schema.topicMemberHistory, key: topic, value: intervalValue(instance, start: since, end: seq))
+        return true
+    }
+
+    func recordSend(messageID: UInt64, at seq: UInt64) throws {
+        var value = ByteWriter(capacity: 16)
+        value.append(seq)
+        value.append(UInt64(0))
+        try txn.put(schema.messages, key: messageID, value: value.bytes)
+    }
+
+    func recordAudience(messageID: UInt64, at seq: UInt64) throws {
+        guard let sendSeq = try txn.withValue(in: schema.messages, forKey: messageID, { $0?.loadBigEndianUInt64() })
+        else { return }
+        var value = ByteWriter(capacity: 16)
+        value.append(sendSeq)
+        value.append(seq)
+        try txn.put(schema.messages, key: messageID, value: value.bytes)
+    }
+}

@@ -1,0 +1,89 @@
+import LedgerCore
+
+/// One change a request asks of the ledger. Each operation is checked against the state it meets and
+/// either appends exactly one event or is rejected without changing anything.
+public enum LedgerOperation: Sendable, Equatable {
+    /// Registers an instance; rejected with `.alreadyExists` if the token is registered now.
+    case register(RegistrationToken, platform: String?, appID: String?)
+    /// Unregisters an instance (it leaves every topic); `.notFound` if it is not registered.
+    case unregister(RegistrationToken, reason: String)
+    /// Subscribes; `.notFound` for an unknown or unregistered token, `.tooManyTopics` at the limit.
+    /// With `failIfPresent`, an existing subscription is `.alreadyExists`; otherwise it is an accepted no-op.
+    case subscribe(RegistrationToken, TopicName, via: SubscriptionChannel, failIfPresent: Bool = false)
+    /// Unsubscribes; `.notFound` for an unknown or unregistered token. With `failIfAbsent`, a missing
+    /// subscription is `.notFound`; otherwise it is an accepted no-op.
+    case unsubscribe(RegistrationToken, TopicName, via: SubscriptionChannel, failIfAbsent: Bool = false)
+    /// Sends a message; a token target that is not registered is `.notFound`. The store assigns the id.
+    case send(MessageTarget, precedence: ConditionPrecedence, messageJSON: [UInt8])
+    /// Records the audience of a send; `.notFound` for an unknown message, `.alreadyExists` if recorded.
+    case recordAudience(AudienceRecord)
+}
+
+/// A group of operations from one request, appended together and sharing a request id.
+public struct WriteRequest: Sendable {
+    /// The credential acting (`admin`, `device`, `import`, …); stored in every event.
+    public var actor: String
+    public var requestID: String
+    /// An explicit time for the events (imports of history); must not precede the ledger's head.
+    /// `nil` uses the store's clock.
+    public var time: LedgerTime?
+    public var operations: [LedgerOperation]
+
+    public init(actor: String, requestID: String, time: LedgerTime? = nil, operations: [LedgerOperation]) {
+        self.actor = actor
+        self.requestID = requestID
+        self.time = time
+        self.operations = operations
+    }
+}
+
+/// Why an operation was refused. Nothing was appended for it.
+public struct OperationRejection: Sendable, Equatable, CustomStringConvertible {
+    public struct Code: Hashable, Sendable, CustomStringConvertible {
+        private enum Base: String { case notFound, alreadyExists, tooManyTopics }
+        private let base: Base
+        private init(_ base: Base) { self.base = base }
+        public static let notFound = Code(.notFound)
+        public static let alreadyExists = Code(.alreadyExists)
+        public static let tooManyTopics = Code(.tooManyTopics)
+        public var description: String { base.rawValue }
+    }
+
+    public let code: Code
+    public let message: String
+
+    public init(_ code: Code, _ message: String) {
+        self.code = code
+        self.message = message
+    }
+
+    public var description: String { "\(code): \(message)" }
+}
+
+/// What became of one operation.
+public enum OperationOutcome: Sendable, Equatable {
+    /// The operation's event is durable at `seq`.
+    case appended(seq: UInt64)
+    /// A send's event is durable at `seq` with the assigned message id.
+    case sent(seq: UInt64, messageID: UInt64)
+    case rejected(OperationRejection)
+
+    public var rejection: OperationRejection? {
+        if case .rejected(let rejection) = self { return rejection }
+        return nil
+    }
+
+    public var seq: UInt64? {
+        switch self {
+        case .appended(let seq), .sent(let seq, _): seq
+        case .rejected: nil
+        }
+    }
+}
+
+/// The durable result of a request: one outcome per operation, in order.
+public struct WriteReceipt: Sendable, Equatable {
+    public var outcomes: [OperationOutcome]
+    /// The time stamped on the request's events.
+    public var time: LedgerTime
+}

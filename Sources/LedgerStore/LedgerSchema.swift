@@ -1,0 +1,140 @@
+import LMDBKit
+import LedgerCore
+
+/// The named LMDB databases of one project's ledger and the layout of their keys and values.
+///
+/// Integers are big-endian so keys sort numerically. Interval ends of `UInt64.max` never occur: open
+/// intervals live in the current-state databases, closed ones in the history databases.
+///
+/// | database | key | value |
+/// |---|---|---|
+/// | meta | name (UTF-8) | see `MetaKey` |
+/// | log | seq u64 | hash(32) ‖ encoded event |
+/// | tokens | token (UTF-8) | instance u32 |
+/// | instances | instance u32 | `InstanceRecord` |
+/// | registrationHistory (dup) | instance u32 | start u64 ‖ end u64 (closed registrations) |
+/// | topicIDs | topic name (UTF-8) | topic u32 |
+/// | topicNames | topic u32 | topic name |
+/// | instanceTopics (dup) | instance u32 | topic u32 ‖ since u64 |
+/// | topicMembers (dup) | topic u32 | instance u32 ‖ since u64 |
+/// | instanceTopicHistory (dup) | instance u32 | topic u32 ‖ start u64 ‖ end u64 |
+/// | topicMemberHistory (dup) | topic u32 | instance u32 ‖ start u64 ‖ end u64 |
+/// | messages | message id u64 | send seq u64 ‖ audience seq u64 (0 until recorded) |
+///
+/// An interval `[start, end)` means: held after applying event `start`, no longer after applying `end`.
+struct LedgerSchema: Sendable {
+    /// Version of this layout, stored in meta; bumped when a change needs a migration or a rebuild.
+    static let layoutVersion: UInt32 = 1
+
+    let meta: LMDBDatabase
+    let log: LMDBDatabase
+    let tokens: LMDBDatabase
+    let instances: LMDBDatabase
+    let registrationHistory: LMDBDatabase
+    let topicIDs: LMDBDatabase
+    let topicNames: LMDBDatabase
+    let instanceTopics: LMDBDatabase
+    let topicMembers: LMDBDatabase
+    let instanceTopicHistory: LMDBDatabase
+    let topicMemberHistory: LMDBDatabase
+    let messages: LMDBDatabase
+
+    /// Every database derived from the log, in a fixed order (what `rebuild` clears and `verify` compares).
+    var projections: [LMDBDatabase] {
+        [
+            tokens, instances, registrationHistory, topicIDs, topicNames, instanceTopics, topicMembers,
+            instanceTopicHistory, topicMemberHistory, messages,
+        ]
+    }
+
+    /// Opens the databases, creating them in a write transaction (or only opening them in a read one).
+    init(_ txn: LMDBTransaction) throws {
+        let create: LMDBDatabase.Flags = txn.isReadOnly ? [] : [.create]
+        let duplicates: LMDBDatabase.Flags = create.union([.duplicateSort, .duplicateFixed])
+        meta = try txn.openDatabase("meta", flags: create)
+        log = try txn.openDatabase("log", flags: create)
+        tokens = try txn.openDatabase("tokens", flags: create)
+        instances = try txn.openDatabase("instances", flags: create)
+        registrationHistory = try txn.openDatabase("registrationHistory", flags: duplicates)
+        topicIDs = try txn.openDatabase("topicIDs", flags: create)
+        topicNames = try txn.openDatabase("topicNames", flags: create)
+        instanceTopics = try txn.openDatabase("instanceTopics", flags: duplicates)
+        topicMembers = try txn.openDatabase("topicMembers", flags: duplicates)
+        instanceTopicHistory = try txn.openDatabase("instanceTopicHistory", flags: duplicates)
+        topicMemberHistory = try txn.openDatabase("topicMemberHistory", flags: duplicates)
+        messages = try txn.openDatabase("messages", flags: create)
+    }
+}
+
+/// Keys of the meta database.
+enum MetaKey {
+    /// u32: `LedgerSchema.layoutVersion` the ledger was created with.
+    static let layoutVersion = "layoutVersion"
+    /// UTF-8: the project the ledger belongs to.
+    static let project = "project"
+    /// seq u64 ‖ time i64 ‖ hash(32): the last appended event.
+    static let head = "head"
+    /// seq u64: projections reflect the log through this seq; absent = through the head. Set while a
+    /// rebuild runs, so that an interrupted rebuild is detected.
+    static let rebuildingThrough = "rebuildingThrough"
+}
+
+/// The last appended event: what the next append chains onto.
+public struct LedgerHead: Sendable, Equatable {
+    public var seq: UInt64
+    public var time: LedgerTime
+    public var hash: [UInt8]
+
+    static let empty = LedgerHead(seq: 0, time: LedgerTime(microseconds: 0), hash: HashChain.genesis)
+
+    var encoded: [UInt8] {
+        var bytes = ByteWriter(capacity: 48)
+        bytes.append(seq)
+        bytes.append(UInt64(bitPattern: time.microseconds))
+        bytes.append(hash)
+        return bytes.bytes
+    }
+
+    init(seq: UInt64, time: LedgerTime, hash: [UInt8]) {
+        self.seq = seq
+        self.time = time
+        self.hash = hash
+    }
+
+    init(decoding bytes: UnsafeRawBufferPointer) throws {
+        guard bytes.count == 48 else { throw StoreError(.corrupt, "meta head has \(bytes.count) bytes, expected 48") }
+        seq = bytes.loadBigEndianUInt64(at: 0)
+        time = LedgerTime(microseconds: Int64(bitPattern: bytes.loadBigEndianUInt64(at: 8)))
+        hash = Array(bytes[16..<48])
+    }
+}
+
+/// Builds big-endian keys and values.
+struct ByteWriter {
+    var bytes: [UInt8]
+    init(capacity: Int) { bytes = []; bytes.reserveCapacity(capacity) }
+    mutating func append(_ value: UInt64) { withUnsafeBytes(of: value.bigEndian) { bytes.append(contentsOf: $0) } }
+    mutating func append(_ value: UInt32) { withUnsafeBytes(of: value.bigEndian) { bytes.append(contentsOf: $0) } }
+    mutating func append(_ value: UInt16) { withUnsafeBytes(of: value.bigEndian) { bytes.append(contentsOf: $0) } }
+    mutating func append(_ value: [UInt8]) { bytes.append(contentsOf: value) }
+    mutating func append(_ value: String) { bytes.append(contentsOf: value.utf8) }
+}
+
+/// `id ‖ seq` — a current-state entry (`instanceTopics`, `topicMembers`).
+@inline(__always)
+func membershipValue(_ id: UInt32, since: UInt64) -> [UInt8] {
+    var writer = ByteWriter(capacity: 12)
+    writer.append(id)
+    writer.append(since)
+    return writer.bytes
+}
+
+/// `id ‖ start ‖ end` — a closed interval (`instanceTopicHistory`, `topicMemberHistory`).
+@inline(__always)
+func intervalValue(_ id: UInt32, start: UInt64, end: UInt64) -> [UInt8] {
+    var writer = ByteWriter(capacity: 20)
+    writer.append(id)
+    writer.append(start)
+    writer.append(end)
+    return writer.bytes
+}

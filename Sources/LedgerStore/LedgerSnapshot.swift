@@ -1,0 +1,265 @@
+import LMDBKit
+import LedgerCore
+
+/// A consistent, read-only view of a ledger: the log, current state, and state at any past seq.
+///
+/// "State at seq N" is the state after applying events 1…N. The audience of a send at seq S is taken
+/// from the state at S (the send itself changes no subscription).
+///
+/// - Note: Valid only inside the ``Ledger/read(_:)`` closure that lends it.
+public struct LedgerSnapshot {
+    let txn: LMDBTransaction
+    let schema: LedgerSchema
+
+    // MARK: Log
+
+    /// The last appended event's seq, time and hash (seq 0 for an empty ledger).
+    public func head() throws -> LedgerHead {
+        try txn.withValue(in: schema.meta, forKey: MetaKey.head) { try $0.map(LedgerHead.init) } ?? .empty
+    }
+
+    /// The event at `seq`, or `nil` past the head.
+    public func event(at seq: UInt64) throws -> LedgerEvent? {
+        try txn.withValue(in: schema.log, forKey: seq) { record in
+            guard let record else { return nil }
+            return try EventCodec.decode(HashChain.split(record: record).encodedEvent)
+        }
+    }
+
+    /// Calls `body` with each event from `from` through `through` (inclusive) and its stored hash, in order,
+    /// until `body` returns `false`.
+    public func forEachEvent(
+        from: UInt64 = 1, through: UInt64 = .max, _ body: (LedgerEvent, UnsafeRawBufferPointer) throws -> Bool
+    ) throws {
+        try txn.withCursor(schema.log) { cursor in
+            try cursor.forEach(from: max(from, 1)) { entry in
+                let seq = entry.key.loadBigEndianUInt64()
+                guard seq <= through else { return false }
+                let parts = try HashChain.split(record: entry.value)
+                return try body(try EventCodec.decode(parts.encodedEvent), parts.hash)
+            }
+        }
+    }
+
+    /// The stored hash of the event at `seq` (the genesis hash for seq 0).
+    public func hash(at seq: UInt64) throws -> [UInt8]? {
+        if seq == 0 { return HashChain.genesis }
+        return try txn.withValue(in: schema.log, forKey: seq) { record in
+            try record.map { Array(try HashChain.split(record: $0).hash) }
+        }
+    }
+
+    /// The last seq whose time is at or before `time` (0 when every event is later).
+    ///
+    /// Binary search over the log: times never decrease with seq.
+    public func seq(atOrBefore time: LedgerTime) throws -> UInt64 {
+        var low: UInt64 = 0
+        var high = try head().seq
+        while low < high {
+            let middle = low + (high - low + 1) / 2
+            guard let event = try event(at: middle) else {
+                throw StoreError(.corrupt, "the log has no event at seq \(middle)")
+            }
+            if event.time <= time { low = middle } else { high = middle - 1 }
+        }
+        return low
+    }
+
+    // MARK: Instances
+
+    /// The instance id of `token`, whether registered now or only in the past.
+    public func instanceID(of token: RegistrationToken) throws -> InstanceID? {
+        try txn.withValue(in: schema.tokens, forKey: token.rawValue) { $0?.loadBigEndianUInt32() }
+    }
+
+    /// What the ledger knows of an instance now.
+    public func instance(_ instance: InstanceID) throws -> InstanceInfo? {
+        try txn.withValue(in: schema.instances, forKey: instance) { bytes in
+            try bytes.map { bytes in
+                let record = try InstanceRecord(decoding: bytes)
+                return InstanceInfo(
+                    id: instance, token: RegistrationToken(trusted: record.token),
+                    registeredSince: record.isRegistered ? record.registeredSince : nil,
+                    platform: record.platform.isEmpty ? nil : record.platform,
+                    appID: record.appID.isEmpty ? nil : record.appID)
+            }
+        }
+    }
+
+    /// The token of an instance id.
+    public func token(of instance: InstanceID) throws -> RegistrationToken? {
+        try self.instance(instance)?.token
+    }
+
+    /// Whether `instance` is registered in the state at `seq` (now, when `seq` is `nil`).
+    public func isRegistered(_ instance: InstanceID, at seq: UInt64? = nil) throws -> Bool {
+        guard let info = try self.instance(instance) else { return false }
+        guard let seq else { return info.registeredSince != nil }
+        if let since = info.registeredSince, since <= seq { return true }
+        var held = false
+        try txn.withCursor(schema.registrationHistory) { cursor in
+            try cursor.forEachValue(of: instance) { interval in
+                let start = interval.loadBigEndianUInt64(at: 0)
+                let end = interval.loadBigEndianUInt64(at: 8)
+                if start <= seq && seq < end { held = true }
+                return !held
+            }
+        }
+        return held
+    }
+
+    /// The instances registered in the state at `seq` (now, when `nil`), ascending.
+    public func registeredInstances(at seq: UInt64? = nil) throws -> [InstanceID] {
+        var result: [InstanceID] = []
+        try txn.withCursor(schema.instances) { cursor in
+            try cursor.forEach { entry in
+                let since = try InstanceRecord.registeredSince(in: entry.value)
+                if since != 0 && since <= (seq ?? .max) { result.append(entry.key.loadBigEndianUInt32()) }
+                return true
+            }
+        }
+        guard let seq else { return result }
+        try txn.withCursor(schema.registrationHistory) { cursor in
+            try cursor.forEach { entry in
+                let start = entry.value.loadBigEndianUInt64(at: 0)
+                let end = entry.value.loadBigEndianUInt64(at: 8)
+                if start <= seq && seq < end { result.append(entry.key.loadBigEndianUInt32()) }
+                return true
+            }
+        }
+        // An instance holds at most one registration at a time, so there are no duplicates to remove.
+        result.sort()
+        return result
+    }
+
+    // MARK: Topics
+
+    public func topicID(of topic: TopicName) throws -> TopicID? {
+        try txn.withValue(in: schema.topicIDs, forKey: topic.rawValue) { $0?.loadBigEndianUInt32() }
+    }
+
+    public func topicName(of topic: TopicID) throws -> TopicName? {
+        try txn.withValue(in: schema.topicNames, forKey: topic) { bytes in
+            bytes.map { TopicName(trusted: String(decoding: $0, as: UTF8.self)) }
+        }
+    }
+
+    /// The topics of `instance` in the state at `seq` (now, when `nil`), ascending by id.
+    public func topics(of instance: InstanceID, at seq: UInt64? = nil) throws -> [TopicID] {
+        try heldIDs(current: schema.instanceTopics, history: schema.instanceTopicHistory, key: instance, at: seq)
+    }
+
+    /// The members of `topic` in the state at `seq` (now, when `nil`), ascending by instance id.
+    ///
+    /// Costs O(the topic's own history), never O(the log).
+    public func members(of topic: TopicID, at seq: UInt64? = nil) throws -> [InstanceID] {
+        try heldIDs(current: schema.topicMembers, history: schema.topicMemberHistory, key: topic, at: seq)
+    }
+
+    /// The number of instances subscribed to `topic` now. O(1).
+    public func subscriberCount(of topic: TopicID) throws -> Int {
+        try txn.withCursor(schema.topicMembers) { cursor in
+            try cursor.find(topic) == nil ? 0 : try cursor.duplicateCount()
+        }
+    }
+
+    /// Every topic ever subscribed to, with its current subscriber count, by name.
+    public func topicsWithCounts() throws -> [(topic: TopicName, subscribers: Int)] {
+        var result: [(TopicName, Int)] = []
+        try txn.withCursor(schema.topicIDs) { cursor in
+            try cursor.forEach { entry in
+                let name = TopicName(trusted: String(decoding: entry.key, as: UTF8.self))
+                result.append((name, try subscriberCount(of: entry.value.loadBigEndianUInt32())))
+                return true
+            }
+        }
+        return result
+    }
+
+    /// Ids held under `key` now (from the current database) or at `seq` (adding closed intervals).
+    private func heldIDs(current: LMDBDatabase, history: LMDBDatabase, key: UInt32, at seq: UInt64?) throws
+        -> [UInt32]
+    {
+        var result: [UInt32] = []
+        try txn.withCursor(current) { cursor in
+            try cursor.forEachValue(of: key) { value in
+                if value.loadBigEndianUInt64(at: 4) <= (seq ?? .max) { result.append(value.loadBigEndianUInt32()) }
+                return true
+            }
+        }
+        guard let seq else { return result }
+        var fromHistory = false
+        try txn.withCursor(history) { cursor in
+            try cursor.forEachValue(of: key) { value in
+                if value.loadBigEndianUInt64(at: 4) <= seq && seq < value.loadBigEndianUInt64(at: 12) {
+                    result.append(value.loadBigEndianUInt32())
+                    fromHistory = true
+                }
+                return true
+            }
+        }
+        // A pair holds at most one interval at a time, so merging never duplicates an id.
+        if fromHistory { result.sort() }
+        return result
+    }
+
+    // MARK: Messages
+
+    /// The seq of message `messageID`'s `sent` event and of its `audience` event, if recorded.
+    public func message(_ messageID: UInt64) throws -> (sendSeq: UInt64, audienceSeq: UInt64?)? {
+        try txn.withValue(in: schema.messages, forKey: messageID) { bytes in
+            bytes.map { bytes in
+                let audience = bytes.loadBigEndianUInt64(at: 8)
+                return (bytes.loadBigEndianUInt64(at: 0), audience == 0 ? nil : audience)
+            }
+        }
+    }
+
+    // MARK: Statistics
+
+    /// Counts for `ledger stats`.
+    public func statistics() throws -> LedgerStatistics {
+        let head = try head()
+        var registered = 0
+        try txn.withCursor(schema.instances) { cursor in
+            try cursor.forEach { entry in
+                if try InstanceRecord.registeredSince(in: entry.value) != 0 { registered += 1 }
+                return true
+            }
+        }
+        return LedgerStatistics(
+            events: head.seq, headTime: head.seq == 0 ? nil : head.time, headHash: head.hash.hexString,
+            instances: try txn.count(schema.instances), registeredInstances: registered,
+            topics: try txn.count(schema.topicNames), subscriptions: try txn.count(schema.instanceTopics),
+            messages: try txn.count(schema.messages), usedBytes: txn.environment.usedBytes,
+            mapBytes: txn.environment.mapSize)
+    }
+
+    func rebuildingThrough() throws -> UInt64? {
+        try txn.withValue(in: schema.meta, forKey: MetaKey.rebuildingThrough) { $0?.loadBigEndianUInt64() }
+    }
+}
+
+/// What the ledger knows of an instance.
+public struct InstanceInfo: Sendable, Equatable {
+    public var id: InstanceID
+    public var token: RegistrationToken
+    /// The seq of the registration in force, or `nil` when not registered now.
+    public var registeredSince: UInt64?
+    public var platform: String?
+    public var appID: String?
+}
+
+/// Sizes of a ledger.
+public struct LedgerStatistics: Sendable, Equatable {
+    public var events: UInt64
+    public var headTime: LedgerTime?
+    public var headHash: String
+    public var instances: Int
+    public var registeredInstances: Int
+    public var topics: Int
+    public var subscriptions: Int
+    public var messages: Int
+    public var usedBytes: Int
+    public var mapBytes: Int
+}

@@ -1,0 +1,170 @@
+import Foundation
+import LMDBKit
+import LedgerCore
+
+/// What `verify` found.
+public struct VerificationReport: Sendable {
+    /// Events checked (the head seq of the snapshot verified).
+    public var events: UInt64
+    /// Each problem found, naming the seq or projection at fault. Empty when the ledger is sound.
+    public var problems: [String]
+
+    public var isSound: Bool { problems.isEmpty }
+}
+
+extension Ledger {
+    /// Checks one snapshot of the ledger: the seq is gapless, every event decodes, every hash matches
+    /// `SHA-256(prevHash ‖ event)`, times never decrease, the head matches the last event, and every
+    /// projection equals what folding the log gives (rebuilt into a scratch environment and compared
+    /// entry by entry).
+    ///
+    /// Read-only; safe while a server writes (the snapshot does not move).
+    ///
+    /// - Parameters:
+    ///   - scratchDirectory: where the comparison ledger is built and then removed.
+    ///   - problemLimit: stop listing problems after this many.
+    public func verify(scratchDirectory: String = NSTemporaryDirectory(), problemLimit: Int = 50) throws
+        -> VerificationReport
+    {
+        try environment.read { txn in
+            let snapshot = LedgerSnapshot(txn: txn, schema: schema)
+            var report = VerificationReport(events: 0, problems: [])
+            let head = try snapshot.head()
+            report.events = head.seq
+            let chainIntact = try checkChain(txn: txn, head: head, report: &report, limit: problemLimit)
+            if try snapshot.rebuildingThrough() != nil {
+                report.problems.append("projections are incomplete: a rebuild is running or was interrupted")
+            } else if chainIntact {
+                try compareProjections(txn: txn, headSeq: head.seq, scratch: scratchDirectory, report: &report,
+                    limit: problemLimit)
+            } else {
+                report.problems.append("projections were not compared because the log itself is damaged")
+            }
+            return report
+        }
+    }
+
+    /// Walks the log once; returns whether every event decoded and chained.
+    private func checkChain(txn: LMDBTransaction, head: LedgerHead, report: inout VerificationReport, limit: Int)
+        throws -> Bool
+    {
+        var expected: UInt64 = 1
+        var previousHash = HashChain.genesis
+        var previousTime = Int64.min
+        var intact = true
+        func problem(_ text: String) {
+            intact = false
+            if report.problems.count < limit { report.problems.append(text) }
+        }
+        try txn.withCursor(schema.log) { cursor in
+            try cursor.forEach { entry in
+                let seq = entry.key.count == 8 ? entry.key.loadBigEndianUInt64() : 0
+                if seq != expected {
+                    problem("seq \(expected): missing; the next stored key is \(seq) (the seq must be gapless)")
+                    expected = seq
+                }
+                defer { expected += 1 }
+                guard entry.value.count > HashChain.hashSize else {
+                    problem("seq \(seq): record of \(entry.value.count) bytes is too short")
+                    return true
+                }
+                let parts = try HashChain.split(record: entry.value)
+                let computed = HashChain.hash(previous: previousHash, encodedEvent: parts.encodedEvent)
+                if !computed.elementsEqual(parts.hash) {
+                    problem("seq \(seq): hash mismatch: stored \(parts.hash.hexString), computed \(computed.hexString)")
+                }
+                previousHash = Array(parts.hash)
+                do {
+                    let event = try EventCodec.decode(parts.encodedEvent)
+                    if event.seq != seq { problem("seq \(seq): the event inside says seq \(event.seq)") }
+                    if event.time.microseconds < previousTime { problem("seq \(seq): time goes backwards") }
+                    previousTime = event.time.microseconds
+                } catch {
+                    problem("seq \(seq): event does not decode: \(error)")
+                }
+                return true
+            }
+        }
+        if expected - 1 != head.seq { problem("head says seq \(head.seq) but the log ends at seq \(expected - 1)") }
+        if head.seq > 0 && head.hash != previousHash { problem("head hash does not match the hash of seq \(head.seq)") }
+        return intact
+    }
+
+    /// Folds the snapshot's log into a scratch environment and compares every projection entry by entry.
+    private func compareProjections(
+        txn: LMDBTransaction, headSeq: UInt64, scratch: String, report: inout VerificationReport, limit: Int
+    ) throws {
+        let directory = (scratch as NSString).appendingPathComponent("ledger-verify-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        var options = LMDBEnvironment.Options()
+        options.noSync = true
+        options.mapSize = max(environment.mapSize, 1 << 30)
+        let reference = try LMDBEnvironment(path: directory, options: options)
+        let referenceSchema = try reference.write { try LedgerSchema($0) }
+        let live = LedgerSnapshot(txn: txn, schema: schema)
+        var done: UInt64 = 0
+        while done < headSeq {
+            let through = min(done + ProjectionBuilder.chunkSize, headSeq)
+            var events: [LedgerEvent] = []
+            try live.forEachEvent(from: done + 1, through: through) { event, _ in
+                events.append(event)
+                return true
+            }
+            try reference.write { try ProjectionBuilder.fold(events, into: $0, schema: referenceSchema) }
+            done = through
+        }
+        try reference.read { referenceTxn in
+            for (liveDatabase, referenceDatabase) in zip(schema.projections, referenceSchema.projections) {
+                try compare(liveDatabase, in: txn, with: referenceDatabase, in: referenceTxn, report: &report,
+                    limit: limit)
+            }
+        }
+    }
+
+    private func compare(
+        _ liveDatabase: LMDBDatabase, in liveTxn: LMDBTransaction, with referenceDatabase: LMDBDatabase,
+        in referenceTxn: LMDBTransaction, report: inout VerificationReport, limit: Int
+    ) throws {
+        var differences = 0
+        func difference(_ text: String) {
+            differences += 1
+            if report.problems.count < limit {
+                report.problems.append("projection \(liveDatabase.name) differs from a rebuild: \(text)")
+            }
+        }
+        try liveTxn.withCursor(liveDatabase) { liveCursor in
+            try referenceTxn.withCursor(referenceDatabase) { referenceCursor in
+                var liveEntry = try liveCursor.first()
+                var referenceEntry = try referenceCursor.first()
+                while differences < 10, liveEntry != nil || referenceEntry != nil {
+                    switch (liveEntry, referenceEntry) {
+                    case (let live?, let reference?):
+                        if live.key.elementsEqual(reference.key) && live.value.elementsEqual(reference.value) {
+                            liveEntry = try liveCursor.next()
+                            referenceEntry = try referenceCursor.next()
+                        } else if live.key.elementsEqual(reference.key) {
+                            difference("key \(live.key.hexString) holds \(live.value.hexString), expected \(reference.value.hexString)")
+                            liveEntry = try liveCursor.next()
+                            referenceEntry = try referenceCursor.next()
+                        } else if live.key.lexicographicallyPrecedes(reference.key) {
+                            difference("unexpected key \(live.key.hexString)")
+                            liveEntry = try liveCursor.next()
+                        } else {
+                            difference("missing key \(reference.key.hexString)")
+                            referenceEntry = try referenceCursor.next()
+                        }
+                    case (let live?, nil):
+                        difference("unexpected key \(live.key.hexString)")
+                        liveEntry = try liveCursor.next()
+                    case (nil, let reference?):
+                        difference("missing key \(reference.key.hexString)")
+                        referenceEntry = try referenceCursor.next()
+                    case (nil, nil):
+                        break
+                    }
+                }
+            }
+        }
+    }
+}
