@@ -54,10 +54,15 @@ let package = Package(
                 .product(name: "Logging", package: "swift-log"),
             ]
         ),
+        .target(
+            name: "LedgerTestSupport",
+            dependencies: ["LedgerStore", "LedgerCore", .product(name: "Logging", package: "swift-log")],
+            path: "Tests/LedgerTestSupport"
+        ),
         // A helper the crash-safety tests run as a child process and kill with SIGKILL.
         .executableTarget(
             name: "LedgerCrashWorker",
-            dependencies: ["LedgerStore", "LedgerCore"],
+            dependencies: ["LedgerStore", "LedgerCore", "LedgerTestSupport"],
             path: "Tests/LedgerCrashWorker"
         ),
         .testTarget(
@@ -80,12 +85,13 @@ let package = Package(
                 "LedgerStore",
                 "LedgerCore",
                 "LMDBKit",
+                "LedgerTestSupport",
                 .product(name: "PropertyBased", package: "swift-property-based"),
             ]
         ),
         .testTarget(
             name: "LedgerCLITests",
-            dependencies: ["LedgerStore", "LedgerCore"]
+            dependencies: ["LedgerStore", "LedgerCore", "LedgerTestSupport"]
         ),
     ]
 )

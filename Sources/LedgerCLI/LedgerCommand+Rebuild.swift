@@ -12,7 +12,7 @@ extension LedgerCommand {
         @OptionGroup var common: CommonOptions
 
         func run() throws {
-            let ledger = try common.open(.readWrite)
+            let ledger = try common.open(.readWrite, forRebuild: true)
             defer { ledger.close() }
             let bar = ProgressBar(enabled: isatty(STDERR_FILENO) == 1)
             let start = Date()

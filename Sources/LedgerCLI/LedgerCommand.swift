@@ -36,11 +36,12 @@ struct CommonOptions: ParsableArguments {
     var projectID: ProjectID { try! ProjectID(project) }
 
     /// Opens the project's ledger.
-    func open(_ mode: Ledger.Options.Mode) throws -> Ledger {
+    func open(_ mode: Ledger.Options.Mode, forRebuild: Bool = false) throws -> Ledger {
         var logger = Logger(label: "ledger")
         logger.logLevel = .warning
-        return try Ledger.open(
-            dataDirectory: data, project: projectID, options: Ledger.Options(mode: mode), logger: logger)
+        var options = Ledger.Options(mode: mode)
+        options.forRebuild = forRebuild
+        return try Ledger.open(dataDirectory: data, project: projectID, options: options, logger: logger)
     }
 }
 

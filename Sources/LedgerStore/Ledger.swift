@@ -27,6 +27,8 @@ public final class Ledger: Sendable {
         /// A batch closes once it holds this many operations.
         public var maximumBatchOperations = 20_000
         public var environment = LMDBEnvironment.Options()
+        /// Open for writing even though a rebuild was interrupted (only `rebuildProjections` should).
+        public var forRebuild = false
 
         public init(mode: Mode = .readWrite) { self.mode = mode }
     }
@@ -114,7 +116,7 @@ public final class Ledger: Sendable {
         if readOnly {
             self.committer = nil
         } else {
-            if let through = try Self.interruptedRebuild(environment, schema) {
+            if !options.forRebuild, let through = try Self.interruptedRebuild(environment, schema) {
                 throw StoreError(
                     .rebuildRequired,
                     "a rebuild of \(directory) stopped after seq \(through); run `ledger rebuild` before writing")

@@ -1,0 +1,222 @@
+import Foundation
+import LMDBKit
+import PropertyBased
+import Testing
+
+private func withEnvironment<R>(
+    configure: (inout LMDBEnvironment.Options) -> Void = { _ in }, _ body: (LMDBEnvironment) throws -> R
+) throws -> R {
+    let path = NSTemporaryDirectory() + "lmdbkit-\(UUID().uuidString)"
+    try FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true)
+    defer { try? FileManager.default.removeItem(atPath: path) }
+    var options = LMDBEnvironment.Options()
+    configure(&options)
+    let environment = try LMDBEnvironment(path: path, options: options)
+    return try body(environment)
+}
+
+private struct Boom: Error {}
+
+@Suite("LMDBKit")
+struct LMDBKitTests {
+    @Test("put, get, overwrite and delete round-trip")
+    func putGetDelete() throws {
+        try withEnvironment { env throws in
+            let db = try env.write { try $0.openDatabase("plain", flags: .create) }
+            try env.write { txn throws in
+                try txn.put(db, key: "alpha", value: [1, 2, 3] as [UInt8])
+                try txn.put(db, key: UInt64(7), value: "seven")
+            }
+            try env.read { txn throws in
+                #expect(try txn.value(in: db, forKey: "alpha") == [1, 2, 3])
+                #expect(try txn.value(in: db, forKey: UInt64(7)) == Array("seven".utf8))
+                #expect(try txn.value(in: db, forKey: "missing") == nil)
+                #expect(try txn.count(db) == 2)
+            }
+            try env.write { txn throws in
+                #expect(try txn.put(db, key: "alpha", value: [9] as [UInt8], flags: .noOverwrite) == false)
+                #expect(try txn.delete(db, key: UInt64(7)))
+                #expect(try txn.delete(db, key: UInt64(7)) == false)
+            }
+            try env.read { txn throws in
+                #expect(try txn.value(in: db, forKey: "alpha") == [1, 2, 3])
+                #expect(try txn.count(db) == 1)
+            }
+        }
+    }
+
+    @Test("a throwing write closure aborts: nothing it wrote is visible")
+    func abortOnThrow() throws {
+        try withEnvironment { env throws in
+            let db = try env.write { try $0.openDatabase("plain", flags: .create) }
+            #expect(throws: Boom.self) {
+                try env.write { txn throws in
+                    try txn.put(db, key: "k", value: "v")
+                    throw Boom()
+                }
+            }
+            try env.read { txn throws in #expect(try txn.value(in: db, forKey: "k") == nil) }
+        }
+    }
+
+    @Test("integer keys are big-endian and iterate in numeric order")
+    func integerOrder() throws {
+        try withEnvironment { env throws in
+            let db = try env.write { try $0.openDatabase("ints", flags: .create) }
+            let keys: [UInt64] = [300, 1, 256, 65_536, 2, 1 << 40]
+            try env.write { txn in for key in keys { try txn.put(db, key: key, value: [UInt8]()) } }
+            var seen: [UInt64] = []
+            try env.read { txn throws in
+                try txn.withCursor(db) { cursor throws in
+                    try cursor.forEach { entry in
+                        seen.append(entry.key.loadBigEndianUInt64())
+                        return true
+                    }
+                }
+            }
+            #expect(seen == keys.sorted())
+        }
+    }
+
+    @Test("duplicate-sorted databases: sorted values, counts, range seeks, exact deletes")
+    func duplicates() throws {
+        try withEnvironment { env throws in
+            let db = try env.write { try $0.openDatabase("dups", flags: [.create, .duplicateSort, .duplicateFixed]) }
+            try env.write { txn throws in
+                for value in [UInt32(30), 10, 20] { try txn.put(db, key: UInt32(1), value: value) }
+                try txn.put(db, key: UInt32(2), value: UInt32(5))
+                #expect(try txn.put(db, key: UInt32(1), value: UInt32(20), flags: .noDuplicateData) == false)
+            }
+            try env.read { txn throws in
+                try txn.withCursor(db) { cursor throws in
+                    var values: [UInt32] = []
+                    try cursor.forEachValue(of: UInt32(1)) { values.append($0.loadBigEndianUInt32()); return true }
+                    #expect(values == [10, 20, 30])
+                    _ = try cursor.find(UInt32(1))
+                    #expect(try cursor.duplicateCount() == 3)
+                    let entry = try cursor.seek(UInt32(1), value: UInt32(15))
+                    #expect(entry?.value.loadBigEndianUInt32() == 20)
+                    #expect(try cursor.seek(UInt32(1), value: UInt32(31)) == nil)
+                    #expect(try cursor.find(UInt32(3)) == nil)
+                }
+            }
+            try env.write { txn throws in
+                #expect(try txn.delete(db, key: UInt32(1), value: UInt32(20)))
+                #expect(try txn.delete(db, key: UInt32(1), value: UInt32(20)) == false)
+            }
+            try env.read { txn throws in #expect(try txn.count(db) == 3) }
+        }
+    }
+
+    @Test("a full map grows and the write is retried")
+    func mapGrowth() throws {
+        try withEnvironment(configure: { $0.mapSize = 1 << 20 }) { env throws in
+            let db = try env.write { try $0.openDatabase("big", flags: .create) }
+            let initial = env.mapSize
+            let value = [UInt8](repeating: 0xAB, count: 4096)
+            try env.write { txn throws in
+                for key in 0..<2_000 { try txn.put(db, key: UInt64(key), value: value) }
+            }
+            #expect(env.mapSize > initial)
+            try env.read { txn throws in #expect(try txn.count(db) == 2_000) }
+        }
+    }
+
+    @Test("a map that may not grow further reports mapFull and keeps the old data")
+    func mapFullAtMaximum() throws {
+        try withEnvironment(configure: { $0.mapSize = 1 << 20; $0.maximumMapSize = 1 << 20 }) { env throws in
+            let db = try env.write { try $0.openDatabase("big", flags: .create) }
+            try env.write { try $0.put(db, key: "kept", value: "yes") }
+            let value = [UInt8](repeating: 0xAB, count: 4096)
+            do {
+                try env.write { txn in for key in 0..<2_000 { try txn.put(db, key: UInt64(key), value: value) } }
+                Issue.record("expected the write to fail")
+            } catch LMDBError.Code.mapFull {
+                // expected
+            }
+            try env.read { txn throws in
+                #expect(try txn.count(db) == 1)
+                #expect(try txn.value(in: db, forKey: "kept") == Array("yes".utf8))
+            }
+        }
+    }
+
+    @Test("opening a path that is not a directory fails with the LMDB code and function")
+    func openFailure() throws {
+        do {
+            _ = try LMDBEnvironment(path: "/nonexistent-\(UUID().uuidString)/x")
+            Issue.record("expected open to fail")
+        } catch {
+            #expect(error.code == .noSuchFile)
+            #expect(error.function == "mdb_env_open")
+            #expect(error.description.contains("mdb_env_open"))
+        }
+    }
+
+    @Test("a consistent copy holds the same data")
+    func copy() throws {
+        try withEnvironment { env throws in
+            let db = try env.write { try $0.openDatabase("plain", flags: .create) }
+            try env.write { txn in for key in 0..<100 { try txn.put(db, key: UInt64(key), value: "v\(key)") } }
+            let destination = NSTemporaryDirectory() + "lmdbkit-copy-\(UUID().uuidString)"
+            try FileManager.default.createDirectory(atPath: destination, withIntermediateDirectories: true)
+            defer { try? FileManager.default.removeItem(atPath: destination) }
+            try env.copy(to: destination)
+            let copy = try LMDBEnvironment(path: destination)
+            let copied = try copy.read { try $0.openDatabase("plain") }
+            try copy.read { txn throws in
+                #expect(try txn.count(copied) == 100)
+                #expect(try txn.value(in: copied, forKey: UInt64(42)) == Array("v42".utf8))
+            }
+        }
+    }
+
+    @Test("random puts and deletes agree with a dictionary model")
+    func modelCheck() async throws {
+        await propertyCheck(count: 30, input: Gen.uint64()) { seed in
+            var random = SplitMix(seed: seed)
+            try! withEnvironment { env throws in
+                let db = try env.write { try $0.openDatabase("model", flags: .create) }
+                var model: [UInt64: [UInt8]] = [:]
+                for _ in 0..<20 {
+                    try env.write { txn throws in
+                        for _ in 0..<Int.random(in: 1...20, using: &random) {
+                            let key = UInt64.random(in: 0..<50, using: &random)
+                            if Bool.random(using: &random) {
+                                let value = (0..<Int.random(in: 0...8, using: &random)).map { _ in
+                                    UInt8.random(in: 0...255, using: &random)
+                                }
+                                try txn.put(db, key: key, value: value)
+                                model[key] = value
+                            } else {
+                                #expect(try txn.delete(db, key: key) == (model.removeValue(forKey: key) != nil))
+                            }
+                        }
+                    }
+                }
+                try env.read { txn throws in
+                    var stored: [UInt64: [UInt8]] = [:]
+                    try txn.withCursor(db) { cursor throws in
+                        try cursor.forEach { entry in
+                            stored[entry.key.loadBigEndianUInt64()] = Array(entry.value)
+                            return true
+                        }
+                    }
+                    #expect(stored == model)
+                }
+            }
+        }
+    }
+}
+
+private struct SplitMix: RandomNumberGenerator {
+    var state: UInt64
+    init(seed: UInt64) { state = seed }
+    mutating func next() -> UInt64 {
+        state &+= 0x9E37_79B9_7F4A_7C15
+        var z = state
+        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
+        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
+        return z ^ (z >> 31)
+    }
+}

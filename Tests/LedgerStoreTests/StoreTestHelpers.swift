@@ -1,0 +1,96 @@
+import Foundation
+import LMDBKit
+import LedgerCore
+import LedgerStore
+import LedgerTestSupport
+import Testing
+
+/// Appends `requests` one after another and returns the receipts.
+func appendAll(_ requests: [WriteRequest], to ledger: Ledger) async throws -> [WriteReceipt] {
+    var receipts: [WriteReceipt] = []
+    for request in requests { receipts.append(try await ledger.append(request)) }
+    return receipts
+}
+
+/// The in-memory fold of the whole log (the independent reference).
+func foldLog(_ ledger: Ledger, through: UInt64 = .max) throws -> [InMemoryLedgerState] {
+    try ledger.readLog { snapshot throws in
+        var states: [InMemoryLedgerState] = [InMemoryLedgerState()]
+        var state = InMemoryLedgerState()
+        try snapshot.forEachEvent(through: through) { event, _ in
+            state.apply(event)
+            states.append(state)
+            return true
+        }
+        return states
+    }
+}
+
+/// Current or point-in-time state as the store's projections answer it, keyed by token and topic name.
+struct ObservedState: Equatable, CustomStringConvertible {
+    var registered: Set<String> = []
+    var topicsByToken: [String: Set<String>] = [:]
+    var membersByTopic: [String: Set<String>] = [:]
+
+    var description: String { "registered=\(registered.sorted()) topics=\(topicsByToken) members=\(membersByTopic)" }
+
+    /// What `state` says, restricted to `tokens` and `topics`.
+    init(_ state: InMemoryLedgerState, tokens: [RegistrationToken], topics: [TopicName]) {
+        for token in tokens {
+            if state.isRegistered(token) { registered.insert(token.rawValue) }
+            let held = state.topics(of: token)
+            if !held.isEmpty { topicsByToken[token.rawValue] = Set(held.map(\.rawValue)) }
+        }
+        for topic in topics {
+            let members = state.members(of: topic)
+            if !members.isEmpty { membersByTopic[topic.rawValue] = Set(members.map(\.rawValue)) }
+        }
+    }
+
+    /// What the store's snapshot says at `seq` (now, when `nil`).
+    init(_ snapshot: LedgerSnapshot, at seq: UInt64?, tokens: [RegistrationToken], topics: [TopicName]) throws {
+        for token in tokens {
+            guard let instance = try snapshot.instanceID(of: token) else { continue }
+            if try snapshot.isRegistered(instance, at: seq) { registered.insert(token.rawValue) }
+            let held = try snapshot.topics(of: instance, at: seq).map { try snapshot.topicName(of: $0)!.rawValue }
+            if !held.isEmpty { topicsByToken[token.rawValue] = Set(held) }
+        }
+        for topic in topics {
+            guard let id = try snapshot.topicID(of: topic) else { continue }
+            let members = try snapshot.members(of: id, at: seq).map { try snapshot.token(of: $0)!.rawValue }
+            if !members.isEmpty { membersByTopic[topic.rawValue] = Set(members) }
+            if seq == nil { #expect(try snapshot.subscriberCount(of: id) == members.count) }
+        }
+    }
+}
+
+/// Every key and value of every database in the ledger's environment, for byte-for-byte comparisons.
+func rawDump(directory: String, databases: [String]) throws -> [String: [[UInt8]]] {
+    let environment = try LMDBEnvironment(path: directory)
+    var dump: [String: [[UInt8]]] = [:]
+    try environment.read { txn throws in
+        for name in databases {
+            let database = try txn.openDatabase(name)
+            var entries: [[UInt8]] = []
+            try txn.withCursor(database) { cursor in
+                try cursor.forEach { entry in
+                    entries.append(Array(entry.key) + [0xFF, 0xFE] + Array(entry.value))
+                    return true
+                }
+            }
+            dump[name] = entries
+        }
+    }
+    return dump
+}
+
+let projectionDatabases = [
+    "tokens", "instances", "registrationHistory", "topicIDs", "topicNames", "instanceTopics", "topicMembers",
+    "instanceTopicHistory", "topicMemberHistory", "messages",
+]
+
+/// Runs `body` on the ledger's raw log database (the ledger must be closed and released).
+func withRawLog<R>(directory: String, _ body: (LMDBTransaction, LMDBDatabase) throws -> R) throws -> R {
+    let environment = try LMDBEnvironment(path: directory)
+    return try environment.write { txn in try body(txn, try txn.openDatabase("log")) }
+}

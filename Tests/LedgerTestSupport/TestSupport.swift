@@ -1,0 +1,140 @@
+import Foundation
+import LedgerCore
+import LedgerStore
+import Logging
+
+/// A fresh directory under the system's temporary directory, removed by `remove()`.
+public struct TemporaryDirectory: Sendable {
+    public let path: String
+
+    public init(_ label: String = "ledger-test") {
+        path = NSTemporaryDirectory() + "\(label)-\(UUID().uuidString)"
+        try! FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true)
+    }
+
+    public func remove() { try? FileManager.default.removeItem(atPath: path) }
+}
+
+/// A deterministic random number generator (SplitMix64), so a failing seed can be replayed.
+public struct SeededGenerator: RandomNumberGenerator, Sendable {
+    private var state: UInt64
+    public init(seed: UInt64) { state = seed }
+    public mutating func next() -> UInt64 {
+        state &+= 0x9E37_79B9_7F4A_7C15
+        var z = state
+        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
+        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
+        return z ^ (z >> 31)
+    }
+}
+
+/// A logger that drops everything (tests check results, not log lines).
+public let quietLogger: Logger = {
+    var logger = Logger(label: "test")
+    logger.logLevel = .critical
+    return logger
+}()
+
+/// Opens (creating) a ledger for tests.
+public func openTestLedger(
+    _ directory: TemporaryDirectory, project: ProjectID = .default, mode: Ledger.Options.Mode = .readWrite,
+    configure: (inout Ledger.Options) -> Void = { _ in }
+) throws -> Ledger {
+    var options = Ledger.Options(mode: mode)
+    configure(&options)
+    return try Ledger.open(dataDirectory: directory.path, project: project, options: options, logger: quietLogger)
+}
+
+/// Random requests over a small pool of tokens and topics, so that every kind of event and every
+/// interesting state (re-subscribe, unsubscribe of absent topics, unregister, re-register) occurs.
+public struct RandomHistory {
+    public let tokens: [RegistrationToken]
+    public let topics: [TopicName]
+
+    public init(tokenCount: Int = 10, topicCount: Int = 5) {
+        tokens = (0..<tokenCount).map { try! RegistrationToken("tok-\($0):APA91b\($0 * 7919)") }
+        topics = (0..<topicCount).map { try! TopicName("topic-\($0)") }
+    }
+
+    /// `count` requests of 1…4 operations each.
+    public func requests(count: Int, using generator: inout SeededGenerator) -> [WriteRequest] {
+        (0..<count).map { index in
+            let operations = (0..<Int.random(in: 1...4, using: &generator)).map { _ in
+                operation(using: &generator)
+            }
+            return WriteRequest(actor: "test", requestID: "req-\(index)", operations: operations)
+        }
+    }
+
+    public func operation(using generator: inout SeededGenerator) -> LedgerOperation {
+        let token = tokens.randomElement(using: &generator)!
+        let topic = topics.randomElement(using: &generator)!
+        let via = SubscriptionChannel.allCases.randomElement(using: &generator)!
+        switch Int.random(in: 0..<100, using: &generator) {
+        case 0..<15: return .register(token, platform: Bool.random(using: &generator) ? "ios" : nil, appID: nil)
+        case 15..<20: return .unregister(token, reason: "test")
+        case 20..<65: return .subscribe(token, topic, via: via)
+        case 65..<88: return .unsubscribe(token, topic, via: via)
+        default:
+            let target: MessageTarget =
+                Bool.random(using: &generator) ? .topic(topic) : .condition("'\(topic.rawValue)' in topics")
+            return .send(target, precedence: .leftToRight, messageJSON: Array(#"{"data":{"k":"v"}}"#.utf8))
+        }
+    }
+}
+
+/// The directory holding the package's built executables (`ledger`, `LedgerCrashWorker`).
+public func builtProductsDirectory() -> URL {
+    if let override = ProcessInfo.processInfo.environment["LEDGER_BUILD_DIR"] {
+        return URL(fileURLWithPath: override)
+    }
+    // Tests run from a binary in the build products directory (…/debug/TopicLedgerPackageTests.xctest).
+    var candidate = URL(fileURLWithPath: CommandLine.arguments[0]).resolvingSymlinksInPath()
+    for _ in 0..<4 {
+        candidate.deleteLastPathComponent()
+        if FileManager.default.fileExists(atPath: candidate.appendingPathComponent("ledger").path) {
+            return candidate
+        }
+    }
+    // Fall back to the package's default build directory.
+    let packageRoot = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+        .deletingLastPathComponent()
+    return packageRoot.appendingPathComponent(".build/debug")
+}
+
+/// The result of running a child process to completion.
+public struct ProcessResult: Sendable {
+    public var status: Int32
+    public var stdout: String
+    public var stderr: String
+}
+
+/// Runs one of the package's executables with `arguments`, feeding `input` on standard input.
+public func runProduct(_ name: String, _ arguments: [String], input: String? = nil) throws -> ProcessResult {
+    let process = Process()
+    process.executableURL = builtProductsDirectory().appendingPathComponent(name)
+    process.arguments = arguments
+    let stdout = Pipe()
+    let stderr = Pipe()
+    let stdin = Pipe()
+    process.standardOutput = stdout
+    process.standardError = stderr
+    process.standardInput = stdin
+    try process.run()
+    if let input { stdin.fileHandleForWriting.write(Data(input.utf8)) }
+    try stdin.fileHandleForWriting.close()
+    // Read both pipes before waiting so a large output cannot block the child.
+    let group = DispatchGroup()
+    nonisolated(unsafe) var errData = Data()
+    group.enter()
+    DispatchQueue.global().async {
+        errData = stderr.fileHandleForReading.readDataToEndOfFile()
+        group.leave()
+    }
+    let outData = stdout.fileHandleForReading.readDataToEndOfFile()
+    group.wait()
+    process.waitUntilExit()
+    return ProcessResult(
+        status: process.terminationStatus, stdout: String(decoding: outData, as: UTF8.self),
+        stderr: String(decoding: errData, as: UTF8.self))
+}
