@@ -1,0 +1,149 @@
+import Foundation
+import LMDBKit
+import LedgerCore
+import LedgerTestSupport
+import Testing
+
+private let operations = """
+    {"op":"register","token":"tokA","platform":"ios","appId":"com.example","time":"2026-03-01T10:00:00Z"}
+    {"op":"register","token":"tokB","time":"2026-03-01T10:00:00Z"}
+    {"op":"subscribe","token":"tokA","topic":"news","via":"iid","time":"2026-03-02T10:00:00Z"}
+    {"op":"subscribe","token":"tokB","topic":"/topics/news","time":"2026-03-02T10:00:00Z"}
+    {"op":"unsubscribe","token":"tokA","topic":"news","time":"2026-03-03T10:00:00Z"}
+    {"op":"send","condition":"'news' in topics","message":{"notification":{"title":"hi"}},"time":"2026-03-04T10:00:00Z"}
+    {"op":"unregister","token":"tokB","reason":"uninstalled","time":"2026-03-05T10:00:00Z"}
+    """
+
+private func ledger(_ arguments: String..., data: TemporaryDirectory, input: String? = nil) throws -> ProcessResult {
+    try runProduct("ledger", arguments + ["--data", data.path], input: input)
+}
+
+private func jsonObject(_ line: Substring) -> [String: Any] {
+    (try? JSONSerialization.jsonObject(with: Data(line.utf8))) as? [String: Any] ?? [:]
+}
+
+@Suite("ledger CLI")
+struct LedgerCLITests {
+    @Test("import then log: one JSON line per event with the documented keys and a continuous chain")
+    func importAndLog() throws {
+        let data = TemporaryDirectory()
+        defer { data.remove() }
+        let imported = try ledger("import", "-", data: data, input: operations)
+        #expect(imported.status == 0, "\(imported.stderr)")
+        #expect(imported.stdout.contains("appended 7 events, rejected 0 operations"))
+        let log = try ledger("log", data: data)
+        #expect(log.status == 0)
+        let lines = log.stdout.split(separator: "\n")
+        #expect(lines.count == 7)
+        var previousHash = String(repeating: "0", count: 64)
+        for (index, line) in lines.enumerated() {
+            let object = jsonObject(line)
+            #expect(object["seq"] as? Int == index + 1)
+            #expect(object["prevHash"] as? String == previousHash)
+            previousHash = object["hash"] as? String ?? ""
+            for key in ["time", "kind", "actor", "requestId", "hash"] { #expect(object[key] != nil, "\(key)") }
+        }
+        let third = jsonObject(lines[2])
+        #expect(third["kind"] as? String == "subscribed")
+        #expect(third["token"] as? String == "tokA")
+        #expect(third["topic"] as? String == "news")
+        #expect(third["via"] as? String == "iid")
+        #expect(third["time"] as? String == "2026-03-02T10:00:00.000000Z")
+        let sent = jsonObject(lines[5])
+        #expect((sent["target"] as? [String: String]) == ["condition": "'news' in topics"])
+        #expect(sent["precedence"] as? String == "left-to-right")
+        #expect(((sent["message"] as? [String: Any])?["notification"] as? [String: String]) == ["title": "hi"])
+        let range = try ledger("log", "--from-seq", "3", "--to-seq", "4", data: data)
+        #expect(range.stdout.split(separator: "\n").map { jsonObject($0)["seq"] as? Int } == [3, 4])
+    }
+
+    @Test("import refuses a malformed file before appending anything")
+    func importMalformed() throws {
+        let data = TemporaryDirectory()
+        defer { data.remove() }
+        let bad = operations + "\n{\"op\":\"subscribe\",\"token\":\"tokA\",\"topic\":\"bad topic!\"}\n"
+        let result = try ledger("import", "-", data: data, input: bad)
+        #expect(result.status != 0)
+        #expect(result.stderr.contains("line 8"))
+        #expect(result.stderr.contains("topic name has a character outside"))
+        // Nothing was written: there is no ledger at all.
+        let log = try ledger("log", data: data)
+        #expect(log.status != 0)
+        #expect(log.stderr.contains("no ledger for project demo-project"))
+    }
+
+    @Test("import reports rejected operations with a non-zero exit and keeps the accepted ones")
+    func importRejections() throws {
+        let data = TemporaryDirectory()
+        defer { data.remove() }
+        let result = try ledger(
+            "import", "-", data: data,
+            input: "{\"op\":\"register\",\"token\":\"a\"}\n{\"op\":\"subscribe\",\"token\":\"ghost\",\"topic\":\"t\"}\n")
+        #expect(result.status == 1)
+        #expect(result.stderr.contains("notFound: registration token is not registered"))
+        #expect(try ledger("log", data: data).stdout.split(separator: "\n").count == 1)
+    }
+
+    @Test("verify exits 0 on a sound ledger and 2 with a report naming the seq on a damaged one")
+    func verify() throws {
+        let data = TemporaryDirectory()
+        defer { data.remove() }
+        _ = try ledger("import", "-", data: data, input: operations)
+        let sound = try ledger("verify", data: data)
+        #expect(sound.status == 0)
+        #expect(sound.stdout.contains("sound: 7 events"))
+        // Flip one byte of event 4 behind the ledger's back.
+        let environment = try LMDBEnvironment(path: data.path + "/demo-project")
+        try environment.write { txn throws in
+            let log = try txn.openDatabase("log")
+            var record = try txn.value(in: log, forKey: UInt64(4))!
+            record[record.count - 3] ^= 0x01
+            try txn.put(log, key: UInt64(4), value: record)
+        }
+        let damaged = try ledger("verify", data: data)
+        #expect(damaged.status == 2)
+        #expect(damaged.stdout.contains("DAMAGED"))
+        #expect(damaged.stdout.contains("seq 4: hash mismatch"))
+        let json = try ledger("verify", "--format", "json", data: data)
+        #expect(json.status == 2)
+        #expect(jsonObject(Substring(json.stdout.trimmingCharacters(in: .whitespacesAndNewlines)))["sound"] as? Bool == false)
+    }
+
+    @Test("rebuild leaves the projections identical; stats reports the sizes")
+    func rebuildAndStats() throws {
+        let data = TemporaryDirectory()
+        defer { data.remove() }
+        _ = try ledger("import", "-", data: data, input: operations)
+        let before = try ledger("stats", "--format", "json", data: data)
+        let rebuild = try ledger("rebuild", data: data)
+        #expect(rebuild.status == 0, "\(rebuild.stderr)")
+        #expect(rebuild.stdout.contains("rebuilt projections from 7 events"))
+        let after = try ledger("stats", "--format", "json", data: data)
+        func logical(_ output: String) -> [String: String] {
+            jsonObject(Substring(output.trimmingCharacters(in: .whitespacesAndNewlines)))
+                .filter { !$0.key.hasSuffix("Bytes") }.mapValues { "\($0)" }
+        }
+        #expect(logical(before.stdout) == logical(after.stdout))
+        #expect(logical(after.stdout).count == 9)
+        let stats = jsonObject(Substring(after.stdout.trimmingCharacters(in: .whitespacesAndNewlines)))
+        #expect(stats["events"] as? Int == 7)
+        #expect(stats["instances"] as? Int == 2)
+        #expect(stats["registeredInstances"] as? Int == 1)
+        #expect(stats["topics"] as? Int == 1)
+        #expect(stats["subscriptions"] as? Int == 0)
+        #expect(stats["messages"] as? Int == 1)
+        #expect(try ledger("verify", data: data).status == 0)
+    }
+
+    @Test("bad options are refused with a clear message")
+    func badOptions() throws {
+        let data = TemporaryDirectory()
+        defer { data.remove() }
+        let project = try ledger("stats", "--project", "../escape", data: data)
+        #expect(project.status != 0)
+        #expect(project.stderr.contains("project id must be"))
+        let range = try ledger("log", "--from-seq", "5", "--to-seq", "2", data: data)
+        #expect(range.status != 0)
+        #expect(range.stderr.contains("--to-seq"))
+    }
+}

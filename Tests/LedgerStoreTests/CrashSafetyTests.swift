@@ -1,0 +1,67 @@
+import Foundation
+import LedgerCore
+import LedgerStore
+import LedgerTestSupport
+import Testing
+
+#if canImport(Glibc)
+    import Glibc
+#endif
+
+@Suite("Crash safety", .serialized)
+struct CrashSafetyTests {
+    @Test("SIGKILL at random moments loses no acknowledged event and leaves a sound ledger (24 rounds)")
+    func killNine() throws {
+        let directory = TemporaryDirectory("ledger-crash")
+        defer { directory.remove() }
+        var generator = SeededGenerator(seed: UInt64(Date().timeIntervalSince1970))
+        var acknowledged: [UInt64: String] = [:]
+        for round in 1...24 {
+            let worker = Process()
+            worker.executableURL = builtProductsDirectory().appendingPathComponent("LedgerCrashWorker")
+            worker.arguments = [directory.path, "16"]
+            let output = Pipe()
+            worker.standardOutput = output
+            try worker.run()
+            // Read acknowledgements as they arrive; kill at a random moment once the writers are running.
+            let reader = output.fileHandleForReading
+            var text = ""
+            while !text.contains("ready\n") {
+                let chunk = reader.availableData
+                if chunk.isEmpty { break }
+                text += String(decoding: chunk, as: UTF8.self)
+            }
+            usleep(UInt32.random(in: 5_000...150_000, using: &generator))
+            kill(worker.processIdentifier, SIGKILL)
+            worker.waitUntilExit()
+            text += String(decoding: reader.readDataToEndOfFile(), as: UTF8.self)
+            #expect(worker.terminationReason == .uncaughtSignal, "round \(round): the worker exited by itself")
+
+            var acksThisRound = 0
+            for line in text.split(separator: "\n") where line.hasPrefix("ack ") {
+                let parts = line.split(separator: " ")
+                // A line cut by the kill is not an acknowledgement anyone saw in full.
+                guard parts.count == 3 else { continue }
+                for seq in parts[2].split(separator: ",").compactMap({ UInt64($0) }) {
+                    acknowledged[seq] = String(parts[1])
+                }
+                acksThisRound += 1
+            }
+            #expect(acksThisRound > 0, "round \(round): nothing was acknowledged before the kill")
+
+            let ledger = try openTestLedger(directory, mode: .readOnly)
+            let head = try ledger.readLog { try $0.head() }
+            try ledger.readLog { snapshot throws in
+                for (seq, requestID) in acknowledged {
+                    let event = try snapshot.event(at: seq)
+                    #expect(event?.requestID == requestID, "round \(round): acknowledged seq \(seq) lost or changed")
+                }
+            }
+            #expect(acknowledged.keys.max() ?? 0 <= head.seq)
+            let report = try ledger.verify()
+            #expect(report.isSound, "round \(round): \(report.problems)")
+            if !report.isSound { return }
+        }
+        #expect(acknowledged.count > 100)
+    }
+}
