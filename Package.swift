@@ -95,3 +95,18 @@ let package = Package(
         ),
     ]
 )
+
+// The benchmark harness (tools/bench) is built only by tools/bench/run.sh, in release mode with its own
+// scratch path, so the normal build and test run never compile it.
+if Context.environment["TOPICLEDGER_BENCH"] == "1" {
+    package.targets.append(
+        .executableTarget(
+            name: "LedgerBench",
+            dependencies: [
+                "LedgerStore", "LedgerCore", "LMDBKit",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            path: "tools/bench/Sources/LedgerBench"
+        ))
+}

@@ -109,6 +109,24 @@ public final class LMDBCursor {
         }
     }
 
+    /// Calls `body` with the values of `key` a page at a time, in order, until it returns `false`.
+    ///
+    /// For duplicate-sorted databases opened with `.duplicateFixed`: each chunk is a run of whole values
+    /// laid end to end (`MDB_GET_MULTIPLE`), so a key with a million values costs a few thousand calls.
+    public func forEachValueChunk(of key: some LMDBBytes, _ body: (UnsafeRawBufferPointer) throws -> Bool) throws {
+        guard let first = try find(key) else { return }
+        // A key with a single value has no duplicate sub-database, and MDB_GET_MULTIPLE returns nothing for it.
+        if try duplicateCount() == 1 {
+            _ = try body(first.value)
+            return
+        }
+        var chunk = try get(MDB_GET_MULTIPLE)
+        while let current = chunk {
+            guard try body(current.value) else { return }
+            chunk = try get(MDB_NEXT_MULTIPLE)
+        }
+    }
+
     /// Calls `body` for each value of `key` (a duplicate-sorted database) until it returns `false`.
     public func forEachValue(of key: some LMDBBytes, _ body: (UnsafeRawBufferPointer) throws -> Bool) throws {
         var entry = try find(key)

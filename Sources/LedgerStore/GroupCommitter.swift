@@ -20,6 +20,7 @@ final class GroupCommitter: @unchecked Sendable {
     private let condition = NSCondition()
     private var queue: [Pending] = []
     private var stopped = false
+    private var statistics = WriterStatistics()
     private let finished = DispatchSemaphore(value: 0)
     private let maximumBatchOperations: Int
     private let commit: Commit
@@ -61,9 +62,23 @@ final class GroupCommitter: @unchecked Sendable {
         if !wasStopped { finished.wait() }
     }
 
+    /// Counters since the ledger was opened.
+    var currentStatistics: WriterStatistics {
+        condition.lock()
+        defer { condition.unlock() }
+        return statistics
+    }
+
     private func run() {
         while let batch = nextBatch() {
+            let start = ContinuousClock.now
             let results = commit(batch.map(\.request))
+            let elapsed = ContinuousClock.now - start
+            condition.lock()
+            statistics.record(
+                requests: batch.count, operations: batch.reduce(0) { $0 + $1.request.operations.count },
+                duration: elapsed)
+            condition.unlock()
             for (pending, result) in zip(batch, results) {
                 pending.continuation.resume(with: result)
             }
@@ -87,4 +102,26 @@ final class GroupCommitter: @unchecked Sendable {
         queue.removeFirst(taken)
         return batch
     }
+}
+
+/// What the writer has done since the ledger was opened: group-commit batch sizes and commit latency.
+public struct WriterStatistics: Sendable, Equatable {
+    /// Write transactions committed (or failed).
+    public private(set) var commits = 0
+    public private(set) var requests = 0
+    public private(set) var operations = 0
+    /// Time spent in write transactions, including the durable commit.
+    public private(set) var commitTime: Duration = .zero
+    public private(set) var largestBatchRequests = 0
+
+    mutating func record(requests: Int, operations: Int, duration: Duration) {
+        commits += 1
+        self.requests += requests
+        self.operations += operations
+        commitTime += duration
+        largestBatchRequests = max(largestBatchRequests, requests)
+    }
+
+    /// Mean requests per transaction.
+    public var meanBatchRequests: Double { commits == 0 ? 0 : Double(requests) / Double(commits) }
 }

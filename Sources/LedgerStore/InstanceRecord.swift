@@ -1,19 +1,15 @@
 import LMDBKit
 import LedgerCore
 
-/// The `instances` value: `registeredSince u64 (0 = not registered) ‖ tokenLength u16 ‖ token ‖
-/// platformLength u16 ‖ platform ‖ appID` (platform and appID empty when not given).
+/// The `instances` value: `tokenLength u16 ‖ token ‖ platformLength u16 ‖ platform ‖ appID` (platform and
+/// appID empty when not given). Whether the instance is registered lives in the `universe` database.
 struct InstanceRecord: Equatable {
-    var registeredSince: UInt64
     var token: String
     var platform: String
     var appID: String
 
-    var isRegistered: Bool { registeredSince != 0 }
-
     var encoded: [UInt8] {
-        var writer = ByteWriter(capacity: 12 + token.utf8.count + platform.utf8.count + appID.utf8.count)
-        writer.append(registeredSince)
+        var writer = ByteWriter(capacity: 4 + token.utf8.count + platform.utf8.count + appID.utf8.count)
         writer.append(UInt16(token.utf8.count))
         writer.append(token)
         writer.append(UInt16(platform.utf8.count))
@@ -22,20 +18,18 @@ struct InstanceRecord: Equatable {
         return writer.bytes
     }
 
-    init(registeredSince: UInt64, token: String, platform: String, appID: String) {
-        self.registeredSince = registeredSince
+    init(token: String, platform: String, appID: String) {
         self.token = token
         self.platform = platform
         self.appID = appID
     }
 
     init(decoding bytes: UnsafeRawBufferPointer) throws {
-        guard bytes.count >= 12 else { throw StoreError(.corrupt, "instance record of \(bytes.count) bytes") }
-        registeredSince = bytes.loadBigEndianUInt64(at: 0)
-        let tokenLength = Int(UInt16(bigEndian: bytes.loadUnaligned(fromByteOffset: 8, as: UInt16.self)))
-        let platformOffset = 10 + tokenLength
+        guard bytes.count >= 4 else { throw StoreError(.corrupt, "instance record of \(bytes.count) bytes") }
+        let tokenLength = Int(UInt16(bigEndian: bytes.loadUnaligned(fromByteOffset: 0, as: UInt16.self)))
+        let platformOffset = 2 + tokenLength
         guard bytes.count >= platformOffset + 2 else { throw StoreError(.corrupt, "instance record truncated") }
-        token = String(decoding: bytes[10..<platformOffset], as: UTF8.self)
+        token = String(decoding: bytes[2..<platformOffset], as: UTF8.self)
         let platformLength = Int(
             UInt16(bigEndian: bytes.loadUnaligned(fromByteOffset: platformOffset, as: UInt16.self)))
         let appOffset = platformOffset + 2 + platformLength
@@ -44,9 +38,11 @@ struct InstanceRecord: Equatable {
         appID = String(decoding: bytes[appOffset...], as: UTF8.self)
     }
 
-    /// Reads only the registration seq (the hot path of every subscription change).
-    static func registeredSince(in bytes: UnsafeRawBufferPointer) throws -> UInt64 {
-        guard bytes.count >= 8 else { throw StoreError(.corrupt, "instance record of \(bytes.count) bytes") }
-        return bytes.loadBigEndianUInt64(at: 0)
+    /// Just the token (the recipient list reads nothing else).
+    static func token(in bytes: UnsafeRawBufferPointer) throws -> String {
+        guard bytes.count >= 2 else { throw StoreError(.corrupt, "instance record of \(bytes.count) bytes") }
+        let tokenLength = Int(UInt16(bigEndian: bytes.loadUnaligned(fromByteOffset: 0, as: UInt16.self)))
+        guard bytes.count >= 2 + tokenLength else { throw StoreError(.corrupt, "instance record truncated") }
+        return String(decoding: bytes[2..<(2 + tokenLength)], as: UTF8.self)
     }
 }

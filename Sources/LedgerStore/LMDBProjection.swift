@@ -17,15 +17,22 @@ struct LMDBProjection: LedgerProjection {
     func createInstance(for token: RegistrationToken) throws -> InstanceID {
         let id = InstanceID(try txn.count(schema.instances) + 1)
         try txn.put(schema.tokens, key: token.rawValue, value: id, flags: .noOverwrite)
-        let record = InstanceRecord(registeredSince: 0, token: token.rawValue, platform: "", appID: "")
+        let record = InstanceRecord(token: token.rawValue, platform: "", appID: "")
         try txn.put(schema.instances, key: id, value: record.encoded, flags: .append)
         return id
     }
 
     func isRegistered(_ instance: InstanceID) throws -> Bool {
-        try txn.withValue(in: schema.instances, forKey: instance) { bytes in
-            guard let bytes else { return false }
-            return try InstanceRecord.registeredSince(in: bytes) != 0
+        try registeredSince(instance) != nil
+    }
+
+    /// The seq of the registration in force, or `nil`.
+    func registeredSince(_ instance: InstanceID) throws -> UInt64? {
+        try txn.withCursor(schema.universe) { cursor in
+            guard let entry = try cursor.seek(universeKey, value: membershipValue(instance, since: 0)),
+                entry.value.loadBigEndianUInt32() == instance
+            else { return nil }
+            return entry.value.loadBigEndianUInt64(at: 4)
         }
     }
 
@@ -37,20 +44,16 @@ struct LMDBProjection: LedgerProjection {
 
     func register(_ instance: InstanceID, platform: String?, appID: String?, at seq: UInt64) throws {
         var record = try record(of: instance)
-        record.registeredSince = seq
         record.platform = platform ?? ""
         record.appID = appID ?? ""
         try txn.put(schema.instances, key: instance, value: record.encoded)
+        try txn.put(schema.universe, key: universeKey, value: membershipValue(instance, since: seq))
     }
 
     func unregister(_ instance: InstanceID, at seq: UInt64) throws {
-        var record = try record(of: instance)
-        var interval = ByteWriter(capacity: 16)
-        interval.append(record.registeredSince)
-        interval.append(seq)
-        try txn.put(schema.registrationHistory, key: instance, value: interval.bytes)
-        record.registeredSince = 0
-        try txn.put(schema.instances, key: instance, value: record.encoded)
+        guard let since = try registeredSince(instance) else { return }
+        try txn.delete(schema.universe, key: universeKey, value: membershipValue(instance, since: since))
+        try txn.put(schema.universeHistory, key: universeKey, value: intervalValue(instance, start: since, end: seq))
     }
 
     func topicID(for topic: TopicName, create: Bool) throws -> TopicID? {

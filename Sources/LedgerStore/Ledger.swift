@@ -192,6 +192,9 @@ public final class Ledger: Sendable {
         return StoreError(.unavailable, "the ledger could not be written (\(error)); nothing was written")
     }
 
+    /// Group-commit counters since the ledger was opened (zero for read-only ledgers).
+    public var writerStatistics: WriterStatistics { committer?.currentStatistics ?? WriterStatistics() }
+
     // MARK: Reading
 
     /// Runs `body` on a consistent snapshot of the ledger.

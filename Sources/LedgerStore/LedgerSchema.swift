@@ -11,8 +11,9 @@ import LedgerCore
 /// | meta | name (UTF-8) | see `MetaKey` |
 /// | log | seq u64 | hash(32) ‖ encoded event |
 /// | tokens | token (UTF-8) | instance u32 |
-/// | instances | instance u32 | `InstanceRecord` |
-/// | registrationHistory (dup) | instance u32 | start u64 ‖ end u64 (closed registrations) |
+/// | instances | instance u32 | `InstanceRecord` (token, platform, app id) |
+/// | universe (dup) | 0 u32 | instance u32 ‖ since u64 (registered now) |
+/// | universeHistory (dup) | 0 u32 | instance u32 ‖ start u64 ‖ end u64 (closed registrations) |
 /// | topicIDs | topic name (UTF-8) | topic u32 |
 /// | topicNames | topic u32 | topic name |
 /// | instanceTopics (dup) | instance u32 | topic u32 ‖ since u64 |
@@ -22,6 +23,7 @@ import LedgerCore
 /// | messages | message id u64 | send seq u64 ‖ audience seq u64 (0 until recorded) |
 ///
 /// An interval `[start, end)` means: held after applying event `start`, no longer after applying `end`.
+/// Duplicate databases hold fixed-size values so that whole member sets are read a page at a time.
 struct LedgerSchema: Sendable {
     /// Version of this layout, stored in meta; bumped when a change needs a migration or a rebuild.
     static let layoutVersion: UInt32 = 1
@@ -30,7 +32,8 @@ struct LedgerSchema: Sendable {
     let log: LMDBDatabase
     let tokens: LMDBDatabase
     let instances: LMDBDatabase
-    let registrationHistory: LMDBDatabase
+    let universe: LMDBDatabase
+    let universeHistory: LMDBDatabase
     let topicIDs: LMDBDatabase
     let topicNames: LMDBDatabase
     let instanceTopics: LMDBDatabase
@@ -42,7 +45,7 @@ struct LedgerSchema: Sendable {
     /// Every database derived from the log, in a fixed order (what `rebuild` clears and `verify` compares).
     var projections: [LMDBDatabase] {
         [
-            tokens, instances, registrationHistory, topicIDs, topicNames, instanceTopics, topicMembers,
+            tokens, instances, universe, universeHistory, topicIDs, topicNames, instanceTopics, topicMembers,
             instanceTopicHistory, topicMemberHistory, messages,
         ]
     }
@@ -55,7 +58,8 @@ struct LedgerSchema: Sendable {
         log = try txn.openDatabase("log", flags: create)
         tokens = try txn.openDatabase("tokens", flags: create)
         instances = try txn.openDatabase("instances", flags: create)
-        registrationHistory = try txn.openDatabase("registrationHistory", flags: duplicates)
+        universe = try txn.openDatabase("universe", flags: duplicates)
+        universeHistory = try txn.openDatabase("universeHistory", flags: duplicates)
         topicIDs = try txn.openDatabase("topicIDs", flags: create)
         topicNames = try txn.openDatabase("topicNames", flags: create)
         instanceTopics = try txn.openDatabase("instanceTopics", flags: duplicates)
@@ -119,6 +123,9 @@ struct ByteWriter {
     mutating func append(_ value: [UInt8]) { bytes.append(contentsOf: value) }
     mutating func append(_ value: String) { bytes.append(contentsOf: value.utf8) }
 }
+
+/// The single key of the `universe` and `universeHistory` databases.
+let universeKey = UInt32(0)
 
 /// `id ‖ seq` — a current-state entry (`instanceTopics`, `topicMembers`).
 @inline(__always)

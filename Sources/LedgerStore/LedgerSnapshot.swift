@@ -74,62 +74,57 @@ public struct LedgerSnapshot {
 
     /// What the ledger knows of an instance now.
     public func instance(_ instance: InstanceID) throws -> InstanceInfo? {
-        try txn.withValue(in: schema.instances, forKey: instance) { bytes in
-            try bytes.map { bytes in
-                let record = try InstanceRecord(decoding: bytes)
-                return InstanceInfo(
-                    id: instance, token: RegistrationToken(trusted: record.token),
-                    registeredSince: record.isRegistered ? record.registeredSince : nil,
-                    platform: record.platform.isEmpty ? nil : record.platform,
-                    appID: record.appID.isEmpty ? nil : record.appID)
-            }
-        }
+        guard let record = try txn.withValue(in: schema.instances, forKey: instance, { try $0.map(InstanceRecord.init) })
+        else { return nil }
+        return InstanceInfo(
+            id: instance, token: RegistrationToken(trusted: record.token),
+            registeredSince: try LMDBProjection(txn: txn, schema: schema).registeredSince(instance),
+            platform: record.platform.isEmpty ? nil : record.platform,
+            appID: record.appID.isEmpty ? nil : record.appID)
     }
 
     /// The token of an instance id.
     public func token(of instance: InstanceID) throws -> RegistrationToken? {
-        try self.instance(instance)?.token
+        try txn.withValue(in: schema.instances, forKey: instance) { bytes in
+            try bytes.map { RegistrationToken(trusted: try InstanceRecord.token(in: $0)) }
+        }
     }
 
     /// Whether `instance` is registered in the state at `seq` (now, when `seq` is `nil`).
     public func isRegistered(_ instance: InstanceID, at seq: UInt64? = nil) throws -> Bool {
-        guard let info = try self.instance(instance) else { return false }
-        guard let seq else { return info.registeredSince != nil }
-        if let since = info.registeredSince, since <= seq { return true }
-        var held = false
-        try txn.withCursor(schema.registrationHistory) { cursor in
-            try cursor.forEachValue(of: instance) { interval in
-                let start = interval.loadBigEndianUInt64(at: 0)
-                let end = interval.loadBigEndianUInt64(at: 8)
-                if start <= seq && seq < end { held = true }
-                return !held
-            }
+        if let since = try LMDBProjection(txn: txn, schema: schema).registeredSince(instance),
+            since <= (seq ?? .max)
+        {
+            return true
         }
-        return held
+        guard let seq else { return false }
+        return try txn.withCursor(schema.universeHistory) { cursor in
+            var entry = try cursor.seek(universeKey, value: intervalValue(instance, start: 0, end: 0))
+            while let interval = entry?.value, interval.loadBigEndianUInt32() == instance {
+                if interval.loadBigEndianUInt64(at: 4) <= seq && seq < interval.loadBigEndianUInt64(at: 12) {
+                    return true
+                }
+                entry = try cursor.nextDuplicate()
+            }
+            return false
+        }
+    }
+
+    /// Instance ids run from 1 to this bound (exclusive): the capacity of an ``InstanceSet`` over them.
+    public func instanceIDBound() throws -> Int { try txn.count(schema.instances) + 1 }
+
+    /// The instances registered in the state at `seq` (now, when `nil`): the universe that `!` complements in.
+    public func universe(at seq: UInt64? = nil) throws -> InstanceSet {
+        var set = InstanceSet(capacity: try instanceIDBound())
+        try forEachHeld(current: schema.universe, history: schema.universeHistory, key: universeKey, at: seq) {
+            set.insert($0)
+        }
+        return set
     }
 
     /// The instances registered in the state at `seq` (now, when `nil`), ascending.
     public func registeredInstances(at seq: UInt64? = nil) throws -> [InstanceID] {
-        var result: [InstanceID] = []
-        try txn.withCursor(schema.instances) { cursor in
-            try cursor.forEach { entry in
-                let since = try InstanceRecord.registeredSince(in: entry.value)
-                if since != 0 && since <= (seq ?? .max) { result.append(entry.key.loadBigEndianUInt32()) }
-                return true
-            }
-        }
-        guard let seq else { return result }
-        try txn.withCursor(schema.registrationHistory) { cursor in
-            try cursor.forEach { entry in
-                let start = entry.value.loadBigEndianUInt64(at: 0)
-                let end = entry.value.loadBigEndianUInt64(at: 8)
-                if start <= seq && seq < end { result.append(entry.key.loadBigEndianUInt32()) }
-                return true
-            }
-        }
-        // An instance holds at most one registration at a time, so there are no duplicates to remove.
-        result.sort()
-        return result
+        try universe(at: seq).ids
     }
 
     // MARK: Topics
@@ -146,14 +141,27 @@ public struct LedgerSnapshot {
 
     /// The topics of `instance` in the state at `seq` (now, when `nil`), ascending by id.
     public func topics(of instance: InstanceID, at seq: UInt64? = nil) throws -> [TopicID] {
-        try heldIDs(current: schema.instanceTopics, history: schema.instanceTopicHistory, key: instance, at: seq)
+        var result: [TopicID] = []
+        try forEachHeld(current: schema.instanceTopics, history: schema.instanceTopicHistory, key: instance, at: seq) {
+            result.append($0)
+        }
+        return result.sorted()
     }
 
     /// The members of `topic` in the state at `seq` (now, when `nil`), ascending by instance id.
     ///
     /// Costs O(the topic's own history), never O(the log).
     public func members(of topic: TopicID, at seq: UInt64? = nil) throws -> [InstanceID] {
-        try heldIDs(current: schema.topicMembers, history: schema.topicMemberHistory, key: topic, at: seq)
+        try memberSet(of: topic, at: seq, capacity: try instanceIDBound()).ids
+    }
+
+    /// The members of `topic` in the state at `seq` (now, when `nil`) as a set of `capacity`.
+    public func memberSet(of topic: TopicID, at seq: UInt64? = nil, capacity: Int) throws -> InstanceSet {
+        var set = InstanceSet(capacity: capacity)
+        try forEachHeld(current: schema.topicMembers, history: schema.topicMemberHistory, key: topic, at: seq) {
+            set.insert($0)
+        }
+        return set
     }
 
     /// The number of instances subscribed to `topic` now. O(1).
@@ -176,31 +184,32 @@ public struct LedgerSnapshot {
         return result
     }
 
-    /// Ids held under `key` now (from the current database) or at `seq` (adding closed intervals).
-    private func heldIDs(current: LMDBDatabase, history: LMDBDatabase, key: UInt32, at seq: UInt64?) throws
-        -> [UInt32]
-    {
-        var result: [UInt32] = []
+    /// Calls `body` with each id held under `key` in the state at `seq` (now, when `nil`): current entries
+    /// (`id ‖ since`) with `since ≤ seq`, plus closed intervals (`id ‖ start ‖ end`) with `start ≤ seq < end`.
+    /// Reads a page of values per call. A pair holds at most one interval at a time, so no id repeats.
+    private func forEachHeld(
+        current: LMDBDatabase, history: LMDBDatabase, key: UInt32, at seq: UInt64?, _ body: (UInt32) -> Void
+    ) throws {
+        let bound = seq ?? .max
         try txn.withCursor(current) { cursor in
-            try cursor.forEachValue(of: key) { value in
-                if value.loadBigEndianUInt64(at: 4) <= (seq ?? .max) { result.append(value.loadBigEndianUInt32()) }
-                return true
-            }
-        }
-        guard let seq else { return result }
-        var fromHistory = false
-        try txn.withCursor(history) { cursor in
-            try cursor.forEachValue(of: key) { value in
-                if value.loadBigEndianUInt64(at: 4) <= seq && seq < value.loadBigEndianUInt64(at: 12) {
-                    result.append(value.loadBigEndianUInt32())
-                    fromHistory = true
+            try cursor.forEachValueChunk(of: key) { chunk in
+                for offset in stride(from: 0, to: chunk.count, by: 12)
+                where chunk.loadBigEndianUInt64(at: offset + 4) <= bound {
+                    body(chunk.loadBigEndianUInt32(at: offset))
                 }
                 return true
             }
         }
-        // A pair holds at most one interval at a time, so merging never duplicates an id.
-        if fromHistory { result.sort() }
-        return result
+        guard let seq else { return }
+        try txn.withCursor(history) { cursor in
+            try cursor.forEachValueChunk(of: key) { chunk in
+                for offset in stride(from: 0, to: chunk.count, by: 20)
+                where chunk.loadBigEndianUInt64(at: offset + 4) <= seq && seq < chunk.loadBigEndianUInt64(at: offset + 12) {
+                    body(chunk.loadBigEndianUInt32(at: offset))
+                }
+                return true
+            }
+        }
     }
 
     // MARK: Messages
@@ -220,16 +229,9 @@ public struct LedgerSnapshot {
     /// Counts for `ledger stats`.
     public func statistics() throws -> LedgerStatistics {
         let head = try head()
-        var registered = 0
-        try txn.withCursor(schema.instances) { cursor in
-            try cursor.forEach { entry in
-                if try InstanceRecord.registeredSince(in: entry.value) != 0 { registered += 1 }
-                return true
-            }
-        }
         return LedgerStatistics(
             events: head.seq, headTime: head.seq == 0 ? nil : head.time, headHash: head.hash.hexString,
-            instances: try txn.count(schema.instances), registeredInstances: registered,
+            instances: try txn.count(schema.instances), registeredInstances: try txn.count(schema.universe),
             topics: try txn.count(schema.topicNames), subscriptions: try txn.count(schema.instanceTopics),
             messages: try txn.count(schema.messages), usedBytes: txn.environment.usedBytes,
             mapBytes: txn.environment.mapSize)

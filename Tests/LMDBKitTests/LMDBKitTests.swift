@@ -220,3 +220,43 @@ private struct SplitMix: RandomNumberGenerator {
         return z ^ (z >> 31)
     }
 }
+
+@Suite("LMDBKit bulk duplicate reads")
+struct LMDBKitChunkTests {
+    @Test("value chunks of a fixed-size duplicate key hold every value once, in order")
+    func chunks() throws {
+        try withEnvironment { env throws in
+            let db = try env.write { try $0.openDatabase("dups", flags: [.create, .duplicateSort, .duplicateFixed]) }
+            try env.write { txn throws in
+                for value in 0..<5_000 { try txn.put(db, key: UInt32(7), value: UInt64(value * 3)) }
+                try txn.put(db, key: UInt32(8), value: UInt64(1))
+            }
+            var values: [UInt64] = []
+            var chunks = 0
+            try env.read { txn throws in
+                try txn.withCursor(db) { cursor throws in
+                    try cursor.forEachValueChunk(of: UInt32(7)) { chunk in
+                        chunks += 1
+                        #expect(chunk.count % 8 == 0)
+                        for offset in stride(from: 0, to: chunk.count, by: 8) {
+                            values.append(chunk.loadBigEndianUInt64(at: offset))
+                        }
+                        return true
+                    }
+                    var none = 0
+                    try cursor.forEachValueChunk(of: UInt32(9)) { _ in none += 1; return true }
+                    #expect(none == 0)
+                    var single: [UInt64] = []
+                    try cursor.forEachValueChunk(of: UInt32(8)) { chunk in
+                        single.append(chunk.loadBigEndianUInt64())
+                        #expect(chunk.count == 8)
+                        return true
+                    }
+                    #expect(single == [1])
+                }
+            }
+            #expect(values == (0..<5_000).map { UInt64($0 * 3) })
+            #expect(chunks > 1 && chunks < 100)
+        }
+    }
+}

@@ -85,7 +85,7 @@ func rawDump(directory: String, databases: [String]) throws -> [String: [[UInt8]
 }
 
 let projectionDatabases = [
-    "tokens", "instances", "registrationHistory", "topicIDs", "topicNames", "instanceTopics", "topicMembers",
+    "tokens", "instances", "universe", "universeHistory", "topicIDs", "topicNames", "instanceTopics", "topicMembers",
     "instanceTopicHistory", "topicMemberHistory", "messages",
 ]
 

@@ -1,0 +1,298 @@
+// ledger-bench: the store's workloads, each against a baseline measured in the same run.
+// Run through tools/bench/run.sh (release build). See docs/performance.md.
+
+import ArgumentParser
+import Foundation
+import LMDBKit
+import LedgerCore
+import LedgerStore
+import Logging
+
+@main
+struct LedgerBench: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "ledger-bench", abstract: "Store benchmarks with same-run baselines.")
+
+    @Option(help: "quick (under 2 minutes) or full.")
+    var mode: String = "quick"
+
+    @Option(help: "Directory for scratch ledgers (removed afterwards).")
+    var scratch: String = NSTemporaryDirectory()
+
+    @Option(help: "Write the results as JSON to this file.")
+    var json: String?
+
+    @Option(help: "Seed for the generated workloads.")
+    var seed: UInt64 = 1
+
+    func run() async throws {
+        let full = mode == "full"
+        var results: [BenchResult] = []
+        for writers in [1, 8, 64] {
+            results.append(try await appendWorkload(writers: writers, requests: full ? 20_000 : 4_000))
+        }
+        let events = full ? 2_000_000 : 300_000
+        let ledgerDirectory = try await buildLedger(events: events)
+        defer { try? FileManager.default.removeItem(atPath: ledgerDirectory) }
+        results.append(try rebuildWorkload(directory: ledgerDirectory))
+        results.append(try scanWorkload(directory: ledgerDirectory))
+        printTable(results)
+        if let json {
+            let data = try JSONSerialization.data(
+                withJSONObject: [
+                    "mode": mode, "seed": seed, "machine": machineDescription(),
+                    "peakRSSBytes": peakRSS(), "results": results.map(\.dictionary),
+                ], options: [.prettyPrinted, .sortedKeys])
+            try data.write(to: URL(fileURLWithPath: json))
+        }
+    }
+
+    // MARK: Workloads
+
+    /// Durable appends from `writers` concurrent tasks, one subscription change per request, projections
+    /// included; baseline: raw LMDB puts of the same record size, same durability, same batch size.
+    func appendWorkload(writers: Int, requests: Int) async throws -> BenchResult {
+        let directory = scratchDirectory("append")
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let ledger = try Ledger.open(dataDirectory: directory, project: .default, logger: silent)
+        let tokens = try (0..<writers).map { try RegistrationToken("bench-writer-\($0):APA91b-\(seed)") }
+        _ = try await ledger.append(
+            WriteRequest(actor: "bench", requestID: "register",
+                operations: tokens.map { .register($0, platform: "ios", appID: nil) }))
+        let before = ledger.writerStatistics
+        let perWriter = requests / writers
+        let start = ContinuousClock.now
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            for (index, token) in tokens.enumerated() {
+                group.addTask {
+                    for round in 0..<perWriter {
+                        let topic = try TopicName("topic-\(round % 100)")
+                        let operation: LedgerOperation =
+                            (round / 100) % 2 == 0
+                            ? .subscribe(token, topic, via: .iid) : .unsubscribe(token, topic, via: .iid)
+                        _ = try await ledger.append(
+                            WriteRequest(actor: "bench", requestID: "w\(index)-\(round)", operations: [operation]))
+                    }
+                }
+            }
+            try await group.waitForAll()
+        }
+        let elapsed = ContinuousClock.now - start
+        let after = ledger.writerStatistics
+        let appended = Double(perWriter * writers)
+        let commits = after.commits - before.commits
+        let batch = max(1, Int((appended / Double(commits)).rounded()))
+        let recordSize = try ledger.readLog { snapshot in
+            var bytes = 0
+            var count = 0
+            try snapshot.forEachEvent(from: 2) { event, _ in
+                bytes += EventCodec.encode(event).count + HashChain.hashSize
+                count += 1
+                return count < 1000
+            }
+            return bytes / max(count, 1)
+        }
+        ledger.close()
+        let rate = appended / elapsed.seconds
+        let baseline = try rawPuts(count: Int(appended), batch: batch, valueSize: recordSize)
+        return BenchResult(
+            name: "append, \(writers) writer\(writers == 1 ? "" : "s")", unit: "events/s", value: rate,
+            baselineName: "raw LMDB puts, batch \(batch), \(recordSize) B, fsync", baseline: baseline,
+            notes: "\(commits) commits, mean batch \(String(format: "%.1f", appended / Double(commits)))")
+    }
+
+    /// Raw LMDB puts in durable transactions of `batch` puts: the ceiling for any durable append.
+    func rawPuts(count: Int, batch: Int, valueSize: Int) throws -> Double {
+        let directory = scratchDirectory("raw")
+        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let environment = try LMDBEnvironment(path: directory)
+        let database = try environment.write { try $0.openDatabase("raw", flags: .create) }
+        let value = [UInt8](repeating: 0x5A, count: valueSize)
+        var key: UInt64 = 0
+        let start = ContinuousClock.now
+        while key < UInt64(count) {
+            try environment.write { txn in
+                for _ in 0..<batch where key < UInt64(count) {
+                    key += 1
+                    try txn.put(database, key: key, value: value, flags: .append)
+                }
+            }
+        }
+        return Double(count) / (ContinuousClock.now - start).seconds
+    }
+
+    /// A realistic ledger: instances register, subscribe across 1,000 topics, some unsubscribe or
+    /// unregister, and sends are interleaved.
+    func buildLedger(events target: Int) async throws -> String {
+        let directory = scratchDirectory("ledger")
+        var options = Ledger.Options()
+        options.environment.mapSize = 1 << 32
+        let ledger = try Ledger.open(dataDirectory: directory, project: .default, options: options, logger: silent)
+        var generator = SplitMix(seed: seed)
+        let instances = max(1000, target / 20)
+        let topics = try (0..<1000).map { try TopicName("topic-\($0)") }
+        let tokens = try (0..<instances).map { try RegistrationToken("bench-\($0):APA91b\(seed)-\($0 &* 2_654_435_761)") }
+        var appended = 0
+        for chunk in stride(from: 0, to: instances, by: 5000) {
+            let operations = tokens[chunk..<min(chunk + 5000, instances)].map {
+                LedgerOperation.register($0, platform: "ios", appID: "com.example")
+            }
+            appended += operations.count
+            _ = try await ledger.append(WriteRequest(actor: "bench", requestID: "reg-\(chunk)", operations: operations))
+        }
+        var request = 0
+        while appended < target {
+            var operations: [LedgerOperation] = []
+            for _ in 0..<min(5000, target - appended) {
+                let token = tokens[Int.random(in: 0..<instances, using: &generator)]
+                // Topic popularity is skewed: low-numbered topics are much larger.
+                let rank = Int(pow(Double.random(in: 0..<1, using: &generator), 3) * 1000)
+                let topic = topics[min(rank, 999)]
+                switch Int.random(in: 0..<100, using: &generator) {
+                case 0..<75: operations.append(.subscribe(token, topic, via: .iid))
+                case 75..<95: operations.append(.unsubscribe(token, topic, via: .v1))
+                default:
+                    operations.append(.send(.topic(topic), precedence: .leftToRight, messageJSON: Array(#"{"data":{"k":"v"}}"#.utf8)))
+                }
+            }
+            appended += operations.count
+            request += 1
+            _ = try await ledger.append(WriteRequest(actor: "bench", requestID: "ops-\(request)", operations: operations))
+        }
+        ledger.close()
+        return directory
+    }
+
+    /// `rebuild` events/s; baseline: a raw cursor walk over the same log (LMDB alone, no decode).
+    func rebuildWorkload(directory: String) throws -> BenchResult {
+        let ledger = try Ledger.open(dataDirectory: directory, project: .default, logger: silent)
+        let start = ContinuousClock.now
+        let events = try ledger.rebuildProjections()
+        let rate = Double(events) / (ContinuousClock.now - start).seconds
+        ledger.close()
+        return BenchResult(
+            name: "rebuild (\(events) events)", unit: "events/s", value: rate,
+            baselineName: "raw log cursor walk", baseline: try rawScan(directory: directory),
+            notes: "target ≥ 500,000 events/s")
+    }
+
+    /// Decoding the whole log (what `ledger log` and `verify` do before their own work); baseline: raw walk.
+    func scanWorkload(directory: String) throws -> BenchResult {
+        let ledger = try Ledger.open(
+            dataDirectory: directory, project: .default, options: Ledger.Options(mode: .readOnly), logger: silent)
+        var count = 0
+        var bytes = 0
+        let start = ContinuousClock.now
+        try ledger.readLog { snapshot in
+            try snapshot.forEachEvent { event, hash in
+                bytes &+= EventJSON.line(event, prevHash: hash, hash: hash).utf8.count
+                count += 1
+                return true
+            }
+        }
+        let rate = Double(count) / (ContinuousClock.now - start).seconds
+        return BenchResult(
+            name: "log export: decode + JSON line", unit: "events/s", value: rate,
+            baselineName: "raw log cursor walk", baseline: try rawScan(directory: directory),
+            notes: "\(bytes / max(count, 1)) B per line")
+    }
+
+    func rawScan(directory: String) throws -> Double {
+        let environment = try LMDBEnvironment(
+            path: directory + "/" + ProjectID.default.rawValue,
+            options: { var options = LMDBEnvironment.Options(); options.readOnly = true; return options }())
+        var count = 0
+        var checksum = 0
+        let start = ContinuousClock.now
+        try environment.read { txn in
+            try txn.withCursor(try txn.openDatabase("log")) { cursor in
+                try cursor.forEach { entry in
+                    checksum &+= entry.value.count
+                    count += 1
+                    return true
+                }
+            }
+        }
+        precondition(checksum > 0)
+        return Double(count) / (ContinuousClock.now - start).seconds
+    }
+
+    // MARK: Output
+
+    func printTable(_ results: [BenchResult]) {
+        print("workload | value | baseline | ratio | notes")
+        print("---|---|---|---|---")
+        for result in results {
+            print(
+                "\(result.name) | \(format(result.value)) \(result.unit) | \(result.baselineName): "
+                    + "\(format(result.baseline)) | \(String(format: "%.0f", result.ratio * 100)) % | \(result.notes)")
+        }
+        print("peak RSS: \(peakRSS() / 1_048_576) MiB")
+    }
+
+    func format(_ value: Double) -> String {
+        value >= 10_000 ? String(format: "%.0f", value) : String(format: "%.1f", value)
+    }
+
+    func scratchDirectory(_ label: String) -> String {
+        (scratch as NSString).appendingPathComponent("ledger-bench-\(label)-\(UUID().uuidString)")
+    }
+}
+
+struct BenchResult {
+    var name: String
+    var unit: String
+    var value: Double
+    var baselineName: String
+    var baseline: Double
+    var notes: String
+    var ratio: Double { value / baseline }
+
+    var dictionary: [String: Any] {
+        [
+            "name": name, "unit": unit, "value": value, "baselineName": baselineName, "baseline": baseline,
+            "ratio": ratio, "notes": notes,
+        ]
+    }
+}
+
+let silent: Logger = {
+    var logger = Logger(label: "bench")
+    logger.logLevel = .critical
+    return logger
+}()
+
+extension Duration {
+    var seconds: Double {
+        let (seconds, attoseconds) = components
+        return Double(seconds) + Double(attoseconds) / 1e18
+    }
+}
+
+struct SplitMix: RandomNumberGenerator {
+    var state: UInt64
+    init(seed: UInt64) { state = seed }
+    mutating func next() -> UInt64 {
+        state &+= 0x9E37_79B9_7F4A_7C15
+        var z = state
+        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
+        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
+        return z ^ (z >> 31)
+    }
+}
+
+/// Peak resident set size of this process (VmHWM), in bytes.
+func peakRSS() -> Int {
+    guard let status = try? String(contentsOfFile: "/proc/self/status", encoding: .utf8) else { return 0 }
+    for line in status.split(separator: "\n") where line.hasPrefix("VmHWM:") {
+        return (Int(line.split(separator: " ").dropFirst().first ?? "0") ?? 0) * 1024
+    }
+    return 0
+}
+
+func machineDescription() -> String {
+    let cpu = (try? String(contentsOfFile: "/proc/cpuinfo", encoding: .utf8))?.split(separator: "\n")
+        .first { $0.hasPrefix("model name") }?.split(separator: ":").last?.trimmingCharacters(in: .whitespaces)
+    return "\(ProcessInfo.processInfo.activeProcessorCount) cores, \(ProcessInfo.processInfo.physicalMemory >> 30) GiB, \(cpu ?? "unknown CPU")"
+}

@@ -1,0 +1,13 @@
+#!/usr/bin/env bash
+# `make run`: loads the sample operations into ./ledger-data once, then shows the ledger's state and
+# verifies it. (The HTTP server, `ledger serve`, is the next milestone; see README.md.)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+ledger="$(swift build --show-bin-path)/ledger"
+if ! "$ledger" stats --data ./ledger-data >/dev/null 2>&1; then
+    "$ledger" import --data ./ledger-data samples/demo-operations.jsonl
+fi
+"$ledger" stats --data ./ledger-data
+"$ledger" verify --data ./ledger-data
+echo
+echo "Try: $ledger log --data ./ledger-data | head"
