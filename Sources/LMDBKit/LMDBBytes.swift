@@ -64,3 +64,36 @@ extension UnsafeRawBufferPointer {
         UInt32(bigEndian: loadUnaligned(fromByteOffset: offset, as: UInt32.self))
     }
 }
+
+/// Up to 24 bytes built in place, for composite keys and values without a heap allocation.
+public struct PackedBytes: LMDBBytes {
+    private var storage: (UInt64, UInt64, UInt64) = (0, 0, 0)
+    public private(set) var count = 0
+
+    public init() {}
+
+    /// Appends the big-endian bytes of `value`.
+    @inlinable
+    public mutating func append(_ value: UInt32) { appendBytes(of: value.bigEndian) }
+
+    /// Appends the big-endian bytes of `value`.
+    @inlinable
+    public mutating func append(_ value: UInt64) { appendBytes(of: value.bigEndian) }
+
+    @usableFromInline
+    mutating func appendBytes<T>(of value: T) {
+        let size = MemoryLayout<T>.size
+        precondition(count + size <= 24, "PackedBytes holds at most 24 bytes")
+        let offset = count
+        withUnsafeMutableBytes(of: &storage) { buffer in
+            withUnsafeBytes(of: value) { source in
+                buffer.baseAddress!.advanced(by: offset).copyMemory(from: source.baseAddress!, byteCount: size)
+            }
+        }
+        count += size
+    }
+
+    public func withLMDBBytes<R>(_ body: (UnsafeRawBufferPointer) throws -> R) rethrows -> R {
+        try withUnsafeBytes(of: storage) { try body(UnsafeRawBufferPointer(rebasing: $0[..<count])) }
+    }
+}

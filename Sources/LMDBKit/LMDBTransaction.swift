@@ -12,6 +12,7 @@ public final class LMDBTransaction {
     public let environment: LMDBEnvironment
     public let isReadOnly: Bool
     private var finished = false
+    private var cachedCursors: [MDB_dbi: LMDBCursor] = [:]
 
     init(environment: LMDBEnvironment, readOnly: Bool) throws(LMDBError) {
         var txn: OpaquePointer?
@@ -29,19 +30,29 @@ public final class LMDBTransaction {
     }
 
     deinit {
-        if !finished { mdb_txn_abort(handle) }
+        if !finished {
+            closeCachedCursors()
+            mdb_txn_abort(handle)
+        }
     }
 
     func commit() throws(LMDBError) {
         precondition(!finished, "transaction already finished")
         finished = true
+        closeCachedCursors()
         try LMDBError.check(mdb_txn_commit(handle), "mdb_txn_commit")
     }
 
     func abort() {
         guard !finished else { return }
         finished = true
+        closeCachedCursors()
         mdb_txn_abort(handle)
+    }
+
+    private func closeCachedCursors() {
+        for cursor in cachedCursors.values { cursor.close() }
+        cachedCursors.removeAll()
     }
 
     // MARK: Databases
@@ -136,6 +147,20 @@ public final class LMDBTransaction {
     }
 
     // MARK: Cursors
+
+    /// A cursor over `database` owned by the transaction and reused by every call: for point lookups
+    /// (`find`, `seek`, `duplicateCount`) on hot paths, where opening a cursor per call would dominate.
+    /// Its position is whatever the last caller left; do not iterate with it while others may use it —
+    /// use ``withCursor(_:_:)`` for iteration.
+    public func cursor(_ database: LMDBDatabase) throws(LMDBError) -> LMDBCursor {
+        if let cursor = cachedCursors[database.dbi] { return cursor }
+        var cursor: OpaquePointer?
+        try LMDBError.check(mdb_cursor_open(handle, database.dbi, &cursor), "mdb_cursor_open(\(database.name))")
+        guard let cursor else { throw LMDBError(code: .invalid, function: "mdb_cursor_open") }
+        let wrapper = LMDBCursor(handle: cursor, database: database)
+        cachedCursors[database.dbi] = wrapper
+        return wrapper
+    }
 
     /// Runs `body` with a cursor over `database`, closing the cursor when `body` returns.
     public func withCursor<R>(_ database: LMDBDatabase, _ body: (LMDBCursor) throws -> R) throws -> R {

@@ -27,7 +27,7 @@ extension LedgerCommand {
             try ledger.readLog { snapshot in
                 guard var previous = try snapshot.hash(at: fromSeq - 1) else { return }
                 try snapshot.forEachEvent(from: fromSeq, through: toSeq) { event, hash in
-                    output.write(line: EventJSON.line(event, prevHash: previous, hash: hash))
+                    output.write { EventJSON.write(event, prevHash: previous, hash: hash, into: &$0) }
                     previous = Array(hash)
                     return true
                 }

@@ -60,8 +60,9 @@ struct BufferedOutput {
 
     init() { buffer.reserveCapacity(1 << 16) }
 
-    mutating func write(line: String) {
-        buffer.append(contentsOf: line.utf8)
+    /// Appends one line: `render` appends its bytes to the buffer, then a newline follows.
+    mutating func write(_ render: (inout [UInt8]) -> Void) {
+        render(&buffer)
         buffer.append(UInt8(ascii: "\n"))
         if buffer.count >= 1 << 16 { flush() }
     }

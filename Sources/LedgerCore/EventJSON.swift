@@ -1,86 +1,175 @@
 /// Renders events as one JSON object per line (the `ledger log` export and the audit API's log).
 ///
-/// Hand-written rather than `JSONEncoder`: the export streams millions of events and must be bounded by
-/// decoding, and its key order is fixed so that lines diff cleanly. This output is audit data and carries
-/// tokens by design; it must never be sent to a log.
+/// Hand-written over bytes rather than `JSONEncoder`: the export streams millions of events and must be
+/// bounded by decoding, and its key order is fixed so that lines diff cleanly. This output is audit data
+/// and carries tokens by design; it must never be sent to a log.
 public enum EventJSON {
-    /// `{"seq":…,"time":…,"kind":…,<kind's fields>,"actor":…,"requestId":…,"prevHash":…,"hash":…}`.
-    public static func line(_ event: LedgerEvent, prevHash: some Sequence<UInt8>, hash: some Sequence<UInt8>) -> String {
-        var out = JSONObjectWriter()
-        out.field("seq", number: event.seq)
-        out.field("time", string: event.time.rfc3339)
-        out.field("kind", string: event.kind.rawValue)
+    /// Appends `{"seq":…,"time":…,"kind":…,<kind's fields>,"actor":…,"requestId":…,"prevHash":…,"hash":…}`
+    /// (no newline) to `out`.
+    public static func write(
+        _ event: LedgerEvent, prevHash: some Sequence<UInt8>, hash: some Sequence<UInt8>, into out: inout [UInt8]
+    ) {
+        var json = JSONObjectWriter(appendingTo: out)
+        json.field("seq", number: event.seq)
+        json.field("time", time: event.time)
+        json.field("kind", string: event.kind.rawValue)
         switch event.body {
         case .registered(let token, let platform, let appID):
-            out.field("token", string: token.rawValue)
-            if let platform { out.field("platform", string: platform) }
-            if let appID { out.field("appId", string: appID) }
+            json.field("token", string: token.rawValue)
+            if let platform { json.field("platform", string: platform) }
+            if let appID { json.field("appId", string: appID) }
         case .unregistered(let token, let reason):
-            out.field("token", string: token.rawValue)
-            out.field("reason", string: reason)
+            json.field("token", string: token.rawValue)
+            json.field("reason", string: reason)
         case .subscribed(let token, let topic, let via), .unsubscribed(let token, let topic, let via):
-            out.field("token", string: token.rawValue)
-            out.field("topic", string: topic.rawValue)
-            out.field("via", string: via.rawValue)
+            json.field("token", string: token.rawValue)
+            json.field("topic", string: topic.rawValue)
+            json.field("via", string: via.rawValue)
         case .sent(let sent):
-            out.field("messageId", string: String(sent.messageID))
-            out.field("target", raw: "{\(JSONObjectWriter.quoted(sent.target.kindName)):\(JSONObjectWriter.quoted(sent.target.text))}")
-            out.field("precedence", string: sent.precedence.rawValue)
-            out.field("message", raw: sent.messageJSON.isEmpty ? "{}" : String(decoding: sent.messageJSON, as: UTF8.self))
+            json.field("messageId", string: String(sent.messageID))
+            var target = JSONObjectWriter()
+            target.field(sent.target.kindName, string: sent.target.text)
+            json.field("target", raw: target.finishBytes())
+            json.field("precedence", string: sent.precedence.rawValue)
+            json.field("message", raw: sent.messageJSON.isEmpty ? Array("{}".utf8) : sent.messageJSON)
         case .audience(let audience):
-            out.field("messageId", string: String(audience.messageID))
-            out.field("sendSeq", number: audience.sendSeq)
-            out.field("recipientCount", number: audience.recipientCount)
-            out.field("recipientDigest", string: audience.recipientDigest.hexString)
+            json.field("messageId", string: String(audience.messageID))
+            json.field("sendSeq", number: audience.sendSeq)
+            json.field("recipientCount", number: audience.recipientCount)
+            json.field("recipientDigest", hex: audience.recipientDigest)
         }
-        out.field("actor", string: event.actor)
-        out.field("requestId", string: event.requestID)
-        out.field("prevHash", string: prevHash.hexString)
-        out.field("hash", string: hash.hexString)
-        return out.finish()
+        json.field("actor", string: event.actor)
+        json.field("requestId", string: event.requestID)
+        json.field("prevHash", hex: prevHash)
+        json.field("hash", hex: hash)
+        out = json.finishBytes()
+    }
+
+    /// The event's JSON line as a string (no newline).
+    public static func line(_ event: LedgerEvent, prevHash: some Sequence<UInt8>, hash: some Sequence<UInt8>) -> String {
+        var bytes: [UInt8] = []
+        write(event, prevHash: prevHash, hash: hash, into: &bytes)
+        return String(decoding: bytes, as: UTF8.self)
     }
 }
 
-/// Builds one JSON object with fields in the order given.
+/// Builds one JSON object, fields in the order given, directly as UTF-8 bytes.
 public struct JSONObjectWriter {
-    private var text = "{"
+    private var bytes: [UInt8]
     private var first = true
 
-    public init() {}
+    public init() { self.init(appendingTo: []) }
 
-    public mutating func field(_ name: String, string value: String) { field(name, raw: Self.quoted(value)) }
-    public mutating func field(_ name: String, number value: some BinaryInteger) { field(name, raw: String(value)) }
-    public mutating func field(_ name: String, bool value: Bool) { field(name, raw: value ? "true" : "false") }
-
-    /// Adds a field whose value is already JSON.
-    public mutating func field(_ name: String, raw value: String) {
-        if !first { text += "," }
-        first = false
-        text += Self.quoted(name)
-        text += ":"
-        text += value
+    /// Continues `prefix` (which may hold earlier lines) with a new object.
+    public init(appendingTo prefix: [UInt8]) {
+        bytes = prefix
+        bytes.reserveCapacity(bytes.count + 512)
+        bytes.append(UInt8(ascii: "{"))
     }
 
-    public mutating func finish() -> String { text + "}" }
+    public mutating func field(_ name: String, string value: String) {
+        key(name)
+        Self.appendQuoted(value, to: &bytes)
+    }
+
+    public mutating func field(_ name: String, number value: some BinaryInteger) {
+        key(name)
+        if value < 0 { bytes.append(UInt8(ascii: "-")) }
+        appendDigits(UInt64(value.magnitude), minimumWidth: 1, to: &bytes)
+    }
+
+    public mutating func field(_ name: String, bool value: Bool) {
+        key(name)
+        bytes.append(contentsOf: (value ? "true" : "false").utf8)
+    }
+
+    /// A string of lowercase hexadecimal digits.
+    public mutating func field(_ name: String, hex value: some Sequence<UInt8>) {
+        key(name)
+        bytes.append(UInt8(ascii: "\""))
+        for byte in value {
+            bytes.append(hexDigits[Int(byte >> 4)])
+            bytes.append(hexDigits[Int(byte & 0xF)])
+        }
+        bytes.append(UInt8(ascii: "\""))
+    }
+
+    /// An RFC 3339 time string with microseconds.
+    public mutating func field(_ name: String, time value: LedgerTime) {
+        key(name)
+        bytes.append(UInt8(ascii: "\""))
+        value.appendRFC3339(to: &bytes)
+        bytes.append(UInt8(ascii: "\""))
+    }
+
+    /// A field whose value is already JSON.
+    public mutating func field(_ name: String, raw value: [UInt8]) {
+        key(name)
+        bytes.append(contentsOf: value)
+    }
+
+    public mutating func field(_ name: String, raw value: String) { field(name, raw: Array(value.utf8)) }
+
+    public mutating func finishBytes() -> [UInt8] {
+        bytes.append(UInt8(ascii: "}"))
+        return bytes
+    }
+
+    public mutating func finish() -> String { String(decoding: finishBytes(), as: UTF8.self) }
+
+    private mutating func key(_ name: String) {
+        if !first { bytes.append(UInt8(ascii: ",")) }
+        first = false
+        Self.appendQuoted(name, to: &bytes)
+        bytes.append(UInt8(ascii: ":"))
+    }
 
     /// `value` as a JSON string literal.
     public static func quoted(_ value: String) -> String {
-        var out = "\""
-        out.reserveCapacity(value.utf8.count + 2)
-        for scalar in value.unicodeScalars {
-            switch scalar {
-            case "\"": out += "\\\""
-            case "\\": out += "\\\\"
-            case "\n": out += "\\n"
-            case "\r": out += "\\r"
-            case "\t": out += "\\t"
-            case _ where scalar.value < 0x20:
-                let hex = String(scalar.value, radix: 16)
-                out += "\\u" + String(repeating: "0", count: 4 - hex.count) + hex
-            default: out.unicodeScalars.append(scalar)
+        var out: [UInt8] = []
+        appendQuoted(value, to: &out)
+        return String(decoding: out, as: UTF8.self)
+    }
+
+    /// Escapes at the byte level: bytes of multi-byte UTF-8 sequences are all ≥ 0x80 and pass through.
+    static func appendQuoted(_ value: String, to out: inout [UInt8]) {
+        out.append(UInt8(ascii: "\""))
+        for byte in value.utf8 {
+            switch byte {
+            case UInt8(ascii: "\""): out.append(contentsOf: [UInt8(ascii: "\\"), UInt8(ascii: "\"")])
+            case UInt8(ascii: "\\"): out.append(contentsOf: [UInt8(ascii: "\\"), UInt8(ascii: "\\")])
+            case UInt8(ascii: "\n"): out.append(contentsOf: [UInt8(ascii: "\\"), UInt8(ascii: "n")])
+            case UInt8(ascii: "\r"): out.append(contentsOf: [UInt8(ascii: "\\"), UInt8(ascii: "r")])
+            case UInt8(ascii: "\t"): out.append(contentsOf: [UInt8(ascii: "\\"), UInt8(ascii: "t")])
+            case 0..<0x20:
+                out.append(contentsOf: Array("\\u00".utf8))
+                out.append(hexDigits[Int(byte >> 4)])
+                out.append(hexDigits[Int(byte & 0xF)])
+            default: out.append(byte)
             }
         }
-        out += "\""
-        return out
+        out.append(UInt8(ascii: "\""))
+    }
+}
+
+private let hexDigits: [UInt8] = Array("0123456789abcdef".utf8)
+
+/// Appends the decimal digits of `value`, left-padded with zeros to `minimumWidth`.
+@inline(__always)
+func appendDigits(_ value: UInt64, minimumWidth: Int, to out: inout [UInt8]) {
+    var digits: (UInt64, UInt64, UInt64) = (0, 0, 0)
+    withUnsafeMutableBytes(of: &digits) { buffer in
+        var remaining = value
+        var index = buffer.count
+        repeat {
+            index -= 1
+            buffer[index] = UInt8(ascii: "0") + UInt8(remaining % 10)
+            remaining /= 10
+        } while remaining > 0
+        while buffer.count - index < minimumWidth {
+            index -= 1
+            buffer[index] = UInt8(ascii: "0")
+        }
+        out.append(contentsOf: buffer[index...])
     }
 }

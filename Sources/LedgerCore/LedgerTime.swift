@@ -14,12 +14,31 @@ public struct LedgerTime: Hashable, Comparable, Sendable, CustomStringConvertibl
 
     /// `YYYY-MM-DDTHH:MM:SS.ffffffZ`.
     public var rfc3339: String {
+        var bytes: [UInt8] = []
+        appendRFC3339(to: &bytes)
+        return String(decoding: bytes, as: UTF8.self)
+    }
+
+    /// Appends the RFC 3339 form to `out` without building intermediate strings.
+    public func appendRFC3339(to out: inout [UInt8]) {
         let (days, microsOfDay) = microseconds.floorDivided(by: 86_400_000_000)
         let (year, month, day) = Self.civil(fromDays: days)
         let seconds = microsOfDay / 1_000_000
-        let fraction = microsOfDay % 1_000_000
-        return "\(pad(year, 4))-\(pad(month, 2))-\(pad(day, 2))T\(pad(seconds / 3600, 2)):"
-            + "\(pad(seconds / 60 % 60, 2)):\(pad(seconds % 60, 2)).\(pad(fraction, 6))Z"
+        if year < 0 { out.append(UInt8(ascii: "-")) }
+        appendDigits(UInt64(year.magnitude), minimumWidth: 4, to: &out)
+        out.append(UInt8(ascii: "-"))
+        appendDigits(UInt64(month), minimumWidth: 2, to: &out)
+        out.append(UInt8(ascii: "-"))
+        appendDigits(UInt64(day), minimumWidth: 2, to: &out)
+        out.append(UInt8(ascii: "T"))
+        appendDigits(UInt64(seconds / 3600), minimumWidth: 2, to: &out)
+        out.append(UInt8(ascii: ":"))
+        appendDigits(UInt64(seconds / 60 % 60), minimumWidth: 2, to: &out)
+        out.append(UInt8(ascii: ":"))
+        appendDigits(UInt64(seconds % 60), minimumWidth: 2, to: &out)
+        out.append(UInt8(ascii: "."))
+        appendDigits(UInt64(microsOfDay % 1_000_000), minimumWidth: 6, to: &out)
+        out.append(UInt8(ascii: "Z"))
     }
 
     /// `YYYY-MM-DD` (the `addDate` of Instance ID info).

@@ -28,12 +28,10 @@ struct LMDBProjection: LedgerProjection {
 
     /// The seq of the registration in force, or `nil`.
     func registeredSince(_ instance: InstanceID) throws -> UInt64? {
-        try txn.withCursor(schema.universe) { cursor in
-            guard let entry = try cursor.seek(universeKey, value: membershipValue(instance, since: 0)),
-                entry.value.loadBigEndianUInt32() == instance
-            else { return nil }
-            return entry.value.loadBigEndianUInt64(at: 4)
-        }
+        guard let entry = try txn.cursor(schema.universe).seek(universeKey, value: membershipValue(instance, since: 0)),
+            entry.value.loadBigEndianUInt32() == instance
+        else { return nil }
+        return entry.value.loadBigEndianUInt64(at: 4)
     }
 
     func record(of instance: InstanceID) throws -> InstanceRecord {
@@ -80,12 +78,16 @@ struct LMDBProjection: LedgerProjection {
 
     /// The seq since which `instance` has held `topic`, or `nil`.
     func subscribedSince(_ topic: TopicID, instance: InstanceID) throws -> UInt64? {
-        try txn.withCursor(schema.instanceTopics) { cursor in
-            guard let entry = try cursor.seek(instance, value: membershipValue(topic, since: 0)),
-                entry.value.loadBigEndianUInt32() == topic
-            else { return nil }
-            return entry.value.loadBigEndianUInt64(at: 4)
-        }
+        guard let entry = try txn.cursor(schema.instanceTopics).seek(instance, value: membershipValue(topic, since: 0)),
+            entry.value.loadBigEndianUInt32() == topic
+        else { return nil }
+        return entry.value.loadBigEndianUInt64(at: 4)
+    }
+
+    /// How many topics `instance` holds now.
+    func topicCount(of instance: InstanceID) throws -> Int {
+        let cursor = try txn.cursor(schema.instanceTopics)
+        return try cursor.find(instance) == nil ? 0 : try cursor.duplicateCount()
     }
 
     func addTopic(_ topic: TopicID, to instance: InstanceID, at seq: UInt64) throws -> Bool {

@@ -127,21 +127,21 @@ struct ByteWriter {
 /// The single key of the `universe` and `universeHistory` databases.
 let universeKey = UInt32(0)
 
-/// `id ‖ seq` — a current-state entry (`instanceTopics`, `topicMembers`).
+/// `id ‖ seq` — a current-state entry (`instanceTopics`, `topicMembers`, `universe`).
 @inline(__always)
-func membershipValue(_ id: UInt32, since: UInt64) -> [UInt8] {
-    var writer = ByteWriter(capacity: 12)
-    writer.append(id)
-    writer.append(since)
-    return writer.bytes
+func membershipValue(_ id: UInt32, since: UInt64) -> PackedBytes {
+    var bytes = PackedBytes()
+    bytes.append(id)
+    bytes.append(since)
+    return bytes
 }
 
-/// `id ‖ start ‖ end` — a closed interval (`instanceTopicHistory`, `topicMemberHistory`).
+/// `id ‖ start ‖ end` — a closed interval (`instanceTopicHistory`, `topicMemberHistory`, `universeHistory`).
 @inline(__always)
-func intervalValue(_ id: UInt32, start: UInt64, end: UInt64) -> [UInt8] {
-    var writer = ByteWriter(capacity: 20)
-    writer.append(id)
-    writer.append(start)
-    writer.append(end)
-    return writer.bytes
+func intervalValue(_ id: UInt32, start: UInt64, end: UInt64) -> PackedBytes {
+    var bytes = PackedBytes()
+    bytes.append(id)
+    bytes.append(start)
+    bytes.append(end)
+    return bytes
 }

@@ -75,9 +75,7 @@ struct LogAppender {
                 return .rejected(OperationRejection(.alreadyExists, "the instance is already subscribed to the topic"))
             }
             if !present {
-                let count = try txn.withCursor(schema.instanceTopics) { cursor in
-                    try cursor.find(instance) == nil ? 0 : try cursor.duplicateCount()
-                }
+                let count = try projection.topicCount(of: instance)
                 if count >= limits.maximumTopicsPerInstance {
                     return .rejected(
                         OperationRejection(

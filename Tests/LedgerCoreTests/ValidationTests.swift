@@ -102,6 +102,11 @@ struct EventJSONTests {
             seq: 1, time: LedgerTime(microseconds: 0), actor: "a", requestID: "r",
             body: .subscribed(token: token, topic: try TopicName("news"), via: .iid))
         #expect(EventJSON.line(subscribed, prevHash: [], hash: []).contains(#""token":"tok","topic":"news","via":"iid""#))
-        #expect(JSONObjectWriter.quoted("\u{01}") == #""\u0001""#)
+        #expect(JSONObjectWriter.quoted("\u{01}é") == #""\u0001é""#)
+        var numbers = JSONObjectWriter()
+        numbers.field("negative", number: -42)
+        numbers.field("max", number: UInt64.max)
+        numbers.field("zero", number: 0)
+        #expect(numbers.finish() == #"{"negative":-42,"max":18446744073709551615,"zero":0}"#)
     }
 }
