@@ -76,6 +76,7 @@ let package = Package(
             name: "LedgerCoreTests",
             dependencies: [
                 "LedgerCore",
+                "LedgerTestSupport",
                 .product(name: "PropertyBased", package: "swift-property-based"),
             ]
         ),

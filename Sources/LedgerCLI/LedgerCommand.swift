@@ -10,7 +10,7 @@ struct LedgerCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "ledger",
         abstract: "TopicLedger: an FCM-compatible topic-messaging server on an event-sourced LMDB ledger.",
-        subcommands: [Log.self, Verify.self, Rebuild.self, Stats.self, Import.self]
+        subcommands: [Log.self, Verify.self, Rebuild.self, Stats.self, Import.self, Explain.self]
     )
 }
 
@@ -47,6 +47,12 @@ struct CommonOptions: ParsableArguments {
 
 enum OutputFormat: String, ExpressibleByArgument, CaseIterable {
     case text, json
+}
+
+/// Bad input found while running (not while parsing arguments): reported without the usage text.
+struct InputError: Error, CustomStringConvertible {
+    let description: String
+    init(_ description: String) { self.description = description }
 }
 
 /// Writes to standard error (results go to standard output).

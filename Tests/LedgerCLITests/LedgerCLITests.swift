@@ -146,4 +146,32 @@ struct LedgerCLITests {
         #expect(range.status != 0)
         #expect(range.stderr.contains("--to-seq"))
     }
+
+    @Test("explain prints the tree under the chosen rule with audience sizes, at a past moment too")
+    func explain() throws {
+        let data = TemporaryDirectory()
+        defer { data.remove() }
+        let demo = try String(contentsOf: builtProductsDirectory()
+            .deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+            .appendingPathComponent("samples/demo-operations.jsonl"), encoding: .utf8)
+        #expect(try ledger("import", "-", data: data, input: demo).status == 0)
+        let condition = "'TopicA' in topics && ('TopicB' in topics || 'TopicC' in topics)"
+        let now = try ledger("explain", "--condition", condition, data: data)
+        #expect(now.status == 0, "\(now.stderr)")
+        #expect(now.stdout.contains("AND  (1 instance)"))
+        #expect(now.stdout.contains("'TopicC' in topics  (0 instances)"))
+        // Before Carol unregistered (2026-03-05) she was on TopicC.
+        let before = try ledger("explain", "--condition", condition, "--at", "2026-03-04", "--format", "json", data: data)
+        let object = jsonObject(Substring(before.stdout.trimmingCharacters(in: .whitespacesAndNewlines)))
+        #expect(object["registeredInstances"] as? Int == 3)
+        let tree = object["tree"] as? [String: Any]
+        let or = (tree?["children"] as? [[String: Any]])?.last
+        #expect(((or?["children"] as? [[String: Any]])?.last?["audienceSize"]) as? Int == 1)
+        let rules = try ledger("explain", "--condition", "'TopicA' in topics || 'TopicB' in topics && 'TopicC' in topics",
+            "--precedence", "standard", data: data)
+        #expect(rules.stdout.contains("OR  (2 instances)"))
+        let bad = try ledger("explain", "--condition", "'TopicA' in topics &&", data: data)
+        #expect(bad.status != 0)
+        #expect(bad.stderr.contains("after '&&' at offset 19"))
+    }
 }

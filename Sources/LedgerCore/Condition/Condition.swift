@@ -16,6 +16,8 @@ public indirect enum Condition: Hashable, Sendable {
 
     /// At most this many topic operands (counting repeats), as in FCM.
     public static let maximumOperands = 5
+    /// Parentheses and `!` together nest at most this deep (bounds recursion on untrusted input).
+    public static let maximumNesting = 64
     /// Conditions longer than this (in characters) are refused before parsing.
     public static let maximumLength = 8192
 

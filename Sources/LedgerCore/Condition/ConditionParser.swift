@@ -23,6 +23,7 @@ struct ConditionParser {
     private let field: String
     private var position = 0
     private var operandCount = 0
+    private var depth = 0
 
     init(text: String, field: String) {
         self.scalars = Array(text.unicodeScalars)
@@ -94,10 +95,14 @@ struct ConditionParser {
         switch scalars[position] {
         case "!":
             let start = position
+            try enterNesting(at: start)
+            defer { depth -= 1 }
             position += 1
             return .not(try parseUnary(precedence: precedence, after: ("!", start)))
         case "(":
             let start = position
+            try enterNesting(at: start)
+            defer { depth -= 1 }
             position += 1
             skipWhitespace()
             if position < scalars.count && scalars[position] == ")" {
@@ -188,6 +193,16 @@ struct ConditionParser {
             }
             disjuncts.append(current)
             return disjuncts.dropFirst().reduce(disjuncts[0]) { .or($0, $1) }
+        }
+    }
+
+    /// Bounds recursion (here and in every walk of the tree): parentheses and `!` together nest at most
+    /// `Condition.maximumNesting` levels.
+    private mutating func enterNesting(at offset: Int) throws(LedgerCoreError) {
+        depth += 1
+        guard depth <= Condition.maximumNesting else {
+            throw error(
+                "parentheses and '!' nest deeper than \(Condition.maximumNesting) levels at offset \(offset)")
         }
     }
 

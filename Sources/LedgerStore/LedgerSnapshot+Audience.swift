@@ -1,0 +1,84 @@
+import LMDBKit
+import LedgerCore
+
+extension LedgerSnapshot {
+    /// The instances a send to `target` reaches in the state at `seq` (now, when `nil`): members of the
+    /// topic; instances satisfying the condition under `precedence`; or the token's instance if registered.
+    ///
+    /// Computed by set algebra over the temporal index — reading only the topics named and the universe,
+    /// never the log.
+    ///
+    /// - Throws: `LedgerCoreError.invalidArgument` for a condition that does not parse.
+    public func audience(of target: MessageTarget, precedence: ConditionPrecedence, at seq: UInt64? = nil) throws
+        -> InstanceSet
+    {
+        let capacity = try instanceIDBound()
+        switch target {
+        case .topic(let name):
+            guard let topic = try topicID(of: name) else { return InstanceSet(capacity: capacity) }
+            return try memberSet(of: topic, at: seq, capacity: capacity)
+        case .token(let token):
+            var set = InstanceSet(capacity: capacity)
+            if let instance = try instanceID(of: token), try isRegistered(instance, at: seq) { set.insert(instance) }
+            return set
+        case .condition(let text):
+            return try audience(of: try Condition(parsing: text, precedence: precedence), at: seq)
+        }
+    }
+
+    /// The instances satisfying `condition` in the state at `seq` (now, when `nil`).
+    public func audience(of condition: Condition, at seq: UInt64? = nil) throws -> InstanceSet {
+        let universe = try universe(at: seq)
+        return try condition.audience(universe: universe) { name in
+            try memberSet(named: name, at: seq, capacity: universe.capacity)
+        }
+    }
+
+    /// The condition's tree with the audience size of every sub-expression in the state at `seq`.
+    public func explain(_ condition: Condition, at seq: UInt64? = nil) throws -> ExplainedCondition {
+        let universe = try universe(at: seq)
+        var cache: [TopicName: InstanceSet] = [:]
+        return try condition.explained(universe: universe) { name in
+            if let cached = cache[name] { return cached }
+            let set = try memberSet(named: name, at: seq, capacity: universe.capacity)
+            cache[name] = set
+            return set
+        }
+    }
+
+    /// The registration tokens of `recipients` in byte order (the order of the recipient digest).
+    ///
+    /// Small sets look each token up and sort; large ones walk the `tokens` database, which LMDB already
+    /// keeps in byte order, and keep the members.
+    public func recipientTokens(_ recipients: InstanceSet) throws -> [RegistrationToken] {
+        let count = recipients.count
+        if count * 16 < recipients.capacity {
+            var tokens: [RegistrationToken] = []
+            tokens.reserveCapacity(count)
+            try recipients.forEach { instance in
+                guard let token = try token(of: instance) else {
+                    throw StoreError(.corrupt, "instance \(instance) has no token")
+                }
+                tokens.append(token)
+            }
+            tokens.sort()
+            return tokens
+        }
+        var tokens: [RegistrationToken] = []
+        tokens.reserveCapacity(count)
+        try txn.withCursor(schema.tokens) { cursor in
+            try cursor.forEach { entry in
+                if recipients.contains(entry.value.loadBigEndianUInt32()) {
+                    tokens.append(RegistrationToken(trusted: String(decoding: entry.key, as: UTF8.self)))
+                }
+                return true
+            }
+        }
+        return tokens
+    }
+
+    private func memberSet(named name: TopicName, at seq: UInt64?, capacity: Int) throws -> InstanceSet {
+        guard let topic = try topicID(of: name) else { return InstanceSet(capacity: capacity) }
+        return try memberSet(of: topic, at: seq, capacity: capacity)
+    }
+}
