@@ -111,3 +111,9 @@ if Context.environment["TOPICLEDGER_BENCH"] == "1" {
             path: "tools/bench/Sources/LedgerBench"
         ))
 }
+
+// The condition-parser fuzz target (tools/fuzz) is built only by tools/fuzz/run.sh, with libFuzzer.
+if Context.environment["TOPICLEDGER_FUZZ"] == "1" {
+    package.targets.append(
+        .executableTarget(name: "ConditionFuzzer", dependencies: ["LedgerCore"], path: "tools/fuzz/ConditionFuzzer"))
+}

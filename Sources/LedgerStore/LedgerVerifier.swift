@@ -102,18 +102,8 @@ extension Ledger {
         options.mapSize = max(environment.mapSize, 1 << 30)
         let reference = try LMDBEnvironment(path: directory, options: options)
         let referenceSchema = try reference.write { try LedgerSchema($0) }
-        let live = LedgerSnapshot(txn: txn, schema: schema)
-        var done: UInt64 = 0
-        while done < headSeq {
-            let through = min(done + ProjectionBuilder.chunkSize, headSeq)
-            var events: [LedgerEvent] = []
-            try live.forEachEvent(from: done + 1, through: through) { event, _ in
-                events.append(event)
-                return true
-            }
-            try reference.write { try ProjectionBuilder.fold(events, into: $0, schema: referenceSchema) }
-            done = through
-        }
+        try ProjectionBuilder.build(
+            from: LedgerSnapshot(txn: txn, schema: schema), through: headSeq, into: reference, schema: referenceSchema)
         try reference.read { referenceTxn in
             for (liveDatabase, referenceDatabase) in zip(schema.projections, referenceSchema.projections) {
                 try compare(liveDatabase, in: txn, with: referenceDatabase, in: referenceTxn, report: &report,

@@ -25,7 +25,7 @@ struct LedgerBench: AsyncParsableCommand {
     @Option(help: "Seed for the generated workloads.")
     var seed: UInt64 = 1
 
-    @Option(help: "Run only these workloads (comma-separated: append, rebuild, scan).")
+    @Option(help: "Run only these workloads (comma-separated: append, rebuild, scan, audience).")
     var only: String?
 
     @Option(help: "Events in the generated ledger (overrides the mode's size).")
@@ -42,6 +42,11 @@ struct LedgerBench: AsyncParsableCommand {
             for writers in [1, 8, 64] {
                 results.append(try await appendWorkload(writers: writers, requests: full ? 20_000 : 4_000))
             }
+        }
+        if wants("audience") {
+            results += try await AudienceWorkload(
+                instances: 1_000_000, subscriptionsPerInstance: full ? 5 : 2, seed: seed, scratch: scratch
+            ).run()
         }
         if wants("rebuild") || wants("scan") {
             let ledgerDirectory = try await buildLedger(events: events ?? (full ? 2_000_000 : 300_000))
