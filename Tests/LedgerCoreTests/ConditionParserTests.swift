@@ -74,6 +74,12 @@ struct ConditionParserTests {
         #expect(Condition.and(.or(a, b), c).text(precedence: .standard) == "('A' in topics || 'B' in topics) && 'C' in topics")
         #expect(Condition.or(a, .and(b, c)).text(precedence: .leftToRight) == "'A' in topics || ('B' in topics && 'C' in topics)")
         #expect(Condition.not(.or(a, b)).text(precedence: .standard) == "!('A' in topics || 'B' in topics)")
+        #expect(Condition.not(.not(a)).text(precedence: .standard) == "!!'A' in topics")
+        // Found by the fuzzer: canonical text must not nest deeper than the input that produced the tree.
+        let deep = try parse(String(repeating: "!", count: 37) + "\"B\"in topics")
+        #expect(try parse(deep.text(precedence: .leftToRight)) == deep)
+        let deepest = try parse(String(repeating: "!", count: 63) + "('A' in topics || 'B' in topics)")
+        #expect(try parse(deepest.text(precedence: .standard), .standard) == deepest)
         for tree in [Condition.and(a, .and(b, c)), .or(.or(a, b), c), .or(a, .or(b, c)), .and(.not(a), .not(.not(b)))] {
             for rule in ConditionPrecedence.allCases {
                 #expect(try parse(tree.text(precedence: rule), rule) == tree)

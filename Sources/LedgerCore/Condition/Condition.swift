@@ -42,13 +42,15 @@ public indirect enum Condition: Hashable, Sendable {
     }
 
     /// Canonical text that parses back to this same tree under `precedence`, with parentheses only where
-    /// the rule needs them (and always after `!`).
+    /// the rule needs them — never more nesting than any text that parses to the tree, so canonical text
+    /// always stays within ``maximumNesting`` (`!'A' in topics`, `!('A' in topics || 'B' in topics)`).
     public func text(precedence: ConditionPrecedence) -> String {
         switch self {
         case .topic(let name):
             return "'\(name.rawValue)' in topics"
         case .not(let inner):
-            return "!(\(inner.text(precedence: precedence)))"
+            let innerText = inner.text(precedence: precedence)
+            return inner.isBinary ? "!(\(innerText))" : "!" + innerText
         case .and(let left, let right), .or(let left, let right):
             let isAnd = if case .and = self { true } else { false }
             let leftText = left.text(precedence: precedence)
