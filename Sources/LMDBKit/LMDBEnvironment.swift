@@ -134,7 +134,8 @@ public final class LMDBEnvironment: @unchecked Sendable {
         defer { pthread_rwlock_unlock(mapLock) }
         let current = mapSize
         guard current < options.maximumMapSize else { throw LMDBError(code: .mapFull, function: "mdb_env_set_mapsize") }
-        try LMDBError.check(mdb_env_set_mapsize(handle, min(current * 2, options.maximumMapSize)), "mdb_env_set_mapsize")
+        try LMDBError.check(
+            mdb_env_set_mapsize(handle, min(current * 2, options.maximumMapSize)), "mdb_env_set_mapsize")
     }
 
     /// Adopts a map size grown by another process (after `MDB_MAP_RESIZED`).

@@ -28,7 +28,9 @@ extension LedgerCommand {
                 out.field("eventsPerSecond", number: rate)
                 print(out.finish())
             case .text:
-                print("rebuilt projections from \(events) events in \(String(format: "%.2f", seconds)) s (\(rate) events/s)")
+                print(
+                    "rebuilt projections from \(events) events in \(String(format: "%.2f", seconds)) s (\(rate) events/s)"
+                )
             }
         }
     }

@@ -18,7 +18,8 @@ extension LedgerCommand {
                 var out = JSONObjectWriter()
                 out.field("sound", bool: report.isSound)
                 out.field("events", number: report.events)
-                out.field("problems", raw: "[" + report.problems.map(JSONObjectWriter.quoted).joined(separator: ",") + "]")
+                out.field(
+                    "problems", raw: "[" + report.problems.map(JSONObjectWriter.quoted).joined(separator: ",") + "]")
                 print(out.finish())
             case .text:
                 if report.isSound {

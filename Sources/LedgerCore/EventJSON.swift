@@ -46,7 +46,8 @@ public enum EventJSON {
     }
 
     /// The event's JSON line as a string (no newline).
-    public static func line(_ event: LedgerEvent, prevHash: some Sequence<UInt8>, hash: some Sequence<UInt8>) -> String {
+    public static func line(_ event: LedgerEvent, prevHash: some Sequence<UInt8>, hash: some Sequence<UInt8>) -> String
+    {
         var bytes: [UInt8] = []
         write(event, prevHash: prevHash, hash: hash, into: &bytes)
         return String(decoding: bytes, as: UTF8.self)

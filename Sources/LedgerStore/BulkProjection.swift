@@ -129,13 +129,17 @@ struct BulkProjection: LedgerProjection {
         for (index, memberships) in instanceTopics.enumerated() where !memberships.isEmpty {
             let instance = InstanceID(index + 1)
             for membership in memberships.sorted(by: { $0.topic < $1.topic }) {
-                try writer.put(schema.instanceTopics, key: instance, value: membershipValue(membership.topic, since: membership.since))
+                try writer.put(
+                    schema.instanceTopics, key: instance,
+                    value: membershipValue(membership.topic, since: membership.since))
                 topicMembers[Int(membership.topic) - 1].append((instance, membership.since))
             }
         }
         for (index, members) in topicMembers.enumerated() {
             for member in members {
-                try writer.put(schema.topicMembers, key: UInt32(index + 1), value: membershipValue(member.instance, since: member.since))
+                try writer.put(
+                    schema.topicMembers, key: UInt32(index + 1),
+                    value: membershipValue(member.instance, since: member.since))
             }
         }
         for interval in closedMemberships.sorted() {
@@ -143,7 +147,8 @@ struct BulkProjection: LedgerProjection {
                 schema.instanceTopicHistory, key: interval.id,
                 value: intervalValue(interval.other, start: interval.start, end: interval.end))
         }
-        let byTopic = closedMemberships.map { Interval(id: $0.other, other: $0.id, start: $0.start, end: $0.end) }.sorted()
+        let byTopic = closedMemberships.map { Interval(id: $0.other, other: $0.id, start: $0.start, end: $0.end) }
+            .sorted()
         for interval in byTopic {
             try writer.put(
                 schema.topicMemberHistory, key: interval.id,
@@ -181,7 +186,8 @@ private struct AppendWriter {
         pending.removeAll(keepingCapacity: true)
         try environment.write { txn in
             for (database, key, value) in entries {
-                try txn.put(database, key: key, value: value, flags: database.allowsDuplicates ? .appendDuplicate : .append)
+                try txn.put(
+                    database, key: key, value: value, flags: database.allowsDuplicates ? .appendDuplicate : .append)
             }
         }
     }

@@ -94,7 +94,9 @@ final class GroupCommitter: @unchecked Sendable {
         if queue.isEmpty { return nil }
         var operations = 0
         var taken = 0
-        while taken < queue.count && (taken == 0 || operations + queue[taken].request.operations.count <= maximumBatchOperations) {
+        while taken < queue.count
+            && (taken == 0 || operations + queue[taken].request.operations.count <= maximumBatchOperations)
+        {
             operations += queue[taken].request.operations.count
             taken += 1
         }

@@ -35,7 +35,8 @@ struct LMDBProjection: LedgerProjection {
     }
 
     func record(of instance: InstanceID) throws -> InstanceRecord {
-        guard let record = try txn.withValue(in: schema.instances, forKey: instance, { try $0.map(InstanceRecord.init) })
+        guard
+            let record = try txn.withValue(in: schema.instances, forKey: instance, { try $0.map(InstanceRecord.init) })
         else { throw StoreError(.corrupt, "instance \(instance) has no record") }
         return record
     }

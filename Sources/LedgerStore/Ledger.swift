@@ -91,7 +91,9 @@ public final class Ledger: Sendable {
             }
         }
         try environment.read { txn in
-            let version = try txn.withValue(in: schema.meta, forKey: MetaKey.layoutVersion) { $0?.loadBigEndianUInt32() }
+            let version = try txn.withValue(in: schema.meta, forKey: MetaKey.layoutVersion) {
+                $0?.loadBigEndianUInt32()
+            }
             guard version == LedgerSchema.layoutVersion else {
                 throw StoreError(
                     .incompatible,
@@ -125,7 +127,8 @@ public final class Ledger: Sendable {
             let clock = options.clock
             self.committer = GroupCommitter(maximumBatchOperations: options.maximumBatchOperations) {
                 [environment, schema, logger] batch in
-                Self.commit(batch, environment: environment, schema: schema, limits: limits, now: clock(), logger: logger)
+                Self.commit(
+                    batch, environment: environment, schema: schema, limits: limits, now: clock(), logger: logger)
             }
         }
     }

@@ -74,7 +74,8 @@ public struct LedgerSnapshot {
 
     /// What the ledger knows of an instance now.
     public func instance(_ instance: InstanceID) throws -> InstanceInfo? {
-        guard let record = try txn.withValue(in: schema.instances, forKey: instance, { try $0.map(InstanceRecord.init) })
+        guard
+            let record = try txn.withValue(in: schema.instances, forKey: instance, { try $0.map(InstanceRecord.init) })
         else { return nil }
         return InstanceInfo(
             id: instance, token: RegistrationToken(trusted: record.token),
@@ -204,7 +205,9 @@ public struct LedgerSnapshot {
         try txn.withCursor(history) { cursor in
             try cursor.forEachValueChunk(of: key) { chunk in
                 for offset in stride(from: 0, to: chunk.count, by: 20)
-                where chunk.loadBigEndianUInt64(at: offset + 4) <= seq && seq < chunk.loadBigEndianUInt64(at: offset + 12) {
+                where chunk.loadBigEndianUInt64(at: offset + 4) <= seq
+                    && seq < chunk.loadBigEndianUInt64(at: offset + 12)
+                {
                     body(chunk.loadBigEndianUInt32(at: offset))
                 }
                 return true

@@ -35,7 +35,8 @@ extension Ledger {
             if try snapshot.rebuildingThrough() != nil {
                 report.problems.append("projections are incomplete: a rebuild is running or was interrupted")
             } else if chainIntact {
-                try compareProjections(txn: txn, headSeq: head.seq, scratch: scratchDirectory, report: &report,
+                try compareProjections(
+                    txn: txn, headSeq: head.seq, scratch: scratchDirectory, report: &report,
                     limit: problemLimit)
             } else {
                 report.problems.append("projections were not compared because the log itself is damaged")
@@ -106,7 +107,8 @@ extension Ledger {
             from: LedgerSnapshot(txn: txn, schema: schema), through: headSeq, into: reference, schema: referenceSchema)
         try reference.read { referenceTxn in
             for (liveDatabase, referenceDatabase) in zip(schema.projections, referenceSchema.projections) {
-                try compare(liveDatabase, in: txn, with: referenceDatabase, in: referenceTxn, report: &report,
+                try compare(
+                    liveDatabase, in: txn, with: referenceDatabase, in: referenceTxn, report: &report,
                     limit: limit)
             }
         }
@@ -134,7 +136,9 @@ extension Ledger {
                             liveEntry = try liveCursor.next()
                             referenceEntry = try referenceCursor.next()
                         } else if live.key.elementsEqual(reference.key) {
-                            difference("key \(live.key.hexString) holds \(live.value.hexString), expected \(reference.value.hexString)")
+                            difference(
+                                "key \(live.key.hexString) holds \(live.value.hexString), expected \(reference.value.hexString)"
+                            )
                             liveEntry = try liveCursor.next()
                             referenceEntry = try referenceCursor.next()
                         } else if live.key.lexicographicallyPrecedes(reference.key) {

@@ -20,7 +20,8 @@ struct LogAppender {
         self.txn = txn
         self.schema = schema
         self.limits = limits
-        self.head = try txn.withValue(in: schema.meta, forKey: MetaKey.head) { try $0.map(LedgerHead.init) }
+        self.head =
+            try txn.withValue(in: schema.meta, forKey: MetaKey.head) { try $0.map(LedgerHead.init) }
             ?? .empty
         self.projection = LMDBProjection(txn: txn, schema: schema)
         self.messageIDs = messageIDs
@@ -61,7 +62,8 @@ struct LogAppender {
             if let instance = try projection.instanceID(for: token), try projection.isRegistered(instance) {
                 return .rejected(OperationRejection(.alreadyExists, "registration token is already registered"))
             }
-            return .appended(seq: try append(.registered(token: token, platform: platform, appID: appID), request, time))
+            return .appended(
+                seq: try append(.registered(token: token, platform: platform, appID: appID), request, time))
 
         case .unregister(let token, let reason):
             guard try registeredInstance(token) != nil else { return .rejected(Self.unknownToken) }
@@ -101,7 +103,8 @@ struct LogAppender {
                 return .rejected(Self.unknownToken)
             }
             let messageID = try freshMessageID()
-            let sent = SentMessage(messageID: messageID, target: target, precedence: precedence, messageJSON: messageJSON)
+            let sent = SentMessage(
+                messageID: messageID, target: target, precedence: precedence, messageJSON: messageJSON)
             return .sent(seq: try append(.sent(sent), request, time), messageID: messageID)
 
         case .recordAudience(let audience):
@@ -143,7 +146,8 @@ struct LogAppender {
             seq: head.seq + 1, time: time, actor: request.actor, requestID: request.requestID, body: body)
         let encoded = EventCodec.encode(event)
         let hash = encoded.withUnsafeBytes { HashChain.hash(previous: head.hash, encodedEvent: $0) }
-        try txn.put(schema.log, key: event.seq, value: HashChain.record(hash: hash, encodedEvent: encoded), flags: .append)
+        try txn.put(
+            schema.log, key: event.seq, value: HashChain.record(hash: hash, encodedEvent: encoded), flags: .append)
         try EventFold.apply(event, to: &projection)
         head = LedgerHead(seq: event.seq, time: time, hash: hash)
         return event.seq

@@ -71,8 +71,12 @@ public enum OperationImport {
         func wrap<T>(_ body: () throws -> T) throws -> T {
             do { return try body() } catch let error as LedgerCoreError { throw fail(error.description) }
         }
-        let token = { () throws -> RegistrationToken in let text = try required("token"); return try wrap { try RegistrationToken(text) } }
-        let topic = { () throws -> TopicName in let text = try required("topic"); return try wrap { try TopicName(text) } }
+        let token = { () throws -> RegistrationToken in
+            let text = try required("token"); return try wrap { try RegistrationToken(text) }
+        }
+        let topic = { () throws -> TopicName in
+            let text = try required("topic"); return try wrap { try TopicName(text) }
+        }
         let via = { () throws -> SubscriptionChannel in
             let text = try string("via") ?? "v1"
             guard let via = SubscriptionChannel(rawValue: text) else { throw fail("via must be client, v1 or iid") }

@@ -90,7 +90,9 @@ struct LMDBKitTests {
             try env.read { txn throws in
                 try txn.withCursor(db) { cursor throws in
                     var values: [UInt32] = []
-                    try cursor.forEachValue(of: UInt32(1)) { values.append($0.loadBigEndianUInt32()); return true }
+                    try cursor.forEachValue(of: UInt32(1)) {
+                        values.append($0.loadBigEndianUInt32()); return true
+                    }
                     #expect(values == [10, 20, 30])
                     _ = try cursor.find(UInt32(1))
                     #expect(try cursor.duplicateCount() == 3)
@@ -124,7 +126,9 @@ struct LMDBKitTests {
 
     @Test("a map that may not grow further reports mapFull and keeps the old data")
     func mapFullAtMaximum() throws {
-        try withEnvironment(configure: { $0.mapSize = 1 << 20; $0.maximumMapSize = 1 << 20 }) { env throws in
+        try withEnvironment(configure: {
+            $0.mapSize = 1 << 20; $0.maximumMapSize = 1 << 20
+        }) { env throws in
             let db = try env.write { try $0.openDatabase("big", flags: .create) }
             try env.write { try $0.put(db, key: "kept", value: "yes") }
             let value = [UInt8](repeating: 0xAB, count: 4096)
@@ -244,7 +248,9 @@ struct LMDBKitChunkTests {
                         return true
                     }
                     var none = 0
-                    try cursor.forEachValueChunk(of: UInt32(9)) { _ in none += 1; return true }
+                    try cursor.forEachValueChunk(of: UInt32(9)) { _ in
+                        none += 1; return true
+                    }
                     #expect(none == 0)
                     var single: [UInt64] = []
                     try cursor.forEachValueChunk(of: UInt32(8)) { chunk in

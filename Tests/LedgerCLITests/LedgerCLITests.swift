@@ -78,7 +78,8 @@ struct LedgerCLITests {
         defer { data.remove() }
         let result = try ledger(
             "import", "-", data: data,
-            input: "{\"op\":\"register\",\"token\":\"a\"}\n{\"op\":\"subscribe\",\"token\":\"ghost\",\"topic\":\"t\"}\n")
+            input: "{\"op\":\"register\",\"token\":\"a\"}\n{\"op\":\"subscribe\",\"token\":\"ghost\",\"topic\":\"t\"}\n"
+        )
         #expect(result.status == 1)
         #expect(result.stderr.contains("notFound: registration token is not registered"))
         #expect(try ledger("log", data: data).stdout.split(separator: "\n").count == 1)
@@ -106,7 +107,9 @@ struct LedgerCLITests {
         #expect(damaged.stdout.contains("seq 4: hash mismatch"))
         let json = try ledger("verify", "--format", "json", data: data)
         #expect(json.status == 2)
-        #expect(jsonObject(Substring(json.stdout.trimmingCharacters(in: .whitespacesAndNewlines)))["sound"] as? Bool == false)
+        #expect(
+            jsonObject(Substring(json.stdout.trimmingCharacters(in: .whitespacesAndNewlines)))["sound"] as? Bool
+                == false)
     }
 
     @Test("rebuild leaves the projections identical; stats reports the sizes")
@@ -151,9 +154,10 @@ struct LedgerCLITests {
     func explain() throws {
         let data = TemporaryDirectory()
         defer { data.remove() }
-        let demo = try String(contentsOf: builtProductsDirectory()
-            .deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
-            .appendingPathComponent("samples/demo-operations.jsonl"), encoding: .utf8)
+        let demo = try String(
+            contentsOf: builtProductsDirectory()
+                .deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+                .appendingPathComponent("samples/demo-operations.jsonl"), encoding: .utf8)
         #expect(try ledger("import", "-", data: data, input: demo).status == 0)
         let condition = "'TopicA' in topics && ('TopicB' in topics || 'TopicC' in topics)"
         let now = try ledger("explain", "--condition", condition, data: data)
@@ -161,13 +165,15 @@ struct LedgerCLITests {
         #expect(now.stdout.contains("AND  (1 instance)"))
         #expect(now.stdout.contains("'TopicC' in topics  (0 instances)"))
         // Before Carol unregistered (2026-03-05) she was on TopicC.
-        let before = try ledger("explain", "--condition", condition, "--at", "2026-03-04", "--format", "json", data: data)
+        let before = try ledger(
+            "explain", "--condition", condition, "--at", "2026-03-04", "--format", "json", data: data)
         let object = jsonObject(Substring(before.stdout.trimmingCharacters(in: .whitespacesAndNewlines)))
         #expect(object["registeredInstances"] as? Int == 3)
         let tree = object["tree"] as? [String: Any]
         let or = (tree?["children"] as? [[String: Any]])?.last
         #expect(((or?["children"] as? [[String: Any]])?.last?["audienceSize"]) as? Int == 1)
-        let rules = try ledger("explain", "--condition", "'TopicA' in topics || 'TopicB' in topics && 'TopicC' in topics",
+        let rules = try ledger(
+            "explain", "--condition", "'TopicA' in topics || 'TopicB' in topics && 'TopicC' in topics",
             "--precedence", "standard", data: data)
         #expect(rules.stdout.contains("OR  (2 instances)"))
         let bad = try ledger("explain", "--condition", "'TopicA' in topics &&", data: data)

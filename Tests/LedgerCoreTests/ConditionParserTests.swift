@@ -26,7 +26,9 @@ struct ConditionParserTests {
         #expect(try parse("((('A' in topics)))") == a)
         #expect(try parse("'A' in topics && ('B' in topics || 'C' in topics)") == .and(a, .or(b, c)))
         #expect(try parse("!('A' in topics && 'B' in topics) || 'C' in topics") == .or(.not(.and(a, b)), c))
-        #expect(try parse("('A' in topics || 'B' in topics) && !('C' in topics || 'D' in topics)") == .and(.or(a, b), .not(.or(c, d))))
+        #expect(
+            try parse("('A' in topics || 'B' in topics) && !('C' in topics || 'D' in topics)")
+                == .and(.or(a, b), .not(.or(c, d))))
         #expect(try parse("'/topics/A' in topics".replacingOccurrences(of: "/topics/", with: "")) == a)
         #expect(try parse("'a-b_c.d~e%f' in topics") == topic("a-b_c.d~e%f"))
         #expect(try parse("\n'A' in topics\n&&\n'B' in topics\n") == .and(a, b))
@@ -70,9 +72,15 @@ struct ConditionParserTests {
 
     @Test("canonical text parses back to the same tree under its rule")
     func canonicalText() throws {
-        #expect(Condition.and(.or(a, b), c).text(precedence: .leftToRight) == "'A' in topics || 'B' in topics && 'C' in topics")
-        #expect(Condition.and(.or(a, b), c).text(precedence: .standard) == "('A' in topics || 'B' in topics) && 'C' in topics")
-        #expect(Condition.or(a, .and(b, c)).text(precedence: .leftToRight) == "'A' in topics || ('B' in topics && 'C' in topics)")
+        #expect(
+            Condition.and(.or(a, b), c).text(precedence: .leftToRight)
+                == "'A' in topics || 'B' in topics && 'C' in topics")
+        #expect(
+            Condition.and(.or(a, b), c).text(precedence: .standard)
+                == "('A' in topics || 'B' in topics) && 'C' in topics")
+        #expect(
+            Condition.or(a, .and(b, c)).text(precedence: .leftToRight)
+                == "'A' in topics || ('B' in topics && 'C' in topics)")
         #expect(Condition.not(.or(a, b)).text(precedence: .standard) == "!('A' in topics || 'B' in topics)")
         #expect(Condition.not(.not(a)).text(precedence: .standard) == "!!'A' in topics")
         // Found by the fuzzer: canonical text must not nest deeper than the input that produced the tree.
@@ -103,16 +111,23 @@ struct ConditionParserTests {
             ("('A' in topics", "expected ')' at offset 14 to close the '(' at offset 0"),
             ("(('A' in topics)", "expected ')' at offset 16 to close the '(' at offset 0"),
             ("'A' in topics)", "unmatched ')' at offset 13"),
-            ("'A' in topics && ('B' in topics || 'C' in topics", "expected ')' at offset 48 to close the '(' at offset 17"),
+            (
+                "'A' in topics && ('B' in topics || 'C' in topics",
+                "expected ')' at offset 48 to close the '(' at offset 17"
+            ),
             ("()", "empty parentheses at offset 0"),
             ("'A' in topics && ( )", "empty parentheses at offset 17"),
             (")", "expected a topic operand ('name' in topics), '(' or '!' at offset 0, found ')'"),
             ("('A' in topics))", "unmatched ')' at offset 15"),
             // operand count
-            ("'A' in topics && 'B' in topics && 'C' in topics && 'D' in topics && 'E' in topics && 'F' in topics",
-             "too many topic operands: the condition may name at most 5 topics (counting repeats); operand 6 starts at offset 85"),
-            ("'A' in topics || 'A' in topics || 'A' in topics || 'A' in topics || 'A' in topics || 'A' in topics",
-             "operand 6 starts at offset 85"),
+            (
+                "'A' in topics && 'B' in topics && 'C' in topics && 'D' in topics && 'E' in topics && 'F' in topics",
+                "too many topic operands: the condition may name at most 5 topics (counting repeats); operand 6 starts at offset 85"
+            ),
+            (
+                "'A' in topics || 'A' in topics || 'A' in topics || 'A' in topics || 'A' in topics || 'A' in topics",
+                "operand 6 starts at offset 85"
+            ),
             // topic names
             ("'' in topics", "empty topic name at offset 0"),
             ("\"\" in topics", "empty topic name at offset 0"),
@@ -120,7 +135,10 @@ struct ConditionParserTests {
             ("'A!' in topics", "at offset 2: '!'"),
             ("'Tópic' in topics", "at offset 2: 'ó'"),
             ("'/topics/A' in topics", "at offset 1: '/'"),
-            ("'" + String(repeating: "x", count: 901) + "' in topics", "topic name at offset 0 is longer than 900 characters"),
+            (
+                "'" + String(repeating: "x", count: 901) + "' in topics",
+                "topic name at offset 0 is longer than 900 characters"
+            ),
             // quotes
             ("'A in topics", "unterminated quote: the ' at offset 0 is never closed"),
             ("'A\" in topics", "unterminated quote: the ' at offset 0 is never closed"),
@@ -139,15 +157,24 @@ struct ConditionParserTests {
             ("'A' in topicsX", "expected 'topics' at offset 7 (in the operand starting at offset 0), found 'topicsX'"),
             ("'A' in topics.", "expected '&&', '||' or the end at offset 13, found '.'"),
             // operators
-            ("'A' in topics &&", "expected a topic operand ('name' in topics), '(' or '!' after '&&' at offset 14, but the condition ended"),
+            (
+                "'A' in topics &&",
+                "expected a topic operand ('name' in topics), '(' or '!' after '&&' at offset 14, but the condition ended"
+            ),
             ("'A' in topics ||   ", "after '||' at offset 14, but the condition ended"),
             ("'A' in topics & 'B' in topics", "expected '&&' at offset 14, found a single '&'"),
             ("'A' in topics | 'B' in topics", "expected '||' at offset 14, found a single '|'"),
             ("'A' in topics and 'B' in topics", "expected '&&', '||' or the end at offset 14, found 'and'"),
             ("'A' in topics 'B' in topics", "expected '&&', '||' or the end at offset 14, found '''"),
             ("&& 'A' in topics", "expected a topic operand ('name' in topics), '(' or '!' at offset 0, found '&'"),
-            ("'A' in topics && && 'B' in topics", "expected a topic operand ('name' in topics), '(' or '!' at offset 17, found '&'"),
-            ("!", "expected a topic operand ('name' in topics), '(' or '!' after '!' at offset 0, but the condition ended"),
+            (
+                "'A' in topics && && 'B' in topics",
+                "expected a topic operand ('name' in topics), '(' or '!' at offset 17, found '&'"
+            ),
+            (
+                "!",
+                "expected a topic operand ('name' in topics), '(' or '!' after '!' at offset 0, but the condition ended"
+            ),
             ("'A' in topics !", "expected '&&', '||' or the end at offset 14, found '!'"),
             ("'A' in topics && ()", "empty parentheses at offset 17"),
             // bare words, unicode, other junk
@@ -164,7 +191,8 @@ struct ConditionParserTests {
             try Condition(parsing: text, precedence: .leftToRight)
         } throws: { error in
             guard let error = error as? LedgerCoreError else { return false }
-            return error.code == .invalidArgument && error.field == "message.condition" && error.message.contains(expected)
+            return error.code == .invalidArgument && error.field == "message.condition"
+                && error.message.contains(expected)
         }
         // The standard rule reports the same fault.
         #expect(throws: LedgerCoreError.self) { try Condition(parsing: text, precedence: .standard) }
@@ -177,9 +205,10 @@ struct ConditionParserTests {
         }
         #expect(try parse(nested(64)) == a)
         #expect(try parse(String(repeating: "!", count: 64) + "'A' in topics").operands.count == 1)
-        for text in [nested(65), nested(4000), String(repeating: "!", count: 8000) + "'A' in topics",
-            String(repeating: "!(", count: 2000)]
-        {
+        for text in [
+            nested(65), nested(4000), String(repeating: "!", count: 8000) + "'A' in topics",
+            String(repeating: "!(", count: 2000),
+        ] {
             #expect {
                 try parse(text)
             } throws: { error in

@@ -8,7 +8,8 @@ func randomEvent(seed: UInt64) -> LedgerEvent {
     var random = SplitMix(seed: seed)
     func text(_ alphabet: String, _ length: ClosedRange<Int>) -> String {
         let characters = Array(alphabet)
-        return String((0..<Int.random(in: length, using: &random)).map { _ in characters.randomElement(using: &random)! })
+        return String(
+            (0..<Int.random(in: length, using: &random)).map { _ in characters.randomElement(using: &random)! })
     }
     let token = try! RegistrationToken(text("abcXYZ019_:.-", 1...200))
     let topic = try! TopicName(text("abcXYZ019-_.~%", 1...60))
@@ -23,7 +24,9 @@ func randomEvent(seed: UInt64) -> LedgerEvent {
     case 2: body = .subscribed(token: token, topic: topic, via: via)
     case 3: body = .unsubscribed(token: token, topic: topic, via: via)
     case 4:
-        let targets: [MessageTarget] = [.topic(topic), .condition("'\(topic.rawValue)' in topics || !('x' in topics)"), .token(token)]
+        let targets: [MessageTarget] = [
+            .topic(topic), .condition("'\(topic.rawValue)' in topics || !('x' in topics)"), .token(token),
+        ]
         body = .sent(
             SentMessage(
                 messageID: UInt64.random(in: 1...UInt64(Int64.max), using: &random),

@@ -17,7 +17,8 @@ struct ValidationTests {
         "invalid topic names are refused naming the field and the fault",
         arguments: [
             ("", "empty"), ("/topics/", "empty"), ("a b", "offset 1"), ("news!", "offset 4"), ("é", "offset 0"),
-            (String(repeating: "x", count: 901), "longer than 900"), ("/topics/a/b", "offset 1"), ("topic\n", "offset 5"),
+            (String(repeating: "x", count: 901), "longer than 900"), ("/topics/a/b", "offset 1"),
+            ("topic\n", "offset 5"),
         ])
     func invalidTopics(input: String, fragment: String) {
         #expect {
@@ -76,7 +77,8 @@ struct LedgerTimeTests {
         #expect(LedgerTime(parsing: "2026-03-01T14:30:05+02:00")?.rfc3339 == "2026-03-01T12:30:05.000000Z")
         #expect(LedgerTime(parsing: "2026-03-01T12:30:05.1234567Z")?.rfc3339 == "2026-03-01T12:30:05.123456Z")
         #expect(LedgerTime(parsing: "1700000000000000")?.microseconds == 1_700_000_000_000_000)
-        for bad in ["", "yesterday", "2026-13-01", "2026-03-01T25:00Z", "2026-03-01T12:00", "2026-03-01T12:00:00Zjunk"] {
+        for bad in ["", "yesterday", "2026-13-01", "2026-03-01T25:00Z", "2026-03-01T12:00", "2026-03-01T12:00:00Zjunk"]
+        {
             #expect(LedgerTime(parsing: bad) == nil, "\(bad)")
         }
     }
@@ -101,7 +103,8 @@ struct EventJSONTests {
         let subscribed = LedgerEvent(
             seq: 1, time: LedgerTime(microseconds: 0), actor: "a", requestID: "r",
             body: .subscribed(token: token, topic: try TopicName("news"), via: .iid))
-        #expect(EventJSON.line(subscribed, prevHash: [], hash: []).contains(#""token":"tok","topic":"news","via":"iid""#))
+        #expect(
+            EventJSON.line(subscribed, prevHash: [], hash: []).contains(#""token":"tok","topic":"news","via":"iid""#))
         #expect(JSONObjectWriter.quoted("\u{01}é") == #""\u0001é""#)
         var numbers = JSONObjectWriter()
         numbers.field("negative", number: -42)

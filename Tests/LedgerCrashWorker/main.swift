@@ -26,7 +26,9 @@ guard arguments.count == 3, let writers = Int(arguments[2]) else {
 let ledger = try Ledger.open(dataDirectory: arguments[1], project: .default, logger: quietLogger)
 let tokens = try (0..<writers).map { try RegistrationToken("crash-writer-\($0)") }
 _ = try await ledger.append(
-    WriteRequest(actor: "crash", requestID: "register-\(getpid())", operations: tokens.map { .register($0, platform: nil, appID: nil) }))
+    WriteRequest(
+        actor: "crash", requestID: "register-\(getpid())",
+        operations: tokens.map { .register($0, platform: nil, appID: nil) }))
 emit("ready")
 
 try await withThrowingTaskGroup(of: Void.self) { group in
@@ -44,7 +46,9 @@ try await withThrowingTaskGroup(of: Void.self) { group in
                 let requestID = "w\(index)-\(getpid())-\(round)"
                 let receipt = try await ledger.append(
                     WriteRequest(actor: "crash", requestID: requestID, operations: operations))
-                emit("ack \(requestID) " + receipt.outcomes.compactMap { $0.seq.map(String.init) }.joined(separator: ","))
+                emit(
+                    "ack \(requestID) " + receipt.outcomes.compactMap { $0.seq.map(String.init) }.joined(separator: ",")
+                )
             }
         }
     }

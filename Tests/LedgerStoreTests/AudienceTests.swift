@@ -34,7 +34,9 @@ struct AudienceTests {
                             let tokens = try snapshot.recipientTokens(audience)
                             #expect(tokens == expected, "seed \(seed) seq \(seq) \(rule)")
                             #expect(audience.count == expected.count)
-                            #expect(RecipientDigest.digest(sortedTokens: tokens) == RecipientDigest.digest(sortedTokens: expected))
+                            #expect(
+                                RecipientDigest.digest(sortedTokens: tokens)
+                                    == RecipientDigest.digest(sortedTokens: expected))
                         }
                         let topic = history.topics.randomElement(using: &generator)!
                         let members = try snapshot.recipientTokens(
@@ -61,11 +63,13 @@ struct AudienceTests {
         let gone = try RegistrationToken("unregistered")
         let news = try TopicName("news")
         _ = try await ledger.append(
-            WriteRequest(actor: "t", requestID: "r", operations: [
-                .register(subscribed, platform: nil, appID: nil), .register(bare, platform: nil, appID: nil),
-                .register(gone, platform: nil, appID: nil), .subscribe(subscribed, news, via: .v1),
-                .unregister(gone, reason: "x"),
-            ]))
+            WriteRequest(
+                actor: "t", requestID: "r",
+                operations: [
+                    .register(subscribed, platform: nil, appID: nil), .register(bare, platform: nil, appID: nil),
+                    .register(gone, platform: nil, appID: nil), .subscribe(subscribed, news, via: .v1),
+                    .unregister(gone, reason: "x"),
+                ]))
         try ledger.read { snapshot throws in
             let audience = try snapshot.audience(
                 of: .condition("!('news' in topics)"), precedence: .leftToRight)
@@ -81,11 +85,14 @@ struct AudienceTests {
 
     @Test("the recipient digest is SHA-256 of the sorted tokens each followed by a newline")
     func digestDefinition() throws {
-        #expect(RecipientDigest.digest(sortedTokens: []).hexString
-            == "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855")
+        #expect(
+            RecipientDigest.digest(sortedTokens: []).hexString
+                == "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855")
         // printf 'a\nb\n' | sha256sum
         let tokens = [try RegistrationToken("a"), try RegistrationToken("b")]
-        #expect(RecipientDigest.digest(sortedTokens: tokens).hexString == "911169ddaaf146aff539f58c26c489af3b892dff0fe283c1c264c65ae5aa59a2")
+        #expect(
+            RecipientDigest.digest(sortedTokens: tokens).hexString
+                == "911169ddaaf146aff539f58c26c489af3b892dff0fe283c1c264c65ae5aa59a2")
     }
 
     @Test("large audiences list tokens in byte order through the token index")
@@ -99,12 +106,14 @@ struct AudienceTests {
         }
         let unique = Array(Set(tokens))
         _ = try await ledger.append(
-            WriteRequest(actor: "t", requestID: "r", operations: unique.map { .register($0, platform: nil, appID: nil) }))
+            WriteRequest(
+                actor: "t", requestID: "r", operations: unique.map { .register($0, platform: nil, appID: nil) }))
         try ledger.read { snapshot throws in
             let everyone = try snapshot.audience(of: .condition("!('x' in topics)"), precedence: .standard)
             let listed = try snapshot.recipientTokens(everyone)
             #expect(listed == unique.sorted())
-            #expect(listed.map(\.rawValue) == unique.map(\.rawValue).sorted { $0.utf8.lexicographicallyPrecedes($1.utf8) })
+            #expect(
+                listed.map(\.rawValue) == unique.map(\.rawValue).sorted { $0.utf8.lexicographicallyPrecedes($1.utf8) })
         }
     }
 }

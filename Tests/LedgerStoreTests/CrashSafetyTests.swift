@@ -26,12 +26,19 @@ struct CrashSafetyTests {
             // Read acknowledgements as they arrive; kill at a random moment once the writers are running.
             let reader = output.fileHandleForReading
             var text = ""
-            while !text.contains("ready\n") {
+            // A worker that never acknowledges would block the read below: a watchdog ends it, and the
+            // round then fails on `acksThisRound`.
+            let pid = worker.processIdentifier
+            DispatchQueue.global().asyncAfter(deadline: .now() + 30) {
+                if worker.isRunning { kill(pid, SIGKILL) }
+            }
+            // Wait until the writers run (the first acknowledgement), then kill at a random moment.
+            while !text.contains("\nack ") {
                 let chunk = reader.availableData
                 if chunk.isEmpty { break }
                 text += String(decoding: chunk, as: UTF8.self)
             }
-            usleep(UInt32.random(in: 5_000...150_000, using: &generator))
+            usleep(UInt32.random(in: 0...150_000, using: &generator))
             kill(worker.processIdentifier, SIGKILL)
             worker.waitUntilExit()
             text += String(decoding: reader.readDataToEndOfFile(), as: UTF8.self)

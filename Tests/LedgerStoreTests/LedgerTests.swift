@@ -105,7 +105,8 @@ struct LedgerTests {
         let ledger = try openTestLedger(directory)
         let tokens = try (0..<64).map { try RegistrationToken("writer-\($0)") }
         _ = try await ledger.append(
-            WriteRequest(actor: "t", requestID: "reg", operations: tokens.map { .register($0, platform: nil, appID: nil) }))
+            WriteRequest(
+                actor: "t", requestID: "reg", operations: tokens.map { .register($0, platform: nil, appID: nil) }))
         let perWriter = 20
         let seqs = try await withThrowingTaskGroup(of: [UInt64].self) { group in
             for (index, token) in tokens.enumerated() {
@@ -114,7 +115,8 @@ struct LedgerTests {
                     for round in 0..<perWriter {
                         let topic = try TopicName("topic-\(index)-\(round % 3)")
                         let receipt = try await ledger.append(
-                            WriteRequest(actor: "t", requestID: "w\(index)-\(round)",
+                            WriteRequest(
+                                actor: "t", requestID: "w\(index)-\(round)",
                                 operations: [.subscribe(token, topic, via: .iid)]))
                         seqs.append(receipt.outcomes[0].seq!)
                     }
@@ -239,7 +241,8 @@ struct LedgerTests {
             let ledger = try openTestLedger(directory)
             ledgerDirectory = ledger.directory
             _ = try await ledger.append(
-                request(.register(token, platform: nil, appID: nil), .subscribe(token, try TopicName("news"), via: .v1)))
+                request(.register(token, platform: nil, appID: nil), .subscribe(token, try TopicName("news"), via: .v1))
+            )
             ledger.close()
         }
         do {

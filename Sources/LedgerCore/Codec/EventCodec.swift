@@ -75,7 +75,8 @@ public enum EventCodec {
         }
         let message: Topicledger_V1_Event
         do {
-            message = try Topicledger_V1_Event(serializedBytes: RawSpan(_unsafeBytes: UnsafeRawBufferPointer(rebasing: bytes.dropFirst())))
+            message = try Topicledger_V1_Event(
+                serializedBytes: RawSpan(_unsafeBytes: UnsafeRawBufferPointer(rebasing: bytes.dropFirst())))
         } catch {
             throw LedgerCoreError(.corruptEvent, "event does not decode: \(error)")
         }

@@ -90,7 +90,9 @@ struct ConditionParser {
                     "expected a topic operand ('name' in topics), '(' or '!' after '\(symbol)' at offset \(offset),"
                         + " but the condition ended")
             }
-            throw error("expected a topic operand ('name' in topics), '(' or '!' at offset \(position), but the condition ended")
+            throw error(
+                "expected a topic operand ('name' in topics), '(' or '!' at offset \(position), but the condition ended"
+            )
         }
         switch scalars[position] {
         case "!":
@@ -113,7 +115,8 @@ struct ConditionParser {
             return .topic(try parseOperand())
         default:
             throw error(
-                "expected a topic operand ('name' in topics), '(' or '!' at offset \(position), found \(describeHere())")
+                "expected a topic operand ('name' in topics), '(' or '!' at offset \(position), found \(describeHere())"
+            )
         }
     }
 

@@ -11,7 +11,8 @@ typealias FuzzCallback = @convention(c) (UnsafePointer<UInt8>?, Int) -> CInt
 // libFuzzer's entry point for a program that keeps its own main (linked from clang_rt.fuzzer).
 @_silgen_name("LLVMFuzzerRunDriver")
 func LLVMFuzzerRunDriver(
-    _ argc: UnsafeMutablePointer<CInt>, _ argv: UnsafeMutablePointer<UnsafeMutablePointer<UnsafeMutablePointer<CChar>?>>,
+    _ argc: UnsafeMutablePointer<CInt>,
+    _ argv: UnsafeMutablePointer<UnsafeMutablePointer<UnsafeMutablePointer<CChar>?>>,
     _ callback: FuzzCallback
 ) -> CInt
 

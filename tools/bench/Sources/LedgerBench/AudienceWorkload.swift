@@ -48,7 +48,9 @@ struct AudienceWorkload {
                 BenchResult(
                     name: "audience count, 5 operands with !, \(instances) instances", unit: "ms",
                     value: countTime * 1000, baselineName: "loading the universe alone", baseline: universeTime * 1000,
-                    notes: "\(count) recipients; target ≤ 20 ms; ledger of \(head) events built at \(Int(Double(head) / buildSeconds)) events/s"))
+                    notes:
+                        "\(count) recipients; target ≤ 20 ms; ledger of \(head) events built at \(Int(Double(head) / buildSeconds)) events/s"
+                ))
             var tokens: [RegistrationToken] = []
             let listTime = try median(runs: 3) {
                 tokens = try snapshot.recipientTokens(try snapshot.audience(of: condition))
@@ -57,13 +59,15 @@ struct AudienceWorkload {
             results.append(
                 BenchResult(
                     name: "audience full token list + digest", unit: "ms", value: listTime * 1000,
-                    baselineName: "count only", baseline: countTime * 1000, notes: "\(tokens.count) tokens in byte order"))
+                    baselineName: "count only", baseline: countTime * 1000,
+                    notes: "\(tokens.count) tokens in byte order"))
             let pastSeq = head / 2
             let pastTime = try median(runs: 5) { _ = try snapshot.audience(of: condition, at: pastSeq).count }
             results.append(
                 BenchResult(
                     name: "audience count at a past seq (\(pastSeq))", unit: "ms", value: pastTime * 1000,
-                    baselineName: "count now", baseline: countTime * 1000, notes: "temporal index: current + closed intervals"))
+                    baselineName: "count now", baseline: countTime * 1000,
+                    notes: "temporal index: current + closed intervals"))
             results.append(try representationComparison(snapshot: snapshot, condition: condition))
         }
         ledger.close()
@@ -103,7 +107,9 @@ struct AudienceWorkload {
     }
 
     func parseRate() -> BenchResult {
-        let texts = [Self.condition, "'TopicA' in topics && ('TopicB' in topics || 'TopicC' in topics)", "!('news' in topics)"]
+        let texts = [
+            Self.condition, "'TopicA' in topics && ('TopicB' in topics || 'TopicC' in topics)", "!('news' in topics)",
+        ]
         let rounds = 300_000
         var parsed = 0
         let start = ContinuousClock.now
@@ -114,7 +120,9 @@ struct AudienceWorkload {
         precondition(parsed == rounds)
         let scanStart = ContinuousClock.now
         var checksum = 0
-        for round in 0..<rounds { checksum &+= texts[round % texts.count].unicodeScalars.reduce(0) { $0 &+ Int($1.value) } }
+        for round in 0..<rounds {
+            checksum &+= texts[round % texts.count].unicodeScalars.reduce(0) { $0 &+ Int($1.value) }
+        }
         let scanRate = Double(rounds) / (ContinuousClock.now - scanStart).seconds
         precondition(checksum != 0)
         return BenchResult(
@@ -125,14 +133,20 @@ struct AudienceWorkload {
 
 /// The sorted-array alternative to bitmaps, kept only to measure the choice.
 enum SortedArrayAlgebra {
-    static func evaluate(_ condition: Condition, universe: [InstanceID], members: (TopicName) -> [InstanceID]) -> [InstanceID] {
+    static func evaluate(_ condition: Condition, universe: [InstanceID], members: (TopicName) -> [InstanceID])
+        -> [InstanceID]
+    {
         switch condition {
         case .topic(let name): return intersect(members(name), universe)
         case .not(let inner): return subtract(universe, evaluate(inner, universe: universe, members: members))
         case .and(let left, let right):
-            return intersect(evaluate(left, universe: universe, members: members), evaluate(right, universe: universe, members: members))
+            return intersect(
+                evaluate(left, universe: universe, members: members),
+                evaluate(right, universe: universe, members: members))
         case .or(let left, let right):
-            return union(evaluate(left, universe: universe, members: members), evaluate(right, universe: universe, members: members))
+            return union(
+                evaluate(left, universe: universe, members: members),
+                evaluate(right, universe: universe, members: members))
         }
     }
 
@@ -150,9 +164,13 @@ enum SortedArrayAlgebra {
         result.reserveCapacity(a.count + b.count)
         var i = 0, j = 0
         while i < a.count || j < b.count {
-            if j == b.count || (i < a.count && a[i] < b[j]) { result.append(a[i]); i += 1 }
-            else if i == a.count || b[j] < a[i] { result.append(b[j]); j += 1 }
-            else { result.append(a[i]); i += 1; j += 1 }
+            if j == b.count || (i < a.count && a[i] < b[j]) {
+                result.append(a[i]); i += 1
+            } else if i == a.count || b[j] < a[i] {
+                result.append(b[j]); j += 1
+            } else {
+                result.append(a[i]); i += 1; j += 1
+            }
         }
         return result
     }

@@ -78,7 +78,8 @@ struct LedgerBench: AsyncParsableCommand {
         let ledger = try Ledger.open(dataDirectory: directory, project: .default, logger: silent)
         let tokens = try (0..<writers).map { try RegistrationToken("bench-writer-\($0):APA91b-\(seed)") }
         _ = try await ledger.append(
-            WriteRequest(actor: "bench", requestID: "register",
+            WriteRequest(
+                actor: "bench", requestID: "register",
                 operations: tokens.map { .register($0, platform: "ios", appID: nil) }))
         let before = ledger.writerStatistics
         let perWriter = requests / writers
@@ -153,7 +154,9 @@ struct LedgerBench: AsyncParsableCommand {
         var generator = SplitMix(seed: seed)
         let instances = max(1000, target / 20)
         let topics = try (0..<1000).map { try TopicName("topic-\($0)") }
-        let tokens = try (0..<instances).map { try RegistrationToken("bench-\($0):APA91b\(seed)-\($0 &* 2_654_435_761)") }
+        let tokens = try (0..<instances).map {
+            try RegistrationToken("bench-\($0):APA91b\(seed)-\($0 &* 2_654_435_761)")
+        }
         var appended = 0
         for chunk in stride(from: 0, to: instances, by: 5000) {
             let operations = tokens[chunk..<min(chunk + 5000, instances)].map {
@@ -174,12 +177,14 @@ struct LedgerBench: AsyncParsableCommand {
                 case 0..<75: operations.append(.subscribe(token, topic, via: .iid))
                 case 75..<95: operations.append(.unsubscribe(token, topic, via: .v1))
                 default:
-                    operations.append(.send(.topic(topic), precedence: .leftToRight, messageJSON: Array(#"{"data":{"k":"v"}}"#.utf8)))
+                    operations.append(
+                        .send(.topic(topic), precedence: .leftToRight, messageJSON: Array(#"{"data":{"k":"v"}}"#.utf8)))
                 }
             }
             appended += operations.count
             request += 1
-            _ = try await ledger.append(WriteRequest(actor: "bench", requestID: "ops-\(request)", operations: operations))
+            _ = try await ledger.append(
+                WriteRequest(actor: "bench", requestID: "ops-\(request)", operations: operations))
         }
         ledger.close()
         return directory
@@ -226,7 +231,9 @@ struct LedgerBench: AsyncParsableCommand {
     func rawScan(directory: String) throws -> Double {
         let environment = try LMDBEnvironment(
             path: directory + "/" + ProjectID.default.rawValue,
-            options: { var options = LMDBEnvironment.Options(); options.readOnly = true; return options }())
+            options: {
+                var options = LMDBEnvironment.Options(); options.readOnly = true; return options
+            }())
         var count = 0
         var checksum = 0
         let start = ContinuousClock.now
@@ -319,5 +326,6 @@ func peakRSS() -> Int {
 func machineDescription() -> String {
     let cpu = (try? String(contentsOfFile: "/proc/cpuinfo", encoding: .utf8))?.split(separator: "\n")
         .first { $0.hasPrefix("model name") }?.split(separator: ":").last?.trimmingCharacters(in: .whitespaces)
-    return "\(ProcessInfo.processInfo.activeProcessorCount) cores, \(ProcessInfo.processInfo.physicalMemory >> 30) GiB, \(cpu ?? "unknown CPU")"
+    return
+        "\(ProcessInfo.processInfo.activeProcessorCount) cores, \(ProcessInfo.processInfo.physicalMemory >> 30) GiB, \(cpu ?? "unknown CPU")"
 }
