@@ -1,3 +1,9 @@
+#if canImport(Glibc)
+    import Glibc
+#elseif canImport(Darwin)
+    import Darwin
+#endif
+
 /// A registration token: the secret that names one app instance.
 ///
 /// Valid tokens are 1…4096 characters from `[A-Za-z0-9_:.-]` (the alphabet of FCM tokens and of the
@@ -46,9 +52,17 @@ public struct RegistrationToken: Hashable, Sendable, Comparable, CustomStringCon
         }
     }
 
-    /// Byte order of the UTF-8 form (the order of the recipient digest).
+    /// Byte order of the UTF-8 form (the order of the recipient digest), compared with `memcmp`.
     public static func < (lhs: Self, rhs: Self) -> Bool {
-        lhs.rawValue.utf8.lexicographicallyPrecedes(rhs.rawValue.utf8)
+        var left = lhs.rawValue
+        var right = rhs.rawValue
+        return left.withUTF8 { a in
+            right.withUTF8 { b in
+                let common = min(a.count, b.count)
+                let order = common == 0 ? 0 : memcmp(a.baseAddress!, b.baseAddress!, common)
+                return order != 0 ? order < 0 : a.count < b.count
+            }
+        }
     }
 
     /// Redacted: tokens must not reach logs through string interpolation.

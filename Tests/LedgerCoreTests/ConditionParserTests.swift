@@ -184,6 +184,8 @@ struct ConditionParserTests {
             ("'A' in topics ∧ 'B' in topics", "expected '&&', '||' or the end at offset 14, found '∧'"),
             ("'A' in topics\u{0} && 'B' in topics", "expected '&&', '||' or the end at offset 13"),
             ("[ 'A' in topics ]", "at offset 0, found '['"),
+            ("'A' in topics && ‘B’ in topics", "at offset 17, found '‘'"),
+            (String(repeating: "é", count: 8193), "condition is 8193 characters long"),
             (String(repeating: "(", count: 9000), "condition is 9000 characters long; at most 8192 are allowed"),
         ])
     func invalid(text: String, expected: String) {

@@ -6,13 +6,13 @@
 /// let condition = try Condition(parsing: "'A' in topics || 'B' in topics && 'C' in topics", precedence: .leftToRight)
 /// // ((A || B) && C) under FCM's left-to-right rule
 /// ```
-public indirect enum Condition: Hashable, Sendable {
+public enum Condition: Hashable, Sendable {
     /// `'name' in topics`: the instance is subscribed to the topic.
     case topic(TopicName)
     /// `!x`: every registered instance that does not satisfy `x`, including instances with no topics.
-    case not(Condition)
-    case and(Condition, Condition)
-    case or(Condition, Condition)
+    indirect case not(Condition)
+    indirect case and(Condition, Condition)
+    indirect case or(Condition, Condition)
 
     /// At most this many topic operands (counting repeats), as in FCM.
     public static let maximumOperands = 5

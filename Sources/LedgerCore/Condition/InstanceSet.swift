@@ -15,6 +15,13 @@ public struct InstanceSet: Equatable, Sendable {
     /// The ids `0..<capacity` this set can hold.
     public var capacity: Int { words.count * 64 }
 
+    /// Lends the bitmap's words for bulk filling (bit `i % 64` of word `i / 64` is id `i`).
+    public mutating func withUnsafeMutableWords<R>(_ body: (UnsafeMutableBufferPointer<UInt64>) throws -> R) rethrows
+        -> R
+    {
+        try words.withUnsafeMutableBufferPointer { try body($0) }
+    }
+
     @inline(__always)
     public mutating func insert(_ id: InstanceID) {
         words[Int(id >> 6)] |= 1 << UInt64(id & 63)

@@ -52,15 +52,17 @@ struct AudienceWorkload {
                         "\(count) recipients; target ≤ 20 ms; ledger of \(head) events built at \(Int(Double(head) / buildSeconds)) events/s"
                 ))
             var tokens: [RegistrationToken] = []
-            let listTime = try median(runs: 3) {
-                tokens = try snapshot.recipientTokens(try snapshot.audience(of: condition))
-                _ = RecipientDigest.digest(sortedTokens: tokens)
-            }
+            let recipients = try snapshot.audience(of: condition)
+            let listTime = try median(runs: 3) { tokens = try snapshot.recipientTokens(recipients) }
+            let digestTime = median(runs: 3) { _ = RecipientDigest.digest(sortedTokens: tokens) }
             results.append(
                 BenchResult(
-                    name: "audience full token list + digest", unit: "ms", value: listTime * 1000,
+                    name: "audience full token list + digest", unit: "ms",
+                    value: (countTime + listTime + digestTime) * 1000,
                     baselineName: "count only", baseline: countTime * 1000,
-                    notes: "\(tokens.count) tokens in byte order"))
+                    notes:
+                        "\(tokens.count) tokens in byte order; listing \(String(format: "%.1f", listTime * 1000)) ms,"
+                        + " digest \(String(format: "%.1f", digestTime * 1000)) ms"))
             let pastSeq = head / 2
             let pastTime = try median(runs: 5) { _ = try snapshot.audience(of: condition, at: pastSeq).count }
             results.append(
@@ -71,7 +73,6 @@ struct AudienceWorkload {
             results.append(try representationComparison(snapshot: snapshot, condition: condition))
         }
         ledger.close()
-        results.append(parseRate())
         return results
     }
 
@@ -106,28 +107,32 @@ struct AudienceWorkload {
             notes: "operand sizes \(lists.values.map(\.count).sorted()), universe \(universeList.count)")
     }
 
-    func parseRate() -> BenchResult {
+    /// Conditions parsed per second (median of 7 rounds) against reading the same texts' characters.
+    static func parseRate() -> BenchResult {
         let texts = [
-            Self.condition, "'TopicA' in topics && ('TopicB' in topics || 'TopicC' in topics)", "!('news' in topics)",
+            condition, "'TopicA' in topics && ('TopicB' in topics || 'TopicC' in topics)", "!('news' in topics)",
         ]
-        let rounds = 300_000
+        let rounds = 100_000
         var parsed = 0
-        let start = ContinuousClock.now
-        for round in 0..<rounds {
-            if (try? Condition(parsing: texts[round % texts.count], precedence: .leftToRight)) != nil { parsed += 1 }
+        let seconds = median(runs: 7) {
+            for round in 0..<rounds {
+                if (try? Condition(parsing: texts[round % texts.count], precedence: .leftToRight)) != nil {
+                    parsed += 1
+                }
+            }
         }
-        let rate = Double(rounds) / (ContinuousClock.now - start).seconds
-        precondition(parsed == rounds)
-        let scanStart = ContinuousClock.now
+        precondition(parsed == rounds * 7)
         var checksum = 0
-        for round in 0..<rounds {
-            checksum &+= texts[round % texts.count].unicodeScalars.reduce(0) { $0 &+ Int($1.value) }
+        let scanSeconds = median(runs: 7) {
+            for round in 0..<rounds {
+                checksum &+= texts[round % texts.count].unicodeScalars.reduce(0) { $0 &+ Int($1.value) }
+            }
         }
-        let scanRate = Double(rounds) / (ContinuousClock.now - scanStart).seconds
         precondition(checksum != 0)
         return BenchResult(
-            name: "condition parse", unit: "conditions/s", value: rate,
-            baselineName: "reading the same texts' scalars", baseline: scanRate, notes: "target ≥ 1,000,000/s")
+            name: "condition parse", unit: "conditions/s", value: Double(rounds) / seconds,
+            baselineName: "reading the same texts' characters", baseline: Double(rounds) / scanSeconds,
+            notes: "target ≥ 1,000,000/s")
     }
 }
 

@@ -25,7 +25,7 @@ struct LedgerBench: AsyncParsableCommand {
     @Option(help: "Seed for the generated workloads.")
     var seed: UInt64 = 1
 
-    @Option(help: "Run only these workloads (comma-separated: append, rebuild, scan, audience).")
+    @Option(help: "Run only these workloads (comma-separated: append, rebuild, scan, audience, parse).")
     var only: String?
 
     @Option(help: "Events in the generated ledger (overrides the mode's size).")
@@ -48,6 +48,7 @@ struct LedgerBench: AsyncParsableCommand {
                 instances: 1_000_000, subscriptionsPerInstance: full ? 5 : 2, seed: seed, scratch: scratch
             ).run()
         }
+        if wants("parse") { results.append(AudienceWorkload.parseRate()) }
         if wants("rebuild") || wants("scan") {
             let ledgerDirectory = try await buildLedger(events: events ?? (full ? 2_000_000 : 300_000))
             defer { try? FileManager.default.removeItem(atPath: ledgerDirectory) }
