@@ -45,10 +45,10 @@ public struct LMDBError: Error, CustomStringConvertible, Sendable {
 
     public var description: String { "\(function): \(code) (\(code.rawValue))" }
 
-    /// Throws an `LMDBError` unless `result` is `MDB_SUCCESS`.
+    /// Throws an `LMDBError` unless `result` is `MDB_SUCCESS`. The function name is built only on failure.
     @inline(__always)
-    static func check(_ result: Int32, _ function: String) throws(LMDBError) {
-        if result != MDB_SUCCESS { throw LMDBError(code: Code(rawValue: result), function: function) }
+    static func check(_ result: Int32, _ function: @autoclosure () -> String) throws(LMDBError) {
+        if result != MDB_SUCCESS { throw LMDBError(code: Code(rawValue: result), function: function()) }
     }
 }
 

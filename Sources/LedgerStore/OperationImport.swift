@@ -28,13 +28,16 @@ public enum OperationImport {
             let trimmed = line.trimmingCharacters(in: .whitespaces)
             if trimmed.isEmpty || trimmed.hasPrefix("#") { continue }
             let parsed = try parse(trimmed, line: lineNumber)
-            if var last = requests.last, last.actor == parsed.actor, last.time == parsed.time,
-                last.requestID == (parsed.requestID ?? last.requestID),
-                parsed.requestID != nil || last.requestID.hasPrefix("import-line-"),
-                last.operations.count < maximumRequestOperations
-            {
-                last.operations.append(parsed.operation)
-                requests[requests.count - 1] = last
+            let joinsLast =
+                requests.last.map { last in
+                    last.actor == parsed.actor && last.time == parsed.time
+                        && last.requestID == (parsed.requestID ?? last.requestID)
+                        && (parsed.requestID != nil || last.requestID.hasPrefix("import-line-"))
+                        && last.operations.count < maximumRequestOperations
+                } ?? false
+            if joinsLast {
+                // Appending in place: a copy of `last` would copy its whole operation list every line.
+                requests[requests.count - 1].operations.append(parsed.operation)
             } else {
                 requests.append(
                     WriteRequest(
