@@ -1,17 +1,24 @@
 # TopicLedger — the two set-up commands (see README.md). Both install liblmdb-dev when missing.
-.PHONY: run test bench bench-full format-lint
+.PHONY: run test demo bench bench-full format-lint
 
-# Runs the main job on the embedded default: the ledger in ./ledger-data, project demo-project.
+# Runs the server on the embedded default: the ledger in ./ledger-data, dev credentials printed,
+# listening on 127.0.0.1:8080.
 run:
 	@tools/install-deps.sh
 	swift build --product ledger
-	@tools/run-demo.sh
+	"$$(swift build --show-bin-path)/ledger" serve --data ./ledger-data
 
 # Builds everything once and runs every test.
 test:
 	@tools/install-deps.sh
 	swift build --build-tests
 	swift test --skip-build
+
+# Loads the sample operations into ./ledger-data once (no server needed) and verifies the ledger.
+demo:
+	@tools/install-deps.sh
+	swift build --product ledger
+	@tools/demo.sh
 
 bench:
 	tools/bench/run.sh quick
@@ -20,4 +27,4 @@ bench-full:
 	tools/bench/run.sh full
 
 format-lint:
-	swift format lint --strict --recursive Sources Tests tools/bench/Sources
+	swift format lint --strict --recursive Sources Tests tools/bench/Sources tools/fuzz

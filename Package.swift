@@ -1,12 +1,13 @@
 // swift-tools-version: 6.1
 import PackageDescription
 
-// Dependencies point one way: LedgerCLI → LedgerStore → LedgerCore / LMDBKit → CLMDB.
+// Dependencies point one way: LedgerCLI → LedgerServer → LedgerStore → LedgerCore / LMDBKit → CLMDB.
 let package = Package(
     name: "TopicLedger",
     platforms: [.macOS(.v14)],
     products: [
         .executable(name: "ledger", targets: ["LedgerCLI"]),
+        .library(name: "LedgerServer", targets: ["LedgerServer"]),
         .library(name: "LedgerStore", targets: ["LedgerStore"]),
         .library(name: "LedgerCore", targets: ["LedgerCore"]),
         .library(name: "LMDBKit", targets: ["LMDBKit"]),
@@ -17,6 +18,8 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-crypto.git", from: "3.12.3"),
         .package(url: "https://github.com/apple/swift-protobuf.git", from: "1.39.0"),
         .package(url: "https://github.com/x-sheep/swift-property-based.git", from: "2.0.1"),
+        .package(url: "https://github.com/hummingbird-project/hummingbird.git", from: "2.28.1"),
+        .package(url: "https://github.com/apple/swift-http-types.git", from: "1.8.0"),
     ],
     targets: [
         .systemLibrary(
@@ -45,9 +48,21 @@ let package = Package(
                 .product(name: "Crypto", package: "swift-crypto"),
             ]
         ),
+        .target(
+            name: "LedgerServer",
+            dependencies: [
+                "LedgerStore",
+                "LedgerCore",
+                .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "HTTPTypes", package: "swift-http-types"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "Crypto", package: "swift-crypto"),
+            ]
+        ),
         .executableTarget(
             name: "LedgerCLI",
             dependencies: [
+                "LedgerServer",
                 "LedgerStore",
                 "LedgerCore",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
@@ -88,6 +103,17 @@ let package = Package(
                 "LMDBKit",
                 "LedgerTestSupport",
                 .product(name: "PropertyBased", package: "swift-property-based"),
+            ]
+        ),
+        .testTarget(
+            name: "LedgerServerTests",
+            dependencies: [
+                "LedgerServer",
+                "LedgerStore",
+                "LedgerCore",
+                "LedgerTestSupport",
+                .product(name: "HummingbirdTesting", package: "hummingbird"),
+                .product(name: "HTTPTypes", package: "swift-http-types"),
             ]
         ),
         .testTarget(

@@ -10,7 +10,7 @@ struct LedgerCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "ledger",
         abstract: "TopicLedger: an FCM-compatible topic-messaging server on an event-sourced LMDB ledger.",
-        subcommands: [Log.self, Verify.self, Rebuild.self, Stats.self, Import.self, Explain.self]
+        subcommands: [Serve.self, Log.self, Verify.self, Rebuild.self, Stats.self, Import.self, Explain.self]
     )
 }
 
@@ -53,6 +53,11 @@ enum OutputFormat: String, ExpressibleByArgument, CaseIterable {
 struct InputError: Error, CustomStringConvertible {
     let description: String
     init(_ description: String) { self.description = description }
+}
+
+/// Writes a line to standard output at once (not held in stdio's buffer when stdout is a file or pipe).
+func printNow(_ text: String) {
+    FileHandle.standardOutput.write(Data((text + "\n").utf8))
 }
 
 /// Writes to standard error (results go to standard output).

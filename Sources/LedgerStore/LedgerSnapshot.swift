@@ -147,6 +147,20 @@ public struct LedgerSnapshot {
         return result.sorted()
     }
 
+    /// The instance's current subscriptions with the seq each began at, ascending by topic id.
+    public func subscriptions(of instance: InstanceID) throws -> [(topic: TopicID, since: UInt64)] {
+        var result: [(TopicID, UInt64)] = []
+        try txn.withCursor(schema.instanceTopics) { cursor in
+            try cursor.forEachValueChunk(of: instance) { chunk in
+                for offset in stride(from: 0, to: chunk.count, by: 12) {
+                    result.append((chunk.loadBigEndianUInt32(at: offset), chunk.loadBigEndianUInt64(at: offset + 4)))
+                }
+                return true
+            }
+        }
+        return result
+    }
+
     /// The members of `topic` in the state at `seq` (now, when `nil`), ascending by instance id.
     ///
     /// Costs O(the topic's own history), never O(the log).

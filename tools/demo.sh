@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# `make run`: loads the sample operations into ./ledger-data once, then shows the ledger's state and
-# verifies it. (The HTTP server, `ledger serve`, is the next milestone; see README.md.)
+# `make demo`: loads the sample operations into ./ledger-data once, then shows the ledger's state and
+# verifies it.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ledger="$(swift build --show-bin-path)/ledger"

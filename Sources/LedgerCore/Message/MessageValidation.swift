@@ -1,0 +1,100 @@
+import Foundation
+
+/// A message accepted for sending: its one target and the message object to store.
+public struct ValidatedMessage: Sendable, Equatable {
+    public var target: MessageTarget
+    /// The message object as accepted, re-serialized with sorted keys (UTF-8 JSON).
+    public var json: [UInt8]
+}
+
+/// Validates the `message` object of an FCM HTTP v1 send request (SPEC §4.1).
+///
+/// Accepts lowerCamelCase and snake_case field names. Rules: exactly one of `token`, `topic`, `condition`;
+/// `data` maps strings to strings and uses no reserved key (`from`, `message_type`, or anything starting
+/// with `google` or `gcm`); `notification` (title, body, image), `android`, `apns`, `webpush` and
+/// `fcm_options` are objects and kept as given; the serialized message is at most 4096 bytes.
+public enum MessageValidation {
+    public static let maximumPayloadBytes = 4096
+    static let knownFields: Set<String> = [
+        "token", "topic", "condition", "data", "notification", "android", "apns", "webpush", "fcm_options",
+        "fcmOptions", "name",
+    ]
+
+    /// - Parameters:
+    ///   - message: the decoded `message` object.
+    ///   - precedence: the rule conditions are checked under.
+    /// - Throws: `LedgerCoreError.invalidArgument` naming the field (`message.topic`, `message.data.from`).
+    public static func validate(_ message: [String: Any], precedence: ConditionPrecedence) throws(LedgerCoreError)
+        -> ValidatedMessage
+    {
+        for key in message.keys where !knownFields.contains(key) {
+            throw LedgerCoreError(.invalidArgument, field: "message.\(key)", "unknown field \"\(key)\" in message")
+        }
+        let targets = ["token", "topic", "condition"].filter { message[$0] != nil }
+        guard targets.count == 1, let kind = targets.first else {
+            throw LedgerCoreError(
+                .invalidArgument, field: "message",
+                targets.isEmpty
+                    ? "message must have exactly one of token, topic or condition; it has none"
+                    : "message must have exactly one of token, topic or condition; it has \(targets.joined(separator: ", "))")
+        }
+        guard let text = message[kind] as? String else {
+            throw LedgerCoreError(.invalidArgument, field: "message.\(kind)", "\(kind) must be a string")
+        }
+        let target: MessageTarget
+        switch kind {
+        case "token": target = .token(try RegistrationToken(text, field: "message.token"))
+        case "topic": target = .topic(try TopicName(text, field: "message.topic"))
+        default:
+            _ = try Condition(parsing: text, precedence: precedence, field: "message.condition")
+            target = .condition(text)
+        }
+        if let data = message["data"] {
+            guard let data = data as? [String: Any] else {
+                throw LedgerCoreError(.invalidArgument, field: "message.data", "data must be an object of strings")
+            }
+            for (key, value) in data {
+                guard value is String else {
+                    throw LedgerCoreError(
+                        .invalidArgument, field: "message.data.\(key)", "data values must be strings")
+                }
+                let lowered = key.lowercased()
+                if lowered == "from" || lowered == "message_type" || lowered.hasPrefix("google")
+                    || lowered.hasPrefix("gcm")
+                {
+                    throw LedgerCoreError(
+                        .invalidArgument, field: "message.data.\(key)", "data key \"\(key)\" is reserved")
+                }
+            }
+        }
+        for field in ["notification", "android", "apns", "webpush", "fcm_options", "fcmOptions"] {
+            if let value = message[field], !(value is [String: Any]) {
+                throw LedgerCoreError(.invalidArgument, field: "message.\(field)", "\(field) must be an object")
+            }
+        }
+        if let notification = message["notification"] as? [String: Any] {
+            for (key, value) in notification {
+                guard ["title", "body", "image"].contains(key) else {
+                    throw LedgerCoreError(
+                        .invalidArgument, field: "message.notification.\(key)",
+                        "unknown field \"\(key)\" in notification (title, body, image)")
+                }
+                guard value is String else {
+                    throw LedgerCoreError(
+                        .invalidArgument, field: "message.notification.\(key)", "\(key) must be a string")
+                }
+            }
+        }
+        var stored = message
+        stored.removeValue(forKey: "name")
+        guard let json = try? JSONSerialization.data(withJSONObject: stored, options: [.sortedKeys]) else {
+            throw LedgerCoreError(.invalidArgument, field: "message", "message is not valid JSON")
+        }
+        guard json.count <= maximumPayloadBytes else {
+            throw LedgerCoreError(
+                .invalidArgument, field: "message",
+                "message is \(json.count) bytes; at most \(maximumPayloadBytes) are allowed")
+        }
+        return ValidatedMessage(target: target, json: Array(json))
+    }
+}

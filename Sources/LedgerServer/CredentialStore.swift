@@ -1,0 +1,120 @@
+import Crypto
+import Foundation
+import LedgerCore
+
+/// The keys that may act on each project, stored as SHA-256 hashes and compared in constant time.
+///
+/// Config file (JSON), keys given as `sha256:<hex>` of the secret (`printf %s SECRET | sha256sum`):
+/// ```json
+/// {"projects": {"my-project": {"adminKeys": ["sha256:…"], "auditorKeys": ["sha256:…"],
+///                               "clientApiKeys": ["sha256:…"]}}}
+/// ```
+///
+/// - Important: Secrets are never stored, logged or echoed; only their hashes are kept.
+public struct CredentialStore: Sendable {
+    /// What a credential may do.
+    public enum Role: String, Sendable {
+        /// Server API: send, topic management (FCM v1 and Instance ID), audit reads.
+        case admin
+        /// Audit API only (read-only).
+        case auditor
+        /// Device registration and a device's own subscriptions (`x-goog-api-key`).
+        case client
+    }
+
+    struct Entry: Sendable {
+        let project: ProjectID
+        let role: Role
+        let hash: [UInt8]
+    }
+
+    private let entries: [Entry]
+    /// The projects this server serves.
+    public let projects: Set<ProjectID>
+
+    init(entries: [Entry]) {
+        self.entries = entries
+        self.projects = Set(entries.map(\.project))
+    }
+
+    /// Dev mode: project `demo-project`, admin bearer `owner` (what the Firebase emulator credential sends),
+    /// auditor bearer `auditor`, client API key `dev-client-key`.
+    public static let development = CredentialStore(entries: [
+        Entry(project: .default, role: .admin, hash: sha256("owner")),
+        Entry(project: .default, role: .auditor, hash: sha256("auditor")),
+        Entry(project: .default, role: .client, hash: sha256("dev-client-key")),
+    ])
+
+    /// Reads a config file.
+    ///
+    /// - Throws: `LedgerCoreError.invalidArgument` naming what is wrong in the file.
+    public static func load(path: String) throws -> CredentialStore {
+        guard let data = FileManager.default.contents(atPath: path) else {
+            throw LedgerCoreError(.invalidArgument, field: path, "cannot read the config file")
+        }
+        guard let root = try? JSONSerialization.jsonObject(with: data) as? [String: Any],
+            let projects = root["projects"] as? [String: Any]
+        else {
+            throw LedgerCoreError(.invalidArgument, field: path, "expected {\"projects\": {…}}")
+        }
+        var entries: [Entry] = []
+        for (name, value) in projects {
+            let project = try ProjectID(name, field: "\(path): projects.\(name)")
+            guard let keys = value as? [String: Any] else {
+                throw LedgerCoreError(.invalidArgument, field: "\(path): projects.\(name)", "expected an object")
+            }
+            for (field, role) in [("adminKeys", Role.admin), ("auditorKeys", .auditor), ("clientApiKeys", .client)] {
+                guard let list = keys[field] else { continue }
+                guard let hashes = list as? [String] else {
+                    throw LedgerCoreError(
+                        .invalidArgument, field: "\(path): projects.\(name).\(field)", "expected a list of strings")
+                }
+                for text in hashes {
+                    guard text.hasPrefix("sha256:"), let hash = hexBytes(text.dropFirst(7)), hash.count == 32 else {
+                        throw LedgerCoreError(
+                            .invalidArgument, field: "\(path): projects.\(name).\(field)",
+                            "keys must be given as sha256:<64 hex digits> of the secret")
+                    }
+                    entries.append(Entry(project: project, role: role, hash: hash))
+                }
+            }
+        }
+        guard !entries.isEmpty else {
+            throw LedgerCoreError(.invalidArgument, field: path, "the config file names no keys")
+        }
+        return CredentialStore(entries: entries)
+    }
+
+    /// The (project, role) pairs `secret` grants. Every entry is compared, in constant time per entry, so the
+    /// time taken does not depend on which key (if any) matched.
+    func grants(for secret: String) -> [(project: ProjectID, role: Role)] {
+        let hash = Self.sha256(secret)
+        var result: [(ProjectID, Role)] = []
+        for entry in entries where Self.constantTimeEqual(entry.hash, hash) {
+            result.append((entry.project, entry.role))
+        }
+        return result
+    }
+
+    static func sha256(_ secret: String) -> [UInt8] { Array(SHA256.hash(data: Array(secret.utf8))) }
+
+    static func constantTimeEqual(_ a: [UInt8], _ b: [UInt8]) -> Bool {
+        guard a.count == b.count else { return false }
+        var difference: UInt8 = 0
+        for index in a.indices { difference |= a[index] ^ b[index] }
+        return difference == 0
+    }
+
+    private static func hexBytes(_ text: Substring) -> [UInt8]? {
+        guard text.count % 2 == 0 else { return nil }
+        var bytes: [UInt8] = []
+        var index = text.startIndex
+        while index < text.endIndex {
+            let next = text.index(index, offsetBy: 2)
+            guard let byte = UInt8(text[index..<next], radix: 16) else { return nil }
+            bytes.append(byte)
+            index = next
+        }
+        return bytes
+    }
+}

@@ -1,0 +1,87 @@
+import Foundation
+import Hummingbird
+import LedgerCore
+
+/// An error in the Google API shape, rendered as
+/// `{"error":{"code":400,"message":"…","status":"INVALID_ARGUMENT","details":[{"@type":"…FcmError","errorCode":"…"}, …]}}`.
+///
+/// `errorCode` is what the Admin SDKs report as the reason (`UNREGISTERED`, `QUOTA_EXCEEDED`, …).
+struct FCMError: HTTPResponseError {
+    let status: HTTPResponse.Status
+    /// The google.rpc status name (`INVALID_ARGUMENT`, `NOT_FOUND`, …).
+    let googleStatus: String
+    /// The FcmError code, when there is one.
+    let errorCode: String?
+    let message: String
+    /// `google.rpc.BadRequest` field violations: (field, description).
+    var fieldViolations: [(String, String)] = []
+    /// Extra response headers (`Retry-After`).
+    var headers: HTTPFields = [:]
+
+    func response(from request: Request, context: some RequestContext) throws -> Response {
+        var details: [[String: Any]] = []
+        if let errorCode {
+            details.append(["@type": "type.googleapis.com/google.firebase.fcm.v1.FcmError", "errorCode": errorCode])
+        }
+        if !fieldViolations.isEmpty {
+            details.append([
+                "@type": "type.googleapis.com/google.rpc.BadRequest",
+                "fieldViolations": fieldViolations.map { ["field": $0.0, "description": $0.1] },
+            ])
+        }
+        var error: [String: Any] = ["code": Int(status.code), "message": message, "status": googleStatus]
+        if !details.isEmpty { error["details"] = details }
+        var response = try JSONResponse.make(["error": error], status: status)
+        for field in headers { response.headers.append(field) }
+        return response
+    }
+
+    static func invalidArgument(_ error: LedgerCoreError, errorCode: String? = "INVALID_ARGUMENT") -> FCMError {
+        FCMError(
+            status: .badRequest, googleStatus: "INVALID_ARGUMENT", errorCode: errorCode, message: error.description,
+            fieldViolations: error.field.map { [($0, error.message)] } ?? [])
+    }
+
+    static func invalidArgument(_ message: String, field: String? = nil) -> FCMError {
+        FCMError(
+            status: .badRequest, googleStatus: "INVALID_ARGUMENT", errorCode: "INVALID_ARGUMENT",
+            message: field.map { "\($0): \(message)" } ?? message,
+            fieldViolations: field.map { [($0, message)] } ?? [])
+    }
+
+    static func notFound(_ message: String, errorCode: String = "NOT_FOUND") -> FCMError {
+        FCMError(status: .notFound, googleStatus: "NOT_FOUND", errorCode: errorCode, message: message)
+    }
+
+    static func unauthenticated(_ message: String) -> FCMError {
+        FCMError(status: .unauthorized, googleStatus: "UNAUTHENTICATED", errorCode: "THIRD_PARTY_AUTH_ERROR", message: message)
+    }
+
+    static func permissionDenied(_ message: String) -> FCMError {
+        FCMError(status: .forbidden, googleStatus: "PERMISSION_DENIED", errorCode: "SENDER_ID_MISMATCH", message: message)
+    }
+
+    static func unavailable(_ message: String) -> FCMError {
+        FCMError(status: .serviceUnavailable, googleStatus: "UNAVAILABLE", errorCode: "UNAVAILABLE", message: message)
+    }
+}
+
+/// The legacy Instance ID error shape: `{"error":"INVALID_ARGUMENT"}`.
+struct InstanceIDError: HTTPResponseError {
+    let status: HTTPResponse.Status
+    let code: String
+
+    func response(from request: Request, context: some RequestContext) throws -> Response {
+        try JSONResponse.make(["error": code], status: status)
+    }
+}
+
+/// JSON responses built with `JSONSerialization` (bodies are small and shapes are dynamic).
+enum JSONResponse {
+    static func make(_ object: Any, status: HTTPResponse.Status = .ok) throws -> Response {
+        let data = try JSONSerialization.data(withJSONObject: object, options: [.sortedKeys, .withoutEscapingSlashes])
+        return Response(
+            status: status, headers: [.contentType: "application/json; charset=UTF-8"],
+            body: ResponseBody(byteBuffer: ByteBuffer(bytes: data)))
+    }
+}

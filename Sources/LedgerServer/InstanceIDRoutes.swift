@@ -1,0 +1,114 @@
+import Foundation
+import Hummingbird
+import LedgerCore
+import LedgerStore
+
+/// The legacy Instance ID API (SPEC §4.3). The admin bearer credential names the project.
+struct InstanceIDRoutes {
+    let server: ServerContext
+
+    func register(on router: Router<BasicRequestContext>) {
+        router.post("/iid/v1:batchAdd") { request, _ in try await batch(request, subscribe: true) }
+        router.post("/iid/v1:batchRemove") { request, _ in try await batch(request, subscribe: false) }
+        router.post("/iid/v1/:token/rel/topics/:topic") { request, context in try await relate(request, context) }
+        router.get("/iid/info/:token") { request, context in try info(request, context) }
+    }
+
+    private static let invalid = InstanceIDError(status: .badRequest, code: "INVALID_ARGUMENT")
+
+    /// `{"to":"/topics/T","registration_tokens":[…]}` → one result per token, in order.
+    private func batch(_ request: Request, subscribe: Bool) async throws -> Response {
+        let caller = try server.configuration.credentials.authorizeAdmin(request)
+        let body: [String: Any]
+        do {
+            body = try await JSONBody.object(request, limit: server.configuration.maximumBodyBytes)
+        } catch let error as FCMError where error.status == .contentTooLarge {
+            throw InstanceIDError(status: .contentTooLarge, code: "INVALID_ARGUMENT")
+        } catch {
+            throw Self.invalid
+        }
+        guard let to = body["to"] as? String, let topic = try? TopicName(to),
+            let tokens = JSONBody.value(body, "registrationTokens", "registration_tokens") as? [Any],
+            (1...server.configuration.maximumBatchTokens).contains(tokens.count)
+        else { throw Self.invalid }
+        // Malformed tokens get a per-token INVALID_ARGUMENT and no operation; the rest go in one request.
+        var operations: [LedgerOperation] = []
+        var slots: [Int?] = []
+        for value in tokens {
+            guard let text = value as? String, let token = try? RegistrationToken(text) else {
+                slots.append(nil)
+                continue
+            }
+            slots.append(operations.count)
+            operations.append(
+                subscribe ? .subscribe(token, topic, via: .iid) : .unsubscribe(token, topic, via: .iid))
+        }
+        let outcomes: [OperationOutcome]
+        if operations.isEmpty {
+            outcomes = []
+        } else {
+            outcomes = try await server.append(
+                WriteRequest(actor: caller.actor, requestID: request.ledgerRequestID, operations: operations),
+                project: caller.project
+            ).outcomes
+        }
+        let results: [[String: Any]] = slots.map { slot in
+            guard let slot else { return ["error": "INVALID_ARGUMENT"] }
+            guard let rejection = outcomes[slot].rejection else { return [:] }
+            return ["error": Self.code(for: rejection)]
+        }
+        return try JSONResponse.make(["results": results])
+    }
+
+    /// `POST /iid/v1/{token}/rel/topics/{topic}`: subscribe one token.
+    private func relate(_ request: Request, _ context: BasicRequestContext) async throws -> Response {
+        let caller = try server.configuration.credentials.authorizeAdmin(request)
+        guard let token = try? RegistrationToken(try context.parameters.decoded("token")),
+            let topic = try? TopicName(try context.parameters.decoded("topic"))
+        else { throw Self.invalid }
+        let receipt = try await server.append(
+            WriteRequest(
+                actor: caller.actor, requestID: request.ledgerRequestID,
+                operations: [.subscribe(token, topic, via: .iid)]),
+            project: caller.project)
+        if let rejection = receipt.outcomes[0].rejection {
+            throw InstanceIDError(
+                status: rejection.code == .notFound ? .notFound : .badRequest, code: Self.code(for: rejection))
+        }
+        return try JSONResponse.make([String: Any]())
+    }
+
+    /// `GET /iid/info/{token}?details=true`: the instance's application, platform and topics with add dates.
+    private func info(_ request: Request, _ context: BasicRequestContext) throws -> Response {
+        let caller = try server.configuration.credentials.authorizeAdmin(request)
+        guard let token = try? RegistrationToken(try context.parameters.decoded("token")) else { throw Self.invalid }
+        let details = request.uri.queryParameters["details"] == "true"
+        let body: [String: Any]? = try server.ledger(for: caller.project).read { snapshot in
+            guard let instance = try snapshot.instanceID(of: token), let info = try snapshot.instance(instance),
+                info.registeredSince != nil
+            else { return nil }
+            var body: [String: Any] = [:]
+            if let appID = info.appID { body["application"] = appID }
+            if let platform = info.platform { body["platform"] = platform.uppercased() }
+            if details {
+                var topics: [String: Any] = [:]
+                for subscription in try snapshot.subscriptions(of: instance) {
+                    let name = try snapshot.topicName(of: subscription.topic)!.rawValue
+                    topics[name] = ["addDate": try snapshot.event(at: subscription.since)!.time.date]
+                }
+                body["rel"] = ["topics": topics]
+            }
+            return body
+        }
+        guard let body else { throw InstanceIDError(status: .notFound, code: "NOT_FOUND") }
+        return try JSONResponse.make(body)
+    }
+
+    private static func code(for rejection: OperationRejection) -> String {
+        switch rejection.code {
+        case .notFound: "NOT_FOUND"
+        case .tooManyTopics: "TOO_MANY_TOPICS"
+        default: "INTERNAL"
+        }
+    }
+}

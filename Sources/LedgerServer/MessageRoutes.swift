@@ -1,0 +1,68 @@
+import Hummingbird
+import LedgerCore
+import LedgerStore
+
+/// `POST /v1/projects/{p}/messages:send` (SPEC §4.1) and `GET /v1/projects/{p}/topics`.
+struct MessageRoutes {
+    let server: ServerContext
+
+    func register(on router: Router<BasicRequestContext>) {
+        router.post("/v1/projects/:project/messages:send") { request, context in
+            try await send(request, context)
+        }
+        router.get("/v1/projects/:project/topics") { request, context in
+            let project = try context.parameters.project()
+            _ = try server.configuration.credentials.authorize(request, project: project, roles: [.admin, .auditor])
+            let topics = try server.ledger(for: project).read { try $0.topicsWithCounts() }
+            return try JSONResponse.make([
+                "topics": topics.map { ["name": $0.topic.rawValue, "subscriberCount": $0.subscribers] }
+            ])
+        }
+    }
+
+    private func send(_ request: Request, _ context: BasicRequestContext) async throws -> Response {
+        let project = try context.parameters.project()
+        let caller = try server.configuration.credentials.authorize(request, project: project, roles: [.admin])
+        let body = try await JSONBody.object(request, limit: server.configuration.maximumBodyBytes)
+        for key in body.keys where !["message", "validate_only", "validateOnly"].contains(key) {
+            throw FCMError.invalidArgument("Unknown field \"\(key)\" in the request.", field: key)
+        }
+        guard let message = body["message"] as? [String: Any] else {
+            throw FCMError.invalidArgument("message is required and must be an object", field: "message")
+        }
+        let validateOnlyValue = JSONBody.value(body, "validateOnly", "validate_only")
+        if let value = validateOnlyValue, !(value is Bool) {
+            throw FCMError.invalidArgument("validate_only must be a boolean", field: "validate_only")
+        }
+        let precedence = server.configuration.precedence
+        let validated: ValidatedMessage
+        do {
+            validated = try MessageValidation.validate(message, precedence: precedence)
+        } catch {
+            throw FCMError.invalidArgument(error)
+        }
+        if validateOnlyValue as? Bool == true {
+            // A dry run: validated, nothing appended (FCM answers with a fake id).
+            if case .token(let token) = validated.target {
+                let registered = try server.ledger(for: project).read { snapshot in
+                    try snapshot.instanceID(of: token).map { try snapshot.isRegistered($0) } ?? false
+                }
+                if !registered { throw FCMError.notFound("Requested entity was not found.", errorCode: "UNREGISTERED") }
+            }
+            return try JSONResponse.make(["name": "projects/\(project)/messages/fake_message_id"])
+        }
+        let receipt = try await server.append(
+            WriteRequest(
+                actor: caller.actor, requestID: request.ledgerRequestID,
+                operations: [.send(validated.target, precedence: precedence, messageJSON: validated.json)]),
+            project: project)
+        switch receipt.outcomes[0] {
+        case .sent(_, let messageID):
+            return try JSONResponse.make(["name": "projects/\(project)/messages/\(messageID)"])
+        case .rejected:
+            throw FCMError.notFound("Requested entity was not found.", errorCode: "UNREGISTERED")
+        case .appended:
+            throw FCMError.unavailable("The send was stored without a message id.")
+        }
+    }
+}

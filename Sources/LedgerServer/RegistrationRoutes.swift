@@ -1,0 +1,70 @@
+import Foundation
+import Hummingbird
+import LedgerCore
+import LedgerStore
+
+/// Device registration (SPEC §4.4): the `didReceiveRegistrationToken` moment, and unregistration.
+struct RegistrationRoutes {
+    let server: ServerContext
+
+    func register(on router: Router<BasicRequestContext>) {
+        router.post("/v1/projects/:project/registrations") { request, context in
+            let project = try context.parameters.project()
+            let caller = try server.configuration.credentials.authorize(request, project: project, roles: [.client])
+            let body = try await JSONBody.object(request, limit: server.configuration.maximumBodyBytes, allowEmpty: true)
+            for key in body.keys where !["platform", "appId", "app_id"].contains(key) {
+                throw FCMError.invalidArgument("Unknown field \"\(key)\" in the request.", field: key)
+            }
+            let platform = try optionalString(body["platform"], field: "platform")
+            let appID = try optionalString(JSONBody.value(body, "appId", "app_id"), field: "appId")
+            let token = Self.issueToken()
+            let receipt = try await server.append(
+                WriteRequest(
+                    actor: caller.actor, requestID: request.ledgerRequestID,
+                    operations: [.register(token, platform: platform, appID: appID)]),
+                project: project)
+            if receipt.outcomes[0].rejection != nil {
+                throw FCMError.unavailable("A fresh token collided with a registered one; try again.")
+            }
+            return try JSONResponse.make(["token": token.rawValue])
+        }
+        router.delete("/v1/projects/:project/registrations/:token") { request, context in
+            let project = try context.parameters.project()
+            let caller = try server.configuration.credentials.authorize(request, project: project, roles: [.client, .admin])
+            let token: RegistrationToken
+            do {
+                token = try RegistrationToken(try context.parameters.decoded("token"), field: "registration token")
+            } catch let error as LedgerCoreError {
+                throw FCMError.invalidArgument(error)
+            }
+            let receipt = try await server.append(
+                WriteRequest(
+                    actor: caller.actor, requestID: request.ledgerRequestID,
+                    operations: [.unregister(token, reason: caller.role == .client ? "deleted by the device" : "deleted by the server")]),
+                project: project)
+            if receipt.outcomes[0].rejection != nil { throw FCMError.notFound("Requested entity was not found.") }
+            return try JSONResponse.make([String: Any]())
+        }
+    }
+
+    private func optionalString(_ value: Any?, field: String) throws -> String? {
+        guard let value else { return nil }
+        guard let text = value as? String, text.utf8.count <= 256 else {
+            throw FCMError.invalidArgument("\(field) must be a string of at most 256 bytes", field: field)
+        }
+        return text
+    }
+
+    /// A new registration token: 32 random bytes and 96 more, base64url, shaped like an FCM token
+    /// (`<instance>:APA91b<secret>`). Holding it is what makes a device itself.
+    static func issueToken() -> RegistrationToken {
+        var generator = SystemRandomNumberGenerator()
+        func random(_ count: Int) -> String {
+            let bytes = (0..<count).map { _ in UInt8.random(in: 0...255, using: &generator) }
+            return Data(bytes).base64EncodedString().replacingOccurrences(of: "+", with: "-")
+                .replacingOccurrences(of: "/", with: "_").replacingOccurrences(of: "=", with: "")
+        }
+        // The alphabet is [A-Za-z0-9_-] plus ':', which RegistrationToken accepts.
+        return try! RegistrationToken("\(random(16)):APA91b\(random(96))")
+    }
+}

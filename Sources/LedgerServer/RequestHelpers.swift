@@ -1,0 +1,124 @@
+import Foundation
+import HTTPTypes
+import Hummingbird
+import LedgerCore
+
+/// Who is calling, once authenticated for a project.
+struct Caller {
+    let project: ProjectID
+    let role: CredentialStore.Role
+
+    /// The `actor` recorded in the events this caller appends.
+    var actor: String { role.rawValue }
+}
+
+extension Request {
+    /// The bearer secret of the `Authorization` header, if any.
+    var bearerSecret: String? {
+        guard let header = headers[.authorization] else { return nil }
+        let parts = header.split(separator: " ", maxSplits: 1)
+        guard parts.count == 2, parts[0].lowercased() == "bearer" else { return nil }
+        return String(parts[1])
+    }
+
+    /// The client API key (`x-goog-api-key`), if any.
+    var apiKey: String? {
+        HTTPField.Name("x-goog-api-key").flatMap { headers[$0] }
+    }
+
+    /// A request id for the events this request appends.
+    var ledgerRequestID: String { UUID().uuidString.lowercased() }
+}
+
+extension CredentialStore {
+    /// Authenticates the request for `project` with one of `roles`.
+    ///
+    /// - Throws: 401 when no valid credential is given; 403 when the credential is for another project or
+    ///   may not do this (an auditor on a write route). Which projects exist is never revealed.
+    func authorize(_ request: Request, project: ProjectID, roles: Set<Role>) throws -> Caller {
+        let secrets = [request.bearerSecret, request.apiKey].compactMap { $0 }
+        guard !secrets.isEmpty else {
+            throw FCMError.unauthenticated(
+                "Request is missing required authentication credential: a Bearer token or an x-goog-api-key header.")
+        }
+        let granted = secrets.flatMap { grants(for: $0) }
+        guard !granted.isEmpty else { throw FCMError.unauthenticated("The credential given is not valid.") }
+        let forProject = granted.filter { $0.project == project }
+        guard !forProject.isEmpty else {
+            throw FCMError.permissionDenied("The credential given is not valid for project \(project).")
+        }
+        // Prefer the most capable role the request holds.
+        for role in [Role.admin, .client, .auditor] where roles.contains(role) {
+            if forProject.contains(where: { $0.role == role }) { return Caller(project: project, role: role) }
+        }
+        throw FCMError.permissionDenied(
+            "The \(forProject[0].role.rawValue) credential may not call this method.")
+    }
+
+    /// Authenticates an admin bearer on a route without a project in its path (Instance ID): the
+    /// credential names the project.
+    func authorizeAdmin(_ request: Request) throws -> Caller {
+        guard let secret = request.bearerSecret else {
+            throw InstanceIDError(status: .unauthorized, code: "UNAUTHENTICATED")
+        }
+        let admin = grants(for: secret).filter { $0.role == .admin }
+        guard admin.count == 1 else {
+            throw InstanceIDError(status: admin.isEmpty ? .unauthorized : .forbidden, code: admin.isEmpty ? "UNAUTHENTICATED" : "PERMISSION_DENIED")
+        }
+        return Caller(project: admin[0].project, role: .admin)
+    }
+}
+
+extension Parameters {
+    /// A path parameter, percent-decoded (the Admin SDKs percent-encode tokens and topic names).
+    func decoded(_ name: String) throws -> String {
+        let raw = try require(name)
+        guard let decoded = raw.removingPercentEncoding else {
+            throw FCMError.invalidArgument("invalid percent-encoding in the path", field: name)
+        }
+        return decoded
+    }
+
+    /// The project of the path, validated.
+    func project() throws -> ProjectID {
+        do {
+            return try ProjectID(try decoded("project"), field: "project")
+        } catch let error as LedgerCoreError {
+            throw FCMError.notFound("Project not found: \(error.message)")
+        }
+    }
+}
+
+/// Reading request bodies as JSON objects, with FCM-shaped errors.
+enum JSONBody {
+    /// The body as a JSON object.
+    ///
+    /// - Throws: 413 when larger than `limit`; 400 INVALID_ARGUMENT when empty or not a JSON object.
+    static func object(_ request: Request, limit: Int, allowEmpty: Bool = false) async throws -> [String: Any] {
+        let buffer: ByteBuffer
+        do {
+            buffer = try await request.body.collect(upTo: limit)
+        } catch {
+            throw FCMError(
+                status: .contentTooLarge, googleStatus: "INVALID_ARGUMENT", errorCode: "INVALID_ARGUMENT",
+                message: "Request body is larger than \(limit) bytes.")
+        }
+        if buffer.readableBytes == 0 {
+            if allowEmpty { return [:] }
+            throw FCMError.invalidArgument("Request body is empty; a JSON object is expected.")
+        }
+        let data = Data(buffer.readableBytesView)
+        guard let value = try? JSONSerialization.jsonObject(with: data, options: [.fragmentsAllowed]) else {
+            throw FCMError.invalidArgument("Invalid JSON payload received.")
+        }
+        guard let object = value as? [String: Any] else {
+            throw FCMError.invalidArgument("Invalid JSON payload received: the body must be a JSON object.")
+        }
+        return object
+    }
+
+    /// The value of `name`, accepted in lowerCamelCase or snake_case.
+    static func value(_ object: [String: Any], _ camelCase: String, _ snakeCase: String) -> Any? {
+        object[camelCase] ?? object[snakeCase]
+    }
+}

@@ -1,0 +1,149 @@
+import Foundation
+import Hummingbird
+import LedgerCore
+import LedgerStore
+
+/// FCM v1 topic management, `…/registrations/{token}/topicSubscriptions` (SPEC §4.2): what firebase-admin
+/// 7.7 calls, and what a device calls for itself with its client API key (`via` = `client`).
+struct TopicSubscriptionRoutes {
+    let server: ServerContext
+    static let defaultPageSize = 1000
+    static let maximumPageSize = 2000
+
+    func register(on router: Router<BasicRequestContext>) {
+        let base = "/v1/projects/:project/registrations/:token/topicSubscriptions"
+        router.post(RouterPath(stringLiteral: base)) { request, context in try await subscribe(request, context) }
+        router.delete(RouterPath(stringLiteral: base + "/:topic")) { request, context in
+            try await unsubscribe(request, context)
+        }
+        router.get(RouterPath(stringLiteral: base + "/:topic")) { request, context in try get(request, context) }
+        router.get(RouterPath(stringLiteral: base)) { request, context in try list(request, context) }
+    }
+
+    /// The caller, the token of the path and the channel recorded in events.
+    private func prepare(_ request: Request, _ context: BasicRequestContext, roles: Set<CredentialStore.Role>)
+        throws -> (Caller, RegistrationToken, SubscriptionChannel)
+    {
+        let project = try context.parameters.project()
+        let caller = try server.configuration.credentials.authorize(request, project: project, roles: roles)
+        let token: RegistrationToken
+        do {
+            token = try RegistrationToken(try context.parameters.decoded("token"), field: "registration token")
+        } catch let error as LedgerCoreError {
+            throw FCMError.invalidArgument(error)
+        }
+        return (caller, token, caller.role == .client ? .client : .v1)
+    }
+
+    private func topicName(_ text: String?, field: String) throws -> TopicName {
+        guard let text, !text.isEmpty else { throw FCMError.invalidArgument("topic name is required", field: field) }
+        do {
+            return try TopicName(text, field: field)
+        } catch {
+            throw FCMError.invalidArgument(error)
+        }
+    }
+
+    private func subscribe(_ request: Request, _ context: BasicRequestContext) async throws -> Response {
+        let (caller, token, via) = try prepare(request, context, roles: [.admin, .client])
+        let query = request.uri.queryParameters
+        let topic = try topicName((query["topicName"] ?? query["topic_name"]).map(String.init), field: "topicName")
+        _ = try await JSONBody.object(request, limit: server.configuration.maximumBodyBytes, allowEmpty: true)
+        let receipt = try await server.append(
+            WriteRequest(
+                actor: caller.actor, requestID: request.ledgerRequestID,
+                operations: [.subscribe(token, topic, via: via, failIfPresent: true)]),
+            project: caller.project)
+        if let rejection = receipt.outcomes[0].rejection { throw Self.error(for: rejection) }
+        return try JSONResponse.make(
+            subscriptionResource(project: caller.project, token: token, topic: topic, created: receipt.time))
+    }
+
+    private func unsubscribe(_ request: Request, _ context: BasicRequestContext) async throws -> Response {
+        let (caller, token, via) = try prepare(request, context, roles: [.admin, .client])
+        let topic = try topicName(try context.parameters.decoded("topic"), field: "topic")
+        let query = request.uri.queryParameters
+        let allowMissing = (query["allowMissing"] ?? query["allow_missing"]).map { $0 == "true" || $0 == "1" } ?? false
+        let receipt = try await server.append(
+            WriteRequest(
+                actor: caller.actor, requestID: request.ledgerRequestID,
+                operations: [.unsubscribe(token, topic, via: via, failIfAbsent: !allowMissing)]),
+            project: caller.project)
+        if let rejection = receipt.outcomes[0].rejection { throw Self.error(for: rejection) }
+        return try JSONResponse.make([String: Any]())
+    }
+
+    private func get(_ request: Request, _ context: BasicRequestContext) throws -> Response {
+        let (caller, token, _) = try prepare(request, context, roles: [.admin, .client, .auditor])
+        let topic = try topicName(try context.parameters.decoded("topic"), field: "topic")
+        let created: LedgerTime? = try server.ledger(for: caller.project).read { snapshot in
+            guard let instance = try registeredInstance(token, snapshot),
+                let topicID = try snapshot.topicID(of: topic),
+                let since = try snapshot.subscriptions(of: instance).first(where: { $0.topic == topicID })?.since
+            else { return nil }
+            return try snapshot.event(at: since)?.time
+        }
+        guard let created else { throw FCMError.notFound("The registration is not subscribed to topic \(topic).") }
+        return try JSONResponse.make(subscriptionResource(project: caller.project, token: token, topic: topic, created: created))
+    }
+
+    private func list(_ request: Request, _ context: BasicRequestContext) throws -> Response {
+        let (caller, token, _) = try prepare(request, context, roles: [.admin, .client, .auditor])
+        let query = request.uri.queryParameters
+        var pageSize = Self.defaultPageSize
+        if let text = query["pageSize"] ?? query["page_size"] {
+            guard let value = Int(text), value >= 1 else {
+                throw FCMError.invalidArgument("pageSize must be a positive integer", field: "pageSize")
+            }
+            pageSize = min(value, Self.maximumPageSize)
+        }
+        let after = (query["pageToken"] ?? query["page_token"]).map(String.init)
+        let subscriptions: [(TopicName, LedgerTime)] = try server.ledger(for: caller.project).read { snapshot in
+            guard let instance = try registeredInstance(token, snapshot) else {
+                throw FCMError.notFound("Requested entity was not found.")
+            }
+            return try snapshot.subscriptions(of: instance).map { entry in
+                (try snapshot.topicName(of: entry.topic)!, try snapshot.event(at: entry.since)!.time)
+            }
+        }
+        let sorted = subscriptions.sorted { $0.0 < $1.0 }.filter { after == nil || $0.0.rawValue > after! }
+        let page = sorted.prefix(pageSize)
+        var body: [String: Any] = [
+            "topicSubscriptions": page.map {
+                subscriptionResource(project: caller.project, token: token, topic: $0.0, created: $0.1)
+            }
+        ]
+        if sorted.count > pageSize, let last = page.last { body["nextPageToken"] = last.0.rawValue }
+        return try JSONResponse.make(body)
+    }
+
+    private func registeredInstance(_ token: RegistrationToken, _ snapshot: LedgerSnapshot) throws -> InstanceID? {
+        guard let instance = try snapshot.instanceID(of: token), try snapshot.isRegistered(instance) else { return nil }
+        return instance
+    }
+
+    private func subscriptionResource(project: ProjectID, token: RegistrationToken, topic: TopicName, created: LedgerTime)
+        -> [String: Any]
+    {
+        [
+            "name": "projects/\(project)/registrations/\(token.rawValue)/topicSubscriptions/\(topic.rawValue)",
+            "topicName": topic.rawValue, "createTime": created.rfc3339,
+        ]
+    }
+
+    /// The FCM error for a store rejection: its `errorCode` is what the SDK reports as the reason.
+    static func error(for rejection: OperationRejection) -> FCMError {
+        switch rejection.code {
+        case .notFound:
+            return FCMError.notFound("Requested entity was not found: \(rejection.message).")
+        case .alreadyExists:
+            return FCMError(
+                status: .conflict, googleStatus: "ALREADY_EXISTS", errorCode: "ALREADY_EXISTS",
+                message: "The registration is already subscribed to the topic.")
+        default:
+            return FCMError(
+                status: .badRequest, googleStatus: "INVALID_ARGUMENT", errorCode: "TOO_MANY_TOPICS",
+                message: "The registration is subscribed to the maximum number of topics.")
+        }
+    }
+}
