@@ -8,11 +8,13 @@ run:
 	swift build --product ledger
 	"$$(swift build --show-bin-path)/ledger" serve --data ./ledger-data
 
-# Builds everything once and runs every test.
+# Builds everything once and runs every test: Swift tests, then the firebase-admin SDK conformance suite
+# against the built server (pip installs firebase-admin 7.7.0).
 test:
 	@tools/install-deps.sh
 	swift build --build-tests
 	swift test --skip-build
+	tools/sdk-conformance/run.sh "$$(swift build --show-bin-path)/ledger"
 
 # Loads the sample operations into ./ledger-data once (no server needed) and verifies the ledger.
 demo:

@@ -61,10 +61,11 @@ extension CredentialStore {
         guard let secret = request.bearerSecret else {
             throw InstanceIDError(status: .unauthorized, code: "UNAUTHENTICATED")
         }
-        let admin = grants(for: secret).filter { $0.role == .admin }
-        guard admin.count == 1 else {
-            throw InstanceIDError(status: admin.isEmpty ? .unauthorized : .forbidden, code: admin.isEmpty ? "UNAUTHENTICATED" : "PERMISSION_DENIED")
-        }
+        let granted = grants(for: secret)
+        guard !granted.isEmpty else { throw InstanceIDError(status: .unauthorized, code: "UNAUTHENTICATED") }
+        let admin = granted.filter { $0.role == .admin }
+        // A key that is valid but not an admin key (or, impossibly, admin of several projects) may not do this.
+        guard admin.count == 1 else { throw InstanceIDError(status: .forbidden, code: "PERMISSION_DENIED") }
         return Caller(project: admin[0].project, role: .admin)
     }
 }

@@ -40,6 +40,14 @@ struct SendTests {
             #expect(condition.status == .ok)
             let direct = try await client.call(.post, send, body: #"{"message":{"token":"\#(token)"}}"#)
             #expect(direct.status == .ok)
+            // firebase-admin 7.7 sends `fid` for Message(fid=…): the same instance target.
+            let fid = try await client.call(.post, send, body: #"{"message":{"fid":"\#(token)"}}"#)
+            #expect(fid.status == .ok)
+            guard case .sent(let sent) = try client.events().last?.body else {
+                Issue.record("expected a sent event")
+                return
+            }
+            #expect(sent.target == .token(try RegistrationToken(token)))
             let before = try client.headSeq()
             let unknown = try await client.call(.post, send, body: #"{"message":{"token":"not-registered-token"}}"#)
             #expect(unknown.status == .notFound)
@@ -67,7 +75,9 @@ struct SendTests {
     @Test(
         "bad messages get 400 INVALID_ARGUMENT naming the field, and append nothing",
         arguments: [
-            (#"{"message":{}}"#, "message", "exactly one of token, topic or condition; it has none"),
+            (#"{"message":{}}"#, "message", "exactly one of token, fid, topic or condition; it has none"),
+            (#"{"message":{"fid":"a","token":"b"}}"#, "message", "it has token, fid"),
+            (#"{"message":{"fid":"bad fid"}}"#, "message.fid", "character outside"),
             (#"{"message":{"topic":"a","token":"b"}}"#, "message", "it has token, topic"),
             (#"{"message":{"topic":"bad topic!"}}"#, "message.topic", "character outside"),
             (#"{"message":{"topic":""}}"#, "message.topic", "topic name is empty"),

@@ -163,7 +163,8 @@ struct InstanceIDTests {
             let unauthenticated = try await client.call(.post, "/iid/v1:batchAdd", headers: [:], body: "{}")
             #expect(unauthenticated.status == .unauthorized)
             let auditor = try await client.call(.post, "/iid/v1:batchAdd", headers: TestServer.Client.auditor, body: "{}")
-            #expect(auditor.status == .unauthorized)
+            #expect(auditor.status == .forbidden)
+            #expect(auditor.text == #"{"error":"PERMISSION_DENIED"}"#)
         }
     }
 

@@ -9,14 +9,16 @@ public struct ValidatedMessage: Sendable, Equatable {
 
 /// Validates the `message` object of an FCM HTTP v1 send request (SPEC §4.1).
 ///
-/// Accepts lowerCamelCase and snake_case field names. Rules: exactly one of `token`, `topic`, `condition`;
+/// Accepts lowerCamelCase and snake_case field names. Rules: exactly one of `token`, `fid`, `topic`,
+/// `condition` (`fid` is what firebase-admin 7.7 sends for `Message(fid=…)`, which replaces the deprecated
+/// `token`; here both name the instance by its registration token);
 /// `data` maps strings to strings and uses no reserved key (`from`, `message_type`, or anything starting
 /// with `google` or `gcm`); `notification` (title, body, image), `android`, `apns`, `webpush` and
 /// `fcm_options` are objects and kept as given; the serialized message is at most 4096 bytes.
 public enum MessageValidation {
     public static let maximumPayloadBytes = 4096
     static let knownFields: Set<String> = [
-        "token", "topic", "condition", "data", "notification", "android", "apns", "webpush", "fcm_options",
+        "token", "fid", "topic", "condition", "data", "notification", "android", "apns", "webpush", "fcm_options",
         "fcmOptions", "name",
     ]
 
@@ -30,20 +32,20 @@ public enum MessageValidation {
         for key in message.keys where !knownFields.contains(key) {
             throw LedgerCoreError(.invalidArgument, field: "message.\(key)", "unknown field \"\(key)\" in message")
         }
-        let targets = ["token", "topic", "condition"].filter { message[$0] != nil }
+        let targets = ["token", "fid", "topic", "condition"].filter { message[$0] != nil }
         guard targets.count == 1, let kind = targets.first else {
             throw LedgerCoreError(
                 .invalidArgument, field: "message",
                 targets.isEmpty
-                    ? "message must have exactly one of token, topic or condition; it has none"
-                    : "message must have exactly one of token, topic or condition; it has \(targets.joined(separator: ", "))")
+                    ? "message must have exactly one of token, fid, topic or condition; it has none"
+                    : "message must have exactly one of token, fid, topic or condition; it has \(targets.joined(separator: ", "))")
         }
         guard let text = message[kind] as? String else {
             throw LedgerCoreError(.invalidArgument, field: "message.\(kind)", "\(kind) must be a string")
         }
         let target: MessageTarget
         switch kind {
-        case "token": target = .token(try RegistrationToken(text, field: "message.token"))
+        case "token", "fid": target = .token(try RegistrationToken(text, field: "message.\(kind)"))
         case "topic": target = .topic(try TopicName(text, field: "message.topic"))
         default:
             _ = try Condition(parsing: text, precedence: precedence, field: "message.condition")

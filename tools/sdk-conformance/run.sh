@@ -1,0 +1,10 @@
+#!/usr/bin/env bash
+# SDK conformance: drives the built `ledger serve` with the official firebase-admin 7.7.0 SDK, then
+# checks that `ledger verify` passes on the server's data.
+#   tools/sdk-conformance/run.sh [LEDGER_BINARY]
+set -euo pipefail
+cd "$(dirname "$0")"
+binary="${1:-$(cd ../.. && swift build --show-bin-path)/ledger}"
+python3 -m pip install --quiet --disable-pip-version-check -r requirements.txt
+shift $(( $# > 0 ? 1 : 0 ))
+LEDGER_BIN="$binary" python3 -m pytest -q -p no:cacheprovider -W ignore::DeprecationWarning . "$@"
