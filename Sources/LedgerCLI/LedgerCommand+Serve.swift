@@ -8,7 +8,8 @@ extension LedgerCommand {
     /// `ledger serve`: the FCM-compatible HTTP server.
     struct Serve: AsyncParsableCommand {
         static let configuration = CommandConfiguration(
-            abstract: "Run the FCM-compatible HTTP server (dev mode with the dev credentials when no --config is given).")
+            abstract:
+                "Run the FCM-compatible HTTP server (dev mode with the dev credentials when no --config is given).")
 
         @Option(help: "Data directory holding one ledger per project.")
         var data: String = "./ledger-data"
@@ -22,7 +23,8 @@ extension LedgerCommand {
         @Option(help: "Credentials file (JSON, keys as SHA-256 hashes); see docs/server.md.")
         var config: String?
 
-        @Option(name: .customLong("condition-precedence"), help: "Rule for conditions: left-to-right (FCM) or standard.")
+        @Option(
+            name: .customLong("condition-precedence"), help: "Rule for conditions: left-to-right (FCM) or standard.")
         var conditionPrecedence: ConditionPrecedence = .leftToRight
 
         func run() async throws {
@@ -31,7 +33,8 @@ extension LedgerCommand {
             var configuration: ServerConfiguration
             if let config {
                 do {
-                    configuration = ServerConfiguration(credentials: try CredentialStore.load(path: config), isDevelopment: false)
+                    configuration = ServerConfiguration(
+                        credentials: try CredentialStore.load(path: config), isDevelopment: false)
                 } catch {
                     throw InputError("\(error)")
                 }
@@ -54,7 +57,9 @@ extension LedgerCommand {
                     ************************************************************************
                     """)
             }
-            printNow("TopicLedger: serving \(configuration.isDevelopment ? "demo-project (dev mode)" : "\(configuration.credentials.projects.count) project(s)") on http://\(host):\(port) — data in \(data)")
+            printNow(
+                "TopicLedger: serving \(configuration.isDevelopment ? "demo-project (dev mode)" : "\(configuration.credentials.projects.count) project(s)") on http://\(host):\(port) — data in \(data)"
+            )
             let ledgers = LedgerRegistry(configuration: configuration, logger: logger)
             defer { ledgers.closeAll() }
             let app = buildApplication(configuration: configuration, ledgers: ledgers, logger: logger)

@@ -7,6 +7,41 @@ import Logging
 struct ServerContext: Sendable {
     let configuration: ServerConfiguration
     let ledgers: LedgerRegistry
+    let subscriptionRate: RateLimiter
+    let sendQuota: RateLimiter
+
+    init(configuration: ServerConfiguration, ledgers: LedgerRegistry) {
+        self.configuration = configuration
+        self.ledgers = ledgers
+        let changes = Double(configuration.subscriptionChangesPerSecond)
+        subscriptionRate = RateLimiter(rate: changes, capacity: changes, now: configuration.rateClock)
+        let sends = Double(configuration.sendsPerMinute)
+        sendQuota = RateLimiter(rate: sends / 60, capacity: sends, now: configuration.rateClock)
+    }
+
+    /// Takes one subscription change from the project's budget, or throws 429 RESOURCE_EXHAUSTED.
+    func takeSubscriptionChange(for project: ProjectID) throws {
+        guard subscriptionRate.take(1, for: project) == 1 else {
+            var error = FCMError(
+                status: .tooManyRequests, googleStatus: "RESOURCE_EXHAUSTED", errorCode: "RESOURCE_EXHAUSTED",
+                message:
+                    "Subscription changes for project \(project) are over the rate of \(configuration.subscriptionChangesPerSecond) per second."
+            )
+            error.headers[.retryAfter] = String(subscriptionRate.retryAfter(for: project))
+            throw error
+        }
+    }
+
+    /// Takes one send from the project's quota, or throws 429 QUOTA_EXCEEDED.
+    func takeSend(for project: ProjectID) throws {
+        guard sendQuota.take(1, for: project) == 1 else {
+            var error = FCMError(
+                status: .tooManyRequests, googleStatus: "RESOURCE_EXHAUSTED", errorCode: "QUOTA_EXCEEDED",
+                message: "Sending limit exceeded for project \(project): \(configuration.sendsPerMinute) per minute.")
+            error.headers[.retryAfter] = String(sendQuota.retryAfter(for: project))
+            throw error
+        }
+    }
 
     func ledger(for project: ProjectID) throws -> Ledger {
         do {
@@ -50,7 +85,8 @@ public func buildApplication(configuration: ServerConfiguration, ledgers: Ledger
     let router = buildRouter(configuration: configuration, ledgers: ledgers)
     return Application(
         router: router,
-        configuration: .init(address: .hostname(configuration.host, port: configuration.port), serverName: "TopicLedger"),
+        configuration: .init(
+            address: .hostname(configuration.host, port: configuration.port), serverName: "TopicLedger"),
         onServerRunning: { channel in
             logger.notice(
                 "TopicLedger listening",

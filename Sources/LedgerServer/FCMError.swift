@@ -54,11 +54,14 @@ struct FCMError: HTTPResponseError {
     }
 
     static func unauthenticated(_ message: String) -> FCMError {
-        FCMError(status: .unauthorized, googleStatus: "UNAUTHENTICATED", errorCode: "THIRD_PARTY_AUTH_ERROR", message: message)
+        FCMError(
+            status: .unauthorized, googleStatus: "UNAUTHENTICATED", errorCode: "THIRD_PARTY_AUTH_ERROR",
+            message: message)
     }
 
     static func permissionDenied(_ message: String) -> FCMError {
-        FCMError(status: .forbidden, googleStatus: "PERMISSION_DENIED", errorCode: "SENDER_ID_MISMATCH", message: message)
+        FCMError(
+            status: .forbidden, googleStatus: "PERMISSION_DENIED", errorCode: "SENDER_ID_MISMATCH", message: message)
     }
 
     static func unavailable(_ message: String) -> FCMError {

@@ -16,6 +16,12 @@ struct InstanceIDRoutes {
 
     private static let invalid = InstanceIDError(status: .badRequest, code: "INVALID_ARGUMENT")
 
+    /// What becomes of one token of a batch.
+    private enum Slot {
+        case error(String)
+        case operation(Int)
+    }
+
     /// `{"to":"/topics/T","registration_tokens":[…]}` → one result per token, in order.
     private func batch(_ request: Request, subscribe: Bool) async throws -> Response {
         let caller = try server.configuration.credentials.authorizeAdmin(request)
@@ -31,15 +37,23 @@ struct InstanceIDRoutes {
             let tokens = JSONBody.value(body, "registrationTokens", "registration_tokens") as? [Any],
             (1...server.configuration.maximumBatchTokens).contains(tokens.count)
         else { throw Self.invalid }
-        // Malformed tokens get a per-token INVALID_ARGUMENT and no operation; the rest go in one request.
+        // Malformed tokens get a per-token INVALID_ARGUMENT and no operation; tokens beyond the project's
+        // rate budget get RESOURCE_EXHAUSTED; the rest go in one request.
+        let valid = tokens.compactMap { ($0 as? String).flatMap { try? RegistrationToken($0) } }
+        var budget = server.subscriptionRate.take(valid.count, for: caller.project)
         var operations: [LedgerOperation] = []
-        var slots: [Int?] = []
+        var slots: [Slot] = []
         for value in tokens {
             guard let text = value as? String, let token = try? RegistrationToken(text) else {
-                slots.append(nil)
+                slots.append(.error("INVALID_ARGUMENT"))
                 continue
             }
-            slots.append(operations.count)
+            guard budget > 0 else {
+                slots.append(.error("RESOURCE_EXHAUSTED"))
+                continue
+            }
+            budget -= 1
+            slots.append(.operation(operations.count))
             operations.append(
                 subscribe ? .subscribe(token, topic, via: .iid) : .unsubscribe(token, topic, via: .iid))
         }
@@ -53,11 +67,16 @@ struct InstanceIDRoutes {
             ).outcomes
         }
         let results: [[String: Any]] = slots.map { slot in
-            guard let slot else { return ["error": "INVALID_ARGUMENT"] }
-            guard let rejection = outcomes[slot].rejection else { return [:] }
-            return ["error": Self.code(for: rejection)]
+            switch slot {
+            case .error(let code): return ["error": code]
+            case .operation(let index): return outcomes[index].rejection.map { ["error": Self.code(for: $0)] } ?? [:]
+            }
         }
-        return try JSONResponse.make(["results": results])
+        var response = try JSONResponse.make(["results": results])
+        if slots.contains(where: { if case .error("RESOURCE_EXHAUSTED") = $0 { true } else { false } }) {
+            response.headers[.retryAfter] = String(server.subscriptionRate.retryAfter(for: caller.project))
+        }
+        return response
     }
 
     /// `POST /iid/v1/{token}/rel/topics/{topic}`: subscribe one token.
@@ -66,6 +85,9 @@ struct InstanceIDRoutes {
         guard let token = try? RegistrationToken(try context.parameters.decoded("token")),
             let topic = try? TopicName(try context.parameters.decoded("topic"))
         else { throw Self.invalid }
+        guard server.subscriptionRate.take(1, for: caller.project) == 1 else {
+            throw InstanceIDError(status: .tooManyRequests, code: "RESOURCE_EXHAUSTED")
+        }
         let receipt = try await server.append(
             WriteRequest(
                 actor: caller.actor, requestID: request.ledgerRequestID,

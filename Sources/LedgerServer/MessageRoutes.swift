@@ -51,6 +51,7 @@ struct MessageRoutes {
             }
             return try JSONResponse.make(["name": "projects/\(project)/messages/fake_message_id"])
         }
+        try server.takeSend(for: project)
         let receipt = try await server.append(
             WriteRequest(
                 actor: caller.actor, requestID: request.ledgerRequestID,

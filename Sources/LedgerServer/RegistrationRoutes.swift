@@ -11,7 +11,8 @@ struct RegistrationRoutes {
         router.post("/v1/projects/:project/registrations") { request, context in
             let project = try context.parameters.project()
             let caller = try server.configuration.credentials.authorize(request, project: project, roles: [.client])
-            let body = try await JSONBody.object(request, limit: server.configuration.maximumBodyBytes, allowEmpty: true)
+            let body = try await JSONBody.object(
+                request, limit: server.configuration.maximumBodyBytes, allowEmpty: true)
             for key in body.keys where !["platform", "appId", "app_id"].contains(key) {
                 throw FCMError.invalidArgument("Unknown field \"\(key)\" in the request.", field: key)
             }
@@ -30,7 +31,8 @@ struct RegistrationRoutes {
         }
         router.delete("/v1/projects/:project/registrations/:token") { request, context in
             let project = try context.parameters.project()
-            let caller = try server.configuration.credentials.authorize(request, project: project, roles: [.client, .admin])
+            let caller = try server.configuration.credentials.authorize(
+                request, project: project, roles: [.client, .admin])
             let token: RegistrationToken
             do {
                 token = try RegistrationToken(try context.parameters.decoded("token"), field: "registration token")
@@ -40,7 +42,10 @@ struct RegistrationRoutes {
             let receipt = try await server.append(
                 WriteRequest(
                     actor: caller.actor, requestID: request.ledgerRequestID,
-                    operations: [.unregister(token, reason: caller.role == .client ? "deleted by the device" : "deleted by the server")]),
+                    operations: [
+                        .unregister(
+                            token, reason: caller.role == .client ? "deleted by the device" : "deleted by the server")
+                    ]),
                 project: project)
             if receipt.outcomes[0].rejection != nil { throw FCMError.notFound("Requested entity was not found.") }
             return try JSONResponse.make([String: Any]())

@@ -17,6 +17,13 @@ public struct ServerConfiguration: Sendable {
     public var maximumBatchTokens = 1000
     /// Limits the store enforces (topics per instance).
     public var limits = LedgerLimits()
+    /// Subscription changes per second per project, counted per token (FCM: 3000). A single change over the
+    /// rate gets 429 RESOURCE_EXHAUSTED with Retry-After; in a batch, the tokens beyond the budget do.
+    public var subscriptionChangesPerSecond = 3000
+    /// Sends per minute per project (FCM's default quota: 600,000). Over it: 429 QUOTA_EXCEEDED.
+    public var sendsPerMinute = 600_000
+    /// The clock of the rate limits, in seconds (tests inject one).
+    public var rateClock: @Sendable () -> Double = RateLimiter.monotonicSeconds
 
     public init(credentials: CredentialStore, isDevelopment: Bool) {
         self.credentials = credentials

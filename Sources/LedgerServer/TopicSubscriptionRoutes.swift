@@ -49,6 +49,7 @@ struct TopicSubscriptionRoutes {
         let query = request.uri.queryParameters
         let topic = try topicName((query["topicName"] ?? query["topic_name"]).map(String.init), field: "topicName")
         _ = try await JSONBody.object(request, limit: server.configuration.maximumBodyBytes, allowEmpty: true)
+        try server.takeSubscriptionChange(for: caller.project)
         let receipt = try await server.append(
             WriteRequest(
                 actor: caller.actor, requestID: request.ledgerRequestID,
@@ -64,6 +65,7 @@ struct TopicSubscriptionRoutes {
         let topic = try topicName(try context.parameters.decoded("topic"), field: "topic")
         let query = request.uri.queryParameters
         let allowMissing = (query["allowMissing"] ?? query["allow_missing"]).map { $0 == "true" || $0 == "1" } ?? false
+        try server.takeSubscriptionChange(for: caller.project)
         let receipt = try await server.append(
             WriteRequest(
                 actor: caller.actor, requestID: request.ledgerRequestID,
@@ -84,7 +86,8 @@ struct TopicSubscriptionRoutes {
             return try snapshot.event(at: since)?.time
         }
         guard let created else { throw FCMError.notFound("The registration is not subscribed to topic \(topic).") }
-        return try JSONResponse.make(subscriptionResource(project: caller.project, token: token, topic: topic, created: created))
+        return try JSONResponse.make(
+            subscriptionResource(project: caller.project, token: token, topic: topic, created: created))
     }
 
     private func list(_ request: Request, _ context: BasicRequestContext) throws -> Response {
@@ -122,7 +125,9 @@ struct TopicSubscriptionRoutes {
         return instance
     }
 
-    private func subscriptionResource(project: ProjectID, token: RegistrationToken, topic: TopicName, created: LedgerTime)
+    private func subscriptionResource(
+        project: ProjectID, token: RegistrationToken, topic: TopicName, created: LedgerTime
+    )
         -> [String: Any]
     {
         [

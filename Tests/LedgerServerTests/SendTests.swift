@@ -12,7 +12,10 @@ struct SendTests {
     func topicSend() async throws {
         try await TestServer().run { client in
             let reply = try await client.call(
-                .post, send, body: #"{"message":{"topic":"/topics/news","notification":{"title":"Hi","body":"There"},"data":{"k":"v"}}}"#)
+                .post, send,
+                body:
+                    #"{"message":{"topic":"/topics/news","notification":{"title":"Hi","body":"There"},"data":{"k":"v"}}}"#
+            )
             #expect(reply.status == .ok)
             let name = try #require(reply.json["name"] as? String)
             #expect(name.hasPrefix("projects/demo-project/messages/"))
@@ -66,7 +69,8 @@ struct SendTests {
             #expect(dry.json["name"] as? String == "projects/demo-project/messages/fake_message_id")
             let camel = try await client.call(.post, send, body: #"{"message":{"topic":"news"},"validateOnly":true}"#)
             #expect(camel.status == .ok)
-            let bad = try await client.call(.post, send, body: #"{"message":{"topic":"bad topic"},"validate_only":true}"#)
+            let bad = try await client.call(
+                .post, send, body: #"{"message":{"topic":"bad topic"},"validate_only":true}"#)
             #expect(bad.status == .badRequest)
             #expect(try client.headSeq() == before)
         }
@@ -84,8 +88,10 @@ struct SendTests {
             (#"{"message":{"topic":"\#(String(repeating: "x", count: 901))"}}"#, "message.topic", "longer than 900"),
             (#"{"message":{"topic":7}}"#, "message.topic", "must be a string"),
             (#"{"message":{"condition":"'A' in topics &&"}}"#, "message.condition", "after '&&' at offset 14"),
-            (#"{"message":{"condition":"'A' in topics && 'B' in topics && 'C' in topics && 'D' in topics && 'E' in topics && 'F' in topics"}}"#,
-             "message.condition", "too many topic operands"),
+            (
+                #"{"message":{"condition":"'A' in topics && 'B' in topics && 'C' in topics && 'D' in topics && 'E' in topics && 'F' in topics"}}"#,
+                "message.condition", "too many topic operands"
+            ),
             (#"{"message":{"token":"bad token"}}"#, "message.token", "character outside"),
             (#"{"message":{"topic":"a","data":{"from":"x"}}}"#, "message.data.from", "reserved"),
             (#"{"message":{"topic":"a","data":{"google.x":"x"}}}"#, "message.data.google.x", "reserved"),
@@ -93,11 +99,17 @@ struct SendTests {
             (#"{"message":{"topic":"a","data":{"message_type":"x"}}}"#, "message.data.message_type", "reserved"),
             (#"{"message":{"topic":"a","data":{"n":1}}}"#, "message.data.n", "must be strings"),
             (#"{"message":{"topic":"a","data":"x"}}"#, "message.data", "object of strings"),
-            (#"{"message":{"topic":"a","notification":{"title":5}}}"#, "message.notification.title", "must be a string"),
+            (
+                #"{"message":{"topic":"a","notification":{"title":5}}}"#, "message.notification.title",
+                "must be a string"
+            ),
             (#"{"message":{"topic":"a","notification":{"sound":"x"}}}"#, "message.notification.sound", "unknown field"),
             (#"{"message":{"topic":"a","android":"x"}}"#, "message.android", "must be an object"),
             (#"{"message":{"topic":"a","bogus":1}}"#, "message.bogus", "unknown field"),
-            (#"{"message":{"topic":"a","data":{"k":"\#(String(repeating: "v", count: 4100))"}}}"#, "message", "at most 4096"),
+            (
+                #"{"message":{"topic":"a","data":{"k":"\#(String(repeating: "v", count: 4100))"}}}"#, "message",
+                "at most 4096"
+            ),
             (#"{"message":{"topic":"a"},"extra":true}"#, "extra", "Unknown field"),
             (#"{"message":{"topic":"a"},"validate_only":"yes"}"#, "validate_only", "must be a boolean"),
             (#"{"message":"text"}"#, "message", "must be an object"),
@@ -124,7 +136,9 @@ struct SendTests {
                 #expect(reply.status == .badRequest, "\(body)")
                 #expect(reply.googleStatus == "INVALID_ARGUMENT")
             }
-            let huge = try await client.call(.post, send, body: #"{"message":{"topic":"a","data":{"k":""# + String(repeating: "x", count: 20_000) + "\"}}}")
+            let huge = try await client.call(
+                .post, send,
+                body: #"{"message":{"topic":"a","data":{"k":""# + String(repeating: "x", count: 20_000) + "\"}}}")
             #expect(huge.status == .contentTooLarge)
             #expect(try client.headSeq() == 0)
             let healthy = try await client.call(.get, "/healthz")
@@ -158,7 +172,8 @@ struct SendTests {
     func topicListing() async throws {
         try await TestServer().run { client in
             let token = try await client.registerDevice()
-            _ = try await client.call(.post, "/v1/projects/demo-project/registrations/\(token)/topicSubscriptions?topicName=news", body: "{}")
+            _ = try await client.call(
+                .post, "/v1/projects/demo-project/registrations/\(token)/topicSubscriptions?topicName=news", body: "{}")
             for headers in [TestServer.Client.admin, TestServer.Client.auditor] {
                 let reply = try await client.call(.get, "/v1/projects/demo-project/topics", headers: headers)
                 #expect(reply.status == .ok)

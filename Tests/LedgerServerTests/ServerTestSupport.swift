@@ -89,7 +89,9 @@ struct TestServer {
                 "errorCode"] as? String
         }
         var fieldViolations: [[String: String]] {
-            ((error["details"] as? [[String: Any]])?.first { ($0["@type"] as? String)?.hasSuffix("BadRequest") == true }?[
+            ((error["details"] as? [[String: Any]])?.first {
+                ($0["@type"] as? String)?.hasSuffix("BadRequest") == true
+            }?[
                 "fieldViolations"] as? [[String: String]]) ?? []
         }
     }

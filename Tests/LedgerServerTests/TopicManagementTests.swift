@@ -15,7 +15,9 @@ struct TopicManagementTests {
             let created = try await client.call(.post, base(token) + "?topicName=news", body: "{}")
             #expect(created.status == .ok)
             #expect(created.json["topicName"] as? String == "news")
-            #expect(created.json["name"] as? String == "projects/demo-project/registrations/\(token)/topicSubscriptions/news")
+            #expect(
+                created.json["name"] as? String
+                    == "projects/demo-project/registrations/\(token)/topicSubscriptions/news")
             #expect((created.json["createTime"] as? String)?.hasSuffix("Z") == true)
             let snake = try await client.call(.post, base(token) + "?topic_name=%2Ftopics%2Fsports", body: "{}")
             #expect(snake.status == .ok)
@@ -29,7 +31,10 @@ struct TopicManagementTests {
             #expect(got.status == .ok)
             #expect(got.json["createTime"] as? String == created.json["createTime"] as? String)
             let listed = try await client.call(.get, base(token))
-            #expect((listed.json["topicSubscriptions"] as? [[String: Any]])?.map { $0["topicName"] as? String } == ["news", "sports"])
+            #expect(
+                (listed.json["topicSubscriptions"] as? [[String: Any]])?.map { $0["topicName"] as? String } == [
+                    "news", "sports",
+                ])
             let removed = try await client.call(.delete, base(token) + "/news")
             #expect(removed.status == .ok)
             #expect(removed.text == "{}")
@@ -58,7 +63,9 @@ struct TopicManagementTests {
             let malformed = try await client.call(.post, base("bad%20token") + "?topicName=news", body: "{}")
             #expect(malformed.status == .badRequest)
             #expect(malformed.errorCode == "INVALID_ARGUMENT")
-            for query in ["", "?topicName=", "?topicName=bad%20topic", "?topicName=" + String(repeating: "x", count: 901)] {
+            for query in [
+                "", "?topicName=", "?topicName=bad%20topic", "?topicName=" + String(repeating: "x", count: 901),
+            ] {
                 let reply = try await client.call(.post, base(token) + query, body: "{}")
                 #expect(reply.status == .badRequest, "\(query)")
                 #expect(reply.errorCode == "INVALID_ARGUMENT")
@@ -92,9 +99,12 @@ struct TopicManagementTests {
             var names: [String] = []
             var pageToken: String?
             repeat {
-                let reply = try await client.call(.get, base(token) + "?pageSize=2" + (pageToken.map { "&pageToken=\($0)" } ?? ""))
+                let reply = try await client.call(
+                    .get, base(token) + "?pageSize=2" + (pageToken.map { "&pageToken=\($0)" } ?? ""))
                 #expect(reply.status == .ok)
-                names += (reply.json["topicSubscriptions"] as? [[String: Any]] ?? []).compactMap { $0["topicName"] as? String }
+                names += (reply.json["topicSubscriptions"] as? [[String: Any]] ?? []).compactMap {
+                    $0["topicName"] as? String
+                }
                 pageToken = reply.json["nextPageToken"] as? String
             } while pageToken != nil
             #expect(names == ["t1", "t2", "t3", "t4", "t5"])
@@ -107,14 +117,16 @@ struct TopicManagementTests {
     func deviceSelfService() async throws {
         try await TestServer().run { client in
             let token = try await client.registerDevice()
-            let reply = try await client.call(.post, base(token) + "?topicName=weather", headers: TestServer.Client.device, body: "{}")
+            let reply = try await client.call(
+                .post, base(token) + "?topicName=weather", headers: TestServer.Client.device, body: "{}")
             #expect(reply.status == .ok)
             guard case .subscribed(_, _, let via) = try client.events().last?.body else {
                 Issue.record("expected a subscription")
                 return
             }
             #expect(via == .client)
-            let auditor = try await client.call(.post, base(token) + "?topicName=x", headers: TestServer.Client.auditor, body: "{}")
+            let auditor = try await client.call(
+                .post, base(token) + "?topicName=x", headers: TestServer.Client.auditor, body: "{}")
             #expect(auditor.status == .forbidden)
         }
     }
@@ -129,7 +141,9 @@ struct InstanceIDTests {
             let other = try await client.registerDevice()
             let add = try await client.call(
                 .post, "/iid/v1:batchAdd",
-                body: #"{"to":"/topics/news","registration_tokens":["\#(good)","unknown-token","bad token","\#(other)"]}"#)
+                body:
+                    #"{"to":"/topics/news","registration_tokens":["\#(good)","unknown-token","bad token","\#(other)"]}"#
+            )
             #expect(add.status == .ok)
             let results = add.json["results"] as? [[String: String]]
             #expect(results == [[:], ["error": "NOT_FOUND"], ["error": "INVALID_ARGUMENT"], [:]])
@@ -162,7 +176,8 @@ struct InstanceIDTests {
             #expect(try client.headSeq() == 0)
             let unauthenticated = try await client.call(.post, "/iid/v1:batchAdd", headers: [:], body: "{}")
             #expect(unauthenticated.status == .unauthorized)
-            let auditor = try await client.call(.post, "/iid/v1:batchAdd", headers: TestServer.Client.auditor, body: "{}")
+            let auditor = try await client.call(
+                .post, "/iid/v1:batchAdd", headers: TestServer.Client.auditor, body: "{}")
             #expect(auditor.status == .forbidden)
             #expect(auditor.text == #"{"error":"PERMISSION_DENIED"}"#)
         }
@@ -199,7 +214,8 @@ struct RegistrationTests {
             #expect(try RegistrationToken(token).rawValue == token)
             let other = try await client.registerDevice()
             #expect(other != token)
-            let noKey = try await client.call(.post, "/v1/projects/demo-project/registrations", headers: [:], body: "{}")
+            let noKey = try await client.call(
+                .post, "/v1/projects/demo-project/registrations", headers: [:], body: "{}")
             #expect(noKey.status == .unauthorized)
             let admin = try await client.call(.post, "/v1/projects/demo-project/registrations", body: "{}")
             #expect(admin.status == .forbidden)

@@ -38,7 +38,8 @@ public enum MessageValidation {
                 .invalidArgument, field: "message",
                 targets.isEmpty
                     ? "message must have exactly one of token, fid, topic or condition; it has none"
-                    : "message must have exactly one of token, fid, topic or condition; it has \(targets.joined(separator: ", "))")
+                    : "message must have exactly one of token, fid, topic or condition; it has \(targets.joined(separator: ", "))"
+            )
         }
         guard let text = message[kind] as? String else {
             throw LedgerCoreError(.invalidArgument, field: "message.\(kind)", "\(kind) must be a string")

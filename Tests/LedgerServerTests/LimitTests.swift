@@ -1,0 +1,97 @@
+import Foundation
+import HTTPTypes
+import LedgerCore
+import LedgerServer
+import Testing
+
+/// A clock the test moves by hand.
+final class ManualClock: @unchecked Sendable {
+    // @unchecked: `seconds` is only touched with `lock` held.
+    private let lock = NSLock()
+    private var seconds = 1000.0
+
+    func advance(_ delta: Double) {
+        lock.lock()
+        seconds += delta
+        lock.unlock()
+    }
+
+    var now: Double {
+        lock.lock()
+        defer { lock.unlock() }
+        return seconds
+    }
+}
+
+@Suite("Rate limits and quotas")
+struct LimitTests {
+    @Test("a single subscription change over the rate is 429 RESOURCE_EXHAUSTED with Retry-After, then recovers")
+    func subscriptionRate() async throws {
+        let clock = ManualClock()
+        try await TestServer(configure: {
+            $0.subscriptionChangesPerSecond = 2
+            $0.rateClock = { clock.now }
+        }).run { client in
+            let token = try await client.registerDevice()
+            let base = "/v1/projects/demo-project/registrations/\(token)/topicSubscriptions"
+            #expect(try await client.call(.post, base + "?topicName=a", body: "{}").status == .ok)
+            #expect(try await client.call(.post, base + "?topicName=b", body: "{}").status == .ok)
+            let before = try client.headSeq()
+            let limited = try await client.call(.post, base + "?topicName=c", body: "{}")
+            #expect(limited.status == .tooManyRequests)
+            #expect(limited.googleStatus == "RESOURCE_EXHAUSTED")
+            #expect(limited.errorCode == "RESOURCE_EXHAUSTED")
+            #expect(limited.headers[.retryAfter] == "1")
+            #expect(try client.headSeq() == before)
+            clock.advance(1)
+            #expect(try await client.call(.post, base + "?topicName=c", body: "{}").status == .ok)
+        }
+    }
+
+    @Test("in a batch, tokens beyond the budget get RESOURCE_EXHAUSTED and the rest succeed")
+    func batchPartialSuccess() async throws {
+        let clock = ManualClock()
+        try await TestServer(configure: {
+            $0.subscriptionChangesPerSecond = 3
+            $0.rateClock = { clock.now }
+        }).run { client in
+            var tokens: [String] = []
+            for _ in 0..<4 { tokens.append(try await client.registerDevice()) }
+            let list = (tokens.prefix(2) + ["bad token", "unknown-token"] + tokens.suffix(2)).map { "\"\($0)\"" }
+            let before = try client.headSeq()
+            let reply = try await client.call(
+                .post, "/iid/v1:batchAdd",
+                body: #"{"to":"/topics/news","registration_tokens":[\#(list.joined(separator: ","))]}"#)
+            #expect(reply.status == .ok)
+            let results = reply.json["results"] as? [[String: String]]
+            #expect(
+                results == [
+                    [:], [:], ["error": "INVALID_ARGUMENT"], ["error": "NOT_FOUND"],
+                    ["error": "RESOURCE_EXHAUSTED"], ["error": "RESOURCE_EXHAUSTED"],
+                ])
+            #expect(reply.headers[.retryAfter] != nil)
+            #expect(try client.headSeq() == before + 2)
+        }
+    }
+
+    @Test("sends over the quota are 429 QUOTA_EXCEEDED with Retry-After and append nothing")
+    func sendQuota() async throws {
+        let clock = ManualClock()
+        try await TestServer(configure: {
+            $0.sendsPerMinute = 2
+            $0.rateClock = { clock.now }
+        }).run { client in
+            let send = "/v1/projects/demo-project/messages:send"
+            let body = #"{"message":{"topic":"news"}}"#
+            #expect(try await client.call(.post, send, body: body).status == .ok)
+            #expect(try await client.call(.post, send, body: body).status == .ok)
+            let over = try await client.call(.post, send, body: body)
+            #expect(over.status == .tooManyRequests)
+            #expect(over.errorCode == "QUOTA_EXCEEDED")
+            #expect(over.headers[.retryAfter] == "30")
+            #expect(try client.headSeq() == 2)
+            clock.advance(30)
+            #expect(try await client.call(.post, send, body: body).status == .ok)
+        }
+    }
+}
