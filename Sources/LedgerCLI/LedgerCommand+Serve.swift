@@ -45,6 +45,10 @@ extension LedgerCommand {
             configuration.port = port
             configuration.dataDirectory = data
             configuration.precedence = conditionPrecedence
+            configuration.subscriptionChangesPerSecond = subscriptionRate
+            configuration.sendsPerMinute = sendQuota
+            configuration.limits.maximumTopicsPerInstance = maxTopics
+            configuration.maximumBodyBytes = maxBodyBytes
             if configuration.isDevelopment {
                 printNow(
                     """
