@@ -27,6 +27,28 @@ extension LedgerCommand {
             name: .customLong("condition-precedence"), help: "Rule for conditions: left-to-right (FCM) or standard.")
         var conditionPrecedence: ConditionPrecedence = .leftToRight
 
+        @Option(name: .customLong("subscription-rate"), help: "Subscription changes per second per project.")
+        var subscriptionRate: Int = 3000
+
+        @Option(name: .customLong("send-quota"), help: "Sends per minute per project.")
+        var sendQuota: Int = 600_000
+
+        @Option(name: .customLong("max-topics"), help: "Topics one instance may hold.")
+        var maxTopics: Int = 2000
+
+        @Option(name: .customLong("max-body-bytes"), help: "Largest request body accepted.")
+        var maxBodyBytes: Int = 1 << 20
+
+        func validate() throws {
+            guard (0...65535).contains(port) else { throw ValidationError("--port must be 0…65535") }
+            for (name, value) in [
+                ("--subscription-rate", subscriptionRate), ("--send-quota", sendQuota), ("--max-topics", maxTopics),
+                ("--max-body-bytes", maxBodyBytes),
+            ] where value < 1 {
+                throw ValidationError("\(name) must be at least 1")
+            }
+        }
+
         func run() async throws {
             var logger = Logger(label: "ledger")
             logger.logLevel = .info
