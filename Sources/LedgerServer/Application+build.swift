@@ -61,13 +61,23 @@ struct ServerContext: Sendable {
     }
 }
 
-/// Builds the router: FCM v1 send and topic management, legacy Instance ID, device registration, health.
+/// Builds the router: FCM v1 send and topic management, legacy Instance ID, device registration, health
+/// and Prometheus metrics.
 ///
 /// Separate from ``buildApplication(configuration:ledgers:logger:)`` so tests can drive it without a socket.
 public func buildRouter(configuration: ServerConfiguration, ledgers: LedgerRegistry) -> Router<BasicRequestContext> {
     let router = Router(context: BasicRequestContext.self)
     let server = ServerContext(configuration: configuration, ledgers: ledgers)
+    router.middlewares.add(MetricsMiddleware(metrics: ledgers.metrics))
     router.get("/healthz") { _, _ in try JSONResponse.make(["status": "ok"]) }
+    router.get("/metrics") { _, _ in
+        for (project, ledger) in ledgers.openLedgers() {
+            ledgers.metrics.recordHead(project: project, seq: try ledger.readLog { try $0.head().seq })
+        }
+        return Response(
+            status: .ok, headers: [.contentType: "text/plain; version=0.0.4; charset=utf-8"],
+            body: ResponseBody(byteBuffer: ByteBuffer(bytes: ledgers.metrics.exposition())))
+    }
     MessageRoutes(server: server).register(on: router)
     TopicSubscriptionRoutes(server: server).register(on: router)
     InstanceIDRoutes(server: server).register(on: router)

@@ -12,10 +12,13 @@ public final class LedgerRegistry: @unchecked Sendable {
     private var ledgers: [ProjectID: Ledger] = [:]
     private let configuration: ServerConfiguration
     private let logger: Logger
+    /// The metrics every ledger's group commits are reported to.
+    public let metrics: ServerMetrics
 
-    public init(configuration: ServerConfiguration, logger: Logger) {
+    public init(configuration: ServerConfiguration, logger: Logger, metrics: ServerMetrics = ServerMetrics()) {
         self.configuration = configuration
         self.logger = logger
+        self.metrics = metrics
     }
 
     /// The ledger of `project`, which must be one the server serves.
@@ -25,10 +28,20 @@ public final class LedgerRegistry: @unchecked Sendable {
         if let ledger = ledgers[project] { return ledger }
         var options = Ledger.Options()
         options.limits = configuration.limits
+        options.commitObserver = { [metrics] requests, operations, duration in
+            metrics.recordCommit(requests: requests, operations: operations, duration: duration)
+        }
         let ledger = try Ledger.open(
             dataDirectory: configuration.dataDirectory, project: project, options: options, logger: logger)
         ledgers[project] = ledger
         return ledger
+    }
+
+    /// The ledgers opened so far.
+    public func openLedgers() -> [ProjectID: Ledger] {
+        lock.lock()
+        defer { lock.unlock() }
+        return ledgers
     }
 
     /// Finishes queued writes of every ledger.

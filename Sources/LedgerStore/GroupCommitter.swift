@@ -24,13 +24,18 @@ final class GroupCommitter: @unchecked Sendable {
     private let finished = DispatchSemaphore(value: 0)
     private let maximumBatchOperations: Int
     private let commit: Commit
+    private let observer: (@Sendable (Int, Int, Duration) -> Void)?
 
     /// - Parameters:
     ///   - maximumBatchOperations: a batch closes once it holds this many operations (bounds latency and
     ///     transaction size); a single larger request still commits alone.
     ///   - commit: runs one batch in one transaction, returning one result per request in order.
-    init(maximumBatchOperations: Int, commit: @escaping Commit) {
+    init(
+        maximumBatchOperations: Int, observer: (@Sendable (Int, Int, Duration) -> Void)? = nil,
+        commit: @escaping Commit
+    ) {
         self.maximumBatchOperations = maximumBatchOperations
+        self.observer = observer
         self.commit = commit
         let thread = Thread { [self] in run() }
         thread.name = "ledger-writer"
@@ -74,11 +79,11 @@ final class GroupCommitter: @unchecked Sendable {
             let start = ContinuousClock.now
             let results = commit(batch.map(\.request))
             let elapsed = ContinuousClock.now - start
+            let operations = batch.reduce(0) { $0 + $1.request.operations.count }
             condition.lock()
-            statistics.record(
-                requests: batch.count, operations: batch.reduce(0) { $0 + $1.request.operations.count },
-                duration: elapsed)
+            statistics.record(requests: batch.count, operations: operations, duration: elapsed)
             condition.unlock()
+            observer?(batch.count, operations, elapsed)
             for (pending, result) in zip(batch, results) {
                 pending.continuation.resume(with: result)
             }

@@ -29,6 +29,9 @@ public final class Ledger: Sendable {
         public var environment = LMDBEnvironment.Options()
         /// Open for writing even though a rebuild was interrupted (only `rebuildProjections` should).
         public var forRebuild = false
+        /// Called on the writer thread after each group commit with (requests, operations, duration):
+        /// for metrics. Must be quick and must not block.
+        public var commitObserver: (@Sendable (Int, Int, Duration) -> Void)?
 
         public init(mode: Mode = .readWrite) { self.mode = mode }
     }
@@ -125,7 +128,9 @@ public final class Ledger: Sendable {
             }
             let limits = options.limits
             let clock = options.clock
-            self.committer = GroupCommitter(maximumBatchOperations: options.maximumBatchOperations) {
+            self.committer = GroupCommitter(
+                maximumBatchOperations: options.maximumBatchOperations, observer: options.commitObserver
+            ) {
                 [environment, schema, logger] batch in
                 Self.commit(
                     batch, environment: environment, schema: schema, limits: limits, now: clock(), logger: logger)

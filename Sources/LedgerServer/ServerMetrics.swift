@@ -1,0 +1,90 @@
+import Hummingbird
+import LedgerCore
+import Prometheus
+
+/// The server's Prometheus metrics (SPEC §4 item 6): requests by route and status, events appended,
+/// group-commit batch sizes and commit latency. Served at `GET /metrics`.
+///
+/// Labels carry route patterns (`/v1/projects/{project}/registrations/{token}/…`), never request URIs,
+/// which hold registration tokens.
+///
+/// - Note: Thread-safe.
+public final class ServerMetrics: Sendable {
+    let registry = PrometheusCollectorRegistry()
+    private let batchRequests: ValueHistogram
+    private let batchOperations: ValueHistogram
+    private let commitDuration: DurationHistogram
+    private let operationsCommitted: Counter
+
+    public init() {
+        batchRequests = registry.makeValueHistogram(
+            name: "ledger_group_commit_requests", buckets: [1, 2, 4, 8, 16, 32, 64, 128, 256, 1024],
+            help: "Requests per group-commit transaction")
+        batchOperations = registry.makeValueHistogram(
+            name: "ledger_group_commit_operations", buckets: [1, 4, 16, 64, 256, 1000, 4000, 20000],
+            help: "Operations per group-commit transaction")
+        commitDuration = registry.makeDurationHistogram(
+            name: "ledger_commit_duration_seconds",
+            buckets: [
+                .microseconds(500), .milliseconds(1), .milliseconds(2), .milliseconds(5), .milliseconds(10),
+                .milliseconds(25), .milliseconds(50), .milliseconds(100), .milliseconds(500),
+            ],
+            help: "Time of a durable write transaction, fsync included")
+        operationsCommitted = registry.makeCounter(
+            name: "ledger_operations_committed_total",
+            help: "Operations in committed transactions (each appends one event unless rejected)")
+    }
+
+    /// Records one group commit (the store's commit observer).
+    func recordCommit(requests: Int, operations: Int, duration: Duration) {
+        batchRequests.record(Double(requests))
+        batchOperations.record(Double(operations))
+        commitDuration.record(duration)
+        operationsCommitted.increment(by: Int64(operations))
+    }
+
+    /// Counts one answered request.
+    func recordRequest(route: String, method: String, status: Int) {
+        registry.makeCounter(
+            name: "ledger_http_requests_total",
+            labels: [("route", route), ("method", method), ("status", String(status))],
+            help: "HTTP requests by route pattern, method and status"
+        ).increment()
+    }
+
+    /// Sets the events-appended gauge of a project (its head seq) before a scrape.
+    func recordHead(project: ProjectID, seq: UInt64) {
+        registry.makeGauge(
+            name: "ledger_events", labels: [("project", project.rawValue)], help: "Events in the project's log"
+        ).set(Double(seq))
+    }
+
+    /// The Prometheus text exposition.
+    func exposition() -> [UInt8] { registry.emitToBuffer() }
+}
+
+/// Counts every request by its matched route pattern and final status.
+struct MetricsMiddleware<Context: RequestContext>: RouterMiddleware {
+    let metrics: ServerMetrics
+
+    func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws
+        -> Response
+    {
+        do {
+            let response = try await next(request, context)
+            record(request, context, status: response.status.code)
+            return response
+        } catch let error as HTTPResponseError {
+            record(request, context, status: error.status.code)
+            throw error
+        } catch {
+            record(request, context, status: 500)
+            throw error
+        }
+    }
+
+    private func record(_ request: Request, _ context: Context, status: Int) {
+        metrics.recordRequest(
+            route: context.endpointPath ?? "unmatched", method: request.method.rawValue, status: status)
+    }
+}

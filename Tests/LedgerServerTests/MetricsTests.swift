@@ -1,0 +1,32 @@
+import Foundation
+import LedgerServer
+import Testing
+
+@Suite("Metrics")
+struct MetricsTests {
+    @Test("/metrics counts requests by route pattern and status, commits, and events; never tokens")
+    func exposition() async throws {
+        try await TestServer().run { client in
+            let token = try await client.registerDevice()
+            _ = try await client.call(
+                .post, "/v1/projects/demo-project/registrations/\(token)/topicSubscriptions?topicName=news", body: "{}")
+            _ = try await client.call(.post, "/v1/projects/demo-project/messages:send", body: #"{"message":{}}"#)
+            let reply = try await client.call(.get, "/metrics", headers: [:])
+            #expect(reply.status == .ok)
+            let text = reply.text
+            #expect(
+                text.contains(
+                    #"ledger_http_requests_total{route="/v1/projects/{project}/registrations/{token}/topicSubscriptions",method="POST",status="200"} 1"#
+                ), "\(text)")
+            #expect(
+                text.contains(
+                    #"ledger_http_requests_total{route="/v1/projects/{project}/messages:send",method="POST",status="400"} 1"#
+                ))
+            #expect(text.contains("ledger_operations_committed_total 2"))
+            #expect(text.contains("ledger_commit_duration_seconds_count 2"))
+            #expect(text.contains("ledger_group_commit_requests_count 2"))
+            #expect(text.contains(#"ledger_events{project="demo-project"} 2"#))
+            #expect(!text.contains(token))
+        }
+    }
+}
