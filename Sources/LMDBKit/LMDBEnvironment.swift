@@ -82,18 +82,7 @@ public final class LMDBEnvironment: @unchecked Sendable {
     ///
     /// Values lent by the transaction are valid only inside `body`: copy or decode them there.
     public func read<R>(_ body: (LMDBTransaction) throws -> R) throws -> R {
-        pthread_rwlock_rdlock(mapLock)
-        defer { pthread_rwlock_unlock(mapLock) }
-        let txn = try LMDBTransaction(environment: self, readOnly: true)
-        do {
-            let result = try body(txn)
-            // Committing (not aborting) keeps database handles opened in this transaction valid.
-            try txn.commit()
-            return result
-        } catch {
-            txn.abort()
-            throw error
-        }
+        try run(readOnly: true, body)
     }
 
     /// Runs `body` in a write transaction that commits (durably, unless `noSync`) when `body` returns
@@ -115,9 +104,15 @@ public final class LMDBEnvironment: @unchecked Sendable {
     }
 
     private func writeOnce<R>(_ body: (LMDBTransaction) throws -> R) throws -> R {
+        try run(readOnly: false, body)
+    }
+
+    /// Runs `body` in a transaction under the shared map lock; commits on return (which, for a read
+    /// transaction, keeps database handles opened in it valid) and aborts on throw.
+    private func run<R>(readOnly: Bool, _ body: (LMDBTransaction) throws -> R) throws -> R {
         pthread_rwlock_rdlock(mapLock)
         defer { pthread_rwlock_unlock(mapLock) }
-        let txn = try LMDBTransaction(environment: self, readOnly: false)
+        let txn = try LMDBTransaction(environment: self, readOnly: readOnly)
         do {
             let result = try body(txn)
             try txn.commit()

@@ -140,11 +140,9 @@ public struct LedgerSnapshot {
 
     /// The topics of `instance` in the state at `seq` (now, when `nil`), ascending by id.
     public func topics(of instance: InstanceID, at seq: UInt64? = nil) throws -> [TopicID] {
-        var result: [TopicID] = []
-        try forEachHeld(current: schema.instanceTopics, history: schema.instanceTopicHistory, key: instance, at: seq) {
-            result.append($0)
-        }
-        return result.sorted()
+        var set = InstanceSet(capacity: try txn.count(schema.topicNames) + 1)
+        try fillHeld(current: schema.instanceTopics, history: schema.instanceTopicHistory, key: instance, at: seq, into: &set)
+        return set.ids
     }
 
     /// The instance's current subscriptions with the seq each began at, ascending by topic id.
@@ -195,38 +193,11 @@ public struct LedgerSnapshot {
         return result
     }
 
-    /// Calls `body` with each id held under `key` in the state at `seq` (now, when `nil`): current entries
+    /// Sets the bit of each id held under `key` in the state at `seq` (now, when `nil`): current entries
     /// (`id ‖ since`) with `since ≤ seq`, plus closed intervals (`id ‖ start ‖ end`) with `start ≤ seq < end`.
-    /// Reads a page of values per call. A pair holds at most one interval at a time, so no id repeats.
-    private func forEachHeld(
-        current: LMDBDatabase, history: LMDBDatabase, key: UInt32, at seq: UInt64?, _ body: (UInt32) -> Void
-    ) throws {
-        let bound = seq ?? .max
-        try txn.withCursor(current) { cursor in
-            try cursor.forEachValueChunk(of: key) { chunk in
-                for offset in stride(from: 0, to: chunk.count, by: 12)
-                where chunk.loadBigEndianUInt64(at: offset + 4) <= bound {
-                    body(chunk.loadBigEndianUInt32(at: offset))
-                }
-                return true
-            }
-        }
-        guard let seq else { return }
-        try txn.withCursor(history) { cursor in
-            try cursor.forEachValueChunk(of: key) { chunk in
-                for offset in stride(from: 0, to: chunk.count, by: 20)
-                where chunk.loadBigEndianUInt64(at: offset + 4) <= seq
-                    && seq < chunk.loadBigEndianUInt64(at: offset + 12)
-                {
-                    body(chunk.loadBigEndianUInt32(at: offset))
-                }
-                return true
-            }
-        }
-    }
-
-    /// ``forEachHeld`` specialized to filling a bitmap: sets bits straight from LMDB's pages, the hot loop of
-    /// every audience (a million-instance universe is a million of these).
+    /// Reads a page of values per call and sets bits straight from LMDB's pages — the hot loop of every
+    /// audience (a million-instance universe is a million of these). A pair holds at most one interval at
+    /// a time, so no id is counted twice.
     private func fillHeld(
         current: LMDBDatabase, history: LMDBDatabase, key: UInt32, at seq: UInt64?, into set: inout InstanceSet
     ) throws {

@@ -1,11 +1,12 @@
 import Foundation
 import LedgerCore
+import LedgerTestSupport
 import PropertyBased
 import Testing
 
 /// Builds a random event of any kind from a seed.
 func randomEvent(seed: UInt64) -> LedgerEvent {
-    var random = SplitMix(seed: seed)
+    var random = SeededGenerator(seed: seed)
     func text(_ alphabet: String, _ length: ClosedRange<Int>) -> String {
         let characters = Array(alphabet)
         return String(
@@ -94,17 +95,5 @@ struct EventCodecTests {
         let chained = encoded.withUnsafeBytes { HashChain.hash(previous: HashChain.genesis, encodedEvent: $0) }
         #expect(chained != hash)
         #expect(chained.count == 32)
-    }
-}
-
-struct SplitMix: RandomNumberGenerator {
-    var state: UInt64
-    init(seed: UInt64) { state = seed }
-    mutating func next() -> UInt64 {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return z ^ (z >> 31)
     }
 }
