@@ -141,7 +141,8 @@ public struct LedgerSnapshot {
     /// The topics of `instance` in the state at `seq` (now, when `nil`), ascending by id.
     public func topics(of instance: InstanceID, at seq: UInt64? = nil) throws -> [TopicID] {
         var set = InstanceSet(capacity: try txn.count(schema.topicNames) + 1)
-        try fillHeld(current: schema.instanceTopics, history: schema.instanceTopicHistory, key: instance, at: seq, into: &set)
+        try fillHeld(
+            current: schema.instanceTopics, history: schema.instanceTopicHistory, key: instance, at: seq, into: &set)
         return set.ids
     }
 
