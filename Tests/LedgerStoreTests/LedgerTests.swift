@@ -13,6 +13,15 @@ struct LedgerTests {
         WriteRequest(actor: "test", requestID: UUID().uuidString, time: time, operations: operations)
     }
 
+    /// Appends `operations` to a new ledger in `directory`, closes and releases it (so its LMDB files can be
+    /// opened underneath), and returns the ledger's own directory.
+    func closedLedger(in directory: TemporaryDirectory, _ operations: [LedgerOperation]) async throws -> String {
+        let ledger = try openTestLedger(directory)
+        _ = try await ledger.append(WriteRequest(actor: "test", requestID: "setup", operations: operations))
+        ledger.close()
+        return ledger.directory
+    }
+
     @Test("the 2001st topic of one instance is refused and changes nothing")
     func topicLimit() async throws {
         let directory = TemporaryDirectory()
@@ -199,24 +208,20 @@ struct LedgerTests {
     func versions() async throws {
         let directory = TemporaryDirectory()
         defer { directory.remove() }
-        let ledgerDirectory: String
-        do {
-            let ledger = try openTestLedger(directory)
-            ledgerDirectory = ledger.directory
-            _ = try await ledger.append(request(.register(token, platform: nil, appID: nil)))
-            ledger.close()
-        }
+        let ledgerDirectory = try await closedLedger(in: directory, [.register(token, platform: nil, appID: nil)])
         // An event written by a future encoding version: reading it names both versions.
         try withRawLog(directory: ledgerDirectory) { txn, log throws in
             var record = try txn.value(in: log, forKey: UInt64(1))!
             record[HashChain.hashSize] = 9
             try txn.put(log, key: UInt64(1), value: record)
         }
-        let reader = try openTestLedger(directory, mode: .readOnly)
-        #expect {
-            _ = try reader.readLog { try $0.event(at: 1) }
-        } throws: { error in
-            (error as? LedgerCoreError)?.code == .unsupportedVersion && "\(error)".contains("version 9")
+        do {
+            let reader = try openTestLedger(directory, mode: .readOnly)
+            #expect {
+                _ = try reader.readLog { try $0.event(at: 1) }
+            } throws: { error in
+                (error as? LedgerCoreError)?.code == .unsupportedVersion && "\(error)".contains("version 9")
+            }
         }
         // A store layout this build does not know.
         do {
@@ -236,15 +241,9 @@ struct LedgerTests {
     func projectionTampering() async throws {
         let directory = TemporaryDirectory()
         defer { directory.remove() }
-        let ledgerDirectory: String
-        do {
-            let ledger = try openTestLedger(directory)
-            ledgerDirectory = ledger.directory
-            _ = try await ledger.append(
-                request(.register(token, platform: nil, appID: nil), .subscribe(token, try TopicName("news"), via: .v1))
-            )
-            ledger.close()
-        }
+        let ledgerDirectory = try await closedLedger(
+            in: directory,
+            [.register(token, platform: nil, appID: nil), .subscribe(token, try TopicName("news"), via: .v1)])
         do {
             let environment = try LMDBEnvironment(path: ledgerDirectory)
             try environment.write { txn throws in
@@ -270,13 +269,7 @@ struct LedgerTests {
     func interruptedRebuild() async throws {
         let directory = TemporaryDirectory()
         defer { directory.remove() }
-        let ledgerDirectory: String
-        do {
-            let ledger = try openTestLedger(directory)
-            ledgerDirectory = ledger.directory
-            _ = try await ledger.append(request(.register(token, platform: nil, appID: nil)))
-            ledger.close()
-        }
+        let ledgerDirectory = try await closedLedger(in: directory, [.register(token, platform: nil, appID: nil)])
         do {
             let environment = try LMDBEnvironment(path: ledgerDirectory)
             try environment.write { txn throws in
