@@ -13,7 +13,7 @@ struct LedgerBench: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "ledger-bench", abstract: "Store benchmarks with same-run baselines.")
 
-    @Option(help: "quick (under 2 minutes) or full.")
+    @Option(help: "quick (about 2.5 minutes with the release build) or full.")
     var mode: String = "quick"
 
     @Option(help: "Directory for scratch ledgers (removed afterwards).")
