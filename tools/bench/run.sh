@@ -9,6 +9,7 @@ tools/install-deps.sh
 mode="${1:-quick}"
 export TOPICLEDGER_BENCH=1
 swift build -c release --scratch-path .build-bench --product LedgerBench
+swift build -c release --scratch-path .build-bench --product ledger
 mkdir -p tools/bench/results
 out="tools/bench/results/${mode}-$(date -u +%Y%m%dT%H%M%SZ).json"
 .build-bench/release/LedgerBench --mode "$mode" --json "$out"

@@ -25,7 +25,7 @@ struct LedgerBench: AsyncParsableCommand {
     @Option(help: "Seed for the generated workloads.")
     var seed: UInt64 = 1
 
-    @Option(help: "Run only these workloads (comma-separated: append, rebuild, scan, audience, parse).")
+    @Option(help: "Run only these workloads (comma-separated: append, rebuild, scan, audience, parse, http).")
     var only: String?
 
     @Option(help: "Events in the generated ledger (overrides the mode's size).")
@@ -49,6 +49,11 @@ struct LedgerBench: AsyncParsableCommand {
             ).run()
         }
         if wants("parse") { results.append(AudienceWorkload.parseRate()) }
+        if wants("http") {
+            let binary = URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent()
+                .appendingPathComponent("ledger").path
+            results += try await HTTPWorkload(ledgerBinary: binary, scratch: scratch, seconds: full ? 10 : 3).run()
+        }
         if wants("rebuild") || wants("scan") {
             let ledgerDirectory = try await buildLedger(events: events ?? (full ? 2_000_000 : 300_000))
             defer { try? FileManager.default.removeItem(atPath: ledgerDirectory) }
