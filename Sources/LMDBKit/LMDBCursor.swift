@@ -39,16 +39,10 @@ public final class LMDBCursor {
 
     /// The first entry of the database.
     public func first() throws(LMDBError) -> LMDBEntry? { try get(MDB_FIRST) }
-    /// The last entry of the database.
-    public func last() throws(LMDBError) -> LMDBEntry? { try get(MDB_LAST) }
     /// The next entry (the next duplicate, or the first of the next key).
     public func next() throws(LMDBError) -> LMDBEntry? { try get(MDB_NEXT) }
-    /// The previous entry.
-    public func previous() throws(LMDBError) -> LMDBEntry? { try get(MDB_PREV) }
     /// The next value of the current key (duplicate-sorted databases).
     public func nextDuplicate() throws(LMDBError) -> LMDBEntry? { try get(MDB_NEXT_DUP) }
-    /// The first entry of the next key.
-    public func nextKey() throws(LMDBError) -> LMDBEntry? { try get(MDB_NEXT_NODUP) }
 
     /// The first entry with exactly `key`.
     public func find(_ key: some LMDBBytes) throws -> LMDBEntry? {
@@ -74,28 +68,6 @@ public final class LMDBCursor {
         var count = 0
         try LMDBError.check(mdb_cursor_count(handle, &count), "mdb_cursor_count(\(database.name))")
         return count
-    }
-
-    /// Deletes the entry at the cursor (write transactions only).
-    public func deleteCurrent() throws(LMDBError) {
-        try LMDBError.check(mdb_cursor_del(handle, 0), "mdb_cursor_del(\(database.name))")
-    }
-
-    /// Stores `value` under `key` through the cursor, leaving the cursor on it.
-    ///
-    /// - Returns: `false` when `flags` forbids overwriting and the entry exists.
-    @discardableResult
-    public func put(key: some LMDBBytes, value: some LMDBBytes, flags: LMDBWriteFlags = []) throws -> Bool {
-        let result = key.withLMDBBytes { keyBytes in
-            value.withLMDBBytes { valueBytes in
-                var keyValue = MDB_val(keyBytes)
-                var dataValue = MDB_val(valueBytes)
-                return mdb_cursor_put(handle, &keyValue, &dataValue, flags.rawValue)
-            }
-        }
-        if result == MDB_KEYEXIST && !flags.isDisjoint(with: [.noOverwrite, .noDuplicateData]) { return false }
-        try LMDBError.check(result, "mdb_cursor_put(\(database.name))")
-        return true
     }
 
     /// Calls `body` for each entry from the cursor's start position onwards until it returns `false`.

@@ -167,9 +167,4 @@ public final class LMDBEnvironment: @unchecked Sendable {
     public func copy(to path: String) throws(LMDBError) {
         try LMDBError.check(mdb_env_copy2(handle, path, UInt32(MDB_CP_COMPACT)), "mdb_env_copy2")
     }
-
-    /// Flushes the data buffers to disk.
-    public func sync() throws(LMDBError) {
-        try LMDBError.check(mdb_env_sync(handle, 1), "mdb_env_sync")
-    }
 }

@@ -119,16 +119,11 @@ public struct WriterStatistics: Sendable, Equatable {
     public private(set) var operations = 0
     /// Time spent in write transactions, including the durable commit.
     public private(set) var commitTime: Duration = .zero
-    public private(set) var largestBatchRequests = 0
 
     mutating func record(requests: Int, operations: Int, duration: Duration) {
         commits += 1
         self.requests += requests
         self.operations += operations
         commitTime += duration
-        largestBatchRequests = max(largestBatchRequests, requests)
     }
-
-    /// Mean requests per transaction.
-    public var meanBatchRequests: Double { commits == 0 ? 0 : Double(requests) / Double(commits) }
 }
