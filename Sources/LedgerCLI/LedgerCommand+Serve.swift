@@ -24,39 +24,46 @@ extension LedgerCommand {
         var config: String?
 
         @Option(
-            name: .customLong("condition-precedence"), help: "Rule for conditions: left-to-right (FCM) or standard.")
-        var conditionPrecedence: ConditionPrecedence = .leftToRight
+            name: .customLong("condition-precedence"),
+            help: "Rule for conditions: left-to-right (FCM, the default) or standard. Overrides the config file.")
+        var conditionPrecedence: ConditionPrecedence?
 
-        @Option(name: .customLong("subscription-rate"), help: "Subscription changes per second per project.")
-        var subscriptionRate: Int = 3000
+        @Option(
+            name: .customLong("subscription-rate"),
+            help: "Subscription changes per second per project (default 3000). Overrides the config file.")
+        var subscriptionRate: Int?
 
-        @Option(name: .customLong("send-quota"), help: "Sends per minute per project.")
-        var sendQuota: Int = 600_000
+        @Option(
+            name: .customLong("send-quota"),
+            help: "Sends per minute per project (default 600000). Overrides the config file.")
+        var sendQuota: Int?
 
-        @Option(name: .customLong("max-topics"), help: "Topics one instance may hold.")
-        var maxTopics: Int = 2000
+        @Option(
+            name: .customLong("max-topics"),
+            help: "Topics one instance may hold (default 2000). Overrides the config file.")
+        var maxTopics: Int?
 
-        @Option(name: .customLong("max-body-bytes"), help: "Largest request body accepted.")
-        var maxBodyBytes: Int = 1 << 20
+        @Option(
+            name: .customLong("max-body-bytes"),
+            help: "Largest request body accepted (default 1048576). Overrides the config file.")
+        var maxBodyBytes: Int?
 
         func validate() throws {
             guard (0...65535).contains(port) else { throw ValidationError("--port must be 0…65535") }
             for (name, value) in [
                 ("--subscription-rate", subscriptionRate), ("--send-quota", sendQuota), ("--max-topics", maxTopics),
                 ("--max-body-bytes", maxBodyBytes),
-            ] where value < 1 {
+            ] where (value ?? 1) < 1 {
                 throw ValidationError("\(name) must be at least 1")
             }
         }
 
-        func run() async throws {
-            var logger = Logger(label: "ledger")
-            logger.logLevel = .info
+        /// The configuration: the file's (or dev mode's), then the flags given on the command line.
+        func configuration() throws -> ServerConfiguration {
             var configuration: ServerConfiguration
             if let config {
                 do {
-                    configuration = ServerConfiguration(
-                        credentials: try CredentialStore.load(path: config), isDevelopment: false)
+                    configuration = try ServerConfiguration.load(path: config)
                 } catch {
                     throw InputError("\(error)")
                 }
@@ -66,11 +73,18 @@ extension LedgerCommand {
             configuration.host = host
             configuration.port = port
             configuration.dataDirectory = data
-            configuration.precedence = conditionPrecedence
-            configuration.subscriptionChangesPerSecond = subscriptionRate
-            configuration.sendsPerMinute = sendQuota
-            configuration.limits.maximumTopicsPerInstance = maxTopics
-            configuration.maximumBodyBytes = maxBodyBytes
+            if let conditionPrecedence { configuration.precedence = conditionPrecedence }
+            if let subscriptionRate { configuration.subscriptionChangesPerSecond = subscriptionRate }
+            if let sendQuota { configuration.sendsPerMinute = sendQuota }
+            if let maxTopics { configuration.limits.maximumTopicsPerInstance = maxTopics }
+            if let maxBodyBytes { configuration.maximumBodyBytes = maxBodyBytes }
+            return configuration
+        }
+
+        func run() async throws {
+            var logger = Logger(label: "ledger")
+            logger.logLevel = .info
+            let configuration = try configuration()
             if configuration.isDevelopment {
                 printNow(
                     """

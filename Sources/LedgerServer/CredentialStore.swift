@@ -1,10 +1,10 @@
 import Crypto
-import Foundation
 import LedgerCore
 
 /// The keys that may act on each project, stored as SHA-256 hashes and compared in constant time.
 ///
-/// Config file (JSON), keys given as `sha256:<hex>` of the secret (`printf %s SECRET | sha256sum`):
+/// Read from the `projects` object of the config file (``ServerConfiguration/load(path:)``), keys given as
+/// `sha256:<hex>` of the secret (`printf %s SECRET | sha256sum`):
 /// ```json
 /// {"projects": {"my-project": {"adminKeys": ["sha256:…"], "auditorKeys": ["sha256:…"],
 ///                               "clientApiKeys": ["sha256:…"]}}}
@@ -45,16 +45,11 @@ public struct CredentialStore: Sendable {
         Entry(project: .default, role: .client, hash: sha256("dev-client-key")),
     ])
 
-    /// Reads a config file.
+    /// Reads the `projects` object of a config file (see ``ServerConfiguration/load(path:)``).
     ///
     /// - Throws: `LedgerCoreError.invalidArgument` naming what is wrong in the file.
-    public static func load(path: String) throws -> CredentialStore {
-        guard let data = FileManager.default.contents(atPath: path) else {
-            throw LedgerCoreError(.invalidArgument, field: path, "cannot read the config file")
-        }
-        guard let root = try? JSONSerialization.jsonObject(with: data) as? [String: Any],
-            let projects = root["projects"] as? [String: Any]
-        else {
+    static func parse(_ value: Any?, path: String) throws -> CredentialStore {
+        guard let projects = value as? [String: Any] else {
             throw LedgerCoreError(.invalidArgument, field: path, "expected {\"projects\": {…}}")
         }
         var entries: [Entry] = []

@@ -1,3 +1,4 @@
+import Foundation
 import LedgerCore
 import LedgerStore
 
@@ -33,5 +34,80 @@ public struct ServerConfiguration: Sendable {
     /// Dev mode: project `demo-project` with the dev credentials.
     public static var development: ServerConfiguration {
         ServerConfiguration(credentials: .development, isDevelopment: true)
+    }
+}
+
+extension ServerConfiguration {
+    /// The limits a config file may set, with the key each is read from.
+    static var limitKeys: [(key: String, path: WritableKeyPath<ServerConfiguration, Int>)] {
+        [
+            ("topicsPerInstance", \.limits.maximumTopicsPerInstance),
+            ("tokensPerBatch", \.maximumBatchTokens),
+            ("subscriptionChangesPerSecond", \.subscriptionChangesPerSecond),
+            ("sendsPerMinute", \.sendsPerMinute),
+            ("maxRequestBodyBytes", \.maximumBodyBytes),
+        ]
+    }
+
+    /// Reads a config file: credentials per project, and optionally limits and the condition rule.
+    ///
+    /// ```json
+    /// {"conditionPrecedence": "left-to-right",
+    ///  "limits": {"topicsPerInstance": 2000, "tokensPerBatch": 1000, "subscriptionChangesPerSecond": 3000,
+    ///             "sendsPerMinute": 600000, "maxRequestBodyBytes": 1048576},
+    ///  "projects": {"my-project": {"adminKeys": ["sha256:…"], "auditorKeys": ["sha256:…"],
+    ///                              "clientApiKeys": ["sha256:…"]}}}
+    /// ```
+    /// Limits left out keep FCM's defaults. Unknown keys are refused, so a misspelt limit is not silently ignored.
+    ///
+    /// - Throws: `LedgerCoreError.invalidArgument` naming what is wrong in the file.
+    public static func load(path: String) throws -> ServerConfiguration {
+        guard let data = FileManager.default.contents(atPath: path) else {
+            throw LedgerCoreError(.invalidArgument, field: path, "cannot read the config file")
+        }
+        guard let root = try? JSONSerialization.jsonObject(with: data) as? [String: Any] else {
+            throw LedgerCoreError(.invalidArgument, field: path, "expected {\"projects\": {…}}")
+        }
+        let known: Set = ["projects", "limits", "conditionPrecedence"]
+        if let unknown = root.keys.sorted().first(where: { !known.contains($0) }) {
+            throw LedgerCoreError(
+                .invalidArgument, field: "\(path): \(unknown)",
+                "unknown key; expected projects, limits or conditionPrecedence")
+        }
+        var configuration = ServerConfiguration(
+            credentials: try CredentialStore.parse(root["projects"], path: path), isDevelopment: false)
+        if let limits = root["limits"] {
+            try configuration.readLimits(limits, path: path)
+        }
+        if let rule = root["conditionPrecedence"] {
+            guard let text = rule as? String, let precedence = ConditionPrecedence(rawValue: text) else {
+                throw LedgerCoreError(
+                    .invalidArgument, field: "\(path): conditionPrecedence", "expected left-to-right or standard")
+            }
+            configuration.precedence = precedence
+        }
+        return configuration
+    }
+
+    private mutating func readLimits(_ value: Any, path: String) throws {
+        guard let limits = value as? [String: Any] else {
+            throw LedgerCoreError(.invalidArgument, field: "\(path): limits", "expected an object")
+        }
+        let known = Dictionary(uniqueKeysWithValues: Self.limitKeys.map { ($0.key, $0.path) })
+        for (key, value) in limits {
+            guard let keyPath = known[key] else {
+                throw LedgerCoreError(
+                    .invalidArgument, field: "\(path): limits.\(key)",
+                    "unknown limit; expected one of \(Self.limitKeys.map(\.key).joined(separator: ", "))")
+            }
+            // JSONSerialization gives NSNumber, and `true` would bridge to 1: only integer encodings count.
+            guard let number = value as? NSNumber, String(cString: number.objCType) != "c",
+                let integer = Int(exactly: number.doubleValue), integer >= 1
+            else {
+                throw LedgerCoreError(
+                    .invalidArgument, field: "\(path): limits.\(key)", "expected a whole number of at least 1")
+            }
+            self[keyPath: keyPath] = integer
+        }
     }
 }

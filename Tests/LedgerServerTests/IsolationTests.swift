@@ -8,10 +8,11 @@ import Testing
 @Suite("Credentials from a config file")
 struct IsolationTests {
     /// The sample config shipped in samples/ (its secrets are written in its comments in docs/server.md).
+    static let samplePath = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+        .deletingLastPathComponent().appendingPathComponent("samples/server-config.json").path
+
     static func sampleConfig() throws -> CredentialStore {
-        let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
-            .deletingLastPathComponent()
-        return try CredentialStore.load(path: root.appendingPathComponent("samples/server-config.json").path)
+        try ServerConfiguration.load(path: samplePath).credentials
     }
 
     @Test("a credential never reaches another project's data")
@@ -51,8 +52,36 @@ struct IsolationTests {
         }
     }
 
+    @Test("a config file sets limits and the condition rule; limits left out keep FCM's defaults")
+    func configLimits() throws {
+        let directory = TemporaryDirectory()
+        defer { directory.remove() }
+        let path = directory.path + "/config.json"
+        let hash = String(repeating: "ab", count: 32)
+        try #"""
+        {"conditionPrecedence": "standard",
+         "limits": {"topicsPerInstance": 7, "tokensPerBatch": 10, "subscriptionChangesPerSecond": 50,
+                    "sendsPerMinute": 120.0},
+         "projects": {"p": {"adminKeys": ["sha256:\#(hash)"]}}}
+        """#.write(toFile: path, atomically: true, encoding: .utf8)
+        let configuration = try ServerConfiguration.load(path: path)
+        #expect(configuration.precedence == .standard)
+        #expect(configuration.limits.maximumTopicsPerInstance == 7)
+        #expect(configuration.maximumBatchTokens == 10)
+        #expect(configuration.subscriptionChangesPerSecond == 50)
+        #expect(configuration.sendsPerMinute == 120)
+        #expect(configuration.maximumBodyBytes == ServerConfiguration.development.maximumBodyBytes)
+        #expect(!configuration.isDevelopment)
+        #expect(configuration.credentials.projects == [try ProjectID("p")])
+        // The shipped sample loads and spells out FCM's defaults.
+        let sample = try ServerConfiguration.load(path: Self.samplePath)
+        #expect(sample.limits.maximumTopicsPerInstance == 2000 && sample.maximumBatchTokens == 1000)
+        #expect(sample.subscriptionChangesPerSecond == 3000 && sample.sendsPerMinute == 600_000)
+    }
+
     @Test("malformed config files are refused with a clear message")
     func badConfig() throws {
+        let zeros = String(repeating: "0", count: 64)
         let directory = TemporaryDirectory()
         defer { directory.remove() }
         for (text, fragment) in [
@@ -61,13 +90,29 @@ struct IsolationTests {
             (#"{"projects":{"p":{"adminKeys":["plain-secret"]}}}"#, "sha256:<64 hex digits>"),
             (#"{"projects":{"p":{"adminKeys":"x"}}}"#, "expected a list of strings"),
             (#"{"projects":{}}"#, "names no keys"),
+            (#"{"limits":{}}"#, "expected {\"projects\""),
+            (#"{"projects":{"p":{"adminKeys":[]}},"limit":{}}"#, "unknown key"),
+            (
+                #"{"projects":{"p":{"adminKeys":["sha256:\#(zeros)"]}},"limits":{"topicsPerInstanse":5}}"#,
+                "unknown limit"
+            ),
+            (
+                #"{"projects":{"p":{"adminKeys":["sha256:\#(zeros)"]}},"limits":{"sendsPerMinute":true}}"#,
+                "whole number"
+            ),
+            (#"{"projects":{"p":{"adminKeys":["sha256:\#(zeros)"]}},"limits":{"sendsPerMinute":0}}"#, "at least 1"),
+            (#"{"projects":{"p":{"adminKeys":["sha256:\#(zeros)"]}},"limits":{"tokensPerBatch":2.5}}"#, "whole number"),
+            (
+                #"{"projects":{"p":{"adminKeys":["sha256:\#(zeros)"]}},"conditionPrecedence":"ltr"}"#,
+                "left-to-right or standard"
+            ),
         ] {
             let path = directory.path + "/config.json"
             try text.write(toFile: path, atomically: true, encoding: .utf8)
             #expect {
-                try CredentialStore.load(path: path)
+                try ServerConfiguration.load(path: path).credentials
             } throws: { "\($0)".contains(fragment) }
         }
-        #expect(throws: LedgerCoreError.self) { try CredentialStore.load(path: directory.path + "/missing.json") }
+        #expect(throws: LedgerCoreError.self) { try ServerConfiguration.load(path: directory.path + "/missing.json") }
     }
 }
