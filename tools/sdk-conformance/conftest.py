@@ -6,12 +6,15 @@ import socket
 import subprocess
 import tempfile
 import time
+from urllib.parse import urlsplit
 
 import firebase_admin
 import google.oauth2.credentials
 import pytest
 import requests
 from firebase_admin import credentials, messaging
+
+from openapi_contract import Contract
 
 PROJECT = "demo-project"
 CLIENT_KEY = "dev-client-key"
@@ -33,14 +36,46 @@ def _free_port():
         return sock.getsockname()[1]
 
 
-@pytest.fixture(scope="session")
-def server():
+@pytest.fixture(scope="session", autouse=True)
+def contract():
+    """Every response of a server started here, whether to the SDK or to a raw request, is checked against
+    docs/openapi.yaml; at the end, every documented operation must have been exercised."""
+    checker = Contract()
+    original = requests.Session.send
+
+    def send(session, request, **kwargs):
+        response = original(session, request, **kwargs)
+        if urlsplit(request.url).port in _server_ports:
+            checker.check(request.method, request.url, response.status_code, response.headers, response.content)
+        return response
+
+    requests.Session.send = send
+    yield checker
+    requests.Session.send = original
+    missing_success = sorted(
+        (template, method) for template, method in checker.operations()
+        if not any(seen[:2] == (template, method) and seen[2].startswith("2") for seen in checker.seen))
+    assert not missing_success, f"documented operations never answered 2xx in the suite: {missing_success}"
+    operations = checker.spec["paths"]
+    missing_errors = sorted(
+        (template, method) for template, method in checker.operations()
+        if any(code.startswith("4") for code in operations[template][method]["responses"])
+        and not any(seen[:2] == (template, method) and seen[2].startswith("4") for seen in checker.seen))
+    assert not missing_errors, f"documented operations never answered 4xx in the suite: {missing_errors}"
+
+
+_server_ports = set()
+
+
+def start_server(extra_args=()):
+    """Starts `ledger serve` on a free port with a fresh data directory; returns (process, base, data, binary)."""
     binary = os.environ.get("LEDGER_BIN")
     assert binary and os.path.exists(binary), "set LEDGER_BIN to the built ledger executable"
     data = tempfile.mkdtemp(prefix="ledger-sdk-")
     port = _free_port()
+    _server_ports.add(port)
     process = subprocess.Popen(
-        [binary, "serve", "--data", data, "--port", str(port)],
+        [binary, "serve", "--data", data, "--port", str(port), *extra_args],
         stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
     base = f"http://127.0.0.1:{port}"
     deadline = time.time() + 30
@@ -53,12 +88,24 @@ def server():
         assert time.time() < deadline, "the server did not start"
         assert process.poll() is None, process.stdout.read().decode()
         time.sleep(0.1)
-    yield {"base": base, "data": data, "binary": binary}
+    return process, base, data, binary
+
+
+def stop_and_verify(process, data, binary, projects=("demo-project",)):
+    """Stops the server; its ledgers must be sound: chain intact, projections equal a rebuild."""
     process.terminate()
     process.wait(timeout=10)
-    # After the whole suite, the server's ledger must be sound: chain intact, projections equal a rebuild.
-    verify = subprocess.run([binary, "verify", "--data", data], capture_output=True, text=True)
-    assert verify.returncode == 0, verify.stdout + verify.stderr
+    for project in projects:
+        verify = subprocess.run(
+            [binary, "verify", "--data", data, "--project", project], capture_output=True, text=True)
+        assert verify.returncode == 0, verify.stdout + verify.stderr
+
+
+@pytest.fixture(scope="session")
+def server(contract):
+    process, base, data, binary = start_server()
+    yield {"base": base, "data": data, "binary": binary}
+    stop_and_verify(process, data, binary)
 
 
 def _app(server, token, name):
