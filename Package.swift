@@ -74,7 +74,10 @@ let package = Package(
         ),
         .target(
             name: "LedgerTestSupport",
-            dependencies: ["LedgerStore", "LedgerCore", .product(name: "Logging", package: "swift-log")],
+            dependencies: [
+                "LedgerStore", "LedgerCore", .product(name: "Logging", package: "swift-log"),
+                .product(name: "Crypto", package: "swift-crypto"),
+            ],
             path: "Tests/LedgerTestSupport"
         ),
         // A helper the crash-safety tests run as a child process and kill with SIGKILL.

@@ -25,9 +25,12 @@ extension LedgerCommand {
                 text = String(decoding: data, as: UTF8.self)
             }
             let requests = try OperationImport.requests(fromJSONLines: text)
-            let ledger = try common.open(.readWrite)
+            // Each send's audience is recorded right after its request, with the request's time, so that an
+            // import gives the same log every time (a background recorder would interleave by timing).
+            let ledger = try common.open(.readWrite, recordsAudiences: false)
             defer { ledger.close() }
             var appended = 0
+            var audiences = 0
             var rejected: [String] = []
             for request in requests {
                 let receipt = try await ledger.append(request)
@@ -38,6 +41,7 @@ extension LedgerCommand {
                         appended += 1
                     }
                 }
+                audiences += try await ledger.recordAudiences(of: receipt, time: request.time).count
             }
             for line in rejected.prefix(20) { printError("rejected: \(line)") }
             if rejected.count > 20 { printError("rejected: … and \(rejected.count - 20) more") }
@@ -46,11 +50,14 @@ extension LedgerCommand {
             case .json:
                 var out = JSONObjectWriter()
                 out.field("appended", number: appended)
+                out.field("audiences", number: audiences)
                 out.field("rejected", number: rejected.count)
                 out.field("headSeq", number: head.seq)
                 print(out.finish())
             case .text:
-                print("appended \(appended) events, rejected \(rejected.count) operations; head seq \(head.seq)")
+                print(
+                    "appended \(appended) events, rejected \(rejected.count) operations, recorded \(audiences)"
+                        + " audience event(s); head seq \(head.seq)")
             }
             if !rejected.isEmpty { throw ExitCode(1) }
         }

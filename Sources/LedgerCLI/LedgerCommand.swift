@@ -36,11 +36,12 @@ struct CommonOptions: ParsableArguments {
     var projectID: ProjectID { try! ProjectID(project) }
 
     /// Opens the project's ledger.
-    func open(_ mode: Ledger.Options.Mode, forRebuild: Bool = false) throws -> Ledger {
+    func open(_ mode: Ledger.Options.Mode, forRebuild: Bool = false, recordsAudiences: Bool = true) throws -> Ledger {
         var logger = Logger(label: "ledger")
         logger.logLevel = .warning
         var options = Ledger.Options(mode: mode)
         options.forRebuild = forRebuild
+        options.recordsAudiences = recordsAudiences
         return try Ledger.open(dataDirectory: data, project: projectID, options: options, logger: logger)
     }
 }

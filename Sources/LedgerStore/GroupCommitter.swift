@@ -14,7 +14,7 @@ final class GroupCommitter: @unchecked Sendable {
 
     private struct Pending {
         let request: WriteRequest
-        let continuation: CheckedContinuation<WriteReceipt, any Error>
+        let complete: @Sendable (Result<WriteReceipt, any Error>) -> Void
     }
 
     private let condition = NSCondition()
@@ -45,16 +45,21 @@ final class GroupCommitter: @unchecked Sendable {
     /// Queues `request` and returns once it is durable (or failed).
     func submit(_ request: WriteRequest) async throws -> WriteReceipt {
         try await withCheckedThrowingContinuation { continuation in
-            condition.lock()
-            if stopped {
-                condition.unlock()
-                continuation.resume(throwing: StoreError(.unavailable, "the ledger is closed"))
-                return
-            }
-            queue.append(Pending(request: request, continuation: continuation))
-            condition.signal()
-            condition.unlock()
+            enqueue(request) { continuation.resume(with: $0) }
         }
+    }
+
+    /// Queues `request`; `complete` runs on the writer thread once it is durable (or failed).
+    func enqueue(_ request: WriteRequest, complete: @escaping @Sendable (Result<WriteReceipt, any Error>) -> Void) {
+        condition.lock()
+        if stopped {
+            condition.unlock()
+            complete(.failure(StoreError(.unavailable, "the ledger is closed")))
+            return
+        }
+        queue.append(Pending(request: request, complete: complete))
+        condition.signal()
+        condition.unlock()
     }
 
     /// Commits what is queued, then stops the writer thread. Later submissions fail.
@@ -85,7 +90,7 @@ final class GroupCommitter: @unchecked Sendable {
             condition.unlock()
             observer?(batch.count, operations, elapsed)
             for (pending, result) in zip(batch, results) {
-                pending.continuation.resume(with: result)
+                pending.complete(result)
             }
         }
         finished.signal()

@@ -32,6 +32,9 @@ public final class Ledger: Sendable {
         /// Called on the writer thread after each group commit with (requests, operations, duration):
         /// for metrics. Must be quick and must not block.
         public var commitObserver: (@Sendable (Int, Int, Duration) -> Void)?
+        /// Whether a writer appends the `audience` event of every send (SPEC §2.4), including sends a crash
+        /// left without one. Off only for rebuilds and benchmarks of the bare write path.
+        public var recordsAudiences = true
 
         public init(mode: Mode = .readWrite) { self.mode = mode }
     }
@@ -45,6 +48,7 @@ public final class Ledger: Sendable {
     let logger: Logger
     private let writerLock: WriterLock?
     private let committer: GroupCommitter?
+    private let audienceRecorder: AudienceRecorder?
 
     /// Opens the ledger of `project` under `dataDirectory`, creating it when opened for writing.
     ///
@@ -120,28 +124,81 @@ public final class Ledger: Sendable {
         self.logger = logger
         if readOnly {
             self.committer = nil
+            self.audienceRecorder = nil
+            return
+        }
+        if !options.forRebuild, let through = try Self.interruptedRebuild(environment, schema) {
+            throw StoreError(
+                .rebuildRequired,
+                "a rebuild of \(directory) stopped after seq \(through); run `ledger rebuild` before writing")
+        }
+        let limits = options.limits
+        let clock = options.clock
+        let recordsAudiences = options.recordsAudiences && !options.forRebuild
+        // The writer hands each committed send to the recorder; the recorder appends through the writer.
+        let recorderSlot = RecorderSlot()
+        let committer = GroupCommitter(
+            maximumBatchOperations: options.maximumBatchOperations, observer: options.commitObserver
+        ) {
+            [environment, schema, logger] batch in
+            let results = Self.commit(
+                batch, environment: environment, schema: schema, limits: limits, now: clock(), logger: logger)
+            recorderSlot.recorder?.enqueue(Self.sends(in: results))
+            return results
+        }
+        self.committer = committer
+        if recordsAudiences {
+            let recorder = AudienceRecorder(
+                compute: { [environment, schema] sends in
+                    try environment.read { try LedgerSnapshot(txn: $0, schema: schema).audienceRecords(sends) }
+                },
+                submit: { request in
+                    let done = DispatchSemaphore(value: 0)
+                    let box = ResultBox()
+                    committer.enqueue(request) { result in
+                        box.result = result
+                        done.signal()
+                    }
+                    done.wait()
+                    return box.result!
+                }, logger: logger)
+            recorderSlot.recorder = recorder
+            self.audienceRecorder = recorder
+            // Sends a crash (or a rebuild) left without an audience get one now.
+            if !options.forRebuild {
+                recorder.enqueue(
+                    try environment.read { try LedgerSnapshot(txn: $0, schema: schema).sendsWithoutAudience() })
+            }
         } else {
-            if !options.forRebuild, let through = try Self.interruptedRebuild(environment, schema) {
-                throw StoreError(
-                    .rebuildRequired,
-                    "a rebuild of \(directory) stopped after seq \(through); run `ledger rebuild` before writing")
-            }
-            let limits = options.limits
-            let clock = options.clock
-            self.committer = GroupCommitter(
-                maximumBatchOperations: options.maximumBatchOperations, observer: options.commitObserver
-            ) {
-                [environment, schema, logger] batch in
-                Self.commit(
-                    batch, environment: environment, schema: schema, limits: limits, now: clock(), logger: logger)
-            }
+            self.audienceRecorder = nil
         }
     }
 
-    deinit { committer?.stop() }
+    /// The sends committed in `results`.
+    private static func sends(in results: [Result<WriteReceipt, any Error>]) -> [PendingAudience] {
+        var sends: [PendingAudience] = []
+        for case .success(let receipt) in results {
+            for case .sent(let seq, let messageID) in receipt.outcomes {
+                sends.append(PendingAudience(messageID: messageID, sendSeq: seq))
+            }
+        }
+        return sends
+    }
 
-    /// Finishes queued writes and stops the writer. Further appends fail with `.unavailable`.
-    public func close() { committer?.stop() }
+    deinit { close() }
+
+    /// Records the audiences still queued, finishes queued writes and stops the writer. Further appends fail
+    /// with `.unavailable`.
+    public func close() {
+        audienceRecorder?.stop()
+        committer?.stop()
+    }
+
+    /// Blocks until every send committed so far has its `audience` event (or its recording failed and was
+    /// logged). For imports, tests and benchmarks; the server never needs to wait.
+    public func waitForAudiences() {
+        audienceRecorder?.waitUntilIdle()
+    }
 
     // MARK: Writing
 
@@ -200,6 +257,22 @@ public final class Ledger: Sendable {
         return StoreError(.unavailable, "the ledger could not be written (\(error)); nothing was written")
     }
 
+    /// Appends the `audience` events of the sends in `receipt` at once, stamped `time` (the store's clock
+    /// when `nil`), and returns their outcomes. For ledgers opened without
+    /// ``Options/recordsAudiences`` that still want every send recorded in a deterministic place: `ledger
+    /// import` records each send's audience right after its request, with the request's time.
+    @discardableResult
+    public func recordAudiences(of receipt: WriteReceipt, time: LedgerTime?) async throws -> [OperationOutcome] {
+        let sends = Self.sends(in: [.success(receipt)])
+        guard !sends.isEmpty else { return [] }
+        let records = try read { try $0.audienceRecords(sends) }
+        return try await append(
+            WriteRequest(
+                actor: "ledger", requestID: "audience-\(UUID().uuidString.lowercased())", time: time,
+                operations: records.map { .recordAudience($0) })
+        ).outcomes
+    }
+
     /// Group-commit counters since the ledger was opened (zero for read-only ledgers).
     public var writerStatistics: WriterStatistics { committer?.currentStatistics ?? WriterStatistics() }
 
@@ -238,4 +311,16 @@ extension LedgerTime {
         clock_gettime(CLOCK_REALTIME, &spec)
         return LedgerTime(microseconds: Int64(spec.tv_sec) * 1_000_000 + Int64(spec.tv_nsec) / 1000)
     }
+}
+
+/// The recorder, set once it exists (the writer is created first and hands sends to it).
+private final class RecorderSlot: @unchecked Sendable {
+    // @unchecked: written once in `Ledger.init` before any send can commit, then only read.
+    var recorder: AudienceRecorder?
+}
+
+/// Carries a write's result from the writer thread to the thread waiting on a semaphore.
+private final class ResultBox: @unchecked Sendable {
+    // @unchecked: written before the semaphore is signalled, read after it is waited on.
+    var result: Result<WriteReceipt, any Error>?
 }

@@ -30,11 +30,20 @@ struct LedgerCLITests {
         defer { data.remove() }
         let imported = try ledger("import", "-", data: data, input: operations)
         #expect(imported.status == 0, "\(imported.stderr)")
-        #expect(imported.stdout.contains("appended 7 events, rejected 0 operations"))
+        #expect(
+            imported.stdout.contains(
+                "appended 7 events, rejected 0 operations, recorded 1 audience event(s); head seq 8"))
         let log = try ledger("log", data: data)
         #expect(log.status == 0)
         let lines = log.stdout.split(separator: "\n")
-        #expect(lines.count == 7)
+        #expect(lines.count == 8)
+        // The send's audience follows its request, with its time: tokB alone was on 'news' then.
+        let audience = jsonObject(lines[6])
+        #expect(audience["kind"] as? String == "audience")
+        #expect(audience["sendSeq"] as? Int == 6 && audience["recipientCount"] as? Int == 1)
+        #expect(audience["recipientDigest"] as? String == sha256Hex("tokB\n"))
+        #expect(audience["time"] as? String == "2026-03-04T10:00:00.000000Z")
+        #expect(audience["messageId"] as? String == jsonObject(lines[5])["messageId"] as? String)
         var previousHash = String(repeating: "0", count: 64)
         for (index, line) in lines.enumerated() {
             let object = jsonObject(line)
@@ -92,7 +101,7 @@ struct LedgerCLITests {
         _ = try ledger("import", "-", data: data, input: operations)
         let sound = try ledger("verify", data: data)
         #expect(sound.status == 0)
-        #expect(sound.stdout.contains("sound: 7 events"))
+        #expect(sound.stdout.contains("sound: 8 events"))
         // Flip one byte of event 4 behind the ledger's back.
         let environment = try LMDBEnvironment(path: data.path + "/demo-project")
         try environment.write { txn throws in
@@ -120,7 +129,7 @@ struct LedgerCLITests {
         let before = try ledger("stats", "--format", "json", data: data)
         let rebuild = try ledger("rebuild", data: data)
         #expect(rebuild.status == 0, "\(rebuild.stderr)")
-        #expect(rebuild.stdout.contains("rebuilt projections from 7 events"))
+        #expect(rebuild.stdout.contains("rebuilt projections from 8 events"))
         let after = try ledger("stats", "--format", "json", data: data)
         func logical(_ output: String) -> [String: String] {
             jsonObject(Substring(output.trimmingCharacters(in: .whitespacesAndNewlines)))
@@ -129,7 +138,7 @@ struct LedgerCLITests {
         #expect(logical(before.stdout) == logical(after.stdout))
         #expect(logical(after.stdout).count == 9)
         let stats = jsonObject(Substring(after.stdout.trimmingCharacters(in: .whitespacesAndNewlines)))
-        #expect(stats["events"] as? Int == 7)
+        #expect(stats["events"] as? Int == 8)
         #expect(stats["instances"] as? Int == 2)
         #expect(stats["registeredInstances"] as? Int == 1)
         #expect(stats["topics"] as? Int == 1)

@@ -89,7 +89,10 @@ struct LimitTests {
             #expect(over.status == .tooManyRequests)
             #expect(over.errorCode == "QUOTA_EXCEEDED")
             #expect(over.headers[.retryAfter] == "30")
-            #expect(try client.headSeq() == 2)
+            // Two sents and their two audiences; nothing for the refused send.
+            let kinds = try client.events().map(\.kind)
+            #expect(kinds.filter { $0 == .sent }.count == 2 && kinds.filter { $0 == .audience }.count == 2)
+            #expect(kinds.count == 4)
             clock.advance(30)
             #expect(try await client.call(.post, send, body: body).status == .ok)
         }

@@ -37,7 +37,15 @@ struct LiveSmokeTests {
             #expect(sent.status == .ok)
         }
         let ledger = try ledgers.ledger(for: .default)
-        #expect(try ledger.readLog { try $0.head().seq } == 3)
+        ledger.waitForAudiences()
+        // registered, subscribed, sent, and the send's audience: the one instance on 'news'.
+        let audience = try ledger.readLog { try $0.event(at: 4) }
+        guard case .audience(let record) = audience?.body else {
+            Issue.record("expected the audience at seq 4")
+            return
+        }
+        #expect(record.sendSeq == 3 && record.recipientCount == 1)
+        #expect(try ledger.readLog { try $0.head().seq } == 4)
         #expect(try ledger.verify().isSound)
         ledgers.closeAll()
     }

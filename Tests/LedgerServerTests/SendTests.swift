@@ -21,8 +21,7 @@ struct SendTests {
             #expect(name.hasPrefix("projects/demo-project/messages/"))
             let id = try #require(UInt64(name.split(separator: "/").last!))
             #expect(id >= 1 && id <= UInt64(Int64.max))
-            let events = try client.events()
-            guard case .sent(let sent) = events.last?.body else {
+            guard let (event, sent) = try client.lastSent() else {
                 Issue.record("expected a sent event")
                 return
             }
@@ -30,7 +29,13 @@ struct SendTests {
             #expect(sent.target == .topic(try TopicName("news")))
             #expect(sent.precedence == .leftToRight)
             #expect(String(decoding: sent.messageJSON, as: UTF8.self).contains("\"title\":\"Hi\""))
-            #expect(events.last?.actor == "admin")
+            #expect(event.actor == "admin")
+            // Its audience follows, appended by the ledger itself.
+            guard case .audience(let audience) = try client.events().last?.body else {
+                Issue.record("expected the send's audience event")
+                return
+            }
+            #expect(audience.messageID == id && audience.sendSeq == event.seq && audience.recipientCount == 0)
         }
     }
 
@@ -46,7 +51,7 @@ struct SendTests {
             // firebase-admin 7.7 sends `fid` for Message(fid=…): the same instance target.
             let fid = try await client.call(.post, send, body: #"{"message":{"fid":"\#(token)"}}"#)
             #expect(fid.status == .ok)
-            guard case .sent(let sent) = try client.events().last?.body else {
+            guard let (_, sent) = try client.lastSent() else {
                 Issue.record("expected a sent event")
                 return
             }

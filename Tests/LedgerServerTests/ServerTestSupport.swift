@@ -58,20 +58,34 @@ struct TestServer {
             return try #require(reply.json["token"] as? String)
         }
 
-        /// The head seq of the demo project's ledger (to check that rejected requests append nothing).
+        /// The head seq of the demo project's ledger (to check that rejected requests append nothing), once
+        /// the audiences of earlier sends are recorded.
         func headSeq() throws -> UInt64 {
-            try ledgers.ledger(for: .default).readLog { try $0.head().seq }
+            let ledger = try ledgers.ledger(for: .default)
+            ledger.waitForAudiences()
+            return try ledger.readLog { try $0.head().seq }
         }
 
+        /// Every event of the demo project's ledger, once the audiences of earlier sends are recorded.
         func events() throws -> [LedgerEvent] {
             var events: [LedgerEvent] = []
-            try ledgers.ledger(for: .default).readLog { snapshot in
+            let ledger = try ledgers.ledger(for: .default)
+            ledger.waitForAudiences()
+            try ledger.readLog { snapshot in
                 try snapshot.forEachEvent { event, _ in
                     events.append(event)
                     return true
                 }
             }
             return events
+        }
+
+        /// The last `sent` event.
+        func lastSent() throws -> (event: LedgerEvent, sent: SentMessage)? {
+            for event in try events().reversed() {
+                if case .sent(let sent) = event.body { return (event, sent) }
+            }
+            return nil
         }
     }
 

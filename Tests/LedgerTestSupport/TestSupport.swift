@@ -1,3 +1,4 @@
+import Crypto
 import Foundation
 import LedgerCore
 import LedgerStore
@@ -137,4 +138,10 @@ public func runProduct(_ name: String, _ arguments: [String], input: String? = n
     return ProcessResult(
         status: process.terminationStatus, stdout: String(decoding: outData, as: UTF8.self),
         stderr: String(decoding: errData, as: UTF8.self))
+}
+
+/// Lowercase-hex SHA-256 of `text`'s UTF-8 (what `printf … | sha256sum` prints): tests check recipient
+/// digests with it rather than with the code under test.
+public func sha256Hex(_ text: String) -> String {
+    SHA256.hash(data: Array(text.utf8)).map { String(format: "%02x", $0) }.joined()
 }
