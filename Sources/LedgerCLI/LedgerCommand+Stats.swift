@@ -13,7 +13,7 @@ extension LedgerCommand {
             let ledger = try common.open(.readOnly)
             let stats = try ledger.read { try $0.statistics() }
             let rows: [(String, String)] = [
-                ("project", common.project),
+                ("project", common.location.project),
                 ("events", String(stats.events)),
                 ("headTime", stats.headTime?.rfc3339 ?? ""),
                 ("headHash", stats.headHash),

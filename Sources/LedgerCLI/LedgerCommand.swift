@@ -10,20 +10,20 @@ struct LedgerCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "ledger",
         abstract: "TopicLedger: an FCM-compatible topic-messaging server on an event-sourced LMDB ledger.",
-        subcommands: [Serve.self, Log.self, Verify.self, Rebuild.self, Stats.self, Import.self, Explain.self]
+        subcommands: [
+            Serve.self, Log.self, Replay.self, Audit.self, Verify.self, Rebuild.self, Stats.self, Import.self,
+            Explain.self,
+        ]
     )
 }
 
-/// Options every subcommand shares.
-struct CommonOptions: ParsableArguments {
+/// Where the ledger is: the options every subcommand shares.
+struct LedgerLocation: ParsableArguments {
     @Option(name: .long, help: "Data directory holding one ledger per project.")
     var data: String = "./ledger-data"
 
     @Option(name: .long, help: "Project id.")
     var project: String = ProjectID.default.rawValue
-
-    @Option(name: .long, help: "Output format: text or json.")
-    var format: OutputFormat = .text
 
     func validate() throws {
         do {
@@ -43,6 +43,21 @@ struct CommonOptions: ParsableArguments {
         options.forRebuild = forRebuild
         options.recordsAudiences = recordsAudiences
         return try Ledger.open(dataDirectory: data, project: projectID, options: options, logger: logger)
+    }
+}
+
+/// The ledger's location and the output format (text or json).
+struct CommonOptions: ParsableArguments {
+    @OptionGroup var location: LedgerLocation
+
+    @Option(name: .long, help: "Output format: text or json.")
+    var format: OutputFormat = .text
+
+    var data: String { location.data }
+    var projectID: ProjectID { location.projectID }
+
+    func open(_ mode: Ledger.Options.Mode, forRebuild: Bool = false, recordsAudiences: Bool = true) throws -> Ledger {
+        try location.open(mode, forRebuild: forRebuild, recordsAudiences: recordsAudiences)
     }
 }
 

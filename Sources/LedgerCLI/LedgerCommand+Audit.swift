@@ -1,0 +1,126 @@
+import ArgumentParser
+import Foundation
+import LedgerCore
+import LedgerStore
+
+extension LedgerCommand {
+    /// `ledger audit instance|topic`: point-in-time questions about one instance or one topic.
+    struct Audit: ParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "An instance's or a topic's history and its state at a moment (audit data: carries tokens).",
+            subcommands: [Instance.self, Topic.self])
+
+        struct Instance: ParsableCommand {
+            static let configuration = CommandConfiguration(
+                abstract: "An instance's registrations and subscriptions over time, and its topics at a moment.")
+
+            @OptionGroup var common: CommonOptions
+
+            @Argument(help: "The instance's registration token.")
+            var token: String
+
+            @OptionGroup var moment: MomentOptions
+
+            func run() throws {
+                let token: RegistrationToken
+                do {
+                    token = try RegistrationToken(self.token, field: "TOKEN")
+                } catch {
+                    throw InputError(error.description)
+                }
+                let ledger = try common.open(.readOnly)
+                let lines: [String] = try ledger.read { snapshot in
+                    guard let audit = try snapshot.instanceAudit(token, at: try moment.seq(in: snapshot)) else {
+                        throw InputError("token \(token.rawValue) was never registered in project \(common.projectID)")
+                    }
+                    switch common.format {
+                    case .json:
+                        return [String(decoding: try AuditJSON.data(AuditJSON.instance(audit, in: snapshot)), as: UTF8.self)]
+                    case .text:
+                        return try Self.describe(audit, in: snapshot)
+                    }
+                }
+                for line in lines { print(line) }
+            }
+
+            static func describe(_ audit: InstanceAudit, in snapshot: LedgerSnapshot) throws -> [String] {
+                let json = try AuditJSON.instance(audit, in: snapshot)
+                var header = "instance \(audit.token.rawValue)"
+                if let platform = audit.platform { header += ", platform \(platform)" }
+                if let appID = audit.appID { header += ", app \(appID)" }
+                let state = audit.registeredAt ? "registered, \(audit.topicsAt.count) topic(s)" : "not registered"
+                var lines = [header, "at \(momentText(json["at"])): \(state)"]
+                lines += audit.topicsAt.map { "  \($0.rawValue)" }
+                lines.append("registrations:")
+                for entry in json["registrations"] as? [[String: Any]] ?? [] { lines.append("  \(span(entry))") }
+                lines.append("subscriptions:")
+                for entry in json["subscriptions"] as? [[String: Any]] ?? [] {
+                    lines.append("  \(entry["topic"] as? String ?? "?")  \(span(entry))")
+                }
+                return lines
+            }
+        }
+
+        struct Topic: ParsableCommand {
+            static let configuration = CommandConfiguration(
+                abstract: "A topic's subscriber count at a moment, its members if asked, and its count over time.")
+
+            @OptionGroup var common: CommonOptions
+
+            @Argument(help: "The topic name (a leading /topics/ is accepted).")
+            var name: String
+
+            @OptionGroup var moment: MomentOptions
+
+            @Flag(help: "List the members' tokens (byte order).")
+            var members = false
+
+            func run() throws {
+                let topic: TopicName
+                do {
+                    topic = try TopicName(name, field: "NAME")
+                } catch {
+                    throw InputError(error.description)
+                }
+                let ledger = try common.open(.readOnly)
+                let lines: [String] = try ledger.read { snapshot in
+                    guard
+                        let audit = try snapshot.topicAudit(topic, at: try moment.seq(in: snapshot), members: members)
+                    else {
+                        throw InputError("topic \(topic.rawValue) never had a subscriber in project \(common.projectID)")
+                    }
+                    let json = try AuditJSON.topic(
+                        audit, members: audit.members?[...], history: audit.history[...], in: snapshot)
+                    switch common.format {
+                    case .json:
+                        return [String(decoding: try AuditJSON.data(json), as: UTF8.self)]
+                    case .text:
+                        var lines = [
+                            "topic \(audit.topic.rawValue) at \(momentText(json["at"])): \(audit.subscriberCount) subscriber(s)"
+                        ]
+                        if let members = audit.members { lines += members.map { "  \($0.rawValue)" } }
+                        lines.append("count history (seq, time, subscribers after it):")
+                        for entry in json["history"] as? [[String: Any]] ?? [] {
+                            lines.append("  \(entry["seq"] ?? "?")  \(entry["time"] ?? "?")  \(entry["count"] ?? "?")")
+                        }
+                        return lines
+                    }
+                }
+                for line in lines { print(line) }
+            }
+        }
+    }
+}
+
+/// `seq N (time)` of a `{"seq","time"}` object.
+private func momentText(_ value: Any?) -> String {
+    let object = value as? [String: Any] ?? [:]
+    return "seq \(object["seq"] ?? "?") (\(object["time"] as? String ?? "before the first event"))"
+}
+
+/// `from seq A (time) until seq B (time)` of an interval object.
+private func span(_ entry: [String: Any]) -> String {
+    let from = "from seq \(entry["fromSeq"] ?? "?") (\(entry["fromTime"] ?? "?"))"
+    guard let until = entry["untilSeq"] else { return from + ", still holds" }
+    return from + " until seq \(until) (\(entry["untilTime"] ?? "?"))"
+}

@@ -1,0 +1,106 @@
+import ArgumentParser
+import Foundation
+import LedgerCore
+import LedgerStore
+
+extension LedgerCommand {
+    /// `ledger replay --message ID`: who a past message was addressed to, and whether that matches the record.
+    struct Replay: ParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Reconstruct a past message's recipients and check them against its recorded audience.",
+            discussion: """
+                Exit status: 0 when the reconstruction matches the recorded audience event; 2 when it does not, or \
+                when no audience is recorded for the message yet; 1 for bad input (unknown message, another \
+                project's message). Output carries registration tokens: it is audit data.
+                """)
+
+        enum Format: String, ExpressibleByArgument, CaseIterable {
+            case text, json, csv
+        }
+
+        @OptionGroup var location: LedgerLocation
+
+        @Option(help: "Output format: text, json, or csv (the recipient list: a `token` header, one token per line).")
+        var format: Format = .text
+
+        @Option(help: "The message: its id or its name, projects/P/messages/ID.")
+        var message: String
+
+        @Flag(help: "Recompute by folding the log from seq 1 in memory (independent of every index; O(log)).")
+        var naive = false
+
+        func run() throws {
+            let messageID = try Self.messageID(message, project: location.projectID)
+            let ledger = try location.open(.readOnly)
+            guard let replay = try ledger.read({ try MessageReplay.replay(messageID, in: $0, naive: naive) }) else {
+                throw InputError("no message \(messageID) in project \(location.projectID)")
+            }
+            var output = BufferedOutput()
+            switch format {
+            case .csv:
+                output.write { $0.append(contentsOf: Array("token".utf8)) }
+                for token in replay.recipients { output.write { $0.append(contentsOf: Array(token.rawValue.utf8)) } }
+            case .json:
+                let object = AuditJSON.replay(replay, project: location.projectID, recipients: replay.recipients[...])
+                let data = try AuditJSON.data(object)
+                output.write { $0.append(contentsOf: data) }
+            case .text:
+                for line in Self.describe(replay, project: location.projectID, naive: naive) {
+                    output.write { $0.append(contentsOf: Array(line.utf8)) }
+                }
+            }
+            output.flush()
+            if !replay.matchesRecord {
+                printError(
+                    replay.recorded == nil
+                        ? "no audience event is recorded for message \(messageID) yet"
+                        : "MISMATCH: the reconstructed recipients of message \(messageID) differ from its recorded audience"
+                )
+                throw ExitCode(2)
+            }
+        }
+
+        /// The id of `text` (`123` or `projects/p/messages/123`), which must name a message of `project`.
+        static func messageID(_ text: String, project: ProjectID) throws -> UInt64 {
+            var idText = Substring(text)
+            if text.hasPrefix("projects/") {
+                let parts = text.split(separator: "/", omittingEmptySubsequences: false)
+                guard parts.count == 4, parts[2] == "messages" else {
+                    throw InputError("--message must be an id or projects/PROJECT/messages/ID, not \(text)")
+                }
+                guard parts[1] == project.rawValue else {
+                    throw InputError(
+                        "message \(text) belongs to project \(parts[1]), not \(project) (use --project \(parts[1]))")
+                }
+                idText = parts[3]
+            }
+            guard let id = UInt64(idText), id >= 1, id <= UInt64(Int64.max) else {
+                throw InputError("a message id is a decimal number from 1 to \(Int64.max), not \(idText)")
+            }
+            return id
+        }
+
+        static func describe(_ replay: MessageReplay, project: ProjectID, naive: Bool) -> [String] {
+            let digest = AuditJSON.hex(replay.recipientDigest)
+            var lines = [
+                "message:    projects/\(project)/messages/\(replay.messageID)",
+                "sent:       seq \(replay.seq) at \(replay.time)",
+                "target:     \(replay.target.kindName) \(replay.target.text)",
+                "rule:       \(replay.precedence.rawValue)",
+                "recipients: \(replay.recipientCount), digest \(digest)"
+                    + (naive ? " (recomputed by folding the log from seq 1)" : " (from the temporal index)"),
+            ]
+            if let recorded = replay.recorded {
+                lines.append(
+                    "recorded:   \(recorded.record.recipientCount), digest \(AuditJSON.hex(recorded.record.recipientDigest))"
+                        + " (audience event at seq \(recorded.seq))")
+                lines.append("matches:    \(replay.matchesRecord ? "yes" : "NO")")
+            } else {
+                lines.append("recorded:   none yet")
+            }
+            lines.append("tokens (byte order):")
+            lines += replay.recipients.map { "  \($0.rawValue)" }
+            return lines
+        }
+    }
+}

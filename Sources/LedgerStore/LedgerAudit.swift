@@ -1,0 +1,144 @@
+import LMDBKit
+import LedgerCore
+
+/// A span of seqs during which something held: after applying event `start`, and no longer after applying
+/// event `end` (`nil`: still holds).
+public struct HeldInterval: Sendable, Equatable {
+    public var start: UInt64
+    public var end: UInt64?
+
+    public init(start: UInt64, end: UInt64?) {
+        self.start = start
+        self.end = end
+    }
+
+    public func contains(_ seq: UInt64) -> Bool { start <= seq && seq < (end ?? .max) }
+}
+
+/// One instance's history and its state at a moment (`ledger audit instance`, the audit API).
+public struct InstanceAudit: Sendable {
+    public var token: RegistrationToken
+    public var instance: InstanceID
+    public var platform: String?
+    public var appID: String?
+    /// Every registration, oldest first.
+    public var registrations: [HeldInterval]
+    /// Every subscription, by start seq then topic name.
+    public var subscriptions: [(topic: TopicName, interval: HeldInterval)]
+    /// The moment asked about: the state after applying event `at`.
+    public var at: UInt64
+    public var registeredAt: Bool
+    /// The instance's topics at `at`, by name.
+    public var topicsAt: [TopicName]
+}
+
+/// One topic's subscribers at a moment and its count over time (`ledger audit topic`, the audit API).
+public struct TopicAudit: Sendable {
+    public var topic: TopicName
+    public var at: UInt64
+    public var subscriberCount: Int
+    /// The members' tokens at `at` in byte order, when asked for.
+    public var members: [RegistrationToken]?
+    /// The subscriber count after each event that changed it, in seq order.
+    public var history: [(seq: UInt64, count: Int)]
+}
+
+extension LedgerSnapshot {
+    /// The history of the instance holding `token` and its state at `seq` (now, when `nil`), or `nil` when
+    /// the token was never registered.
+    public func instanceAudit(_ token: RegistrationToken, at seq: UInt64? = nil) throws -> InstanceAudit? {
+        guard let instance = try instanceID(of: token), let info = try self.instance(instance) else { return nil }
+        let at = try seq ?? head().seq
+        var registrations: [HeldInterval] = []
+        try forEachClosedInterval(in: schema.universeHistory, key: universeKey, of: instance) {
+            registrations.append($0)
+        }
+        if let since = info.registeredSince { registrations.append(HeldInterval(start: since, end: nil)) }
+        var subscriptions: [(topic: TopicID, interval: HeldInterval)] = []
+        try forEachInterval(current: schema.instanceTopics, history: schema.instanceTopicHistory, key: instance) {
+            subscriptions.append(($0, $1))
+        }
+        var names: [TopicID: TopicName] = [:]
+        for (topic, _) in subscriptions where names[topic] == nil { names[topic] = try topicName(of: topic) }
+        let named = subscriptions.map { (topic: names[$0.topic]!, interval: $0.interval) }.sorted {
+            ($0.interval.start, $0.topic.rawValue) < ($1.interval.start, $1.topic.rawValue)
+        }
+        return InstanceAudit(
+            token: token, instance: instance, platform: info.platform, appID: info.appID,
+            registrations: registrations, subscriptions: named, at: at,
+            registeredAt: registrations.contains { $0.contains(at) },
+            topicsAt: named.filter { $0.interval.contains(at) }.map(\.topic).sorted { $0.rawValue < $1.rawValue })
+    }
+
+    /// `topic`'s subscribers at `seq` (now, when `nil`), with its count history, or `nil` when the topic
+    /// never had a subscriber.
+    public func topicAudit(_ topic: TopicName, at seq: UInt64? = nil, members includeMembers: Bool) throws
+        -> TopicAudit?
+    {
+        guard let id = try topicID(of: topic) else { return nil }
+        let at = try seq ?? head().seq
+        var changes: [(seq: UInt64, delta: Int)] = []
+        try forEachInterval(current: schema.topicMembers, history: schema.topicMemberHistory, key: id) { _, interval in
+            changes.append((interval.start, 1))
+            if let end = interval.end { changes.append((end, -1)) }
+        }
+        changes.sort { $0.seq < $1.seq }
+        var history: [(seq: UInt64, count: Int)] = []
+        var count = 0
+        for change in changes {
+            count += change.delta
+            // One entry per event: an unregistration closes one interval of this topic, a batch several events.
+            if history.last?.seq == change.seq {
+                history[history.count - 1].count = count
+            } else {
+                history.append((change.seq, count))
+            }
+        }
+        let members = try memberSet(of: id, at: at, capacity: try instanceIDBound())
+        return TopicAudit(
+            topic: topic, at: at, subscriberCount: members.count,
+            members: includeMembers ? try recipientTokens(members) : nil, history: history)
+    }
+
+    /// Calls `body` with every interval (open ones from `current`, closed ones from `history`) under `key`.
+    private func forEachInterval(
+        current: LMDBDatabase, history: LMDBDatabase, key: UInt32, _ body: (UInt32, HeldInterval) throws -> Void
+    ) throws {
+        try txn.withCursor(current) { cursor in
+            try cursor.forEachValueChunk(of: key) { chunk in
+                for offset in stride(from: 0, to: chunk.count, by: 12) {
+                    try body(
+                        chunk.loadBigEndianUInt32(at: offset),
+                        HeldInterval(start: chunk.loadBigEndianUInt64(at: offset + 4), end: nil))
+                }
+                return true
+            }
+        }
+        try txn.withCursor(history) { cursor in
+            try cursor.forEachValueChunk(of: key) { chunk in
+                for offset in stride(from: 0, to: chunk.count, by: 20) {
+                    try body(
+                        chunk.loadBigEndianUInt32(at: offset),
+                        HeldInterval(
+                            start: chunk.loadBigEndianUInt64(at: offset + 4),
+                            end: chunk.loadBigEndianUInt64(at: offset + 12)))
+                }
+                return true
+            }
+        }
+    }
+
+    /// Calls `body` with the closed intervals of `id` under `key` of a history database whose values begin
+    /// with the id (`id ‖ start ‖ end`), oldest first.
+    private func forEachClosedInterval(
+        in history: LMDBDatabase, key: UInt32, of id: UInt32, _ body: (HeldInterval) throws -> Void
+    ) throws {
+        try txn.withCursor(history) { cursor in
+            var entry = try cursor.seek(key, value: intervalValue(id, start: 0, end: 0))
+            while let value = entry?.value, value.loadBigEndianUInt32() == id {
+                try body(HeldInterval(start: value.loadBigEndianUInt64(at: 4), end: value.loadBigEndianUInt64(at: 12)))
+                entry = try cursor.nextDuplicate()
+            }
+        }
+    }
+}
