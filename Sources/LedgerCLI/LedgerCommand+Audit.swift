@@ -35,7 +35,9 @@ extension LedgerCommand {
                     }
                     switch common.format {
                     case .json:
-                        return [String(decoding: try AuditJSON.data(AuditJSON.instance(audit, in: snapshot)), as: UTF8.self)]
+                        return [
+                            String(decoding: try AuditJSON.data(AuditJSON.instance(audit, in: snapshot)), as: UTF8.self)
+                        ]
                     case .text:
                         return try Self.describe(audit, in: snapshot)
                     }
@@ -87,7 +89,8 @@ extension LedgerCommand {
                     guard
                         let audit = try snapshot.topicAudit(topic, at: try moment.seq(in: snapshot), members: members)
                     else {
-                        throw InputError("topic \(topic.rawValue) never had a subscriber in project \(common.projectID)")
+                        throw InputError(
+                            "topic \(topic.rawValue) never had a subscriber in project \(common.projectID)")
                     }
                     let json = try AuditJSON.topic(
                         audit, members: audit.members?[...], history: audit.history[...], in: snapshot)

@@ -10,20 +10,32 @@ extension LedgerCommand {
 
         @OptionGroup var common: CommonOptions
 
+        @Flag(help: "Also recompute every recorded audience and compare it with its audience event (slower).")
+        var audiences = false
+
         func run() throws {
             let ledger = try common.open(.readOnly)
-            let report = try ledger.verify()
+            let report = try ledger.verify(checkAudiences: audiences)
             switch common.format {
             case .json:
                 var out = JSONObjectWriter()
                 out.field("sound", bool: report.isSound)
                 out.field("events", number: report.events)
+                out.field("sendsWithoutAudience", number: report.sendsWithoutAudience)
+                out.field("audiencesChecked", number: report.audiencesChecked)
                 out.field(
                     "problems", raw: "[" + report.problems.map(JSONObjectWriter.quoted).joined(separator: ",") + "]")
                 print(out.finish())
             case .text:
                 if report.isSound {
-                    print("sound: \(report.events) events, hash chain intact, projections equal a rebuild")
+                    print(
+                        "sound: \(report.events) events, hash chain intact, projections equal a rebuild"
+                            + (audiences ? ", \(report.audiencesChecked) recorded audiences match a replay" : ""))
+                    if report.sendsWithoutAudience > 0 {
+                        print(
+                            "note: \(report.sendsWithoutAudience) send(s) have no audience event yet; a running server"
+                                + " records them shortly, and the next writer to open the ledger records any left")
+                    }
                 } else {
                     print("DAMAGED: \(report.problems.count) problem(s) in \(report.events) events")
                     for problem in report.problems { print("  - \(problem)") }

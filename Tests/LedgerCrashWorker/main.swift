@@ -1,5 +1,6 @@
 // A child process for the crash-safety tests: appends with group commit from many concurrent writers
-// and prints `ack <requestId> <seq,seq,…>` for every request the ledger acknowledged, until it is killed.
+// (subscriptions and sends, whose audiences the ledger records in the background) and prints
+// `ack <requestId> <seq,seq,…>` for every request the ledger acknowledged, until it is killed.
 //
 // Usage: LedgerCrashWorker DATA_DIR WRITERS
 
@@ -38,10 +39,15 @@ try await withThrowingTaskGroup(of: Void.self) { group in
             var round = 0
             while true {
                 round += 1
-                let operations: [LedgerOperation] = try (0..<Int.random(in: 1...3, using: &generator)).map { _ in
+                var operations: [LedgerOperation] = try (0..<Int.random(in: 1...3, using: &generator)).map { _ in
                     let topic = try TopicName("topic-\(Int.random(in: 0..<8, using: &generator))")
                     return Bool.random(using: &generator)
                         ? .subscribe(token, topic, via: .iid) : .unsubscribe(token, topic, via: .v1)
+                }
+                // Some sends too, so that kills also land between a send and its audience event.
+                if Int.random(in: 0..<4, using: &generator) == 0 {
+                    let topic = try TopicName("topic-\(Int.random(in: 0..<8, using: &generator))")
+                    operations.append(.send(.topic(topic), precedence: .leftToRight, messageJSON: Array("{}".utf8)))
                 }
                 let requestID = "w\(index)-\(getpid())-\(round)"
                 let receipt = try await ledger.append(

@@ -70,5 +70,29 @@ struct CrashSafetyTests {
             if !report.isSound { return }
         }
         #expect(acknowledged.count > 100)
+
+        // Kills landed between sends and their audiences: the next writer records what is missing, and every
+        // send ends with exactly one audience that matches a replay.
+        let ledger = try openTestLedger(directory)
+        ledger.waitForAudiences()
+        var sends: Set<UInt64> = []
+        var audiences: [UInt64: Int] = [:]
+        try ledger.readLog { snapshot in
+            try snapshot.forEachEvent { event, _ in
+                switch event.body {
+                case .sent(let sent): sends.insert(sent.messageID)
+                case .audience(let audience): audiences[audience.messageID, default: 0] += 1
+                default: break
+                }
+                return true
+            }
+        }
+        #expect(!sends.isEmpty)
+        #expect(Set(audiences.keys) == sends)
+        #expect(audiences.values.allSatisfy { $0 == 1 })
+        let report = try ledger.verify(checkAudiences: true)
+        #expect(report.isSound, "\(report.problems)")
+        #expect(report.sendsWithoutAudience == 0 && report.audiencesChecked == sends.count)
+        ledger.close()
     }
 }
