@@ -61,8 +61,8 @@ struct ServerContext: Sendable {
     }
 }
 
-/// Builds the router: FCM v1 send and topic management, legacy Instance ID, device registration, health
-/// and Prometheus metrics.
+/// Builds the router: FCM v1 send and topic management, legacy Instance ID, device registration, the audit
+/// API, health and Prometheus metrics.
 ///
 /// Separate from ``buildApplication(configuration:ledgers:logger:)`` so tests can drive it without a socket.
 public func buildRouter(configuration: ServerConfiguration, ledgers: LedgerRegistry) -> Router<BasicRequestContext> {
@@ -82,6 +82,7 @@ public func buildRouter(configuration: ServerConfiguration, ledgers: LedgerRegis
     TopicSubscriptionRoutes(server: server).register(on: router)
     InstanceIDRoutes(server: server).register(on: router)
     RegistrationRoutes(server: server).register(on: router)
+    AuditRoutes(server: server).register(on: router)
     return router
 }
 

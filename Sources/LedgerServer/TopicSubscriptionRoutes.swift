@@ -92,15 +92,9 @@ struct TopicSubscriptionRoutes {
 
     private func list(_ request: Request, _ context: BasicRequestContext) throws -> Response {
         let (caller, token, _) = try prepare(request, context, roles: [.admin, .client, .auditor])
-        let query = request.uri.queryParameters
-        var pageSize = Self.defaultPageSize
-        if let text = query["pageSize"] ?? query["page_size"] {
-            guard let value = Int(text), value >= 1 else {
-                throw FCMError.invalidArgument("pageSize must be a positive integer", field: "pageSize")
-            }
-            pageSize = min(value, Self.maximumPageSize)
-        }
-        let after = (query["pageToken"] ?? query["page_token"]).map(String.init)
+        let pageRequest = try PageRequest(request, defaultSize: Self.defaultPageSize, maximumSize: Self.maximumPageSize)
+        let pageSize = pageRequest.size
+        let after = pageRequest.after
         let subscriptions: [(TopicName, LedgerTime)] = try server.ledger(for: caller.project).read { snapshot in
             guard let instance = try registeredInstance(token, snapshot) else {
                 throw FCMError.notFound("Requested entity was not found.")

@@ -53,18 +53,23 @@ public enum AuditJSON {
         return object
     }
 
-    /// `ledger audit topic` / `GET …/audit/topics/{topic}`. `members` and `history` are the pages to include.
+    /// `ledger audit topic` / `GET …/audit/topics/{topic}[/history]`. `members` and `history` are the pages
+    /// to include (left out when `nil`).
     public static func topic(
         _ audit: TopicAudit, members: ArraySlice<RegistrationToken>?,
-        history: ArraySlice<(seq: UInt64, count: Int)>, in snapshot: LedgerSnapshot
+        history: ArraySlice<(seq: UInt64, count: Int)>?, in snapshot: LedgerSnapshot
     ) throws -> [String: Any] {
         var times = TimeLookup(snapshot: snapshot)
         var object: [String: Any] = [
             "topic": audit.topic.rawValue,
             "at": try times.moment(audit.at),
             "subscriberCount": audit.subscriberCount,
-            "history": try history.map { ["seq": $0.seq, "time": try times.time($0.seq), "count": $0.count] },
         ]
+        if let history {
+            object["history"] = try history.map {
+                ["seq": $0.seq, "time": try times.time($0.seq), "count": $0.count] as [String: Any]
+            }
+        }
         if let members { object["members"] = members.map(\.rawValue) }
         return object
     }

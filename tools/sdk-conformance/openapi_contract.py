@@ -76,6 +76,13 @@ class Contract:
             validator = jsonschema.Draft202012Validator(schema, registry=self.registry)
             errors = sorted(validator.iter_errors(document), key=lambda e: list(e.absolute_path))
             assert not errors, f"{method} {template} {status}: {errors[0].message} in {document}"
+        elif "application/x-ndjson" in content:
+            assert headers.get("content-type", "").startswith("application/x-ndjson")
+            schema = {"$ref": f"{SPEC_URI}#{pointer}/content/application~1x-ndjson/schema"}
+            validator = jsonschema.Draft202012Validator(schema, registry=self.registry)
+            for line in body.decode().splitlines():
+                errors = list(validator.iter_errors(json.loads(line)))
+                assert not errors, f"{method} {template} {status}: {errors[0].message} in {line}"
         elif "text/plain" in content:
             assert headers.get("content-type", "").startswith("text/plain")
 

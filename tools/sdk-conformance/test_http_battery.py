@@ -5,6 +5,7 @@ the server keeps serving. Also every read route once on the happy path, so the c
 import json
 import pathlib
 import subprocess
+import time
 
 import pytest
 import requests
@@ -292,3 +293,43 @@ def test_cross_project_credentials_reach_nothing(configured):
     topics = requests.get(configured["base"] + "/v1/projects/shop-prod/topics",
                           headers={"Authorization": "Bearer shop-auditor-secret"}).json()["topics"]
     assert topics == [{"name": "deals", "subscriberCount": 1}]
+
+
+def test_audit_api_answers_the_auditor_and_refuses_the_rest(server, register):
+    tokens = sorted([register(), register(), register()], key=lambda t: t.encode())
+    requests.post(server["base"] + "/iid/v1:batchAdd", headers=ADMIN,
+                  json={"to": "/topics/audited", "registration_tokens": tokens[:2]}).raise_for_status()
+    name = requests.post(server["base"] + SEND, headers=ADMIN,
+                         json={"message": {"condition": "'audited' in topics && !('other' in topics)"}}).json()["name"]
+    audit = f"/v1/projects/{PROJECT}/audit"
+    replay_path = f"{audit}/messages/{name.rsplit('/', 1)[1]}"
+    # The audience is recorded moments after the send is acknowledged.
+    for _ in range(100):
+        replay = requests.get(server["base"] + replay_path, headers=AUDITOR).json()
+        if replay["matchesRecord"]:
+            break
+        time.sleep(0.05)
+    assert replay["matchesRecord"] and replay["recipients"] == tokens[:2] and replay["recordedCount"] == 2
+    page = requests.get(server["base"] + replay_path + "?pageSize=1", headers=ADMIN).json()
+    assert page["recipients"] == tokens[:1] and page["nextPageToken"] == tokens[0]
+    instance = requests.get(server["base"] + f"{audit}/instances/{tokens[0]}?atSeq=1", headers=AUDITOR).json()
+    assert instance["token"] == tokens[0]
+    topic = requests.get(server["base"] + f"{audit}/topics/audited?members=true", headers=AUDITOR).json()
+    assert topic["subscriberCount"] == 2 and topic["members"] == tokens[:2]
+    history = requests.get(server["base"] + f"{audit}/topics/audited/history", headers=AUDITOR).json()
+    assert [entry["count"] for entry in history["history"]] == [1, 2]
+    events = requests.get(server["base"] + f"{audit}/events?fromSeq=1&limit=3", headers=AUDITOR)
+    assert [json.loads(line)["seq"] for line in events.text.splitlines()] == [1, 2, 3]
+    for path, status, code in [
+        (f"{audit}/messages/1", 404, "NOT_FOUND"),
+        (f"{audit}/messages/abc", 400, "INVALID_ARGUMENT"),
+        (f"{audit}/instances/unknown-token", 404, "NOT_FOUND"),
+        (f"{audit}/topics/never-had-one", 404, "NOT_FOUND"),
+        (f"{audit}/topics/audited/history?pageToken=x", 400, "INVALID_ARGUMENT"),
+        (f"{audit}/events?fromSeq=0", 400, "INVALID_ARGUMENT"),
+    ]:
+        expect_rejected(server, "GET", path, headers=AUDITOR, status=status, code=code)
+    for path in (replay_path, f"{audit}/instances/{tokens[0]}", f"{audit}/topics/audited",
+                 f"{audit}/topics/audited/history", f"{audit}/events"):
+        expect_rejected(server, "GET", path, headers=CLIENT, status=403, code="SENDER_ID_MISMATCH")
+        expect_rejected(server, "GET", path, headers={}, status=401, code="THIRD_PARTY_AUTH_ERROR")
