@@ -25,11 +25,18 @@ struct LedgerBench: AsyncParsableCommand {
     @Option(help: "Seed for the generated workloads.")
     var seed: UInt64 = 1
 
-    @Option(help: "Run only these workloads (comma-separated: append, rebuild, scan, audience, parse, http).")
+    @Option(
+        help: "Run only these workloads (comma-separated: append, rebuild, scan, audience, parse, http, replay).")
     var only: String?
 
     @Option(help: "Events in the generated ledger (overrides the mode's size).")
     var events: Int?
+
+    /// The `ledger` executable built beside this one (tools/bench/run.sh builds both).
+    var ledgerBinary: String {
+        URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent().appendingPathComponent("ledger")
+            .path
+    }
 
     func wants(_ workload: String) -> Bool {
         only.map { $0.split(separator: ",").contains(Substring(workload)) } ?? true
@@ -50,9 +57,13 @@ struct LedgerBench: AsyncParsableCommand {
         }
         if wants("parse") { results.append(AudienceWorkload.parseRate()) }
         if wants("http") {
-            let binary = URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent()
-                .appendingPathComponent("ledger").path
-            results += try await HTTPWorkload(ledgerBinary: binary, scratch: scratch, seconds: full ? 10 : 3).run()
+            results += try await HTTPWorkload(ledgerBinary: ledgerBinary, scratch: scratch, seconds: full ? 10 : 3).run()
+        }
+        if wants("replay") {
+            results += try await ReplayWorkload(
+                instances: full ? 1_000_000 : 100_000, largeEvents: full ? 10_000_000 : 1_000_000, seed: seed,
+                scratch: scratch, ledgerBinary: ledgerBinary
+            ).run()
         }
         if wants("rebuild") || wants("scan") {
             let ledgerDirectory = try await buildLedger(events: events ?? (full ? 2_000_000 : 300_000))
