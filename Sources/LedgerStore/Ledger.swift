@@ -299,6 +299,24 @@ public final class Ledger: Sendable {
         try environment.read { txn in try body(LedgerSnapshot(txn: txn, schema: schema)) }
     }
 
+    /// Writes a consistent hot copy of this ledger to `<destination>/<project>/data.mdb`, compacted, while
+    /// writers go on; the copy opens like any ledger (`--data destination`).
+    ///
+    /// - Throws: `.invalidArgument` when the destination already holds this project's ledger;
+    ///   `.unavailable` when it cannot be written.
+    public func backup(to destination: String) throws {
+        let target = (destination as NSString).appendingPathComponent(project.rawValue)
+        guard !FileManager.default.fileExists(atPath: target + "/data.mdb") else {
+            throw StoreError(.invalidArgument, "\(target) already holds a ledger; choose an empty destination")
+        }
+        do {
+            try FileManager.default.createDirectory(atPath: target, withIntermediateDirectories: true)
+            try environment.copy(to: target)
+        } catch {
+            throw StoreError(.unavailable, "cannot write the backup to \(target): \(error)")
+        }
+    }
+
     private static func interruptedRebuild(_ environment: LMDBEnvironment, _ schema: LedgerSchema) throws -> UInt64? {
         try environment.read { try LedgerSnapshot(txn: $0, schema: schema).rebuildingThrough() }
     }

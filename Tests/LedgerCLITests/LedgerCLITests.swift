@@ -189,4 +189,90 @@ struct LedgerCLITests {
         #expect(bad.status != 0)
         #expect(bad.stderr.contains("after '&&' at offset 19"))
     }
+
+    @Test("replay: text, json with the documented keys, csv that hashes to the digest, --naive; errors exit 1")
+    func replay() throws {
+        let data = TemporaryDirectory()
+        defer { data.remove() }
+        _ = try ledger("import", "-", data: data, input: operations)
+        let lines = try ledger("log", data: data).stdout.split(separator: "\n")
+        let id = try #require(jsonObject(lines[5])["messageId"] as? String)
+        let text = try ledger("replay", "--message", id, data: data)
+        #expect(text.status == 0, "\(text.stderr)")
+        #expect(text.stdout.contains("matches:    yes"))
+        #expect(text.stdout.contains("  tokB\n"))
+        let json = try ledger(
+            "replay", "--message", "projects/demo-project/messages/\(id)", "--format", "json", data: data)
+        let object = jsonObject(Substring(json.stdout.trimmingCharacters(in: .whitespacesAndNewlines)))
+        for key in [
+            "messageId", "seq", "time", "target", "precedence", "recipients", "recipientCount", "recipientDigest",
+            "recordedCount", "recordedDigest", "matchesRecord",
+        ] {
+            #expect(object[key] != nil, "\(key)")
+        }
+        #expect(object["recipients"] as? [String] == ["tokB"] && object["seq"] as? Int == 6)
+        #expect(object["recipientDigest"] as? String == sha256Hex("tokB\n"))
+        #expect(object["matchesRecord"] as? Bool == true)
+        #expect(object["target"] as? [String: String] == ["condition": "'news' in topics"])
+        let csv = try ledger("replay", "--message", id, "--format", "csv", data: data)
+        #expect(csv.stdout == "token\ntokB\n")
+        let naive = try ledger("replay", "--message", id, "--naive", data: data)
+        #expect(naive.status == 0 && naive.stdout.contains("recomputed by folding the log"))
+
+        let unknown = try ledger("replay", "--message", "12345", data: data)
+        #expect(unknown.status == 1 && unknown.stderr.contains("no message 12345 in project demo-project"))
+        let other = try ledger("replay", "--message", "projects/shop/messages/\(id)", data: data)
+        #expect(other.status == 1 && other.stderr.contains("belongs to project shop"))
+        let malformed = try ledger("replay", "--message", "abc", data: data)
+        #expect(malformed.status == 1 && malformed.stderr.contains("decimal number"))
+
+        // Rewrite the recorded audience's count behind the ledger's back: replay reports it, exit 2.
+        let environment = try LMDBEnvironment(path: data.path + "/demo-project")
+        try environment.write { txn throws in
+            let log = try txn.openDatabase("log")
+            var record = try txn.value(in: log, forKey: UInt64(7))!
+            let pattern: [UInt8] = [0x10, 0x06, 0x18, 0x01]  // sendSeq 6, recipientCount 1
+            let start = try #require(record.indices.first { record[$0...].starts(with: pattern) })
+            record[start + 3] = 2
+            try txn.put(log, key: UInt64(7), value: record)
+        }
+        let mismatch = try ledger("replay", "--message", id, data: data)
+        #expect(mismatch.status == 2)
+        #expect(mismatch.stdout.contains("matches:    NO") && mismatch.stderr.contains("MISMATCH"))
+        #expect(try ledger("verify", data: data).status == 2)
+    }
+
+    @Test("audit instance and topic at a moment; backup makes a copy that verifies")
+    func auditAndBackup() throws {
+        let data = TemporaryDirectory()
+        defer { data.remove() }
+        _ = try ledger("import", "-", data: data, input: operations)
+        // tokA: on news from 2026-03-02 until 2026-03-03.
+        let during = try ledger(
+            "audit", "instance", "tokA", "--at", "2026-03-02T12:00:00Z", "--format", "json", data: data)
+        let object = jsonObject(Substring(during.stdout.trimmingCharacters(in: .whitespacesAndNewlines)))
+        #expect(object["topics"] as? [String] == ["news"] && object["registered"] as? Bool == true)
+        let subscriptions = object["subscriptions"] as? [[String: Any]]
+        #expect(subscriptions?.first?["fromSeq"] as? Int == 3 && subscriptions?.first?["untilSeq"] as? Int == 5)
+        let after = try ledger("audit", "instance", "tokA", data: data)
+        #expect(after.stdout.contains("registered, 0 topic(s)"))
+        let topic = try ledger("audit", "topic", "/topics/news", "--at-seq", "4", "--members", data: data)
+        #expect(topic.stdout.contains("at seq 4 (2026-03-02T10:00:00.000000Z): 2 subscriber(s)"))
+        #expect(topic.stdout.contains("  tokA\n  tokB\n"))
+        let history = try ledger("audit", "topic", "news", "--format", "json", data: data)
+        let counts =
+            (jsonObject(Substring(history.stdout.trimmingCharacters(in: .whitespacesAndNewlines)))[
+                "history"] as? [[String: Any]])?.map { $0["count"] as? Int }
+        #expect(counts == [1, 2, 1, 0])
+        #expect(try ledger("audit", "topic", "never", data: data).status == 1)
+        #expect(try ledger("audit", "instance", "nobody", data: data).status == 1)
+
+        let copy = TemporaryDirectory()
+        defer { copy.remove() }
+        let backup = try ledger("backup", copy.path, data: data)
+        #expect(backup.status == 0 && backup.stdout.contains("backed up 8 events"), "\(backup.stderr)")
+        #expect(try runProduct("ledger", ["verify", "--audiences", "--data", copy.path]).status == 0)
+        let again = try ledger("backup", copy.path, data: data)
+        #expect(again.status == 1 && again.stderr.contains("already holds a ledger"))
+    }
 }
