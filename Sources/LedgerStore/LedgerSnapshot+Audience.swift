@@ -77,6 +77,28 @@ extension LedgerSnapshot {
         return tokens
     }
 
+    /// The count and recipient digest of `recipients` — what an `audience` event records — without building
+    /// the token list when the set is large: the `tokens` database is already in byte order, so members'
+    /// keys are hashed straight from LMDB's pages.
+    public func recipientDigest(_ recipients: InstanceSet) throws -> (count: Int, digest: [UInt8]) {
+        let count = recipients.count
+        if count * 16 < recipients.capacity {
+            let tokens = try recipientTokens(recipients)
+            return (tokens.count, RecipientDigest.digest(sortedTokens: tokens))
+        }
+        var builder = RecipientDigest.Builder()
+        try txn.withCursor(schema.tokens) { cursor in
+            try cursor.forEach { entry in
+                if recipients.contains(entry.value.loadBigEndianUInt32()) { builder.add(rawToken: entry.key) }
+                return true
+            }
+        }
+        guard builder.count == count else {
+            throw StoreError(.corrupt, "\(count) recipients but \(builder.count) of them have a token")
+        }
+        return (count, builder.finish())
+    }
+
     private func memberSet(named name: TopicName, at seq: UInt64?, capacity: Int) throws -> InstanceSet {
         guard let topic = try topicID(of: name) else { return InstanceSet(capacity: capacity) }
         return try memberSet(of: topic, at: seq, capacity: capacity)

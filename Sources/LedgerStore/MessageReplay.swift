@@ -101,10 +101,11 @@ extension LedgerSnapshot {
     func audienceRecords(_ sends: [PendingAudience]) throws -> [AudienceRecord] {
         try sends.map { pending in
             let (_, sent) = try sentEvent(at: pending.sendSeq)
-            let recipients = try recipients(of: sent, at: pending.sendSeq)
+            let (count, digest) = try recipientDigest(
+                audience(of: sent.target, precedence: sent.precedence, at: pending.sendSeq))
             return AudienceRecord(
-                messageID: pending.messageID, sendSeq: pending.sendSeq, recipientCount: UInt64(recipients.count),
-                recipientDigest: RecipientDigest.digest(sortedTokens: recipients))
+                messageID: pending.messageID, sendSeq: pending.sendSeq, recipientCount: UInt64(count),
+                recipientDigest: digest)
         }
     }
 

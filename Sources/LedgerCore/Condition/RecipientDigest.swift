@@ -7,13 +7,28 @@ import Crypto
 public enum RecipientDigest {
     /// The 32-byte digest of `tokens`, which must already be in byte order.
     public static func digest(sortedTokens tokens: some Sequence<RegistrationToken>) -> [UInt8] {
-        var hasher = SHA256()
-        let newline: [UInt8] = [UInt8(ascii: "\n")]
+        var builder = Builder()
         for token in tokens {
             var raw = token.rawValue
-            raw.withUTF8 { hasher.update(bufferPointer: UnsafeRawBufferPointer($0)) }
-            hasher.update(data: newline)
+            raw.withUTF8 { builder.add(rawToken: UnsafeRawBufferPointer($0)) }
         }
-        return Array(hasher.finalize())
+        return builder.finish()
+    }
+
+    /// Builds a digest from tokens' raw UTF-8 bytes, given in byte order, without materializing them (the
+    /// store streams them from its token index).
+    public struct Builder {
+        private var hasher = SHA256()
+        public private(set) var count = 0
+
+        public init() {}
+
+        public mutating func add(rawToken bytes: UnsafeRawBufferPointer) {
+            hasher.update(bufferPointer: bytes)
+            withUnsafeBytes(of: UInt8(ascii: "\n")) { hasher.update(bufferPointer: $0) }
+            count += 1
+        }
+
+        public func finish() -> [UInt8] { Array(hasher.finalize()) }
     }
 }
