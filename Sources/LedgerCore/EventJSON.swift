@@ -37,6 +37,9 @@ public enum EventJSON {
             json.field("sendSeq", number: audience.sendSeq)
             json.field("recipientCount", number: audience.recipientCount)
             json.field("recipientDigest", hex: audience.recipientDigest)
+        case .acknowledged(let token, let through):
+            json.field("token", string: token.rawValue)
+            json.field("throughSeq", number: through)
         }
         json.field("actor", string: event.actor)
         json.field("requestId", string: event.requestID)

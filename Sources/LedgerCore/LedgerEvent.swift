@@ -32,6 +32,8 @@ public struct LedgerEvent: Sendable, Equatable {
         case sent(SentMessage)
         /// The audience of a send, recorded once computed.
         case audience(AudienceRecord)
+        /// The device acknowledged every message sent at or before seq `through` (its delivery cursor).
+        case acknowledged(token: RegistrationToken, through: UInt64)
     }
 
     /// The event's kind, as named in the log export and the documentation.
@@ -43,11 +45,12 @@ public struct LedgerEvent: Sendable, Equatable {
         case .unsubscribed: .unsubscribed
         case .sent: .sent
         case .audience: .audience
+        case .acknowledged: .acknowledged
         }
     }
 
     public enum Kind: String, Sendable, CaseIterable {
-        case registered, unregistered, subscribed, unsubscribed, sent, audience
+        case registered, unregistered, subscribed, unsubscribed, sent, audience, acknowledged
     }
 }
 

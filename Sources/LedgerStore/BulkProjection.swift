@@ -35,6 +35,7 @@ struct BulkProjection: LedgerProjection {
     /// Closed memberships as (instance, topic, start, end).
     private var closedMemberships: [Interval] = []
     private var messages: [UInt64: (send: UInt64, audience: UInt64)] = [:]
+    private var acknowledged: [InstanceID: UInt64] = [:]
 
     // MARK: LedgerProjection
 
@@ -96,6 +97,10 @@ struct BulkProjection: LedgerProjection {
         guard let send = messages[messageID]?.send else { return }
         messages[messageID] = (send, seq)
     }
+
+    func acknowledgedThrough(_ instance: InstanceID) -> UInt64 { acknowledged[instance] ?? 0 }
+
+    mutating func setAcknowledged(_ instance: InstanceID, through: UInt64) { acknowledged[instance] = through }
 
     // MARK: Writing
 
@@ -159,6 +164,12 @@ struct BulkProjection: LedgerProjection {
             value.append(seqs.send)
             value.append(seqs.audience)
             try writer.put(schema.messages, key: messageID, value: value)
+        }
+        for (messageID, seqs) in messages.sorted(by: { $0.value.send < $1.value.send }) {
+            try writer.put(schema.sends, key: seqs.send, value: messageID)
+        }
+        for (instance, through) in acknowledged.sorted(by: { $0.key < $1.key }) {
+            try writer.put(schema.acknowledged, key: instance, value: through)
         }
         try writer.commit()
     }

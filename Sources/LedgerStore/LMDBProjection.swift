@@ -112,6 +112,7 @@ struct LMDBProjection: LedgerProjection {
         value.append(seq)
         value.append(UInt64(0))
         try txn.put(schema.messages, key: messageID, value: value.bytes)
+        try txn.put(schema.sends, key: seq, value: messageID)
     }
 
     func recordAudience(messageID: UInt64, at seq: UInt64) throws {
@@ -121,5 +122,13 @@ struct LMDBProjection: LedgerProjection {
         value.append(sendSeq)
         value.append(seq)
         try txn.put(schema.messages, key: messageID, value: value.bytes)
+    }
+
+    func acknowledgedThrough(_ instance: InstanceID) throws -> UInt64 {
+        try txn.withValue(in: schema.acknowledged, forKey: instance) { $0?.loadBigEndianUInt64() } ?? 0
+    }
+
+    func setAcknowledged(_ instance: InstanceID, through: UInt64) throws {
+        try txn.put(schema.acknowledged, key: instance, value: through)
     }
 }

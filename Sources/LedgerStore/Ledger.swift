@@ -35,6 +35,8 @@ public final class Ledger: Sendable {
         /// Whether a writer appends the `audience` event of every send (SPEC §2.4), including sends a crash
         /// left without one. Off only for rebuilds and benchmarks of the bare write path.
         public var recordsAudiences = true
+        /// Called on the writer thread after a transaction that committed sends (delivery wakes devices).
+        public var sendObserver: (@Sendable () -> Void)?
 
         public init(mode: Mode = .readWrite) { self.mode = mode }
     }
@@ -86,7 +88,14 @@ public final class Ledger: Sendable {
         }
         let schema: LedgerSchema
         if readOnly {
-            schema = try environment.read { try LedgerSchema($0) }
+            do {
+                schema = try environment.read { try LedgerSchema($0) }
+            } catch LMDBError.Code.notFound {
+                throw StoreError(
+                    .incompatible,
+                    "the ledger in \(directory) has an older store layout; open it once with a writer (`ledger serve`"
+                        + " or `ledger rebuild`) to upgrade it")
+            }
         } else {
             schema = try environment.write { txn in
                 let schema = try LedgerSchema(txn)
@@ -94,6 +103,7 @@ public final class Ledger: Sendable {
                     try txn.put(schema.meta, key: MetaKey.layoutVersion, value: LedgerSchema.layoutVersion)
                     try txn.put(schema.meta, key: MetaKey.project, value: project.rawValue)
                 }
+                try Self.upgradeLayout(txn, schema)
                 return schema
             }
         }
@@ -135,6 +145,7 @@ public final class Ledger: Sendable {
         let limits = options.limits
         let clock = options.clock
         let recordsAudiences = options.recordsAudiences && !options.forRebuild
+        let sendObserver = options.sendObserver
         // The writer hands each committed send to the recorder; the recorder appends through the writer.
         let recorderSlot = RecorderSlot()
         let committer = GroupCommitter(
@@ -143,7 +154,11 @@ public final class Ledger: Sendable {
             [environment, schema, logger] batch in
             let results = Self.commit(
                 batch, environment: environment, schema: schema, limits: limits, now: clock(), logger: logger)
-            recorderSlot.recorder?.enqueue(Self.sends(in: results))
+            let sends = Self.sends(in: results)
+            if !sends.isEmpty {
+                recorderSlot.recorder?.enqueue(sends)
+                sendObserver?()
+            }
             return results
         }
         self.committer = committer
@@ -315,6 +330,23 @@ public final class Ledger: Sendable {
         } catch {
             throw StoreError(.unavailable, "cannot write the backup to \(target): \(error)")
         }
+    }
+
+    /// Layout 1 → 2: fills `sends` from `messages` (no `acknowledged` event can predate layout 2).
+    private static func upgradeLayout(_ txn: LMDBTransaction, _ schema: LedgerSchema) throws {
+        let version = try txn.withValue(in: schema.meta, forKey: MetaKey.layoutVersion) { $0?.loadBigEndianUInt32() }
+        guard version == 1 else { return }
+        var sends: [(seq: UInt64, messageID: UInt64)] = []
+        try txn.withCursor(schema.messages) { cursor in
+            try cursor.forEach { entry in
+                sends.append((entry.value.loadBigEndianUInt64(), entry.key.loadBigEndianUInt64()))
+                return true
+            }
+        }
+        for send in sends.sorted(by: { $0.seq < $1.seq }) {
+            try txn.put(schema.sends, key: send.seq, value: send.messageID, flags: .append)
+        }
+        try txn.put(schema.meta, key: MetaKey.layoutVersion, value: LedgerSchema.layoutVersion)
     }
 
     private static func interruptedRebuild(_ environment: LMDBEnvironment, _ schema: LedgerSchema) throws -> UInt64? {

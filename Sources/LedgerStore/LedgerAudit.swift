@@ -130,7 +130,7 @@ extension LedgerSnapshot {
 
     /// Calls `body` with the closed intervals of `id` under `key` of a history database whose values begin
     /// with the id (`id ‖ start ‖ end`), oldest first.
-    private func forEachClosedInterval(
+    func forEachClosedInterval(
         in history: LMDBDatabase, key: UInt32, of id: UInt32, _ body: (HeldInterval) throws -> Void
     ) throws {
         try txn.withCursor(history) { cursor in

@@ -17,6 +17,10 @@ public enum LedgerOperation: Sendable, Equatable {
     case send(MessageTarget, precedence: ConditionPrecedence, messageJSON: [UInt8])
     /// Records the audience of a send; `.notFound` for an unknown message, `.alreadyExists` if recorded.
     case recordAudience(AudienceRecord)
+    /// Moves the device's delivery cursor: it acknowledges every message sent at or before `through`.
+    /// `.notFound` for an unknown or unregistered token, or a seq past the head. An older cursor is an
+    /// accepted no-op (the fold keeps the furthest).
+    case acknowledge(RegistrationToken, through: UInt64)
 }
 
 /// A group of operations from one request, appended together and sharing a request id.

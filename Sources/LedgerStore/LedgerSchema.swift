@@ -21,12 +21,16 @@ import LedgerCore
 /// | instanceTopicHistory (dup) | instance u32 | topic u32 ‖ start u64 ‖ end u64 |
 /// | topicMemberHistory (dup) | topic u32 | instance u32 ‖ start u64 ‖ end u64 |
 /// | messages | message id u64 | send seq u64 ‖ audience seq u64 (0 until recorded) |
+/// | sends | send seq u64 | message id u64 (the sends in log order: a device's inbox reads from its cursor) |
+/// | acknowledged | instance u32 | seq u64: the delivery cursor (every message sent at or before it is acked) |
 ///
 /// An interval `[start, end)` means: held after applying event `start`, no longer after applying `end`.
 /// Duplicate databases hold fixed-size values so that whole member sets are read a page at a time.
 struct LedgerSchema: Sendable {
     /// Version of this layout, stored in meta; bumped when a change needs a migration or a rebuild.
-    static let layoutVersion: UInt32 = 1
+    /// Layout 2 added `sends` and `acknowledged`; a writer opening a layout-1 ledger adds them (see
+    /// ``Ledger``).
+    static let layoutVersion: UInt32 = 2
 
     let meta: LMDBDatabase
     let log: LMDBDatabase
@@ -41,12 +45,14 @@ struct LedgerSchema: Sendable {
     let instanceTopicHistory: LMDBDatabase
     let topicMemberHistory: LMDBDatabase
     let messages: LMDBDatabase
+    let sends: LMDBDatabase
+    let acknowledged: LMDBDatabase
 
     /// Every database derived from the log, in a fixed order (what `rebuild` clears and `verify` compares).
     var projections: [LMDBDatabase] {
         [
             tokens, instances, universe, universeHistory, topicIDs, topicNames, instanceTopics, topicMembers,
-            instanceTopicHistory, topicMemberHistory, messages,
+            instanceTopicHistory, topicMemberHistory, messages, sends, acknowledged,
         ]
     }
 
@@ -67,6 +73,8 @@ struct LedgerSchema: Sendable {
         instanceTopicHistory = try txn.openDatabase("instanceTopicHistory", flags: duplicates)
         topicMemberHistory = try txn.openDatabase("topicMemberHistory", flags: duplicates)
         messages = try txn.openDatabase("messages", flags: create)
+        sends = try txn.openDatabase("sends", flags: create)
+        acknowledged = try txn.openDatabase("acknowledged", flags: create)
     }
 }
 

@@ -118,6 +118,13 @@ struct LogAppender {
                 return .rejected(OperationRejection(.alreadyExists, "the audience of the message is already recorded"))
             }
             return .appended(seq: try append(.audience(audience), request, time))
+
+        case .acknowledge(let token, let through):
+            guard try registeredInstance(token) != nil else { return .rejected(Self.unknownToken) }
+            guard through <= head.seq else {
+                return .rejected(OperationRejection(.notFound, "no event at seq \(through) yet"))
+            }
+            return .appended(seq: try append(.acknowledged(token: token, through: through), request, time))
         }
     }
 

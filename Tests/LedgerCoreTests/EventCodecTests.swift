@@ -16,7 +16,7 @@ func randomEvent(seed: UInt64) -> LedgerEvent {
     let topic = try! TopicName(text("abcXYZ019-_.~%", 1...60))
     let via = SubscriptionChannel.allCases.randomElement(using: &random)!
     let body: LedgerEvent.Body
-    switch Int.random(in: 0..<6, using: &random) {
+    switch Int.random(in: 0..<7, using: &random) {
     case 0:
         body = .registered(
             token: token, platform: Bool.random(using: &random) ? text("iosandroidweb", 0...10) : nil,
@@ -34,6 +34,8 @@ func randomEvent(seed: UInt64) -> LedgerEvent {
                 target: targets.randomElement(using: &random)!,
                 precedence: ConditionPrecedence.allCases.randomElement(using: &random)!,
                 messageJSON: Array(#"{"data":{"k":"\#(text("xyz", 0...50))"}}"#.utf8)))
+    case 5:
+        body = .acknowledged(token: token, through: UInt64.random(in: 0...UInt64.max, using: &random))
     default:
         body = .audience(
             AudienceRecord(

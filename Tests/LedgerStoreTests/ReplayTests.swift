@@ -31,7 +31,7 @@ private struct Model {
             return true
         case .send(.token(let token), _, _):
             return registered.contains(token.rawValue)
-        case .send, .recordAudience:
+        case .send, .recordAudience, .acknowledge:
             return true
         }
     }

@@ -75,7 +75,8 @@ public struct RandomHistory {
         case 0..<15: return .register(token, platform: Bool.random(using: &generator) ? "ios" : nil, appID: nil)
         case 15..<20: return .unregister(token, reason: "test")
         case 20..<65: return .subscribe(token, topic, via: via)
-        case 65..<88: return .unsubscribe(token, topic, via: via)
+        case 65..<84: return .unsubscribe(token, topic, via: via)
+        case 84..<88: return .acknowledge(token, through: UInt64.random(in: 0...60, using: &generator))
         default:
             let target: MessageTarget =
                 Bool.random(using: &generator) ? .topic(topic) : .condition("'\(topic.rawValue)' in topics")

@@ -55,6 +55,11 @@ public enum EventCodec {
             body.recipientCount = audience.recipientCount
             body.recipientDigest = Data(audience.recipientDigest)
             message.body = .audience(body)
+        case .acknowledged(let token, let through):
+            var body = Topicledger_V1_Acknowledged()
+            body.token = token.rawValue
+            body.throughSeq = through
+            message.body = .acknowledged(body)
         }
         var bytes: [UInt8] = [formatVersion]
         // Serializing a fully built proto3 message cannot fail (no required fields, no unknown types).
@@ -129,6 +134,8 @@ public enum EventCodec {
                 AudienceRecord(
                     messageID: value.messageID, sendSeq: value.sendSeq, recipientCount: value.recipientCount,
                     recipientDigest: Array(value.recipientDigest)))
+        case .acknowledged(let value):
+            body = .acknowledged(token: RegistrationToken(trusted: value.token), through: value.throughSeq)
         case nil:
             throw LedgerCoreError(.corruptEvent, "event \(message.seq) has no body")
         }

@@ -231,6 +231,14 @@ nonisolated struct Topicledger_V1_Event: Sendable {
     set {body = .audience(newValue)}
   }
 
+  var acknowledged: Topicledger_V1_Acknowledged {
+    get {
+      if case .acknowledged(let v)? = body {return v}
+      return Topicledger_V1_Acknowledged()
+    }
+    set {body = .acknowledged(newValue)}
+  }
+
   var unknownFields = SwiftProtobuf.UnknownStorage()
 
   nonisolated enum OneOf_Body: Equatable, Sendable {
@@ -240,6 +248,7 @@ nonisolated struct Topicledger_V1_Event: Sendable {
     case unsubscribed(Topicledger_V1_Unsubscribed)
     case sent(Topicledger_V1_Sent)
     case audience(Topicledger_V1_Audience)
+    case acknowledged(Topicledger_V1_Acknowledged)
 
   }
 
@@ -366,6 +375,21 @@ nonisolated struct Topicledger_V1_Audience: Sendable {
   init() {}
 }
 
+nonisolated struct Topicledger_V1_Acknowledged: Sendable {
+  // SwiftProtobuf.Message conformance is added in an extension below. See the
+  // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
+  // methods supported on all messages.
+
+  var token: String = String()
+
+  /// every message sent at or before this seq is acknowledged by the device
+  var throughSeq: UInt64 = 0
+
+  var unknownFields = SwiftProtobuf.UnknownStorage()
+
+  init() {}
+}
+
 // MARK: - Code below here is support for the SwiftProtobuf runtime.
 
 fileprivate nonisolated let _protobuf_package = "topicledger.v1"
@@ -384,7 +408,7 @@ nonisolated extension Topicledger_V1_Precedence: SwiftProtobuf._ProtoNameProvidi
 
 nonisolated extension Topicledger_V1_Event: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
   static let protoMessageName: String = _protobuf_package + ".Event"
-  static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}seq\0\u{3}time_micros\0\u{1}actor\0\u{3}request_id\0\u{2}\u{6}registered\0\u{1}unregistered\0\u{1}subscribed\0\u{1}unsubscribed\0\u{1}sent\0\u{1}audience\0")
+  static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}seq\0\u{3}time_micros\0\u{1}actor\0\u{3}request_id\0\u{2}\u{6}registered\0\u{1}unregistered\0\u{1}subscribed\0\u{1}unsubscribed\0\u{1}sent\0\u{1}audience\0\u{1}acknowledged\0")
 
   mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
     while let fieldNumber = try decoder.nextFieldNumber() {
@@ -474,6 +498,19 @@ nonisolated extension Topicledger_V1_Event: SwiftProtobuf.Message, SwiftProtobuf
           self.body = .audience(v)
         }
       }()
+      case 16: try {
+        var v: Topicledger_V1_Acknowledged?
+        var hadOneofValue = false
+        if let current = self.body {
+          hadOneofValue = true
+          if case .acknowledged(let m) = current {v = m}
+        }
+        try decoder.decodeSingularMessageField(value: &v)
+        if let v = v {
+          if hadOneofValue {try decoder.handleConflictingOneOf()}
+          self.body = .acknowledged(v)
+        }
+      }()
       default: break
       }
     }
@@ -520,6 +557,10 @@ nonisolated extension Topicledger_V1_Event: SwiftProtobuf.Message, SwiftProtobuf
     case .audience?: try {
       guard case .audience(let v)? = self.body else { preconditionFailure() }
       try visitor.visitSingularMessageField(value: v, fieldNumber: 15)
+    }()
+    case .acknowledged?: try {
+      guard case .acknowledged(let v)? = self.body else { preconditionFailure() }
+      try visitor.visitSingularMessageField(value: v, fieldNumber: 16)
     }()
     case nil: break
     }
@@ -786,6 +827,41 @@ nonisolated extension Topicledger_V1_Audience: SwiftProtobuf.Message, SwiftProto
     if lhs.sendSeq != rhs.sendSeq {return false}
     if lhs.recipientCount != rhs.recipientCount {return false}
     if lhs.recipientDigest != rhs.recipientDigest {return false}
+    if lhs.unknownFields != rhs.unknownFields {return false}
+    return true
+  }
+}
+
+nonisolated extension Topicledger_V1_Acknowledged: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
+  static let protoMessageName: String = _protobuf_package + ".Acknowledged"
+  static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}token\0\u{3}through_seq\0")
+
+  mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+    while let fieldNumber = try decoder.nextFieldNumber() {
+      // The use of inline closures is to circumvent an issue where the compiler
+      // allocates stack space for every case branch when no optimizations are
+      // enabled. https://github.com/apple/swift-protobuf/issues/1034
+      switch fieldNumber {
+      case 1: try { try decoder.decodeSingularStringField(value: &self.token) }()
+      case 2: try { try decoder.decodeSingularUInt64Field(value: &self.throughSeq) }()
+      default: break
+      }
+    }
+  }
+
+  func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    if !self.token.isEmpty {
+      try visitor.visitSingularStringField(value: self.token, fieldNumber: 1)
+    }
+    if self.throughSeq != 0 {
+      try visitor.visitSingularUInt64Field(value: self.throughSeq, fieldNumber: 2)
+    }
+    try unknownFields.traverse(visitor: &visitor)
+  }
+
+  static func ==(lhs: Topicledger_V1_Acknowledged, rhs: Topicledger_V1_Acknowledged) -> Bool {
+    if lhs.token != rhs.token {return false}
+    if lhs.throughSeq != rhs.throughSeq {return false}
     if lhs.unknownFields != rhs.unknownFields {return false}
     return true
   }

@@ -12,6 +12,8 @@ public struct InMemoryLedgerState: LedgerProjection, Sendable {
     private var topicMembers: [TopicID: Set<InstanceID>] = [:]
     public private(set) var messages: [UInt64: UInt64] = [:]
     public private(set) var audiences: [UInt64: UInt64] = [:]
+    /// Delivery cursors by instance (absent: 0).
+    public private(set) var acknowledged: [InstanceID: UInt64] = [:]
     /// The seq of the last event applied.
     public private(set) var seq: UInt64 = 0
 
@@ -90,4 +92,8 @@ public struct InMemoryLedgerState: LedgerProjection, Sendable {
     public mutating func recordSend(messageID: UInt64, at seq: UInt64) { messages[messageID] = seq }
 
     public mutating func recordAudience(messageID: UInt64, at seq: UInt64) { audiences[messageID] = seq }
+
+    public func acknowledgedThrough(_ instance: InstanceID) -> UInt64 { acknowledged[instance] ?? 0 }
+
+    public mutating func setAcknowledged(_ instance: InstanceID, through: UInt64) { acknowledged[instance] = through }
 }

@@ -32,6 +32,11 @@ public protocol LedgerProjection {
     mutating func recordSend(messageID: UInt64, at seq: UInt64) throws
     /// Records that the audience of message `messageID` was recorded by the event at `seq`.
     mutating func recordAudience(messageID: UInt64, at seq: UInt64) throws
+
+    /// The instance's delivery cursor: every message sent at or before it is acknowledged (0: none).
+    mutating func acknowledgedThrough(_ instance: InstanceID) throws -> UInt64
+    /// Moves the instance's delivery cursor to `through` (the fold only ever moves it forward).
+    mutating func setAcknowledged(_ instance: InstanceID, through: UInt64) throws
 }
 
 /// The one definition of what each event does to subscription state.
@@ -68,6 +73,11 @@ public enum EventFold {
             try state.recordSend(messageID: sent.messageID, at: seq)
         case .audience(let audience):
             try state.recordAudience(messageID: audience.messageID, at: seq)
+        case .acknowledged(let token, let through):
+            guard let instance = try state.instanceID(for: token), try state.isRegistered(instance),
+                through > (try state.acknowledgedThrough(instance))
+            else { return }
+            try state.setAcknowledged(instance, through: through)
         }
     }
 }
