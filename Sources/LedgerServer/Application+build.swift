@@ -83,6 +83,7 @@ public func buildRouter(configuration: ServerConfiguration, ledgers: LedgerRegis
     InstanceIDRoutes(server: server).register(on: router)
     RegistrationRoutes(server: server).register(on: router)
     AuditRoutes(server: server).register(on: router)
+    DeliveryRoutes(server: server).register(on: router)
     return router
 }
 

@@ -10,6 +10,7 @@ public final class LedgerRegistry: @unchecked Sendable {
     // @unchecked: `ledgers` is only touched with `lock` held.
     private let lock = NSLock()
     private var ledgers: [ProjectID: Ledger] = [:]
+    private var notifiers: [ProjectID: DeliveryNotifier] = [:]
     private let configuration: ServerConfiguration
     private let logger: Logger
     /// The metrics every ledger's group commits are reported to.
@@ -31,10 +32,26 @@ public final class LedgerRegistry: @unchecked Sendable {
         options.commitObserver = { [metrics] requests, operations, duration in
             metrics.recordCommit(requests: requests, operations: operations, duration: duration)
         }
+        let notifier = notifierLocked(for: project)
+        options.sendObserver = { notifier.notify() }
         let ledger = try Ledger.open(
             dataDirectory: configuration.dataDirectory, project: project, options: options, logger: logger)
         ledgers[project] = ledger
         return ledger
+    }
+
+    /// Wakes `project`'s waiting devices when its writer commits sends.
+    func notifier(for project: ProjectID) -> DeliveryNotifier {
+        lock.lock()
+        defer { lock.unlock() }
+        return notifierLocked(for: project)
+    }
+
+    private func notifierLocked(for project: ProjectID) -> DeliveryNotifier {
+        if let notifier = notifiers[project] { return notifier }
+        let notifier = DeliveryNotifier()
+        notifiers[project] = notifier
+        return notifier
     }
 
     /// The ledgers opened so far.

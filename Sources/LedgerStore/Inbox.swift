@@ -97,8 +97,9 @@ extension LedgerSnapshot {
 }
 
 /// When a message stops being delivered: `android.ttl` (`"3.5s"`) for Android devices, the
-/// `apns-expiration` header (UNIX seconds) for iOS devices, otherwise whichever of them the message gives,
-/// and 4 weeks when it gives neither. Never later than 4 weeks (FCM's maximum).
+/// `apns-expiration` header (UNIX seconds) for iOS devices — each platform honours only its own — and for
+/// other platforms whichever of them the message gives; 4 weeks when none applies. Never later than 4
+/// weeks (FCM's maximum).
 enum MessageLifetime {
     static func expiry(of messageJSON: [UInt8], sentAt sent: LedgerTime, platform: String?) -> LedgerTime {
         let fallback = LedgerTime(microseconds: sent.microseconds + defaultMessageLifetime)
@@ -112,8 +113,8 @@ enum MessageLifetime {
             .map { LedgerTime(microseconds: $0 * 1_000_000) }
         let chosen: LedgerTime?
         switch platform?.lowercased() {
-        case "android": chosen = android ?? apns
-        case "ios": chosen = apns ?? android
+        case "android": chosen = android
+        case "ios": chosen = apns
         default: chosen = android ?? apns
         }
         guard let chosen else { return fallback }

@@ -1,0 +1,234 @@
+import Foundation
+import HTTPTypes
+import Hummingbird
+import LedgerCore
+import LedgerStore
+import ServiceLifecycle
+
+/// Delivery to devices (SPEC §4.4): Server-Sent Events, long poll and acknowledgement. A device calls with
+/// its project's client API key, and holding its registration token — in the path — is what makes it itself.
+///
+/// The inbox is derived from the log (``LedgerSnapshot/inbox(of:after:now:limit:)``); the only state a device
+/// changes is its acknowledgement cursor, appended as an `acknowledged` event. At-least-once: a message is
+/// delivered again until acknowledged. Payloads are never logged.
+struct DeliveryRoutes {
+    let server: ServerContext
+    static let pageSize = 100
+    static let maximumWaitSeconds = 60
+    static let keepAliveInterval: Duration = .seconds(15)
+
+    func register(on router: Router<BasicRequestContext>) {
+        let base = "/v1/projects/:project/registrations/:token"
+        router.get(RouterPath(stringLiteral: base + "/messages")) { request, context in
+            try await poll(request, context)
+        }
+        router.get(RouterPath(stringLiteral: base + "/messages:stream")) { request, context in
+            try stream(request, context)
+        }
+        router.post(RouterPath(stringLiteral: base + "/messages:ack")) { request, context in
+            try await acknowledge(request, context)
+        }
+    }
+
+    /// The device of the path: authorized with the project's client key, registered now.
+    private struct Device {
+        let project: ProjectID
+        let token: RegistrationToken
+        let ledger: Ledger
+        let notifier: DeliveryNotifier
+    }
+
+    private func device(_ request: Request, _ context: BasicRequestContext) throws -> (Device, InstanceID, UInt64) {
+        let project = try context.parameters.project()
+        _ = try server.configuration.credentials.authorize(request, project: project, roles: [.client])
+        let token: RegistrationToken
+        do {
+            token = try RegistrationToken(try context.parameters.decoded("token"), field: "registration token")
+        } catch let error as LedgerCoreError {
+            throw FCMError.invalidArgument(error)
+        }
+        let ledger = try server.ledger(for: project)
+        let (instance, acknowledged) = try ledger.read { snapshot -> (InstanceID, UInt64) in
+            guard let instance = try snapshot.instanceID(of: token), try snapshot.isRegistered(instance) else {
+                throw FCMError.notFound("Requested entity was not found: the registration is not registered.")
+            }
+            return (instance, try snapshot.acknowledgedThrough(instance))
+        }
+        let device = Device(
+            project: project, token: token, ledger: ledger, notifier: server.ledgers.notifier(for: project))
+        return (device, instance, acknowledged)
+    }
+
+    /// `GET …/messages?after=CURSOR&waitSeconds=N`: the messages after the cursor (default: the
+    /// acknowledgement cursor), waiting up to N seconds (at most 60) for one to arrive.
+    private func poll(_ request: Request, _ context: BasicRequestContext) async throws -> Response {
+        let (device, instance, acknowledged) = try device(request, context)
+        let query = request.uri.queryParameters
+        var after = acknowledged
+        if let text = query["after"] {
+            guard let value = UInt64(text) else {
+                throw FCMError.invalidArgument("after must be a cursor from an earlier answer", field: "after")
+            }
+            after = max(value, acknowledged)
+        }
+        var wait = 0
+        if let text = query["waitSeconds"] ?? query["wait_seconds"] {
+            guard let value = Int(text), value >= 0 else {
+                throw FCMError.invalidArgument("waitSeconds must be 0 or more", field: "waitSeconds")
+            }
+            wait = min(value, Self.maximumWaitSeconds)
+        }
+        let deadline = ContinuousClock.now + .seconds(wait)
+        while true {
+            let generation = device.notifier.current
+            let messages = try inbox(device, instance, after: after)
+            if !messages.isEmpty || ContinuousClock.now >= deadline || Task.isCancelled {
+                return try JSONResponse.make([
+                    "messages": messages.map { Self.delivery($0, project: device.project) },
+                    "cursor": String(messages.last?.cursor ?? after),
+                ])
+            }
+            await device.notifier.wait(after: generation, timeout: deadline - ContinuousClock.now)
+        }
+    }
+
+    /// `GET …/messages:stream`: Server-Sent Events, one `message` event per message with `id:` its cursor,
+    /// from `Last-Event-ID` if given (never before the acknowledgement cursor), else from the
+    /// acknowledgement cursor; a comment every 15 s keeps idle connections open. Ends when the device is
+    /// unregistered.
+    private func stream(_ request: Request, _ context: BasicRequestContext) throws -> Response {
+        let (device, instance, acknowledged) = try device(request, context)
+        var start = acknowledged
+        if let lastEventID = request.headers[.lastEventID] {
+            guard let value = UInt64(lastEventID) else {
+                throw FCMError.invalidArgument(
+                    "Last-Event-ID must be a cursor from this stream", field: "Last-Event-ID")
+            }
+            start = max(value, acknowledged)
+        }
+        let body = ResponseBody { [start] writer in
+            let stopping = StopFlag()
+            try await withGracefulShutdownHandler {
+                var after = start
+                try await writer.write(ByteBuffer(string: "retry: 1000\n\n"))
+                while !Task.isCancelled && !stopping.isSet {
+                    let generation = device.notifier.current
+                    let registered = try device.ledger.read { snapshot in try snapshot.isRegistered(instance) }
+                    guard registered else { break }
+                    let messages = try inbox(device, instance, after: after)
+                    for message in messages {
+                        let data = try JSONSerialization.data(
+                            withJSONObject: Self.delivery(message, project: device.project),
+                            options: [.sortedKeys, .withoutEscapingSlashes])
+                        var buffer = ByteBuffer(string: "id: \(message.cursor)\nevent: message\ndata: ")
+                        buffer.writeBytes(data)
+                        buffer.writeString("\n\n")
+                        try await writer.write(buffer)
+                        after = message.cursor
+                    }
+                    if messages.count == Self.pageSize { continue }
+                    await device.notifier.wait(after: generation, timeout: Self.keepAliveInterval)
+                    if device.notifier.current == generation && !stopping.isSet {
+                        try await writer.write(ByteBuffer(string: ": keep-alive\n\n"))
+                    }
+                }
+            } onGracefulShutdown: {
+                // The server is stopping: end every stream now rather than at its next keep-alive.
+                stopping.set()
+                device.notifier.notify()
+            }
+            try await writer.finish(nil)
+        }
+        return Response(
+            status: .ok,
+            headers: [.contentType: "text/event-stream", .cacheControl: "no-cache"],
+            body: body)
+    }
+
+    /// `POST …/messages:ack {"through": CURSOR}`: every message at or before the cursor is acknowledged and
+    /// never delivered again. An older cursor than the current one changes nothing.
+    private func acknowledge(_ request: Request, _ context: BasicRequestContext) async throws -> Response {
+        let (device, _, acknowledged) = try device(request, context)
+        let body = try await JSONBody.object(request, limit: server.configuration.maximumBodyBytes)
+        for key in body.keys where key != "through" {
+            throw FCMError.invalidArgument("Unknown field \"\(key)\" in the request.", field: key)
+        }
+        let through: UInt64
+        switch body["through"] {
+        case let text as String where UInt64(text) != nil: through = UInt64(text)!
+        case let number as NSNumber where String(cString: number.objCType) != "c" && number.int64Value >= 0:
+            through = UInt64(number.int64Value)
+        default:
+            throw FCMError.invalidArgument("through must be a cursor (a decimal string)", field: "through")
+        }
+        guard through > acknowledged else {
+            return try JSONResponse.make(["acknowledgedThrough": String(acknowledged)])
+        }
+        let receipt = try await server.append(
+            WriteRequest(
+                actor: "device", requestID: request.ledgerRequestID,
+                operations: [.acknowledge(device.token, through: through)]),
+            project: device.project)
+        if let rejection = receipt.outcomes[0].rejection {
+            throw FCMError.invalidArgument(
+                "through must be a cursor this device was given: \(rejection.message)", field: "through")
+        }
+        return try JSONResponse.make(["acknowledgedThrough": String(through)])
+    }
+
+    private func inbox(_ device: Device, _ instance: InstanceID, after: UInt64) throws -> [InboxMessage] {
+        try device.ledger.read { snapshot in
+            try snapshot.inbox(of: instance, after: after, now: LedgerTime.now(), limit: Self.pageSize)
+        }
+    }
+
+    /// A delivered message: its cursor and id, and the payload an iOS app gets in
+    /// `didReceiveRemoteNotification` — `gcm.message_id`, `from` (`/topics/T` for topic sends, else the
+    /// project), `aps.alert` from the notification, data keys at the top level.
+    static func delivery(_ message: InboxMessage, project: ProjectID) -> [String: Any] {
+        let accepted = (try? JSONSerialization.jsonObject(with: Data(message.messageJSON))) as? [String: Any] ?? [:]
+        var payload: [String: Any] = [:]
+        for (key, value) in accepted["data"] as? [String: Any] ?? [:] { payload[key] = value }
+        payload["gcm.message_id"] = String(message.messageID)
+        if case .topic(let topic) = message.target {
+            payload["from"] = "/topics/\(topic.rawValue)"
+        } else {
+            payload["from"] = project.rawValue
+        }
+        if let notification = accepted["notification"] as? [String: Any] {
+            var alert: [String: Any] = [:]
+            if let title = notification["title"] { alert["title"] = title }
+            if let body = notification["body"] { alert["body"] = body }
+            payload["aps"] = ["alert": alert]
+        }
+        return [
+            "cursor": String(message.cursor),
+            "messageId": String(message.messageID),
+            "name": "projects/\(project)/messages/\(message.messageID)",
+            "sentTime": message.sentTime.description,
+            "expireTime": message.expires.description,
+            "payload": payload,
+        ]
+    }
+}
+
+/// Set once, read by a stream's loop.
+private final class StopFlag: @unchecked Sendable {
+    // @unchecked: `value` is only touched with `lock` held.
+    private let lock = NSLock()
+    private var value = false
+    var isSet: Bool {
+        lock.lock()
+        defer { lock.unlock() }
+        return value
+    }
+    func set() {
+        lock.lock()
+        value = true
+        lock.unlock()
+    }
+}
+
+extension HTTPField.Name {
+    static let lastEventID = HTTPField.Name("Last-Event-ID")!
+}

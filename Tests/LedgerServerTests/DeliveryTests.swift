@@ -1,0 +1,272 @@
+import Foundation
+import HTTPTypes
+import Hummingbird
+import HummingbirdTesting
+import LedgerCore
+import LedgerServer
+import LedgerStore
+import LedgerTestSupport
+import Testing
+
+@Suite("Delivery")
+struct DeliveryTests {
+    static let send = "/v1/projects/demo-project/messages:send"
+
+    static func registrations(_ token: String) -> String { "/v1/projects/demo-project/registrations/\(token)" }
+
+    /// Subscribes `token` to `topic` through the v1 API.
+    static func subscribe(_ client: TestServer.Client, _ token: String, _ topic: String) async throws {
+        let reply = try await client.call(
+            .post, registrations(token) + "/topicSubscriptions?topicName=\(topic)", body: "{}")
+        #expect(reply.status == .ok)
+    }
+
+    /// Sends `message` (JSON) and returns the message id.
+    static func send(_ client: TestServer.Client, _ message: String) async throws -> String {
+        let reply = try await client.call(.post, send, body: #"{"message":\#(message)}"#)
+        #expect(reply.status == .ok, "\(reply.text)")
+        return String((reply.json["name"] as? String)?.split(separator: "/").last ?? "")
+    }
+
+    static func poll(_ client: TestServer.Client, _ token: String, query: String = "") async throws -> TestServer.Reply
+    {
+        try await client.call(.get, registrations(token) + "/messages" + query, headers: TestServer.Client.device)
+    }
+
+    static func ids(_ reply: TestServer.Reply) -> [String] {
+        (reply.json["messages"] as? [[String: Any]])?.compactMap { $0["messageId"] as? String } ?? []
+    }
+
+    @Test("a device receives the topic, condition and token messages it is in the audience of, and no others")
+    func audienceOnly() async throws {
+        try await TestServer().run { client in
+            let alice = try await client.registerDevice(), bob = try await client.registerDevice()
+            try await Self.subscribe(client, alice, "TopicA")
+            try await Self.subscribe(client, alice, "TopicB")
+            try await Self.subscribe(client, bob, "TopicA")
+            try await Self.subscribe(client, bob, "weather")
+            let toWeather = try await Self.send(
+                client, #"{"topic":"weather","notification":{"title":"Rain","body":"Soon"},"data":{"k":"v"}}"#)
+            let toCondition = try await Self.send(
+                client, #"{"condition":"'TopicA' in topics && ('TopicB' in topics || 'TopicC' in topics)"}"#)
+            let toAlice = try await Self.send(client, #"{"token":"\#(alice)","data":{"only":"alice"}}"#)
+            let toNobody = try await Self.send(client, #"{"topic":"nobody-here"}"#)
+            let aliceInbox = try await Self.poll(client, alice)
+            #expect(Self.ids(aliceInbox) == [toCondition, toAlice])
+            let bobInbox = try await Self.poll(client, bob)
+            #expect(Self.ids(bobInbox) == [toWeather])
+            #expect(!Self.ids(aliceInbox).contains(toNobody) && !Self.ids(bobInbox).contains(toNobody))
+            // What an iOS app gets in didReceiveRemoteNotification.
+            let delivered = try #require((bobInbox.json["messages"] as? [[String: Any]])?.first)
+            let payload = try #require(delivered["payload"] as? [String: Any])
+            #expect(payload["gcm.message_id"] as? String == toWeather)
+            #expect(payload["from"] as? String == "/topics/weather")
+            #expect(payload["k"] as? String == "v")
+            #expect(
+                (payload["aps"] as? [String: Any])?["alert"] as? [String: String] == ["title": "Rain", "body": "Soon"])
+            let direct = try #require(
+                (aliceInbox.json["messages"] as? [[String: Any]])?.last?["payload"] as? [String: Any])
+            #expect(direct["from"] as? String == "demo-project" && direct["only"] as? String == "alice")
+        }
+    }
+
+    @Test("at-least-once: unacknowledged messages come again, acknowledged ones never; an ack is an event")
+    func acknowledgement() async throws {
+        try await TestServer().run { client in
+            let device = try await client.registerDevice()
+            try await Self.subscribe(client, device, "news")
+            let first = try await Self.send(client, #"{"topic":"news"}"#)
+            let second = try await Self.send(client, #"{"topic":"news"}"#)
+            let inbox = try await Self.poll(client, device)
+            #expect(Self.ids(inbox) == [first, second])
+            #expect(Self.ids(try await Self.poll(client, device)) == [first, second])  // not acked: again
+            let cursors = (inbox.json["messages"] as? [[String: Any]])?.compactMap { $0["cursor"] as? String } ?? []
+            let ack = try await client.call(
+                .post, Self.registrations(device) + "/messages:ack", headers: TestServer.Client.device,
+                body: #"{"through":"\#(cursors[0])"}"#)
+            #expect(ack.status == .ok && ack.json["acknowledgedThrough"] as? String == cursors[0])
+            #expect(Self.ids(try await Self.poll(client, device)) == [second])
+            // `after` reads past what the device has seen without acknowledging it.
+            #expect(Self.ids(try await Self.poll(client, device, query: "?after=\(cursors[1])")).isEmpty)
+            _ = try await client.call(
+                .post, Self.registrations(device) + "/messages:ack", headers: TestServer.Client.device,
+                body: #"{"through":\#(cursors[1])}"#)
+            #expect(Self.ids(try await Self.poll(client, device)).isEmpty)
+            // An older cursor changes nothing and appends nothing.
+            let before = try client.headSeq()
+            let stale = try await client.call(
+                .post, Self.registrations(device) + "/messages:ack", headers: TestServer.Client.device,
+                body: #"{"through":"1"}"#)
+            #expect(stale.json["acknowledgedThrough"] as? String == cursors[1])
+            let after = try client.headSeq()
+            #expect(after == before)
+            let acks = try client.events().filter { $0.kind == .acknowledged }
+            #expect(acks.map(\.actor) == ["device", "device"])
+            for body in [#"{"through":"x"}"#, #"{"through":true}"#, #"{"through":"99999"}"#, #"{"cursor":"1"}"#, "{"] {
+                let bad = try await client.call(
+                    .post, Self.registrations(device) + "/messages:ack", headers: TestServer.Client.device, body: body)
+                #expect(bad.status == .badRequest, "\(body)")
+            }
+            #expect(try client.headSeq() == before)
+        }
+    }
+
+    @Test("a long poll is woken by a send at once; a device offline during sends gets them on return")
+    func longPoll() async throws {
+        try await TestServer().run { client in
+            let device = try await client.registerDevice()
+            try await Self.subscribe(client, device, "live")
+            let started = ContinuousClock.now
+            async let waited = Self.poll(client, device, query: "?waitSeconds=30")
+            try await Task.sleep(for: .milliseconds(200))
+            let id = try await Self.send(client, #"{"topic":"live"}"#)
+            let reply = try await waited
+            #expect(Self.ids(reply) == [id])
+            #expect(ContinuousClock.now - started < .seconds(10))
+            // Nothing new: a short wait returns empty with the cursor unchanged.
+            let cursor = try #require(reply.json["cursor"] as? String)
+            let empty = try await Self.poll(client, device, query: "?after=\(cursor)&waitSeconds=1")
+            #expect(Self.ids(empty).isEmpty && empty.json["cursor"] as? String == cursor)
+            let bad = try await Self.poll(client, device, query: "?waitSeconds=-1")
+            #expect(bad.status == .badRequest)
+        }
+    }
+
+    @Test("expired messages are skipped: apns-expiration for iOS, android.ttl for Android")
+    func expiry() async throws {
+        try await TestServer().run { client in
+            let ios = try await client.registerDevice(platform: "ios")
+            let android = try await client.registerDevice(platform: "android")
+            for device in [ios, android] { try await Self.subscribe(client, device, "deals") }
+            let expired = try await Self.send(
+                client, #"{"topic":"deals","apns":{"headers":{"apns-expiration":"1"}},"android":{"ttl":"0s"}}"#)
+            let live = try await Self.send(
+                client,
+                #"{"topic":"deals","apns":{"headers":{"apns-expiration":"4102444800"}},"android":{"ttl":"3600s"}}"#)
+            let forIOSOnly = try await Self.send(client, #"{"topic":"deals","android":{"ttl":"0s"}}"#)
+            #expect(Self.ids(try await Self.poll(client, ios)) == [live, forIOSOnly])
+            #expect(Self.ids(try await Self.poll(client, android)) == [live])
+            #expect(!Self.ids(try await Self.poll(client, ios)).contains(expired))
+        }
+    }
+
+    @Test("unregistered devices get 404; other projects' keys 403; no key 401; one device never sees another's")
+    func isolation() async throws {
+        try await TestServer().run { client in
+            let device = try await client.registerDevice(), other = try await client.registerDevice()
+            _ = try await Self.send(client, #"{"token":"\#(other)"}"#)
+            #expect(Self.ids(try await Self.poll(client, device)).isEmpty)
+            let gone = try await client.call(.delete, Self.registrations(device), headers: TestServer.Client.device)
+            #expect(gone.status == .ok)
+            #expect(try await Self.poll(client, device).status == .notFound)
+            let unknown = try await Self.poll(client, "never-registered")
+            #expect(unknown.status == .notFound)
+            let noKey = try await client.call(.get, Self.registrations(other) + "/messages", headers: [:])
+            #expect(noKey.status == .unauthorized)
+            let admin = try await client.call(.get, Self.registrations(other) + "/messages")
+            #expect(admin.status == .forbidden)
+            let otherProject = try await client.call(
+                .get, "/v1/projects/another-project/registrations/\(other)/messages", headers: TestServer.Client.device)
+            #expect(otherProject.status == .forbidden)
+        }
+    }
+
+    @Test("Server-Sent Events over a socket: ids are cursors; Last-Event-ID resumes without loss or duplicates")
+    func serverSentEvents() async throws {
+        let directory = TemporaryDirectory("ledger-sse")
+        defer { directory.remove() }
+        var configuration = ServerConfiguration.development
+        configuration.dataDirectory = directory.path
+        configuration.port = 0
+        let ledgers = LedgerRegistry(configuration: configuration, logger: quietLogger)
+        defer { ledgers.closeAll() }
+        let app = buildApplication(configuration: configuration, ledgers: ledgers, logger: quietLogger)
+        try await app.test(.live) { client in
+            let port = try #require(client.port)
+            let device: HTTPFields = [HTTPField.Name("x-goog-api-key")!: "dev-client-key"]
+            let admin: HTTPFields = [.authorization: "Bearer owner"]
+            let registered = try await client.execute(
+                uri: "/v1/projects/demo-project/registrations", method: .post, headers: device,
+                body: ByteBuffer(string: "{}"))
+            let token = try #require(
+                (try JSONSerialization.jsonObject(with: Data(registered.body.readableBytesView)) as? [String: Any])?[
+                    "token"] as? String)
+            _ = try await client.execute(
+                uri: "/iid/v1/\(token)/rel/topics/sse", method: .post, headers: admin, body: nil)
+            func send(_ n: Int) async throws {
+                let reply = try await client.execute(
+                    uri: "/v1/projects/demo-project/messages:send", method: .post, headers: admin,
+                    body: ByteBuffer(string: #"{"message":{"topic":"sse","data":{"n":"\#(n)"}}}"#))
+                #expect(reply.status == .ok)
+            }
+            try await send(1)
+            let path = "/v1/projects/demo-project/registrations/\(token)/messages:stream"
+            let stream = try SSEReader(port: port, path: path, headers: ["x-goog-api-key": "dev-client-key"])
+            let backlog = stream.events(count: 1, timeout: 10)
+            #expect(stream.status == 200)
+            #expect(backlog.count == 1)
+            // Sent while connected: pushed without polling.
+            try await send(2)
+            let live = stream.events(count: 2, timeout: 10)
+            #expect(live.count == 2)
+            let numbers = live.map { event in
+                ((try? JSONSerialization.jsonObject(with: Data(event.data.utf8))) as? [String: Any])
+                    .flatMap { ($0["payload"] as? [String: Any])?["n"] as? String }
+            }
+            #expect(numbers == ["1", "2"])
+            // Reconnect from the first id while message 3 is sent in between: 2 and 3 come, 1 does not.
+            try await send(3)
+            let resumed = try SSEReader(
+                port: port, path: path, headers: ["x-goog-api-key": "dev-client-key", "Last-Event-ID": live[0].id])
+            let rest = resumed.events(count: 2, timeout: 10)
+            #expect(rest.map(\.id) == [live[1].id, rest.last?.id ?? ""] && rest.count == 2)
+            #expect(!rest.map(\.id).contains(live[0].id))
+            // Acknowledge through 2: a fresh connection without Last-Event-ID starts after it.
+            _ = try await client.execute(
+                uri: "/v1/projects/demo-project/registrations/\(token)/messages:ack", method: .post, headers: device,
+                body: ByteBuffer(string: #"{"through":"\#(live[1].id)"}"#))
+            let fresh = try SSEReader(port: port, path: path, headers: ["x-goog-api-key": "dev-client-key"])
+            #expect(fresh.events(count: 1, timeout: 10).map(\.id) == [rest[1].id])
+        }
+    }
+
+    @Test("restart: every unacknowledged message is delivered after the server comes back")
+    func restart() async throws {
+        let directory = TemporaryDirectory("ledger-restart")
+        defer { directory.remove() }
+        var configuration = ServerConfiguration.development
+        configuration.dataDirectory = directory.path
+        let tokenBox = Box()
+        do {
+            let ledgers = LedgerRegistry(configuration: configuration, logger: quietLogger)
+            let app = Application(router: buildRouter(configuration: configuration, ledgers: ledgers))
+            try await app.test(.router) { client in
+                let server = TestServer.Client(client: client, ledgers: ledgers)
+                let token = try await server.registerDevice()
+                tokenBox.token = token
+                try await Self.subscribe(server, token, "news")
+                for _ in 0..<3 { tokenBox.ids.append(try await Self.send(server, #"{"topic":"news"}"#)) }
+                let inbox = try await Self.poll(server, token)
+                let first = try #require((inbox.json["messages"] as? [[String: Any]])?.first?["cursor"] as? String)
+                _ = try await server.call(
+                    .post, Self.registrations(token) + "/messages:ack", headers: TestServer.Client.device,
+                    body: #"{"through":"\#(first)"}"#)
+            }
+            ledgers.closeAll()
+        }
+        let ledgers = LedgerRegistry(configuration: configuration, logger: quietLogger)
+        defer { ledgers.closeAll() }
+        let app = Application(router: buildRouter(configuration: configuration, ledgers: ledgers))
+        try await app.test(.router) { client in
+            let server = TestServer.Client(client: client, ledgers: ledgers)
+            let inbox = try await Self.poll(server, tokenBox.token)
+            #expect(Self.ids(inbox) == Array(tokenBox.ids.dropFirst()))
+        }
+    }
+}
+
+/// Carries values out of a test closure.
+private final class Box: @unchecked Sendable {
+    var token = ""
+    var ids: [String] = []
+}
