@@ -98,8 +98,11 @@ extension LedgerCommand {
             } else {
                 lines.append("recorded:   none yet")
             }
+            lines.append("delivered:  \(replay.acknowledgedCount) of \(replay.recipientCount) acknowledged")
             lines.append("tokens (byte order):")
-            lines += replay.recipients.map { "  \($0.rawValue)" }
+            for (token, acknowledged) in zip(replay.recipients, replay.acknowledged) {
+                lines.append("  \(token.rawValue)" + (acknowledged ? "  (acknowledged)" : ""))
+            }
             return lines
         }
     }

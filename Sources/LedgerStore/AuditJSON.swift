@@ -8,10 +8,11 @@ import LedgerCore
 /// This output is audit data and carries tokens by design; it must never be sent to a log.
 public enum AuditJSON {
     /// `ledger replay` / `GET …/audit/messages/{id}`. `recipients` is the page of tokens to include (all of
-    /// them for the CLI).
+    /// them for the CLI); `acknowledgedRecipients` lists those of the page that acknowledged the message.
     public static func replay(_ replay: MessageReplay, project: ProjectID, recipients: ArraySlice<RegistrationToken>)
         -> [String: Any]
     {
+        let acknowledged = recipients.indices.filter { replay.acknowledged[$0] }.map { replay.recipients[$0].rawValue }
         var object: [String: Any] = [
             "name": "projects/\(project)/messages/\(replay.messageID)",
             "messageId": String(replay.messageID),
@@ -26,6 +27,8 @@ public enum AuditJSON {
             "recordedDigest": replay.recorded.map { hex($0.record.recipientDigest) } as Any? ?? NSNull(),
             "audienceSeq": replay.recorded.map(\.seq) as Any? ?? NSNull(),
             "matchesRecord": replay.matchesRecord,
+            "acknowledgedCount": replay.acknowledgedCount,
+            "acknowledgedRecipients": acknowledged,
         ]
         if let message = try? JSONSerialization.jsonObject(with: Data(replay.messageJSON)) {
             object["message"] = message

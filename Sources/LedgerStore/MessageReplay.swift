@@ -18,8 +18,12 @@ public struct MessageReplay: Sendable {
     public var recipientDigest: [UInt8]
     /// The `audience` event recorded for the send and its seq, if recorded yet.
     public var recorded: (record: AudienceRecord, seq: UInt64)?
+    /// Per recipient (same order): whether the device has acknowledged the message (its delivery cursor is
+    /// at or past the send).
+    public var acknowledged: [Bool]
 
     public var recipientCount: Int { recipients.count }
+    public var acknowledgedCount: Int { acknowledged.lazy.filter { $0 }.count }
 
     /// Whether the reconstruction equals the recorded audience (false when none is recorded).
     public var matchesRecord: Bool {
@@ -51,10 +55,15 @@ public struct MessageReplay: Sendable {
             }
             recorded = (record, audienceSeq)
         }
+        let acknowledged = try recipients.map { token in
+            guard let instance = try snapshot.instanceID(of: token) else { return false }
+            return try snapshot.acknowledgedThrough(instance) >= sendSeq
+        }
         return MessageReplay(
             messageID: messageID, seq: sendSeq, time: event.time, target: sent.target, precedence: sent.precedence,
             messageJSON: sent.messageJSON, recipients: recipients,
-            recipientDigest: RecipientDigest.digest(sortedTokens: recipients), recorded: recorded)
+            recipientDigest: RecipientDigest.digest(sortedTokens: recipients), recorded: recorded,
+            acknowledged: acknowledged)
     }
 
     /// The naive path: events 1…S−1 folded in memory, then every registered instance tested.

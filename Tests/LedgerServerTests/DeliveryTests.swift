@@ -202,12 +202,12 @@ struct DeliveryTests {
             try await send(1)
             let path = "/v1/projects/demo-project/registrations/\(token)/messages:stream"
             let stream = try SSEReader(port: port, path: path, headers: ["x-goog-api-key": "dev-client-key"])
-            let backlog = stream.events(count: 1, timeout: 10)
+            let backlog = await stream.events(count: 1, timeout: 10)
             #expect(stream.status == 200)
             #expect(backlog.count == 1)
             // Sent while connected: pushed without polling.
             try await send(2)
-            let live = stream.events(count: 2, timeout: 10)
+            let live = await stream.events(count: 2, timeout: 10)
             #expect(live.count == 2)
             let numbers = live.map { event in
                 ((try? JSONSerialization.jsonObject(with: Data(event.data.utf8))) as? [String: Any])
@@ -218,7 +218,7 @@ struct DeliveryTests {
             try await send(3)
             let resumed = try SSEReader(
                 port: port, path: path, headers: ["x-goog-api-key": "dev-client-key", "Last-Event-ID": live[0].id])
-            let rest = resumed.events(count: 2, timeout: 10)
+            let rest = await resumed.events(count: 2, timeout: 10)
             #expect(rest.map(\.id) == [live[1].id, rest.last?.id ?? ""] && rest.count == 2)
             #expect(!rest.map(\.id).contains(live[0].id))
             // Acknowledge through 2: a fresh connection without Last-Event-ID starts after it.
@@ -226,7 +226,8 @@ struct DeliveryTests {
                 uri: "/v1/projects/demo-project/registrations/\(token)/messages:ack", method: .post, headers: device,
                 body: ByteBuffer(string: #"{"through":"\#(live[1].id)"}"#))
             let fresh = try SSEReader(port: port, path: path, headers: ["x-goog-api-key": "dev-client-key"])
-            #expect(fresh.events(count: 1, timeout: 10).map(\.id) == [rest[1].id])
+            let freshEvents = await fresh.events(count: 1, timeout: 10)
+            #expect(freshEvents.map(\.id) == [rest[1].id])
         }
     }
 

@@ -7,7 +7,8 @@ import Foundation
 /// A Server-Sent Events connection over a plain socket, for tests: sends one GET, decodes the chunked
 /// response as it arrives and hands out `message` events. (The router test client collects whole bodies, and a
 /// stream never ends on its own.)
-final class SSEReader {
+final class SSEReader: @unchecked Sendable {
+    // @unchecked: used by one test at a time, one read at a time.
     struct Event: Equatable {
         let id: String
         let data: String
@@ -40,14 +41,27 @@ final class SSEReader {
     deinit { close(socket) }
 
     /// Reads until `count` message events arrived or `timeout` seconds passed; returns those seen so far.
-    func events(count: Int, timeout: Double) -> [Event] {
+    /// The blocking reads run on a dispatch thread, never on the cooperative pool the server's handlers need.
+    func events(count: Int, timeout: Double) async -> [Event] {
+        await withCheckedContinuation { continuation in
+            DispatchQueue.global().async {
+                continuation.resume(returning: self.readEvents(count: count, timeout: timeout))
+            }
+        }
+    }
+
+    private func readEvents(count: Int, timeout: Double) -> [Event] {
         let deadline = Date().addingTimeInterval(timeout)
         while parsedEvents().count < count, Date() < deadline {
             var descriptor = pollfd(fd: socket, events: Int16(POLLIN), revents: 0)
             let remaining = Int32(max(1, deadline.timeIntervalSinceNow * 1000))
-            guard poll(&descriptor, 1, remaining) > 0 else { break }
+            // Other tests' child processes send this process SIGCHLD: an interrupted call is retried.
+            let ready = poll(&descriptor, 1, remaining)
+            if ready < 0 && errno == EINTR { continue }
+            guard ready > 0 else { break }
             var chunk = [UInt8](repeating: 0, count: 65536)
             let read = recv(socket, &chunk, chunk.count, 0)
+            if read < 0 && errno == EINTR { continue }
             guard read > 0 else { break }
             buffer += chunk[..<read]
             decode()

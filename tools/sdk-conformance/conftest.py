@@ -46,7 +46,8 @@ def contract():
     def send(session, request, **kwargs):
         response = original(session, request, **kwargs)
         if urlsplit(request.url).port in _server_ports:
-            checker.check(request.method, request.url, response.status_code, response.headers, response.content)
+            checker.check(request.method, request.url, response.status_code, response.headers,
+                          lambda: response.content)
         return response
 
     requests.Session.send = send

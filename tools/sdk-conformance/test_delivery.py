@@ -1,0 +1,88 @@
+"""Delivery to devices against a live server: what the Admin SDK sends reaches exactly the devices in its
+audience, over long poll and Server-Sent Events, until acknowledged. Every response is checked against
+docs/openapi.yaml by the `contract` fixture."""
+
+import json
+
+import requests
+from firebase_admin import messaging
+
+from conftest import CLIENT_KEY, PROJECT
+from test_http_battery import expect_rejected
+
+DEVICE = {"x-goog-api-key": CLIENT_KEY}
+
+
+def inbox(server, token, query=""):
+    reply = requests.get(f"{server['base']}/v1/projects/{PROJECT}/registrations/{token}/messages{query}",
+                         headers=DEVICE, timeout=70)
+    assert reply.status_code == 200, reply.text
+    return reply.json()
+
+
+def test_the_seeds_condition_is_delivered_to_exactly_its_audience_until_acknowledged(server, app, register):
+    # The FCM guide's example: 'TopicA' in topics && ('TopicB' in topics || 'TopicC' in topics).
+    alice, bob, carol = register(), register(), register()
+    messaging.subscribe_to_topic([alice, bob], "TopicA", app=app)
+    messaging.subscribe_to_topic(alice, "TopicB", app=app)
+    messaging.subscribe_to_topic(carol, "TopicC", app=app)
+    condition = "'TopicA' in topics && ('TopicB' in topics || 'TopicC' in topics)"
+    name = messaging.send(messaging.Message(
+        condition=condition, notification=messaging.Notification("Goal", "2-1"), data={"score": "2-1"}), app=app)
+    message_id = name.rsplit("/", 1)[1]
+    received = {token: [m["messageId"] for m in inbox(server, token)["messages"]] for token in (alice, bob, carol)}
+    assert received == {alice: [message_id], bob: [], carol: []}
+    delivered = inbox(server, alice)["messages"][0]
+    assert delivered["payload"]["gcm.message_id"] == message_id
+    assert delivered["payload"]["aps"] == {"alert": {"title": "Goal", "body": "2-1"}}
+    assert delivered["payload"]["score"] == "2-1"
+
+    # The same message over Server-Sent Events, then acknowledged: never delivered again.
+    stream_url = f"{server['base']}/v1/projects/{PROJECT}/registrations/{alice}/messages:stream"
+    with requests.get(stream_url, headers=DEVICE, stream=True, timeout=10) as stream:
+        assert stream.status_code == 200
+        lines = []
+        for line in stream.iter_lines(decode_unicode=True):
+            lines.append(line)
+            if line.startswith("data: "):
+                break
+    event_id = next(line[4:] for line in lines if line.startswith("id: "))
+    assert event_id == delivered["cursor"]
+    assert json.loads(lines[-1][6:])["messageId"] == message_id
+    ack = requests.post(f"{server['base']}/v1/projects/{PROJECT}/registrations/{alice}/messages:ack",
+                        headers=DEVICE, json={"through": event_id})
+    assert ack.status_code == 200 and ack.json() == {"acknowledgedThrough": event_id}
+    assert inbox(server, alice)["messages"] == []
+
+    # The audit API shows who acknowledged.
+    replay = requests.get(f"{server['base']}/v1/projects/{PROJECT}/audit/messages/{message_id}",
+                          headers={"Authorization": "Bearer auditor"}).json()
+    assert replay["recipients"] == [alice] and replay["acknowledgedCount"] == 1
+
+
+def test_delivery_refuses_bad_input_and_strangers(server, register):
+    token = register()
+    base = f"/v1/projects/{PROJECT}/registrations/{token}"
+    expect_rejected(server, "GET", base + "/messages?waitSeconds=x", headers=DEVICE, status=400,
+                    code="INVALID_ARGUMENT", field="waitSeconds")
+    expect_rejected(server, "GET", base + "/messages?after=-3", headers=DEVICE, status=400, code="INVALID_ARGUMENT",
+                    field="after")
+    expect_rejected(server, "GET", base + "/messages:stream", headers={**DEVICE, "Last-Event-ID": "x"}, status=400,
+                    code="INVALID_ARGUMENT", field="Last-Event-ID")
+    for body in ('{"through":"x"}', '{"through":"999999999"}', '{"through":"1","extra":1}', "{"):
+        expect_rejected(server, "POST", base + "/messages:ack", body=body, headers=DEVICE, status=400,
+                        code="INVALID_ARGUMENT")
+    expect_rejected(server, "POST", base + "/messages:ack", body=b'{"through":"' + b"1" * (2 << 20) + b'"}',
+                    headers=DEVICE, status=413, code="INVALID_ARGUMENT")
+    for path in (base + "/messages", base + "/messages:stream"):
+        expect_rejected(server, "GET", path, headers={}, status=401, code="THIRD_PARTY_AUTH_ERROR")
+        expect_rejected(server, "GET", path, headers={"Authorization": "Bearer owner"}, status=403,
+                        code="SENDER_ID_MISMATCH")
+        expect_rejected(server, "GET", path.replace(token, "never-registered"), headers=DEVICE, status=404,
+                        code="NOT_FOUND")
+    expect_rejected(server, "POST", base + "/messages:ack", body='{"through":"1"}', headers={}, status=401,
+                    code="THIRD_PARTY_AUTH_ERROR")
+    expect_rejected(server, "POST", base + "/messages:ack", body='{"through":"1"}',
+                    headers={"Authorization": "Bearer auditor"}, status=403, code="SENDER_ID_MISMATCH")
+    expect_rejected(server, "POST", base.replace(token, "never-registered") + "/messages:ack",
+                    body='{"through":"1"}', headers=DEVICE, status=404, code="NOT_FOUND")
