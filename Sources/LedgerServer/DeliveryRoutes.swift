@@ -35,7 +35,8 @@ struct DeliveryRoutes {
         let project: ProjectID
         let token: RegistrationToken
         let ledger: Ledger
-        let notifier: DeliveryNotifier
+        let shared: DeliveryState
+        var notifier: DeliveryNotifier { shared.notifier }
     }
 
     private func device(_ request: Request, _ context: BasicRequestContext) throws -> (Device, InstanceID, UInt64) {
@@ -55,7 +56,7 @@ struct DeliveryRoutes {
             return (instance, try snapshot.acknowledgedThrough(instance))
         }
         let device = Device(
-            project: project, token: token, ledger: ledger, notifier: server.ledgers.notifier(for: project))
+            project: project, token: token, ledger: ledger, shared: server.ledgers.delivery(for: project))
         return (device, instance, acknowledged)
     }
 
@@ -81,11 +82,12 @@ struct DeliveryRoutes {
         let deadline = ContinuousClock.now + .seconds(wait)
         while true {
             let generation = device.notifier.current
-            let messages = try inbox(device, instance, after: after)
-            if !messages.isEmpty || ContinuousClock.now >= deadline || Task.isCancelled {
+            let page = try inbox(device, instance, after: after)
+            after = page.through
+            if !page.messages.isEmpty || ContinuousClock.now >= deadline || Task.isCancelled {
                 return try JSONResponse.make([
-                    "messages": messages.map { Self.delivery($0, project: device.project) },
-                    "cursor": String(messages.last?.cursor ?? after),
+                    "messages": page.messages.map { Self.delivery($0, project: device.project) },
+                    "cursor": String(page.through),
                 ])
             }
             await device.notifier.wait(after: generation, timeout: deadline - ContinuousClock.now)
@@ -115,18 +117,20 @@ struct DeliveryRoutes {
                     let generation = device.notifier.current
                     let registered = try device.ledger.read { snapshot in try snapshot.isRegistered(instance) }
                     guard registered else { break }
-                    let messages = try inbox(device, instance, after: after)
-                    for message in messages {
-                        let data = try JSONSerialization.data(
-                            withJSONObject: Self.delivery(message, project: device.project),
-                            options: [.sortedKeys, .withoutEscapingSlashes])
-                        var buffer = ByteBuffer(string: "id: \(message.cursor)\nevent: message\ndata: ")
-                        buffer.writeBytes(data)
-                        buffer.writeString("\n\n")
-                        try await writer.write(buffer)
-                        after = message.cursor
+                    let page = try inbox(device, instance, after: after)
+                    for message in page.messages {
+                        let event = try device.shared.payloads.bytes(for: message) {
+                            let data = try JSONSerialization.data(
+                                withJSONObject: Self.delivery(message, project: device.project),
+                                options: [.sortedKeys, .withoutEscapingSlashes])
+                            return Array("id: \(message.cursor)\nevent: message\ndata: ".utf8) + data
+                                + Array("\n\n".utf8)
+                        }
+                        try await writer.write(ByteBuffer(bytes: event))
                     }
-                    if messages.count == Self.pageSize { continue }
+                    // Sends not for this device are not looked at again.
+                    after = page.through
+                    if page.messages.count == Self.pageSize { continue }
                     await device.notifier.wait(after: generation, timeout: Self.keepAliveInterval)
                     if device.notifier.current == generation && !stopping.isSet {
                         try await writer.write(ByteBuffer(string: ": keep-alive\n\n"))
@@ -176,9 +180,10 @@ struct DeliveryRoutes {
         return try JSONResponse.make(["acknowledgedThrough": String(through)])
     }
 
-    private func inbox(_ device: Device, _ instance: InstanceID, after: UInt64) throws -> [InboxMessage] {
+    private func inbox(_ device: Device, _ instance: InstanceID, after: UInt64) throws -> InboxPage {
         try device.ledger.read { snapshot in
-            try snapshot.inbox(of: instance, after: after, now: LedgerTime.now(), limit: Self.pageSize)
+            try snapshot.inbox(
+                of: instance, after: after, now: LedgerTime.now(), limit: Self.pageSize, sends: device.shared.sends)
         }
     }
 

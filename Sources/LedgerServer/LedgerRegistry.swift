@@ -10,7 +10,7 @@ public final class LedgerRegistry: @unchecked Sendable {
     // @unchecked: `ledgers` is only touched with `lock` held.
     private let lock = NSLock()
     private var ledgers: [ProjectID: Ledger] = [:]
-    private var notifiers: [ProjectID: DeliveryNotifier] = [:]
+    private var deliveries: [ProjectID: DeliveryState] = [:]
     private let configuration: ServerConfiguration
     private let logger: Logger
     /// The metrics every ledger's group commits are reported to.
@@ -32,7 +32,7 @@ public final class LedgerRegistry: @unchecked Sendable {
         options.commitObserver = { [metrics] requests, operations, duration in
             metrics.recordCommit(requests: requests, operations: operations, duration: duration)
         }
-        let notifier = notifierLocked(for: project)
+        let notifier = deliveryLocked(for: project).notifier
         options.sendObserver = { notifier.notify() }
         let ledger = try Ledger.open(
             dataDirectory: configuration.dataDirectory, project: project, options: options, logger: logger)
@@ -40,18 +40,19 @@ public final class LedgerRegistry: @unchecked Sendable {
         return ledger
     }
 
-    /// Wakes `project`'s waiting devices when its writer commits sends.
-    func notifier(for project: ProjectID) -> DeliveryNotifier {
+    /// What delivery shares across `project`'s devices: the wake-up of waiting devices and the prepared
+    /// recent sends.
+    func delivery(for project: ProjectID) -> DeliveryState {
         lock.lock()
         defer { lock.unlock() }
-        return notifierLocked(for: project)
+        return deliveryLocked(for: project)
     }
 
-    private func notifierLocked(for project: ProjectID) -> DeliveryNotifier {
-        if let notifier = notifiers[project] { return notifier }
-        let notifier = DeliveryNotifier()
-        notifiers[project] = notifier
-        return notifier
+    private func deliveryLocked(for project: ProjectID) -> DeliveryState {
+        if let delivery = deliveries[project] { return delivery }
+        let delivery = DeliveryState()
+        deliveries[project] = delivery
+        return delivery
     }
 
     /// The ledgers opened so far.

@@ -15,6 +15,14 @@ public struct InboxMessage: Sendable, Equatable {
     public var expires: LedgerTime
 }
 
+/// A page of a device's inbox.
+public struct InboxPage: Sendable, Equatable {
+    /// The messages, oldest first.
+    public var messages: [InboxMessage]
+    /// Every send at or before this seq has been looked at: read on from here next time.
+    public var through: UInt64
+}
+
 /// How long undelivered messages are kept: FCM's default and maximum time to live, 4 weeks.
 public let defaultMessageLifetime: Int64 = 28 * 24 * 3600 * 1_000_000
 
@@ -28,17 +36,22 @@ extension LedgerSnapshot {
     /// their own seq) contains `instance`, oldest first, without those expired at `now`, at most `limit`.
     ///
     /// Reads the `sends` index from the cursor (never before the instance's first registration, nor before
-    /// the longest lifetime a message can have) and checks each send against the instance's own history:
-    /// O(sends scanned × the instance's history), independent of audience sizes.
-    public func inbox(of instance: InstanceID, after cursor: UInt64, now: LedgerTime, limit: Int) throws
-        -> [InboxMessage]
-    {
-        guard let info = try self.instance(instance) else { return [] }
-        guard let firstRegistration = try firstRegistration(of: instance) else { return [] }
-        let oldestLive = try seq(atOrBefore: LedgerTime(microseconds: now.microseconds - defaultMessageLifetime))
-        var from = max(cursor, oldestLive, firstRegistration - 1) + 1
+    /// the longest lifetime a message can have). Each send's audience is computed once from the temporal
+    /// index and kept in `sends` (shared by every device of the project: a send to a topic with a thousand
+    /// streaming devices is decoded and evaluated once, not a thousand times).
+    public func inbox(
+        of instance: InstanceID, after cursor: UInt64, now: LedgerTime, limit: Int, sends cache: SendCache
+    ) throws -> InboxPage {
+        guard let info = try self.instance(instance), let firstRegistration = try firstRegistration(of: instance)
+        else { return InboxPage(messages: [], through: cursor) }
+        var from = max(cursor, firstRegistration - 1) + 1
+        // A device back after a long time: skip what has expired for everyone (one binary search, only then).
+        if let first = try event(at: from), now.microseconds - first.time.microseconds > defaultMessageLifetime {
+            let oldestLive = try seq(atOrBefore: LedgerTime(microseconds: now.microseconds - defaultMessageLifetime))
+            from = max(from, oldestLive + 1)
+        }
         var messages: [InboxMessage] = []
-        var conditions: [String: Condition] = [:]
+        var through = cursor
         while messages.count < limit {
             var batch: [UInt64] = []
             try txn.withCursor(schema.sends) { sendCursor in
@@ -51,39 +64,18 @@ extension LedgerSnapshot {
             guard let last = batch.last else { break }
             from = last + 1
             for seq in batch where messages.count < limit {
-                let (event, sent) = try sentEvent(at: seq)
-                guard try reaches(sent, instance: instance, token: info.token, at: seq, conditions: &conditions)
-                else { continue }
-                let expires = MessageLifetime.expiry(of: sent.messageJSON, sentAt: event.time, platform: info.platform)
+                through = max(through, seq)
+                let send = try cache.send(at: seq, in: self)
+                guard send.audience.contains(instance) else { continue }
+                let expires = send.expiry(platform: info.platform)
                 guard now < expires else { continue }
                 messages.append(
                     InboxMessage(
-                        cursor: seq, messageID: sent.messageID, sentTime: event.time, target: sent.target,
-                        messageJSON: sent.messageJSON, expires: expires))
+                        cursor: seq, messageID: send.sent.messageID, sentTime: send.time, target: send.sent.target,
+                        messageJSON: send.sent.messageJSON, expires: expires))
             }
         }
-        return messages
-    }
-
-    /// Whether the send at `seq` was addressed to `instance`: registered then, and its topics then satisfied
-    /// the target.
-    private func reaches(
-        _ sent: SentMessage, instance: InstanceID, token: RegistrationToken, at seq: UInt64,
-        conditions: inout [String: Condition]
-    ) throws -> Bool {
-        guard try isRegistered(instance, at: seq) else { return false }
-        switch sent.target {
-        case .token(let target):
-            return target == token
-        case .topic(let name):
-            guard let topic = try topicID(of: name) else { return false }
-            return try topics(of: instance, at: seq).contains(topic)
-        case .condition(let text):
-            let key = sent.precedence.rawValue + "\u{0}" + text
-            if conditions[key] == nil { conditions[key] = try Condition(parsing: text, precedence: sent.precedence) }
-            let names = try Set(topics(of: instance, at: seq).compactMap { try topicName(of: $0) })
-            return conditions[key]!.isSatisfied(byTopics: names)
-        }
+        return InboxPage(messages: messages, through: through)
     }
 
     /// The seq of the instance's first registration, if it was ever registered.
@@ -93,6 +85,55 @@ extension LedgerSnapshot {
             first = min(first ?? .max, interval.start)
         }
         return first
+    }
+}
+
+/// A send as delivery needs it: decoded once, its audience computed once (it never changes: it is the
+/// state at the send's own seq).
+public struct PreparedSend: Sendable {
+    public let seq: UInt64
+    public let sent: SentMessage
+    public let time: LedgerTime
+    public let audience: InstanceSet
+    let expiries: (android: LedgerTime, ios: LedgerTime, other: LedgerTime)
+
+    func expiry(platform: String?) -> LedgerTime {
+        switch platform?.lowercased() {
+        case "android": expiries.android
+        case "ios": expiries.ios
+        default: expiries.other
+        }
+    }
+}
+
+/// The most recent sends of one project, prepared for delivery and shared by every device's inbox.
+///
+/// - Note: Thread-safe. Entries are immutable facts about the log, so a stale entry cannot exist; the cache
+///   only bounds memory (the newest `capacity` sends are kept).
+public final class SendCache: @unchecked Sendable {
+    // @unchecked: `entries` is only touched with `lock` held.
+    private let lock = NSLock()
+    private var entries: [UInt64: PreparedSend] = [:]
+    private let capacity: Int
+
+    public init(capacity: Int = 256) { self.capacity = capacity }
+
+    func send(at seq: UInt64, in snapshot: LedgerSnapshot) throws -> PreparedSend {
+        if let cached = lock.withLock({ entries[seq] }) { return cached }
+        let (event, sent) = try snapshot.sentEvent(at: seq)
+        let audience = try snapshot.audience(of: sent.target, precedence: sent.precedence, at: seq)
+        let prepared = PreparedSend(
+            seq: seq, sent: sent, time: event.time, audience: audience,
+            expiries: (
+                MessageLifetime.expiry(of: sent.messageJSON, sentAt: event.time, platform: "android"),
+                MessageLifetime.expiry(of: sent.messageJSON, sentAt: event.time, platform: "ios"),
+                MessageLifetime.expiry(of: sent.messageJSON, sentAt: event.time, platform: nil)
+            ))
+        lock.withLock {
+            entries[seq] = prepared
+            if entries.count > capacity, let oldest = entries.keys.min() { entries[oldest] = nil }
+        }
+        return prepared
     }
 }
 

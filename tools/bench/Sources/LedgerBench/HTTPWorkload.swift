@@ -14,15 +14,7 @@ struct HTTPWorkload {
         let data = (scratch as NSString).appendingPathComponent("ledger-bench-http-\(UUID().uuidString)")
         defer { try? FileManager.default.removeItem(atPath: data) }
         let port = 18_000 + Int.random(in: 0..<2000)
-        let server = Process()
-        server.executableURL = URL(fileURLWithPath: ledgerBinary)
-        server.arguments = [
-            "serve", "--data", data, "--port", String(port), "--subscription-rate", "1000000000", "--send-quota",
-            "1000000000",
-        ]
-        server.standardOutput = FileHandle.nullDevice
-        server.standardError = FileHandle.nullDevice
-        try server.run()
+        let server = try Self.startServer(ledgerBinary: ledgerBinary, data: data, port: port)
         defer {
             server.terminate()
             server.waitUntilExit()
@@ -41,8 +33,22 @@ struct HTTPWorkload {
         }
     }
 
+    /// `ledger serve` on `port` with the rate limits out of the way.
+    static func startServer(ledgerBinary: String, data: String, port: Int) throws -> Process {
+        let server = Process()
+        server.executableURL = URL(fileURLWithPath: ledgerBinary)
+        server.arguments = [
+            "serve", "--data", data, "--port", String(port), "--subscription-rate", "1000000000", "--send-quota",
+            "1000000000",
+        ]
+        server.standardOutput = FileHandle.nullDevice
+        server.standardError = FileHandle.nullDevice
+        try server.run()
+        return server
+    }
+
     private func measureAll(_ client: HTTPClient, _ base: String) async throws -> [BenchResult] {
-        try await waitForHealth(client, base)
+        try await Self.waitForHealth(client, base)
 
         // 2,000 registered devices.
         var registered: [String] = []
@@ -114,16 +120,22 @@ struct HTTPWorkload {
         return Double(units) / (ContinuousClock.now - start).seconds
     }
 
-    private func waitForHealth(_ client: HTTPClient, _ base: String) async throws {
+    static func waitForHealth(_ client: HTTPClient, _ base: String) async throws {
         for _ in 0..<300 {
-            if (try? await call(client, post: false, base + "/healthz")) != nil { return }
+            if (try? await Self.call(client, post: false, base + "/healthz")) != nil { return }
             try await Task.sleep(for: .milliseconds(100))
         }
         throw CancellationError()
     }
 
-    /// One request; throws on a status other than 200.
     private func call(_ client: HTTPClient, post: Bool, _ url: String, body: String? = nil, device: Bool = false)
+        async throws -> [UInt8]
+    {
+        try await Self.call(client, post: post, url, body: body, device: device)
+    }
+
+    /// One request; throws on a status other than 200.
+    static func call(_ client: HTTPClient, post: Bool, _ url: String, body: String? = nil, device: Bool = false)
         async throws -> [UInt8]
     {
         var request = HTTPClientRequest(url: url)

@@ -26,7 +26,9 @@ struct LedgerBench: AsyncParsableCommand {
     var seed: UInt64 = 1
 
     @Option(
-        help: "Run only these workloads (comma-separated: append, rebuild, scan, audience, parse, http, replay).")
+        help:
+            "Run only these workloads (comma-separated: append, rebuild, scan, audience, parse, http, replay, delivery)."
+    )
     var only: String?
 
     @Option(help: "Events in the generated ledger (overrides the mode's size).")
@@ -57,7 +59,14 @@ struct LedgerBench: AsyncParsableCommand {
         }
         if wants("parse") { results.append(AudienceWorkload.parseRate()) }
         if wants("http") {
-            results += try await HTTPWorkload(ledgerBinary: ledgerBinary, scratch: scratch, seconds: full ? 10 : 3).run()
+            results += try await HTTPWorkload(ledgerBinary: ledgerBinary, scratch: scratch, seconds: full ? 10 : 3)
+                .run()
+        }
+        if wants("delivery") {
+            results += try await DeliveryWorkload(
+                ledgerBinary: ledgerBinary, scratch: scratch, devices: 1000, sends: full ? 50 : 20,
+                idleStreams: full ? 9000 : 1000
+            ).run()
         }
         if wants("replay") {
             results += try await ReplayWorkload(

@@ -76,7 +76,8 @@ struct ReplayWorkload {
         var request = 0
         func append(_ operations: [LedgerOperation]) async throws -> WriteReceipt {
             request += 1
-            return try await ledger.append(WriteRequest(actor: "bench", requestID: "b\(request)", operations: operations))
+            return try await ledger.append(
+                WriteRequest(actor: "bench", requestID: "b\(request)", operations: operations))
         }
         for chunk in stride(from: 0, to: instances, by: 10_000) {
             _ = try await append(
