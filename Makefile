@@ -15,6 +15,7 @@ test:
 	swift build --build-tests
 	swift test --skip-build
 	tools/sdk-conformance/run.sh "$$(swift build --show-bin-path)/ledger"
+	samples/seeds-scenario.sh
 
 # Loads the sample operations into ./ledger-data once (no server needed) and verifies the ledger.
 demo:

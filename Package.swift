@@ -7,6 +7,7 @@ let package = Package(
     platforms: [.macOS(.v14)],
     products: [
         .executable(name: "ledger", targets: ["LedgerCLI"]),
+        .executable(name: "ledger-device", targets: ["ledger-device"]),
         .library(name: "LedgerServer", targets: ["LedgerServer"]),
         .library(name: "LedgerStore", targets: ["LedgerStore"]),
         .library(name: "LedgerCore", targets: ["LedgerCore"]),
@@ -23,6 +24,7 @@ let package = Package(
         .package(url: "https://github.com/swift-server/swift-prometheus.git", from: "2.4.1"),
         .package(url: "https://github.com/swift-server/async-http-client.git", from: "1.37.0"),
         .package(url: "https://github.com/swift-server/swift-service-lifecycle.git", from: "2.13.0"),
+        .package(url: "https://github.com/apple/swift-nio.git", from: "2.101.0"),
     ],
     targets: [
         .systemLibrary(
@@ -73,6 +75,16 @@ let package = Package(
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
             ]
+        ),
+        // A sample device (samples/DeviceClient): register, subscribe, poll or stream, acknowledge.
+        .executableTarget(
+            name: "ledger-device",
+            dependencies: [
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "AsyncHTTPClient", package: "async-http-client"),
+                .product(name: "NIOHTTP1", package: "swift-nio"),
+            ],
+            path: "samples/DeviceClient"
         ),
         .target(
             name: "LedgerTestSupport",
