@@ -1,50 +1,100 @@
 import Foundation
+import LedgerCore
 import LedgerStore
 
-/// Wakes devices waiting for messages (long polls and streams) when a project's writer commits sends.
+/// Wakes the devices waiting for messages (long polls and streams) that a committed send is addressed to.
 ///
-/// A generation counter closes the race between "read the inbox, found nothing" and "wait": a waiter
-/// passes the generation it read before looking, and returns at once if a send committed since.
+/// The writer thread only hands over the new sends' seqs (it never blocks); a dispatcher task computes each
+/// send's audience once (``SendCache``) and resumes exactly the waiting devices in it — a send to a topic
+/// with a thousand subscribers wakes a thousand streams, not every open stream of the project.
 ///
-/// - Note: Thread-safe; `notify` runs on the ledger's writer thread and never blocks it.
+/// A generation counter closes the race between "read the inbox, found nothing" and "wait": a waiter passes
+/// the generation it read before looking, and returns at once if sends committed since.
+///
+/// - Note: Thread-safe. `generation`, `waiters`, `pending` and `dispatching` are only touched with `lock`
+///   held.
 final class DeliveryNotifier: @unchecked Sendable {
-    // @unchecked: `generation` and `waiters` are only touched with `lock` held.
+    private struct Waiter {
+        let instance: InstanceID
+        let continuation: CheckedContinuation<Void, Never>
+    }
+
     private let lock = NSLock()
     private var generation: UInt64 = 0
-    private var waiters: [UUID: CheckedContinuation<Void, Never>] = [:]
+    private var waiters: [UUID: Waiter] = [:]
+    private var pending: [UInt64] = []
+    private var dispatching = false
+    /// Reads the ledger to find each send's audience; set when the project's ledger opens.
+    private var audiences: (@Sendable ([UInt64]) throws -> [InstanceSet])?
 
     /// The current generation: read it before looking at the inbox.
     var current: UInt64 {
-        lock.lock()
-        defer { lock.unlock() }
-        return generation
+        lock.withLock { generation }
     }
 
-    /// Sends committed: wake every waiter.
-    func notify() {
-        lock.lock()
-        generation &+= 1
-        let woken = waiters
-        waiters.removeAll()
-        lock.unlock()
-        for continuation in woken.values { continuation.resume() }
+    /// How to compute the audiences of committed sends (the project's ledger and send cache).
+    func connect(audiences: @escaping @Sendable ([UInt64]) throws -> [InstanceSet]) {
+        lock.withLock { self.audiences = audiences }
     }
 
-    /// Returns when sends commit after `seen`, or after `timeout`, or when the task is cancelled.
-    func wait(after seen: UInt64, timeout: Duration) async {
+    /// Sends committed at `seqs` (called on the writer thread): bump the generation and hand the seqs to
+    /// the dispatcher.
+    func notify(seqs: [UInt64]) {
+        let start = lock.withLock { () -> Bool in
+            generation &+= 1
+            pending += seqs
+            guard !dispatching else { return false }
+            dispatching = true
+            return true
+        }
+        if start { Task.detached { self.dispatch() } }
+    }
+
+    /// Wakes every waiter (the server is stopping).
+    func wakeAll() {
+        let woken = lock.withLock { () -> [Waiter] in
+            generation &+= 1
+            defer { waiters.removeAll() }
+            return Array(waiters.values)
+        }
+        for waiter in woken { waiter.continuation.resume() }
+    }
+
+    /// Resumes the waiters in the audiences of the pending sends, until none are pending.
+    private func dispatch() {
+        while true {
+            let (seqs, compute) = lock.withLock { () -> ([UInt64], (@Sendable ([UInt64]) throws -> [InstanceSet])?) in
+                defer { pending.removeAll() }
+                if pending.isEmpty { dispatching = false }
+                return (pending, audiences)
+            }
+            guard !seqs.isEmpty else { return }
+            // If the audiences cannot be read, wake everyone: each device then reads its own inbox.
+            let sets = (try? compute?(seqs)) ?? nil
+            let woken = lock.withLock { () -> [Waiter] in
+                let chosen = waiters.filter { _, waiter in
+                    sets.map { $0.contains { $0.contains(waiter.instance) } } ?? true
+                }
+                for id in chosen.keys { waiters[id] = nil }
+                return Array(chosen.values)
+            }
+            for waiter in woken { waiter.continuation.resume() }
+        }
+    }
+
+    /// Returns when a send addressed to `instance` commits after `seen`, after `timeout`, or on cancellation.
+    func wait(for instance: InstanceID, after seen: UInt64, timeout: Duration) async {
         let id = UUID()
         await withTaskCancellationHandler {
             await withTaskGroup(of: Void.self) { group in
                 group.addTask {
                     await withCheckedContinuation { continuation in
-                        self.lock.lock()
-                        if self.generation != seen || Task.isCancelled {
-                            self.lock.unlock()
-                            continuation.resume()
-                            return
+                        let immediate = self.lock.withLock { () -> Bool in
+                            if self.generation != seen || Task.isCancelled { return true }
+                            self.waiters[id] = Waiter(instance: instance, continuation: continuation)
+                            return false
                         }
-                        self.waiters[id] = continuation
-                        self.lock.unlock()
+                        if immediate { continuation.resume() }
                     }
                 }
                 group.addTask { try? await Task.sleep(for: timeout) }
@@ -60,10 +110,8 @@ final class DeliveryNotifier: @unchecked Sendable {
 
     /// Resumes one waiter if it is still waiting.
     private func wake(_ id: UUID) {
-        lock.lock()
-        let continuation = waiters.removeValue(forKey: id)
-        lock.unlock()
-        continuation?.resume()
+        let waiter = lock.withLock { waiters.removeValue(forKey: id) }
+        waiter?.continuation.resume()
     }
 }
 

@@ -90,7 +90,7 @@ struct DeliveryRoutes {
                     "cursor": String(page.through),
                 ])
             }
-            await device.notifier.wait(after: generation, timeout: deadline - ContinuousClock.now)
+            await device.notifier.wait(for: instance, after: generation, timeout: deadline - ContinuousClock.now)
         }
     }
 
@@ -131,7 +131,7 @@ struct DeliveryRoutes {
                     // Sends not for this device are not looked at again.
                     after = page.through
                     if page.messages.count == Self.pageSize { continue }
-                    await device.notifier.wait(after: generation, timeout: Self.keepAliveInterval)
+                    await device.notifier.wait(for: instance, after: generation, timeout: Self.keepAliveInterval)
                     if device.notifier.current == generation && !stopping.isSet {
                         try await writer.write(ByteBuffer(string: ": keep-alive\n\n"))
                     }
@@ -139,7 +139,7 @@ struct DeliveryRoutes {
             } onGracefulShutdown: {
                 // The server is stopping: end every stream now rather than at its next keep-alive.
                 stopping.set()
-                device.notifier.notify()
+                device.notifier.wakeAll()
             }
             try await writer.finish(nil)
         }

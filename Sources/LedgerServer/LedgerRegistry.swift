@@ -32,11 +32,16 @@ public final class LedgerRegistry: @unchecked Sendable {
         options.commitObserver = { [metrics] requests, operations, duration in
             metrics.recordCommit(requests: requests, operations: operations, duration: duration)
         }
-        let notifier = deliveryLocked(for: project).notifier
-        options.sendObserver = { notifier.notify() }
+        let delivery = deliveryLocked(for: project)
+        options.sendObserver = { [notifier = delivery.notifier] seqs in notifier.notify(seqs: seqs) }
         let ledger = try Ledger.open(
             dataDirectory: configuration.dataDirectory, project: project, options: options, logger: logger)
         ledgers[project] = ledger
+        // Weak: a closed ledger must be released (it holds the project's writer lock).
+        delivery.notifier.connect { [weak ledger, sends = delivery.sends] seqs in
+            guard let ledger else { throw StoreError(.unavailable, "the ledger is closed") }
+            return try ledger.read { snapshot in try seqs.map { try sends.send(at: $0, in: snapshot).audience } }
+        }
         return ledger
     }
 

@@ -118,7 +118,8 @@ public final class SendCache: @unchecked Sendable {
 
     public init(capacity: Int = 256) { self.capacity = capacity }
 
-    func send(at seq: UInt64, in snapshot: LedgerSnapshot) throws -> PreparedSend {
+    /// The send at `seq`, prepared (from the cache, or read from `snapshot` and kept).
+    public func send(at seq: UInt64, in snapshot: LedgerSnapshot) throws -> PreparedSend {
         if let cached = lock.withLock({ entries[seq] }) { return cached }
         let (event, sent) = try snapshot.sentEvent(at: seq)
         let audience = try snapshot.audience(of: sent.target, precedence: sent.precedence, at: seq)

@@ -35,8 +35,9 @@ public final class Ledger: Sendable {
         /// Whether a writer appends the `audience` event of every send (SPEC §2.4), including sends a crash
         /// left without one. Off only for rebuilds and benchmarks of the bare write path.
         public var recordsAudiences = true
-        /// Called on the writer thread after a transaction that committed sends (delivery wakes devices).
-        public var sendObserver: (@Sendable () -> Void)?
+        /// Called on the writer thread with the seqs of the sends a transaction committed, once durable
+        /// (delivery wakes the devices they are for). Must not block.
+        public var sendObserver: (@Sendable ([UInt64]) -> Void)?
 
         public init(mode: Mode = .readWrite) { self.mode = mode }
     }
@@ -157,7 +158,7 @@ public final class Ledger: Sendable {
             let sends = Self.sends(in: results)
             if !sends.isEmpty {
                 recorderSlot.recorder?.enqueue(sends)
-                sendObserver?()
+                sendObserver?(sends.map(\.sendSeq))
             }
             return results
         }

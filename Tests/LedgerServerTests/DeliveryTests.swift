@@ -261,7 +261,7 @@ struct DeliveryTests {
         try await app.test(.router) { client in
             let server = TestServer.Client(client: client, ledgers: ledgers)
             let inbox = try await Self.poll(server, tokenBox.token)
-            #expect(Self.ids(inbox) == Array(tokenBox.ids.dropFirst()))
+            #expect(Self.ids(inbox) == Array(tokenBox.ids.dropFirst()), "\(inbox.text)")
         }
     }
 }
