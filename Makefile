@@ -30,4 +30,4 @@ bench-full:
 	tools/bench/run.sh full
 
 format-lint:
-	swift format lint --strict --recursive Sources Tests tools/bench/Sources tools/fuzz
+	swift format lint --strict --recursive Sources Tests tools/bench/Sources tools/fuzz samples/DeviceClient

@@ -51,7 +51,8 @@ func show(_ delivery: [String: Any]) throws {
 @main
 struct DeviceClient: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
-        commandName: "ledger-device", abstract: "A sample TopicLedger device: register, subscribe, receive, acknowledge.",
+        commandName: "ledger-device",
+        abstract: "A sample TopicLedger device: register, subscribe, receive, acknowledge.",
         subcommands: [Register.self, Subscribe.self, Poll.self, Stream.self, Unregister.self])
 
     struct Register: AsyncParsableCommand {
@@ -121,7 +122,8 @@ struct DeviceClient: AsyncParsableCommand {
                     else { continue }
                     try show(delivery)
                     if ack, let cursor = delivery["cursor"] as? String {
-                        _ = try await connection.call(.POST, "/\(token)/messages:ack", body: #"{"through":"\#(cursor)"}"#)
+                        _ = try await connection.call(
+                            .POST, "/\(token)/messages:ack", body: #"{"through":"\#(cursor)"}"#)
                     }
                     received += 1
                     if let count, received >= count { return }
