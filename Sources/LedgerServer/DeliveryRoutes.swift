@@ -115,9 +115,14 @@ struct DeliveryRoutes {
                 try await writer.write(ByteBuffer(string: "retry: 1000\n\n"))
                 while !Task.isCancelled && !stopping.isSet {
                     let generation = device.notifier.current
-                    let registered = try device.ledger.read { snapshot in try snapshot.isRegistered(instance) }
-                    guard registered else { break }
-                    let page = try inbox(device, instance, after: after)
+                    // One snapshot per wake: still registered, and what is new.
+                    let read = try device.ledger.read { snapshot -> InboxPage? in
+                        guard try snapshot.isRegistered(instance) else { return nil }
+                        return try snapshot.inbox(
+                            of: instance, after: after, now: LedgerTime.now(), limit: Self.pageSize,
+                            sends: device.shared.sends)
+                    }
+                    guard let page = read else { break }
                     for message in page.messages {
                         let event = try device.shared.payloads.bytes(for: message) {
                             let data = try JSONSerialization.data(
