@@ -52,6 +52,8 @@ public final class Ledger: Sendable {
     private let writerLock: WriterLock?
     private let committer: GroupCommitter?
     private let audienceRecorder: AudienceRecorder?
+    /// The writer's reference to the recorder (cleared on close: the recorder appends through the writer).
+    private let recorderSlot: RecorderSlot
 
     /// Opens the ledger of `project` under `dataDirectory`, creating it when opened for writing.
     ///
@@ -133,6 +135,8 @@ public final class Ledger: Sendable {
         self.schema = schema
         self.options = options
         self.logger = logger
+        let slot = RecorderSlot()
+        self.recorderSlot = slot
         if readOnly {
             self.committer = nil
             self.audienceRecorder = nil
@@ -148,16 +152,15 @@ public final class Ledger: Sendable {
         let recordsAudiences = options.recordsAudiences && !options.forRebuild
         let sendObserver = options.sendObserver
         // The writer hands each committed send to the recorder; the recorder appends through the writer.
-        let recorderSlot = RecorderSlot()
         let committer = GroupCommitter(
             maximumBatchOperations: options.maximumBatchOperations, observer: options.commitObserver
         ) {
-            [environment, schema, logger] batch in
+            [environment, schema, logger, slot] batch in
             let results = Self.commit(
                 batch, environment: environment, schema: schema, limits: limits, now: clock(), logger: logger)
             let sends = Self.sends(in: results)
             if !sends.isEmpty {
-                recorderSlot.recorder?.enqueue(sends)
+                slot.recorder?.enqueue(sends)
                 sendObserver?(sends.map(\.sendSeq))
             }
             return results
@@ -178,7 +181,7 @@ public final class Ledger: Sendable {
                     done.wait()
                     return box.result!
                 }, logger: logger)
-            recorderSlot.recorder = recorder
+            slot.recorder = recorder
             self.audienceRecorder = recorder
             // Sends a crash (or a rebuild) left without an audience get one now.
             if !options.forRebuild {
@@ -208,6 +211,7 @@ public final class Ledger: Sendable {
     public func close() {
         audienceRecorder?.stop()
         committer?.stop()
+        recorderSlot.recorder = nil
     }
 
     /// Blocks until every send committed so far has its `audience` event (or its recording failed and was
@@ -366,7 +370,8 @@ extension LedgerTime {
 
 /// The recorder, set once it exists (the writer is created first and hands sends to it).
 private final class RecorderSlot: @unchecked Sendable {
-    // @unchecked: written once in `Ledger.init` before any send can commit, then only read.
+    // @unchecked: written in `Ledger.init` before any send can commit, and cleared by `close()` after the
+    // writer has stopped; read only by the writer thread.
     var recorder: AudienceRecorder?
 }
 
