@@ -3,6 +3,7 @@ audience, over long poll and Server-Sent Events, until acknowledged. Every respo
 docs/openapi.yaml by the `contract` fixture."""
 
 import json
+import time
 
 import requests
 from firebase_admin import messaging
@@ -86,3 +87,38 @@ def test_delivery_refuses_bad_input_and_strangers(server, register):
                     headers={"Authorization": "Bearer auditor"}, status=403, code="SENDER_ID_MISMATCH")
     expect_rejected(server, "POST", base.replace(token, "never-registered") + "/messages:ack",
                     body='{"through":"1"}', headers=DEVICE, status=404, code="NOT_FOUND")
+
+
+def test_after_kill_9_and_restart_every_unacknowledged_message_is_delivered(contract):
+    import os
+    import signal
+    import subprocess
+
+    from conftest import start_server, stop_and_verify
+
+    process, base, data, binary = start_server()
+    token = requests.post(f"{base}/v1/projects/{PROJECT}/registrations", headers=DEVICE, json={}).json()["token"]
+    requests.post(f"{base}/iid/v1/{token}/rel/topics/restart", headers={"Authorization": "Bearer owner"})
+    sent = [requests.post(f"{base}/v1/projects/{PROJECT}/messages:send", headers={"Authorization": "Bearer owner"},
+                          json={"message": {"topic": "restart", "data": {"n": str(n)}}}).json()["name"].rsplit("/", 1)[1]
+            for n in range(3)]
+    first = requests.get(f"{base}/v1/projects/{PROJECT}/registrations/{token}/messages", headers=DEVICE).json()
+    requests.post(f"{base}/v1/projects/{PROJECT}/registrations/{token}/messages:ack", headers=DEVICE,
+                  json={"through": first["messages"][0]["cursor"]}).raise_for_status()
+    os.kill(process.pid, signal.SIGKILL)
+    process.wait(timeout=10)
+
+    restarted = subprocess.Popen([binary, "serve", "--data", data, "--port", base.rsplit(":", 1)[1]],
+                                 stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT)
+    try:
+        for _ in range(300):
+            try:
+                if requests.get(f"{base}/healthz", timeout=1).status_code == 200:
+                    break
+            except requests.ConnectionError:
+                pass
+            time.sleep(0.1)
+        again = requests.get(f"{base}/v1/projects/{PROJECT}/registrations/{token}/messages", headers=DEVICE).json()
+        assert [m["messageId"] for m in again["messages"]] == sent[1:]
+    finally:
+        stop_and_verify(restarted, data, binary)
