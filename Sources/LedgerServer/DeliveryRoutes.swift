@@ -8,7 +8,7 @@ import ServiceLifecycle
 /// Delivery to devices (SPEC §4.4): Server-Sent Events, long poll and acknowledgement. A device calls with
 /// its project's client API key, and holding its registration token — in the path — is what makes it itself.
 ///
-/// The inbox is derived from the log (``LedgerSnapshot/inbox(of:after:now:limit:)``); the only state a device
+/// The inbox is derived from the log (``LedgerSnapshot/inbox(of:after:now:limit:sends:)``); the only state a device
 /// changes is its acknowledgement cursor, appended as an `acknowledged` event. At-least-once: a message is
 /// delivered again until acknowledged. Payloads are never logged.
 struct DeliveryRoutes {
