@@ -321,3 +321,50 @@ struct TamperingTests {
         #expect(!(try ledger.verify().isSound))
     }
 }
+
+@Suite("Store layout")
+struct LayoutUpgradeTests {
+    @Test("a layout-1 ledger (no sends index) is upgraded in place by the first writer; readers say what to do")
+    func upgradeFromLayoutOne() async throws {
+        let directory = TemporaryDirectory()
+        defer { directory.remove() }
+        var sendSeqs: [UInt64] = []
+        do {
+            let ledger = try openTestLedger(directory)
+            let token = try RegistrationToken("upgrade-me")
+            _ = try await ledger.append(
+                WriteRequest(
+                    actor: "t", requestID: "r",
+                    operations: [
+                        .register(token, platform: nil, appID: nil), .subscribe(token, TopicName("n"), via: .iid),
+                    ]))
+            for index in 0..<3 {
+                let receipt = try await ledger.append(
+                    WriteRequest(
+                        actor: "t", requestID: "s\(index)",
+                        operations: [.send(.topic(TopicName("n")), precedence: .standard, messageJSON: [])]))
+                sendSeqs += receipt.outcomes.compactMap(\.seq)
+            }
+            ledger.close()
+        }
+        // Make it what layout 1 was: no `sends` index, version 1.
+        let environment = try LMDBEnvironment(path: directory.path + "/demo-project")
+        try environment.write { txn throws in
+            try txn.clear(try txn.openDatabase("sends"))
+            try txn.put(try txn.openDatabase("meta"), key: "layoutVersion", value: UInt32(1))
+        }
+        #expect {
+            try openTestLedger(directory, mode: .readOnly)
+        } throws: { error in
+            "\(error)".contains("store layout 1")
+        }
+        let upgraded = try openTestLedger(directory)
+        defer { upgraded.close() }
+        let inbox = try upgraded.read { snapshot in
+            try snapshot.inbox(
+                of: 1, after: 0, now: LedgerTime.now(), limit: 10, sends: SendCache())
+        }
+        #expect(inbox.messages.map(\.cursor) == sendSeqs)
+        #expect(try upgraded.verify().isSound)
+    }
+}
