@@ -25,10 +25,8 @@ extension LedgerCommand {
             let ledger = try common.open(.readOnly)
             var output = BufferedOutput()
             try ledger.readLog { snapshot in
-                guard var previous = try snapshot.hash(at: fromSeq - 1) else { return }
-                try snapshot.forEachEvent(from: fromSeq, through: toSeq) { event, hash in
+                try snapshot.forEachChainedEvent(from: fromSeq, through: toSeq) { event, previous, hash in
                     output.write { EventJSON.write(event, prevHash: previous, hash: hash, into: &$0) }
-                    previous = Array(hash)
                     return true
                 }
             }

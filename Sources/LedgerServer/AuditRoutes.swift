@@ -143,12 +143,10 @@ struct AuditRoutes {
         }
         var bytes: [UInt8] = []
         try server.ledger(for: project).readLog { snapshot in
-            guard var previous = try snapshot.hash(at: from - 1) else { return }
             var count = 0
-            try snapshot.forEachEvent(from: from) { event, hash in
+            try snapshot.forEachChainedEvent(from: from) { event, previous, hash in
                 EventJSON.write(event, prevHash: previous, hash: hash, into: &bytes)
                 bytes.append(UInt8(ascii: "\n"))
-                previous = Array(hash)
                 count += 1
                 return count < limit
             }

@@ -26,6 +26,20 @@ public struct LedgerSnapshot {
         }
     }
 
+    /// Like ``forEachEvent(from:through:_:)``, also lending each event's previous hash (what the JSON-lines
+    /// export prints as `prevHash`). Calls nothing when `from` is past the head.
+    public func forEachChainedEvent(
+        from: UInt64 = 1, through: UInt64 = .max,
+        _ body: (LedgerEvent, _ previousHash: [UInt8], _ hash: UnsafeRawBufferPointer) throws -> Bool
+    ) throws {
+        let start = max(from, 1)
+        guard var previous = try hash(at: start - 1) else { return }
+        try forEachEvent(from: start, through: through) { event, hash in
+            defer { previous = Array(hash) }
+            return try body(event, previous, hash)
+        }
+    }
+
     /// Calls `body` with each event from `from` through `through` (inclusive) and its stored hash, in order,
     /// until `body` returns `false`.
     public func forEachEvent(
