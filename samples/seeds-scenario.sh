@@ -23,7 +23,10 @@ send() {  # the backend: firebase-admin would do the same with messaging.send(..
 }
 
 declare -A token
-for name in alice bob carol dave; do token[$name]=$(device register --platform ios); done
+for name in alice bob carol dave; do
+  token[$name]=$(device register --platform ios)
+  [[ "${token[$name]}" == [c-f]*:APA91b* ]] || { echo "FAIL: register gave \"${token[$name]}\"" >&2; exit 1; }
+done
 device subscribe "${token[alice]}" weather TopicA TopicB
 device subscribe "${token[bob]}" weather TopicA
 device subscribe "${token[carol]}" TopicA TopicC

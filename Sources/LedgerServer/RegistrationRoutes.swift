@@ -18,7 +18,7 @@ struct RegistrationRoutes {
             }
             let platform = try optionalString(body["platform"], field: "platform")
             let appID = try optionalString(JSONBody.value(body, "appId", "app_id"), field: "appId")
-            let token = Self.issueToken()
+            let token = RegistrationToken.issue()
             let receipt = try await server.append(
                 WriteRequest(
                     actor: caller.actor, requestID: request.ledgerRequestID,
@@ -59,17 +59,23 @@ struct RegistrationRoutes {
         }
         return text
     }
+}
 
-    /// A new registration token: 32 random bytes and 96 more, base64url, shaped like an FCM token
+extension RegistrationToken {
+    /// A new registration token: 16 random bytes and 96 more, base64url, shaped like an FCM token
     /// (`<instance>:APA91b<secret>`). Holding it is what makes a device itself.
-    static func issueToken() -> RegistrationToken {
+    ///
+    /// As in a Firebase installation id, the first byte's high four bits are `0111`, so the token
+    /// starts with `c`–`f`: never with `-`, which command-line tools would take for an option.
+    public static func issue() -> RegistrationToken {
         var generator = SystemRandomNumberGenerator()
-        func random(_ count: Int) -> String {
-            let bytes = (0..<count).map { _ in UInt8.random(in: 0...255, using: &generator) }
+        func random(_ count: Int, prefixed: Bool = false) -> String {
+            var bytes = (0..<count).map { _ in UInt8.random(in: 0...255, using: &generator) }
+            if prefixed { bytes[0] = 0b0111_0000 | (bytes[0] & 0b0000_1111) }
             return Data(bytes).base64EncodedString().replacingOccurrences(of: "+", with: "-")
                 .replacingOccurrences(of: "/", with: "_").replacingOccurrences(of: "=", with: "")
         }
         // The alphabet is [A-Za-z0-9_-] plus ':', which RegistrationToken accepts.
-        return try! RegistrationToken("\(random(16)):APA91b\(random(96))")
+        return try! Self("\(random(16, prefixed: true)):APA91b\(random(96))")
     }
 }

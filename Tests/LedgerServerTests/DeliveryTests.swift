@@ -37,6 +37,18 @@ struct DeliveryTests {
         (reply.json["messages"] as? [[String: Any]])?.compactMap { $0["messageId"] as? String } ?? []
     }
 
+    @Test("issued tokens are unique, FCM-shaped, and start with c–f, never with '-' (an option to a CLI)")
+    func issuedTokens() {
+        let tokens = (0..<5000).map { _ in RegistrationToken.issue().rawValue }
+        #expect(Set(tokens).count == tokens.count)
+        for token in tokens {
+            #expect("cdef".contains(token.first!), "\(token.prefix(1))")
+            #expect(token.contains(":APA91b"))
+        }
+        // All four first letters occur, so the prefix keeps the rest of the first byte random.
+        #expect(Set(tokens.map(\.first!)) == Set("cdef"))
+    }
+
     @Test("a device receives the topic, condition and token messages it is in the audience of, and no others")
     func audienceOnly() async throws {
         try await TestServer().run { client in
