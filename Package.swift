@@ -147,10 +147,14 @@ let package = Package(
 // scratch path, so the normal build and test run never compile it.
 if Context.environment["TOPICLEDGER_BENCH"] == "1" {
     package.targets.append(
+        .systemLibrary(
+            name: "CSQLite", path: "tools/bench/Sources/CSQLite", pkgConfig: "sqlite3",
+            providers: [.apt(["libsqlite3-dev"])]))
+    package.targets.append(
         .executableTarget(
             name: "LedgerBench",
             dependencies: [
-                "LedgerStore", "LedgerCore", "LMDBKit",
+                "LedgerStore", "LedgerCore", "LMDBKit", "CSQLite",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "Logging", package: "swift-log"),

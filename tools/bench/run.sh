@@ -6,6 +6,19 @@
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 tools/install-deps.sh
+# The peers of the comparison: Redis (redis-server) and SQLite (libsqlite3-dev).
+missing=""
+command -v redis-server >/dev/null || missing="$missing redis-server"
+pkg-config --exists sqlite3 2>/dev/null || missing="$missing libsqlite3-dev"
+if [ -n "$missing" ]; then
+    if [ "$(id -u)" -eq 0 ] && command -v apt-get >/dev/null; then
+        echo "installing$missing" >&2
+        apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $missing >/dev/null
+    else
+        echo "error: the benchmark's peers are missing. Install them with: sudo apt-get install -y$missing" >&2
+        exit 1
+    fi
+fi
 mode="${1:-quick}"
 export TOPICLEDGER_BENCH=1
 swift build -c release --scratch-path .build-bench --product LedgerBench

@@ -8,6 +8,8 @@ struct AudienceWorkload {
     let subscriptionsPerInstance: Int
     let seed: UInt64
     let scratch: String
+    /// Also time the same audience on Redis and SQLite loaded with the same instances.
+    var peers = false
 
     static let condition =
         "'topic-1' in topics && ('topic-2' in topics || 'topic-7' in topics) && !('topic-3' in topics) || 'topic-500' in topics"
@@ -18,25 +20,22 @@ struct AudienceWorkload {
         var options = Ledger.Options()
         options.environment.mapSize = 1 << 33
         let ledger = try Ledger.open(dataDirectory: directory, project: .default, options: options, logger: silent)
-        var generator = SplitMix(seed: seed)
         let topics = try (0..<1000).map { try TopicName("topic-\($0)") }
+        let data = dataset()
         let buildStart = ContinuousClock.now
         for chunk in stride(from: 0, to: instances, by: 10_000) {
             var operations: [LedgerOperation] = []
             for index in chunk..<min(chunk + 10_000, instances) {
-                let token = try RegistrationToken("aud-\(index &* 2_654_435_761 % 1_000_003):APA91b\(index)")
+                let token = try RegistrationToken(data.tokens[index])
                 operations.append(.register(token, platform: "ios", appID: nil))
-                for _ in 0..<subscriptionsPerInstance {
-                    // Skewed popularity: topic k is chosen with probability falling like 1/k.
-                    let rank = Int(exp(Double.random(in: 0..<log(1000.0), using: &generator)))
-                    operations.append(.subscribe(token, topics[min(rank, 999)], via: .iid))
-                }
+                for number in data.topics[index] { operations.append(.subscribe(token, topics[number], via: .iid)) }
             }
             _ = try await ledger.append(WriteRequest(actor: "bench", requestID: "aud-\(chunk)", operations: operations))
         }
         let buildSeconds = (ContinuousClock.now - buildStart).seconds
         let condition = try Condition(parsing: Self.condition, precedence: .leftToRight)
         var results: [BenchResult] = []
+        var ours = (count: 0, countSeconds: 0.0, listSeconds: 0.0)
         try ledger.read { snapshot in
             let head = try snapshot.head().seq
             var count = 0
@@ -71,9 +70,61 @@ struct AudienceWorkload {
                     baselineName: "count now", baseline: countTime * 1000,
                     notes: "temporal index: current + closed intervals"))
             results.append(try representationComparison(snapshot: snapshot, condition: condition))
+            ours = (count, countTime, countTime + listTime)
         }
         ledger.close()
+        if peers { results += try peerComparison(data, ours: ours) }
         return results
+    }
+
+    /// The same audience on Redis and SQLite holding the same subscriptions; each must find the same count.
+    func peerComparison(_ data: (tokens: [String], topics: [[Int]]), ours: (count: Int, countSeconds: Double, listSeconds: Double))
+        throws -> [BenchResult]
+    {
+        let peer = PeerAudience(tokens: data.tokens, topics: data.topics, scratch: scratch)
+        let server = try RedisServer(scratch: scratch)
+        defer { server.stop() }
+        let redis = try peer.redis(server)
+        let sqlite = try peer.sqlite()
+        for (name, timing) in [("Redis", redis), ("SQLite", sqlite)] where timing.count != ours.count {
+            throw PeerError("\(name) found \(timing.count) recipients, the ledger \(ours.count)")
+        }
+        let faster = "ratio < 100 %: TopicLedger is faster"
+        return [
+            BenchResult(
+                name: "peer: audience count vs Redis", unit: "ms", value: ours.countSeconds * 1000,
+                baselineName: "Redis 7 Lua SUNIONSTORE/SINTERSTORE/SDIFFSTORE + SCARD", baseline: redis.countSeconds * 1000,
+                notes: "\(redis.count) recipients, same in all three; redis-server RSS \(redis.residentBytes >> 20) MiB; \(faster)"),
+            BenchResult(
+                name: "peer: audience token list vs Redis", unit: "ms", value: ours.listSeconds * 1000,
+                baselineName: "the same script + SMEMBERS, sorted to byte order", baseline: redis.listSeconds * 1000,
+                notes: faster),
+            BenchResult(
+                name: "peer: audience count vs SQLite", unit: "ms", value: ours.countSeconds * 1000,
+                baselineName: "SQLite WAL INTERSECT/EXCEPT/UNION count(*)", baseline: sqlite.countSeconds * 1000,
+                notes: "subscriptions(topic, token) primary key; \(faster)"),
+            BenchResult(
+                name: "peer: audience token list vs SQLite", unit: "ms", value: ours.listSeconds * 1000,
+                baselineName: "the same query ORDER BY token", baseline: sqlite.listSeconds * 1000, notes: faster),
+        ]
+    }
+
+    /// The generated instances, the same for every store that loads them: tokens, and each one's topic numbers
+    /// (`topic-N`, N < 1000), popularity skewed so topic k is chosen with probability falling like 1/k.
+    func dataset() -> (tokens: [String], topics: [[Int]]) {
+        var generator = SplitMix(seed: seed)
+        var tokens: [String] = []
+        var topics: [[Int]] = []
+        tokens.reserveCapacity(instances)
+        topics.reserveCapacity(instances)
+        for index in 0..<instances {
+            tokens.append("aud-\(index &* 2_654_435_761 % 1_000_003):APA91b\(index)")
+            topics.append(
+                (0..<subscriptionsPerInstance).map { _ in
+                    min(Int(exp(Double.random(in: 0..<log(1000.0), using: &generator))), 999)
+                })
+        }
+        return (tokens, topics)
     }
 
     /// The same condition over member lists already in memory: bitmaps versus sorted-array merges.

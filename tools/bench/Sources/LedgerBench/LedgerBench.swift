@@ -27,7 +27,7 @@ struct LedgerBench: AsyncParsableCommand {
 
     @Option(
         help:
-            "Run only these workloads (comma-separated: append, rebuild, scan, audience, parse, http, replay, delivery)."
+            "Run only these workloads (comma-separated: append, rebuild, scan, audience, parse, http, replay, delivery, peers; peers adds Redis and SQLite beside append and audience)."
     )
     var only: String?
 
@@ -48,14 +48,19 @@ struct LedgerBench: AsyncParsableCommand {
         let full = mode == "full"
         var results: [BenchResult] = []
         if wants("append") {
+            var ourRates: [Int: Double] = [:]
             for writers in [1, 8, 64] {
-                results.append(try await appendWorkload(writers: writers, requests: full ? 20_000 : 4_000))
+                let result = try await appendWorkload(writers: writers, requests: full ? 20_000 : 4_000)
+                ourRates[writers] = result.value
+                results.append(result)
             }
+            if wants("peers") { results += try peerSubscribe(ourRates: ourRates, requests: full ? 20_000 : 4_000) }
         }
         if wants("audience") {
-            results += try await AudienceWorkload(
-                instances: 1_000_000, subscriptionsPerInstance: full ? 5 : 2, seed: seed, scratch: scratch
-            ).run()
+            var workload = AudienceWorkload(
+                instances: 1_000_000, subscriptionsPerInstance: full ? 5 : 2, seed: seed, scratch: scratch)
+            workload.peers = wants("peers")
+            results += try await workload.run()
         }
         if wants("parse") { results.append(AudienceWorkload.parseRate()) }
         if wants("http") {
@@ -147,6 +152,33 @@ struct LedgerBench: AsyncParsableCommand {
             name: "append, \(writers) writer\(writers == 1 ? "" : "s")", unit: "events/s", value: rate,
             baselineName: "raw LMDB puts, batch \(batch), \(recordSize) B, fsync", baseline: baseline,
             notes: "\(commits) commits, mean batch \(String(format: "%.1f", appended / Double(commits)))")
+    }
+
+    /// The append workload's subscribe requests on Redis and SQLite, at 1 and 64 writers, against the
+    /// ledger's rates from the same run.
+    func peerSubscribe(ourRates: [Int: Double], requests: Int) throws -> [BenchResult] {
+        let server = try RedisServer(scratch: scratch)
+        defer { server.stop() }
+        var results: [BenchResult] = []
+        for writers in [1, 64] {
+            guard let ours = ourRates[writers] else { continue }
+            // One writer pays a whole fsync per request on every store; fewer requests keep the run short.
+            let workload = PeerSubscribeWorkload(
+                writers: writers, requests: writers == 1 ? requests / 4 : requests, scratch: scratch)
+            let label = "\(writers) writer\(writers == 1 ? "" : "s")"
+            results.append(
+                BenchResult(
+                    name: "peer: durable subscribe, \(label), vs Redis", unit: "changes/s", value: ours,
+                    baselineName: "Redis 7 appendfsync always, MULTI SADD+SADD EXEC", baseline: try workload.redis(server),
+                    notes: "ratio > 100 %: TopicLedger is faster; loopback RESP, one connection per writer"))
+            results.append(
+                BenchResult(
+                    name: "peer: durable subscribe, \(label), vs SQLite", unit: "changes/s", value: ours,
+                    baselineName: "SQLite WAL synchronous=FULL, one INSERT/DELETE per transaction",
+                    baseline: try workload.sqlite(),
+                    notes: "ratio > 100 %: TopicLedger is faster; one connection per writer, busy_timeout"))
+        }
+        return results
     }
 
     /// Raw LMDB puts in durable transactions of `batch` puts: the ceiling for any durable append.
