@@ -177,31 +177,57 @@ struct BulkProjection: LedgerProjection {
 
 /// Appends sorted entries, committing every `batch` puts so no transaction grows past LMDB's dirty-page
 /// limit. Entries must arrive in key order (and value order within a duplicate key).
+///
+/// Keys and values are copied into one growing byte buffer, not an array each: a rebuild writes millions.
 private struct AppendWriter {
     let environment: LMDBEnvironment
     let batch = 250_000
-    private var pending: [(LMDBDatabase, [UInt8], [UInt8])] = []
+
+    private struct Entry {
+        var database: LMDBDatabase
+        var start: Int
+        var keyCount: Int
+        var valueCount: Int
+    }
+
+    private var bytes: [UInt8] = []
+    private var entries: [Entry] = []
 
     init(environment: LMDBEnvironment) { self.environment = environment }
 
     mutating func put(_ database: LMDBDatabase, key: some LMDBBytes, value: some LMDBBytes) throws {
-        let keyBytes = key.withLMDBBytes { Array($0) }
-        let valueBytes = value.withLMDBBytes { Array($0) }
-        pending.append((database, keyBytes, valueBytes))
-        if pending.count >= batch { try commit() }
+        let start = bytes.count
+        let keyCount = key.withLMDBBytes { buffer in
+            bytes.append(contentsOf: buffer)
+            return buffer.count
+        }
+        let valueCount = value.withLMDBBytes { buffer in
+            bytes.append(contentsOf: buffer)
+            return buffer.count
+        }
+        entries.append(Entry(database: database, start: start, keyCount: keyCount, valueCount: valueCount))
+        if entries.count >= batch { try commit() }
     }
 
     mutating func commit() throws {
-        guard !pending.isEmpty else { return }
-        let entries = pending
-        pending.removeAll(keepingCapacity: true)
-        try environment.write { txn in
-            for (database, key, value) in entries {
-                try txn.put(
-                    database, key: key, value: value, flags: database.allowsDuplicates ? .appendDuplicate : .append)
+        guard !entries.isEmpty else { return }
+        try bytes.withUnsafeBytes { buffer in
+            try environment.write { txn in
+                for entry in entries {
+                    let valueStart = entry.start + entry.keyCount
+                    try txn.put(
+                        entry.database, key: UnsafeRawBufferPointer(rebasing: buffer[entry.start..<valueStart]),
+                        value: UnsafeRawBufferPointer(rebasing: buffer[valueStart..<(valueStart + entry.valueCount)]),
+                        flags: entry.database.allowsDuplicates ? .appendDuplicate : .append)
+                }
             }
         }
+        entries.removeAll(keepingCapacity: true)
+        bytes.removeAll(keepingCapacity: true)
     }
 
-    mutating func finish() { pending.removeAll() }
+    mutating func finish() {
+        entries.removeAll()
+        bytes.removeAll()
+    }
 }

@@ -9,28 +9,123 @@ import LedgerCore
 enum ProjectionBuilder {
     /// How often progress is reported while folding.
     static let progressStep: UInt64 = 100_000
+    /// Events per batch handed from the reading thread to the folding one.
+    static let batchSize = 4096
 
     /// Folds events `1...through` read through `snapshot` and writes the projections into `environment`.
+    ///
+    /// Two threads: one walks the log and decodes (its own thread, holding `snapshot` alone until it is
+    /// joined), the caller's folds; decoding and folding cost about the same, so a rebuild takes roughly
+    /// the longer of the two rather than their sum. The writing that follows is sequential.
     static func build(
         from snapshot: LedgerSnapshot, through: UInt64, into environment: LMDBEnvironment, schema: LedgerSchema,
         progress: (UInt64, UInt64) -> Void = { _, _ in }
     ) throws {
         var projection = BulkProjection()
         var expected: UInt64 = 1
-        try snapshot.forEachEvent(from: 1, through: through) { event, _ in
-            guard event.seq == expected else {
-                throw StoreError(.corrupt, "the log has no event at seq \(expected)")
+        let handoff = BatchHandoff<LedgerEvent>(capacity: 8)
+        let reader = SnapshotBox(snapshot)
+        let readerDone = DispatchSemaphore(value: 0)
+        Thread.detachNewThread {
+            defer { readerDone.signal() }
+            do {
+                var batch: [LedgerEvent] = []
+                batch.reserveCapacity(batchSize)
+                try reader.snapshot.forEachEvent(from: 1, through: through) { event, _ in
+                    batch.append(event)
+                    if batch.count == batchSize {
+                        guard handoff.put(batch) else { return false }
+                        batch.removeAll(keepingCapacity: true)
+                    }
+                    return true
+                }
+                _ = handoff.put(batch)
+                handoff.finish(nil)
+            } catch {
+                handoff.finish(error)
             }
-            try EventFold.apply(event, to: &projection)
-            if expected % progressStep == 0 { progress(expected, through) }
-            expected += 1
-            return true
+        }
+        // The snapshot's transaction belongs to the reader until it has finished.
+        defer {
+            handoff.cancel()
+            readerDone.wait()
+        }
+        while let batch = try handoff.take() {
+            for event in batch {
+                guard event.seq == expected else {
+                    throw StoreError(.corrupt, "the log has no event at seq \(expected)")
+                }
+                try EventFold.apply(event, to: &projection)
+                if expected % progressStep == 0 { progress(expected, through) }
+                expected += 1
+            }
         }
         guard expected == through + 1 else {
             throw StoreError(.corrupt, "the log ends at seq \(expected - 1), before its head \(through)")
         }
         try projection.write(to: environment, schema: schema)
         progress(through, through)
+    }
+}
+
+/// Hands `snapshot` to the reading thread of ``ProjectionBuilder/build``.
+private struct SnapshotBox: @unchecked Sendable {
+    // @unchecked: only the reading thread touches the snapshot; the caller waits for it before going on.
+    let snapshot: LedgerSnapshot
+    init(_ snapshot: LedgerSnapshot) { self.snapshot = snapshot }
+}
+
+/// A bounded queue of batches from one producing thread to one consuming thread.
+final class BatchHandoff<Element: Sendable>: @unchecked Sendable {
+    // @unchecked: every field is only touched with `condition` locked.
+    private let condition = NSCondition()
+    private let capacity: Int
+    private var batches: [[Element]] = []
+    private var finished = false
+    private var cancelled = false
+    private var failure: Error?
+
+    init(capacity: Int) { self.capacity = capacity }
+
+    /// Waits for room and queues `batch`; `false` once the consumer has cancelled.
+    func put(_ batch: [Element]) -> Bool {
+        condition.lock()
+        defer { condition.unlock() }
+        while batches.count >= capacity && !cancelled { condition.wait() }
+        guard !cancelled else { return false }
+        batches.append(batch)
+        condition.broadcast()
+        return true
+    }
+
+    /// The producer is done; `error` is rethrown to the consumer after the queued batches.
+    func finish(_ error: Error?) {
+        condition.lock()
+        defer { condition.unlock() }
+        finished = true
+        failure = error
+        condition.broadcast()
+    }
+
+    /// The consumer stops taking: a waiting producer is released.
+    func cancel() {
+        condition.lock()
+        defer { condition.unlock() }
+        cancelled = true
+        condition.broadcast()
+    }
+
+    /// The next batch, `nil` at the end; throws the producer's error.
+    func take() throws -> [Element]? {
+        condition.lock()
+        defer { condition.unlock() }
+        while batches.isEmpty && !finished { condition.wait() }
+        if !batches.isEmpty {
+            condition.broadcast()
+            return batches.removeFirst()
+        }
+        if let failure { throw failure }
+        return nil
     }
 }
 

@@ -1,5 +1,5 @@
 import Foundation
-import LedgerCore
+@testable import LedgerCore
 import LedgerTestSupport
 import PropertyBased
 import Testing
@@ -62,6 +62,47 @@ struct EventCodecTests {
         }
     }
 
+    @Test("the canonical fast path decodes the common kinds and agrees with SwiftProtobuf on mutated bytes")
+    func canonicalDecoderAgrees() async {
+        await propertyCheck(count: 2000, input: Gen.uint64()) { seed in
+            let event = randomEvent(seed: seed)
+            var bytes = Array(EventCodec.encode(event).dropFirst())
+            let common: Set<LedgerEvent.Kind> = [.registered, .unregistered, .subscribed, .unsubscribed, .acknowledged]
+            let ascii = "\(event)".utf8.allSatisfy { $0 < 0x80 }
+            if common.contains(event.kind) && ascii {
+                // The fast path must take these, or it saves nothing.
+                #expect(bytes.withUnsafeBytes { CanonicalEventDecoder.decode($0) } == event)
+            }
+            // Mutate: flip a byte, cut the tail, or insert a byte; both paths must still agree.
+            var random = SeededGenerator(seed: seed ^ 0x5EED)
+            for _ in 0..<Int.random(in: 1...3, using: &random) where !bytes.isEmpty {
+                let index = Int.random(in: 0..<bytes.count, using: &random)
+                switch Int.random(in: 0..<3, using: &random) {
+                case 0: bytes[index] ^= UInt8.random(in: 1...255, using: &random)
+                case 1: bytes.removeSubrange(index...)
+                default: bytes.insert(UInt8.random(in: 0...255, using: &random), at: index)
+                }
+            }
+            let fast = bytes.withUnsafeBytes { CanonicalEventDecoder.decode($0) }
+            let reference = bytes.withUnsafeBytes { try? EventCodec.decodeWithSwiftProtobuf($0) }
+            if let fast { #expect(fast == reference, "fast path accepted bytes SwiftProtobuf reads otherwise") }
+            let full = try? EventCodec.decode([EventCodec.formatVersion] + bytes)
+            #expect(full == reference)
+        }
+    }
+
+    @Test("edge encodings: the fast path defers or agrees with SwiftProtobuf", arguments: WireEdgeCase.all)
+    func canonicalDecoderEdges(_ edge: WireEdgeCase) {
+        let fast = edge.bytes.withUnsafeBytes { CanonicalEventDecoder.decode($0) }
+        let reference = edge.bytes.withUnsafeBytes { try? EventCodec.decodeWithSwiftProtobuf($0) }
+        if edge.fastPathTakes {
+            #expect(fast != nil && fast == reference)
+        } else {
+            #expect(fast == nil, "the fast path should defer")
+        }
+        #expect((try? EventCodec.decode([EventCodec.formatVersion] + edge.bytes)) == reference)
+    }
+
     @Test("the generator covers every kind")
     func generatorCoversKinds() {
         let kinds = Set((0..<200).map { randomEvent(seed: UInt64($0)).kind })
@@ -98,4 +139,65 @@ struct EventCodecTests {
         #expect(chained != hash)
         #expect(chained.count == 32)
     }
+}
+
+/// Hand-built protobuf encodings around the fast path's edges.
+struct WireEdgeCase: CustomTestStringConvertible, Sendable {
+    let name: String
+    let bytes: [UInt8]
+    let fastPathTakes: Bool
+    var testDescription: String { name }
+
+    static func varint(_ value: UInt64) -> [UInt8] {
+        var value = value
+        var bytes: [UInt8] = []
+        while value >= 0x80 {
+            bytes.append(UInt8(value & 0x7F) | 0x80)
+            value >>= 7
+        }
+        return bytes + [UInt8(value)]
+    }
+    static func field(_ number: UInt64, varint value: UInt64) -> [UInt8] { varint(number << 3) + varint(value) }
+    static func field(_ number: UInt64, bytes value: [UInt8]) -> [UInt8] {
+        varint(number << 3 | 2) + varint(UInt64(value.count)) + value
+    }
+    static func field(_ number: UInt64, _ text: String) -> [UInt8] { field(number, bytes: Array(text.utf8)) }
+
+    static let header = field(1, varint: 7) + field(2, varint: 1_700_000_000_000_000) + field(3, "admin")
+        + field(4, "req-1")
+    static func subscribed(via: [UInt8]) -> [UInt8] {
+        header + field(12, bytes: field(1, "tok:APA91bX") + field(2, "news") + via)
+    }
+
+    static let all: [WireEdgeCase] = [
+        .init(name: "canonical subscribed", bytes: subscribed(via: field(3, varint: 2)), fastPathTakes: true),
+        .init(name: "via missing (unspecified)", bytes: subscribed(via: []), fastPathTakes: false),
+        .init(name: "via 0 written out", bytes: subscribed(via: field(3, varint: 0)), fastPathTakes: false),
+        .init(name: "via 4 (unknown)", bytes: subscribed(via: field(3, varint: 4)), fastPathTakes: false),
+        .init(name: "via 2^32+1 (int32 truncation)", bytes: subscribed(via: field(3, varint: 1 << 32 | 1)),
+            fastPathTakes: false),
+        .init(name: "via twice", bytes: subscribed(via: field(3, varint: 1) + field(3, varint: 2)), fastPathTakes: false),
+        .init(name: "unknown inner field", bytes: subscribed(via: field(3, varint: 1) + field(9, "x")),
+            fastPathTakes: false),
+        .init(name: "unknown outer field", bytes: subscribed(via: field(3, varint: 1)) + field(20, varint: 1),
+            fastPathTakes: false),
+        .init(name: "two bodies", bytes: subscribed(via: field(3, varint: 1)) + field(13, bytes: field(1, "t")),
+            fastPathTakes: false),
+        .init(name: "fields out of order", bytes: field(2, varint: 5) + field(1, varint: 7) + field(16, bytes: field(1, "t")),
+            fastPathTakes: false),
+        .init(name: "seq twice", bytes: field(1, varint: 7) + field(1, varint: 8) + field(16, bytes: field(1, "t")),
+            fastPathTakes: false),
+        .init(name: "no body", bytes: header, fastPathTakes: false),
+        .init(name: "non-ASCII actor", bytes: field(3, "adminé") + field(16, bytes: field(1, "t")), fastPathTakes: false),
+        .init(name: "invalid UTF-8 token", bytes: header + field(16, bytes: field(1, bytes: [0x74, 0xFF])),
+            fastPathTakes: false),
+        .init(name: "length past the end", bytes: header + [0x62, 0x7F, 0x0A], fastPathTakes: false),
+        .init(name: "11-byte varint", bytes: [0x08] + Array(repeating: 0xFF, count: 10) + [0x01], fastPathTakes: false),
+        .init(name: "registered with empty platform present",
+            bytes: header + field(10, bytes: field(1, "t") + field(2, "")), fastPathTakes: true),
+        .init(name: "acknowledged", bytes: header + field(16, bytes: field(1, "t") + field(2, varint: 99)),
+            fastPathTakes: true),
+        .init(name: "negative time", bytes: field(2, varint: UInt64(bitPattern: -5)) + field(11, bytes: field(1, "t")),
+            fastPathTakes: true),
+    ]
 }

@@ -78,10 +78,17 @@ public enum EventCodec {
                 .unsupportedVersion,
                 "event encoding version \(version) is not supported by this build (it reads version \(formatVersion))")
         }
+        let body = UnsafeRawBufferPointer(rebasing: bytes.dropFirst())
+        if let event = CanonicalEventDecoder.decode(body) { return event }
+        return try decodeWithSwiftProtobuf(body)
+    }
+
+    /// Decodes the protobuf message (after the version byte) by SwiftProtobuf's full rules: the path for
+    /// whatever ``CanonicalEventDecoder`` defers, and the reference the tests compare it with.
+    static func decodeWithSwiftProtobuf(_ body: UnsafeRawBufferPointer) throws(LedgerCoreError) -> LedgerEvent {
         let message: Topicledger_V1_Event
         do {
-            message = try Topicledger_V1_Event(
-                serializedBytes: RawSpan(_unsafeBytes: UnsafeRawBufferPointer(rebasing: bytes.dropFirst())))
+            message = try Topicledger_V1_Event(serializedBytes: RawSpan(_unsafeBytes: body))
         } catch {
             throw LedgerCoreError(.corruptEvent, "event does not decode: \(error)")
         }

@@ -48,6 +48,9 @@ struct DeliveryWorkload {
             }
             var lastDevice: [Double] = []
             var everyDevice: [Double] = []
+            // CPU spent by the server and by this load generator during the sends (they share the 2 cores).
+            let serverCPUBefore = cpuSeconds(of: server.processIdentifier)
+            let clientCPUBefore = cpuSeconds(of: getpid())
             for round in 0..<sends {
                 let body = try await HTTPWorkload.call(
                     client, post: true, base + "/v1/projects/demo-project/messages:send",
@@ -60,6 +63,8 @@ struct DeliveryWorkload {
                 lastDevice.append(latencies.max() ?? 0)
                 everyDevice += latencies
             }
+            let serverCPU = (cpuSeconds(of: server.processIdentifier) - serverCPUBefore) / Double(sends) * 1000
+            let clientCPU = (cpuSeconds(of: getpid()) - clientCPUBefore) / Double(sends) * 1000
             for task in streamTasks { task.cancel() }
             try? await client.shutdown()
             let health = percentile(healthTimes, 0.5)
@@ -68,7 +73,9 @@ struct DeliveryWorkload {
                     name: "delivery: send ack → last of \(devices) streaming devices, p50", unit: "ms",
                     value: percentile(lastDevice, 0.5) * 1000, baselineName: "GET /healthz round trip, p50",
                     baseline: health * 1000,
-                    notes: "\(sends) sends; p99 \(format(percentile(lastDevice, 0.99) * 1000)) ms (target p99 ≤ 50 ms)"),
+                    notes:
+                        "\(sends) sends; p99 \(format(percentile(lastDevice, 0.99) * 1000)) ms (target p99 ≤ 50 ms); "
+                        + "CPU per send: server \(format(serverCPU)) ms, load generator \(format(clientCPU)) ms"),
                 BenchResult(
                     name: "delivery: send ack → each device, p50 / p99", unit: "ms",
                     value: percentile(everyDevice, 0.5) * 1000, baselineName: "GET /healthz round trip, p50",
@@ -188,4 +195,15 @@ func residentBytes(of pid: Int32) -> Int {
         return (Int(line.split(separator: " ").dropFirst().first ?? "0") ?? 0) * 1024
     }
     return 0
+}
+
+/// User + system CPU time of process `pid` so far, in seconds (/proc/PID/stat fields 14 and 15).
+func cpuSeconds(of pid: Int32) -> Double {
+    guard let stat = try? String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8),
+        let close = stat.lastIndex(of: ")")
+    else { return 0 }
+    // Fields after the command name, which may hold spaces: state is field 3, utime 14, stime 15.
+    let fields = stat[stat.index(after: close)...].split(separator: " ")
+    guard fields.count > 12, let user = Double(fields[11]), let system = Double(fields[12]) else { return 0 }
+    return (user + system) / Double(sysconf(Int32(_SC_CLK_TCK)))
 }
