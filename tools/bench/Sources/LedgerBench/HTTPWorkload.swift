@@ -24,7 +24,9 @@ struct HTTPWorkload {
         configuration.connectionPool = .init(idleTimeout: .seconds(30), concurrentHTTP1ConnectionsPerHostSoftLimit: 128)
         let client = HTTPClient(eventLoopGroupProvider: .singleton, configuration: configuration)
         do {
-            let results = try await measureAll(client, base)
+            var results = try await measureAll(client, base)
+            let serverPeak = peakRSS(of: String(server.processIdentifier)) / 1_048_576
+            for index in results.indices { results[index].notes += "; server peak RSS \(serverPeak) MiB" }
             try await client.shutdown()
             return results
         } catch {

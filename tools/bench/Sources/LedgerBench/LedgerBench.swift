@@ -47,53 +47,77 @@ struct LedgerBench: AsyncParsableCommand {
     func run() async throws {
         let full = mode == "full"
         var results: [BenchResult] = []
+        var sections: [Section] = []
+        /// Runs one workload, noting its wall time and the harness's peak RSS during it.
+        func section(_ name: String, _ body: () async throws -> [BenchResult]) async throws {
+            resetPeakRSS()
+            let start = ContinuousClock.now
+            results += try await body()
+            sections.append(Section(name: name, seconds: (ContinuousClock.now - start).seconds, peakRSS: peakRSS()))
+        }
         if wants("append") {
-            var ourRates: [Int: Double] = [:]
-            for writers in [1, 8, 64] {
-                let result = try await appendWorkload(writers: writers, requests: full ? 20_000 : 4_000)
-                ourRates[writers] = result.value
-                results.append(result)
+            try await section("append") {
+                var rates: [Int: Double] = [:]
+                var appended: [BenchResult] = []
+                for writers in [1, 8, 64] {
+                    let result = try await appendWorkload(writers: writers, requests: full ? 20_000 : 4_000)
+                    rates[writers] = result.value
+                    appended.append(result)
+                }
+                if wants("peers") { appended += try peerSubscribe(ourRates: rates, requests: full ? 20_000 : 2_000) }
+                return appended
             }
-            if wants("peers") { results += try peerSubscribe(ourRates: ourRates, requests: full ? 20_000 : 4_000) }
         }
         if wants("audience") {
-            var workload = AudienceWorkload(
-                instances: 1_000_000, subscriptionsPerInstance: full ? 5 : 2, seed: seed, scratch: scratch)
-            workload.peers = wants("peers")
-            results += try await workload.run()
-        }
-        if wants("parse") { results.append(AudienceWorkload.parseRate()) }
-        if wants("http") {
-            results += try await HTTPWorkload(ledgerBinary: ledgerBinary, scratch: scratch, seconds: full ? 10 : 3)
-                .run()
-        }
-        if wants("delivery") {
-            results += try await DeliveryWorkload(
-                ledgerBinary: ledgerBinary, scratch: scratch, devices: 1000, sends: full ? 50 : 20,
-                idleStreams: full ? 9000 : 1000
-            ).run()
-        }
-        if wants("replay") {
-            results += try await ReplayWorkload(
-                instances: full ? 1_000_000 : 100_000, largeEvents: full ? 10_000_000 : 1_000_000, seed: seed,
-                scratch: scratch, ledgerBinary: ledgerBinary
-            ).run()
-        }
-        if wants("rebuild") || wants("scan") {
-            let ledgerDirectory = try await buildLedger(events: events ?? (full ? 2_000_000 : 300_000))
-            defer { try? FileManager.default.removeItem(atPath: ledgerDirectory) }
-            if wants("rebuild") { results.append(try rebuildWorkload(directory: ledgerDirectory)) }
-            if wants("scan") {
-                results.append(try scanWorkload(directory: ledgerDirectory, renderJSON: false))
-                results.append(try scanWorkload(directory: ledgerDirectory, renderJSON: true))
+            try await section("audience") {
+                var workload = AudienceWorkload(
+                    instances: 1_000_000, subscriptionsPerInstance: full ? 5 : 2, seed: seed, scratch: scratch)
+                workload.peers = wants("peers")
+                return try await workload.run()
             }
         }
-        printTable(results)
+        if wants("parse") { try await section("parse") { [AudienceWorkload.parseRate()] } }
+        if wants("http") {
+            try await section("http") {
+                try await HTTPWorkload(ledgerBinary: ledgerBinary, scratch: scratch, seconds: full ? 10 : 2).run()
+            }
+        }
+        if wants("delivery") {
+            try await section("delivery") {
+                try await DeliveryWorkload(
+                    ledgerBinary: ledgerBinary, scratch: scratch, devices: 1000, sends: full ? 50 : 20,
+                    idleStreams: full ? 9000 : 1000
+                ).run()
+            }
+        }
+        if wants("replay") {
+            try await section("replay") {
+                try await ReplayWorkload(
+                    instances: full ? 1_000_000 : 100_000, largeEvents: full ? 10_000_000 : 500_000, seed: seed,
+                    scratch: scratch, ledgerBinary: ledgerBinary
+                ).run()
+            }
+        }
+        if wants("rebuild") || wants("scan") {
+            try await section("rebuild + scan") {
+                let ledgerDirectory = try await buildLedger(events: events ?? (full ? 2_000_000 : 300_000))
+                defer { try? FileManager.default.removeItem(atPath: ledgerDirectory) }
+                var scanned: [BenchResult] = []
+                if wants("rebuild") { scanned.append(try rebuildWorkload(directory: ledgerDirectory)) }
+                if wants("scan") {
+                    scanned.append(try scanWorkload(directory: ledgerDirectory, renderJSON: false))
+                    scanned.append(try scanWorkload(directory: ledgerDirectory, renderJSON: true))
+                }
+                return scanned
+            }
+        }
+        printTable(results, sections)
         if let json {
             let data = try JSONSerialization.data(
                 withJSONObject: [
                     "mode": mode, "seed": seed, "machine": machineDescription(),
                     "peakRSSBytes": peakRSS(), "results": results.map(\.dictionary),
+                    "workloads": sections.map(\.dictionary),
                 ], options: [.prettyPrinted, .sortedKeys])
             try data.write(to: URL(fileURLWithPath: json))
         }
@@ -310,7 +334,7 @@ struct LedgerBench: AsyncParsableCommand {
 
     // MARK: Output
 
-    func printTable(_ results: [BenchResult]) {
+    func printTable(_ results: [BenchResult], _ sections: [Section]) {
         print("workload | value | baseline | ratio | notes")
         print("---|---|---|---|---")
         for result in results {
@@ -318,7 +342,12 @@ struct LedgerBench: AsyncParsableCommand {
                 "\(result.name) | \(format(result.value)) \(result.unit) | \(result.baselineName): "
                     + "\(format(result.baseline)) | \(String(format: "%.0f", result.ratio * 100)) % | \(result.notes)")
         }
-        print("peak RSS: \(peakRSS() / 1_048_576) MiB")
+        print()
+        print("workload | wall time | peak RSS of the harness (servers: see their rows)")
+        print("---|---|---")
+        for section in sections {
+            print("\(section.name) | \(String(format: "%.1f", section.seconds)) s | \(section.peakRSS / 1_048_576) MiB")
+        }
     }
 
     func format(_ value: Double) -> String {
@@ -328,6 +357,14 @@ struct LedgerBench: AsyncParsableCommand {
     func scratchDirectory(_ label: String) -> String {
         (scratch as NSString).appendingPathComponent("ledger-bench-\(label)-\(UUID().uuidString)")
     }
+}
+
+/// One workload's wall time and the harness's peak RSS while it ran.
+struct Section {
+    var name: String
+    var seconds: Double
+    var peakRSS: Int
+    var dictionary: [String: Any] { ["name": name, "seconds": seconds, "peakRSSBytes": peakRSS] }
 }
 
 struct BenchResult {
@@ -372,9 +409,14 @@ struct SplitMix: RandomNumberGenerator {
     }
 }
 
+/// Resets this process's peak RSS to its current RSS (Linux: writing 5 to /proc/self/clear_refs).
+func resetPeakRSS() {
+    try? "5".write(toFile: "/proc/self/clear_refs", atomically: false, encoding: .utf8)
+}
+
 /// Peak resident set size of this process (VmHWM), in bytes.
-func peakRSS() -> Int {
-    guard let status = try? String(contentsOfFile: "/proc/self/status", encoding: .utf8) else { return 0 }
+func peakRSS(of process: String = "self") -> Int {
+    guard let status = try? String(contentsOfFile: "/proc/\(process)/status", encoding: .utf8) else { return 0 }
     for line in status.split(separator: "\n") where line.hasPrefix("VmHWM:") {
         return (Int(line.split(separator: " ").dropFirst().first ?? "0") ?? 0) * 1024
     }

@@ -104,10 +104,17 @@ enum RedisPeer {
 }
 
 /// The audience workload's instances loaded into each peer, and the condition's audience timed there.
-struct PeerAudience {
+///
+/// `load()` can run on its own thread while the ledger is built; `measure()` runs after it has finished.
+final class PeerAudience: @unchecked Sendable {
+    // @unchecked: `load()` runs on one thread, and `measure()` and `stop()` only after it has returned.
     let tokens: [String]
     let topics: [[Int]]
     let scratch: String
+    private var server: RedisServer?
+    private var connection: RESPConnection?
+    private var database: SQLiteDatabase?
+    private let directory: String
 
     struct Timing {
         var count: Int
@@ -116,25 +123,28 @@ struct PeerAudience {
         var residentBytes: Int
     }
 
-    /// Member lists per topic number.
-    private var membersByTopic: [[Int]] {
+    init(tokens: [String], topics: [[Int]], scratch: String) {
+        self.tokens = tokens
+        self.topics = topics
+        self.scratch = scratch
+        directory = (scratch as NSString).appendingPathComponent("ledger-bench-sqlite-\(UUID().uuidString)")
+    }
+
+    /// Starts redis-server and fills it and a fresh SQLite database with the same subscriptions.
+    func load() throws {
+        let server = try RedisServer(scratch: scratch)
+        self.server = server
+        let connection = try RESPConnection(port: server.port)
+        self.connection = connection
         var members = [[Int]](repeating: [], count: 1000)
         for (index, numbers) in topics.enumerated() {
             for number in Set(numbers) { members[number].append(index) }
         }
-        return members
-    }
-
-    func redis(_ server: RedisServer) throws -> Timing {
-        let connection = try RESPConnection(port: server.port)
-        try connection.call(["FLUSHALL"])
         var commands: [[String]] = []
-        for (number, members) in membersByTopic.enumerated() {
-            for chunk in stride(from: 0, to: members.count, by: 1000) {
+        for (number, list) in members.enumerated() {
+            for chunk in stride(from: 0, to: list.count, by: 1000) {
                 commands.append(
-                    ["SADD", "topic:topic-\(number)"] + members[chunk..<min(chunk + 1000, members.count)].map {
-                        tokens[$0]
-                    })
+                    ["SADD", "topic:topic-\(number)"] + list[chunk..<min(chunk + 1000, list.count)].map { tokens[$0] })
                 if commands.count == 100 {
                     _ = try connection.pipeline(commands)
                     commands = []
@@ -142,8 +152,36 @@ struct PeerAudience {
             }
         }
         if !commands.isEmpty { _ = try connection.pipeline(commands) }
+
+        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+        let database = try SQLiteDatabase(path: directory + "/subscriptions.db")
+        self.database = database
+        try database.execute(SQLitePeer.schema)
+        try database.execute("BEGIN")
+        let insert = try database.prepare("INSERT OR IGNORE INTO subscriptions(topic, token) VALUES (?, ?)")
+        for (index, numbers) in topics.enumerated() {
+            for number in numbers { try insert.run(["topic-\(number)", tokens[index]]) }
+        }
+        try database.execute("COMMIT")
+    }
+
+    func measure(countRuns: Int) throws -> (redis: Timing, sqlite: Timing) {
+        guard let server, let connection, let database else { throw PeerError("peers not loaded") }
+        return (
+            try redis(server, connection, countRuns: countRuns), try sqlite(database, countRuns: countRuns)
+        )
+    }
+
+    func stop() {
+        server?.stop()
+        connection = nil
+        database = nil
+        try? FileManager.default.removeItem(atPath: directory)
+    }
+
+    private func redis(_ server: RedisServer, _ connection: RESPConnection, countRuns: Int) throws -> Timing {
         var count = 0
-        let countSeconds = try median(runs: 9) {
+        let countSeconds = try median(runs: countRuns) {
             guard case .integer(let value) = try RedisPeer.audience(connection, members: false) else {
                 throw PeerError("redis: SCARD did not answer an integer")
             }
@@ -164,21 +202,10 @@ struct PeerAudience {
             count: count, countSeconds: countSeconds, listSeconds: listSeconds, residentBytes: server.residentBytes)
     }
 
-    func sqlite() throws -> Timing {
-        let directory = (scratch as NSString).appendingPathComponent("ledger-bench-sqlite-\(UUID().uuidString)")
-        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
-        defer { try? FileManager.default.removeItem(atPath: directory) }
-        let database = try SQLiteDatabase(path: directory + "/subscriptions.db")
-        try database.execute(SQLitePeer.schema)
-        try database.execute("BEGIN")
-        let insert = try database.prepare("INSERT OR IGNORE INTO subscriptions(topic, token) VALUES (?, ?)")
-        for (index, numbers) in topics.enumerated() {
-            for number in numbers { try insert.run(["topic-\(number)", tokens[index]]) }
-        }
-        try database.execute("COMMIT")
+    private func sqlite(_ database: SQLiteDatabase, countRuns: Int) throws -> Timing {
         let countQuery = try database.prepare("SELECT count(*) FROM (\(SQLitePeer.audience))")
         var count = 0
-        let countSeconds = try median(runs: 9) {
+        let countSeconds = try median(runs: countRuns) {
             try countQuery.run { count = Int(sqlite3_column_int64($0, 0)) }
         }
         let listQuery = try database.prepare(SQLitePeer.audience + " ORDER BY 1")
@@ -188,5 +215,12 @@ struct PeerAudience {
             guard tokens.count == count else { throw PeerError("sqlite: list and count disagree") }
         }
         return Timing(count: count, countSeconds: countSeconds, listSeconds: listSeconds, residentBytes: 0)
+    }
+}
+
+/// Runs `body` on a new OS thread (it blocks) and awaits its result.
+func onThread<T: Sendable>(_ body: @escaping @Sendable () throws -> T) async throws -> T {
+    try await withCheckedThrowingContinuation { continuation in
+        Thread.detachNewThread { continuation.resume(with: Result { try body() }) }
     }
 }
