@@ -35,7 +35,10 @@ enum ProjectionBuilder {
                     batch.append(event)
                     if batch.count == batchSize {
                         guard handoff.put(batch) else { return false }
+                        // Reuse a folded batch: its events are freed here, on this thread, not the folding one.
+                        batch = handoff.takeReturned() ?? []
                         batch.removeAll(keepingCapacity: true)
+                        batch.reserveCapacity(batchSize)
                     }
                     return true
                 }
@@ -51,6 +54,7 @@ enum ProjectionBuilder {
             readerDone.wait()
         }
         while let batch = try handoff.take() {
+            defer { handoff.giveBack(batch) }
             for event in batch {
                 guard event.seq == expected else {
                     throw StoreError(.corrupt, "the log has no event at seq \(expected)")
@@ -81,6 +85,7 @@ final class BatchHandoff<Element: Sendable>: @unchecked Sendable {
     private let condition = NSCondition()
     private let capacity: Int
     private var batches: [[Element]] = []
+    private var returned: [[Element]] = []
     private var finished = false
     private var cancelled = false
     private var failure: Error?
@@ -96,6 +101,21 @@ final class BatchHandoff<Element: Sendable>: @unchecked Sendable {
         batches.append(batch)
         condition.broadcast()
         return true
+    }
+
+    /// The consumer is done with `batch`; the producer may reuse it (and free its elements) — see
+    /// ``takeReturned()``. Batches the producer never takes back are freed with the handoff.
+    func giveBack(_ batch: [Element]) {
+        condition.lock()
+        defer { condition.unlock() }
+        if returned.count < capacity { returned.append(batch) }
+    }
+
+    /// A batch the consumer gave back, if any.
+    func takeReturned() -> [Element]? {
+        condition.lock()
+        defer { condition.unlock() }
+        return returned.popLast()
     }
 
     /// The producer is done; `error` is rethrown to the consumer after the queued batches.
