@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Builds the benchmark harness in release mode and runs it.
-#   tools/bench/run.sh            quick mode (about 2.5 minutes with the release build)
+#   tools/bench/run.sh            quick mode (about 100 s of workloads, plus the release build)
 #   tools/bench/run.sh full       full mode
 # Results: a table on stdout and tools/bench/results/<mode>-<timestamp>.json.
 set -euo pipefail
