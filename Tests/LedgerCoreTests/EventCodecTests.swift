@@ -163,7 +163,8 @@ struct WireEdgeCase: CustomTestStringConvertible, Sendable {
     }
     static func field(_ number: UInt64, _ text: String) -> [UInt8] { field(number, bytes: Array(text.utf8)) }
 
-    static let header = field(1, varint: 7) + field(2, varint: 1_700_000_000_000_000) + field(3, "admin")
+    static let header =
+        field(1, varint: 7) + field(2, varint: 1_700_000_000_000_000) + field(3, "admin")
         + field(4, "req-1")
     static func subscribed(via: [UInt8]) -> [UInt8] {
         header + field(12, bytes: field(1, "tok:APA91bX") + field(2, "news") + via)
@@ -174,30 +175,43 @@ struct WireEdgeCase: CustomTestStringConvertible, Sendable {
         .init(name: "via missing (unspecified)", bytes: subscribed(via: []), fastPathTakes: false),
         .init(name: "via 0 written out", bytes: subscribed(via: field(3, varint: 0)), fastPathTakes: false),
         .init(name: "via 4 (unknown)", bytes: subscribed(via: field(3, varint: 4)), fastPathTakes: false),
-        .init(name: "via 2^32+1 (int32 truncation)", bytes: subscribed(via: field(3, varint: 1 << 32 | 1)),
+        .init(
+            name: "via 2^32+1 (int32 truncation)", bytes: subscribed(via: field(3, varint: 1 << 32 | 1)),
             fastPathTakes: false),
-        .init(name: "via twice", bytes: subscribed(via: field(3, varint: 1) + field(3, varint: 2)), fastPathTakes: false),
-        .init(name: "unknown inner field", bytes: subscribed(via: field(3, varint: 1) + field(9, "x")),
+        .init(
+            name: "via twice", bytes: subscribed(via: field(3, varint: 1) + field(3, varint: 2)), fastPathTakes: false),
+        .init(
+            name: "unknown inner field", bytes: subscribed(via: field(3, varint: 1) + field(9, "x")),
             fastPathTakes: false),
-        .init(name: "unknown outer field", bytes: subscribed(via: field(3, varint: 1)) + field(20, varint: 1),
+        .init(
+            name: "unknown outer field", bytes: subscribed(via: field(3, varint: 1)) + field(20, varint: 1),
             fastPathTakes: false),
-        .init(name: "two bodies", bytes: subscribed(via: field(3, varint: 1)) + field(13, bytes: field(1, "t")),
+        .init(
+            name: "two bodies", bytes: subscribed(via: field(3, varint: 1)) + field(13, bytes: field(1, "t")),
             fastPathTakes: false),
-        .init(name: "fields out of order", bytes: field(2, varint: 5) + field(1, varint: 7) + field(16, bytes: field(1, "t")),
+        .init(
+            name: "fields out of order",
+            bytes: field(2, varint: 5) + field(1, varint: 7) + field(16, bytes: field(1, "t")),
             fastPathTakes: false),
-        .init(name: "seq twice", bytes: field(1, varint: 7) + field(1, varint: 8) + field(16, bytes: field(1, "t")),
+        .init(
+            name: "seq twice", bytes: field(1, varint: 7) + field(1, varint: 8) + field(16, bytes: field(1, "t")),
             fastPathTakes: false),
         .init(name: "no body", bytes: header, fastPathTakes: false),
-        .init(name: "non-ASCII actor", bytes: field(3, "adminé") + field(16, bytes: field(1, "t")), fastPathTakes: false),
-        .init(name: "invalid UTF-8 token", bytes: header + field(16, bytes: field(1, bytes: [0x74, 0xFF])),
+        .init(
+            name: "non-ASCII actor", bytes: field(3, "adminé") + field(16, bytes: field(1, "t")), fastPathTakes: false),
+        .init(
+            name: "invalid UTF-8 token", bytes: header + field(16, bytes: field(1, bytes: [0x74, 0xFF])),
             fastPathTakes: false),
         .init(name: "length past the end", bytes: header + [0x62, 0x7F, 0x0A], fastPathTakes: false),
         .init(name: "11-byte varint", bytes: [0x08] + Array(repeating: 0xFF, count: 10) + [0x01], fastPathTakes: false),
-        .init(name: "registered with empty platform present",
+        .init(
+            name: "registered with empty platform present",
             bytes: header + field(10, bytes: field(1, "t") + field(2, "")), fastPathTakes: true),
-        .init(name: "acknowledged", bytes: header + field(16, bytes: field(1, "t") + field(2, varint: 99)),
+        .init(
+            name: "acknowledged", bytes: header + field(16, bytes: field(1, "t") + field(2, varint: 99)),
             fastPathTakes: true),
-        .init(name: "negative time", bytes: field(2, varint: UInt64(bitPattern: -5)) + field(11, bytes: field(1, "t")),
+        .init(
+            name: "negative time", bytes: field(2, varint: UInt64(bitPattern: -5)) + field(11, bytes: field(1, "t")),
             fastPathTakes: true),
     ]
 }

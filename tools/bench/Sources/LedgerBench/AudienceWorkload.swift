@@ -94,8 +94,11 @@ struct AudienceWorkload {
         return [
             BenchResult(
                 name: "peer: audience count vs Redis", unit: "ms", value: ours.countSeconds * 1000,
-                baselineName: "Redis 7 Lua SUNIONSTORE/SINTERSTORE/SDIFFSTORE + SCARD", baseline: redis.countSeconds * 1000,
-                notes: "\(redis.count) recipients, same in all three; redis-server RSS \(redis.residentBytes >> 20) MiB; \(faster)"),
+                baselineName: "Redis 7 Lua SUNIONSTORE/SINTERSTORE/SDIFFSTORE + SCARD",
+                baseline: redis.countSeconds * 1000,
+                notes:
+                    "\(redis.count) recipients, same in all three; redis-server RSS \(redis.residentBytes >> 20) MiB; \(faster)"
+            ),
             BenchResult(
                 name: "peer: audience token list vs Redis", unit: "ms", value: ours.listSeconds * 1000,
                 baselineName: "the same script + SMEMBERS, sorted to byte order", baseline: redis.listSeconds * 1000,

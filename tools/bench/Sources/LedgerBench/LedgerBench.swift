@@ -193,7 +193,8 @@ struct LedgerBench: AsyncParsableCommand {
             results.append(
                 BenchResult(
                     name: "peer: durable subscribe, \(label), vs Redis", unit: "changes/s", value: ours,
-                    baselineName: "Redis 7 appendfsync always, MULTI SADD+SADD EXEC", baseline: try workload.redis(server),
+                    baselineName: "Redis 7 appendfsync always, MULTI SADD+SADD EXEC",
+                    baseline: try workload.redis(server),
                     notes: "ratio > 100 %: TopicLedger is faster; loopback RESP, one connection per writer"))
             results.append(
                 BenchResult(

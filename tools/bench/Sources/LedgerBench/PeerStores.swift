@@ -22,9 +22,11 @@ final class RedisServer {
     private let directory: String
 
     init(scratch: String) throws {
-        guard let binary = ["/usr/bin/redis-server", "/usr/local/bin/redis-server"].first(where: {
-            FileManager.default.isExecutableFile(atPath: $0)
-        }) else {
+        guard
+            let binary = ["/usr/bin/redis-server", "/usr/local/bin/redis-server"].first(where: {
+                FileManager.default.isExecutableFile(atPath: $0)
+            })
+        else {
             throw PeerError("redis-server is missing: apt-get install -y redis-server (tools/bench/run.sh does)")
         }
         directory = (scratch as NSString).appendingPathComponent("ledger-bench-redis-\(UUID().uuidString)")
@@ -187,8 +189,9 @@ final class SQLiteDatabase {
     private var handle: OpaquePointer?
 
     init(path: String) throws {
-        guard sqlite3_open_v2(path, &handle, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX, nil)
-            == SQLITE_OK
+        guard
+            sqlite3_open_v2(path, &handle, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX, nil)
+                == SQLITE_OK
         else { throw PeerError("sqlite open \(path) failed") }
         sqlite3_busy_timeout(handle, 60_000)
         try execute("PRAGMA journal_mode=WAL; PRAGMA synchronous=FULL;")
