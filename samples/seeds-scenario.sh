@@ -10,12 +10,27 @@ swift build --product ledger >/dev/null
 swift build --product ledger-device >/dev/null
 bin="$(swift build --show-bin-path)"
 data="$(mktemp -d)"
-port=$(( 20000 + RANDOM % 20000 ))
-"$bin/ledger" serve --data "$data" --port "$port" >"$data/server.log" 2>&1 &
-server=$!
-trap 'kill $server 2>/dev/null; wait $server 2>/dev/null; rm -rf "$data"' EXIT
-server_url="http://127.0.0.1:$port"
-for _ in $(seq 1 100); do curl -sf "$server_url/healthz" >/dev/null && break; sleep 0.1; done
+server=""
+trap 'if [ -n "$server" ]; then kill $server 2>/dev/null; wait $server 2>/dev/null; fi; rm -rf "$data"' EXIT
+# Start the server on a port the kernel says is free; if it still cannot bind (a race with another
+# process), it exits and we try another port. Wait up to 60 s for it to answer: CI machines can be slow.
+free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
+for try in 1 2 3; do
+  port=$(free_port)
+  server_url="http://127.0.0.1:$port"
+  "$bin/ledger" serve --data "$data" --port "$port" >"$data/server.log" 2>&1 &
+  server=$!
+  for _ in $(seq 1 600); do
+    curl -sf "$server_url/healthz" >/dev/null && break 2
+    kill -0 $server 2>/dev/null || break
+    sleep 0.1
+  done
+  echo "ledger serve did not answer on port $port (try $try); its log:" >&2
+  cat "$data/server.log" >&2
+  kill $server 2>/dev/null; wait $server 2>/dev/null
+  server=""
+  if [ "$try" -eq 3 ]; then echo "FAIL: the server never came up" >&2; exit 1; fi
+done
 device() { "$bin/ledger-device" "$@" --server "$server_url"; }
 send() {  # the backend: firebase-admin would do the same with messaging.send(...)
   curl -sf -X POST "$server_url/v1/projects/demo-project/messages:send" -H 'Authorization: Bearer owner' \
