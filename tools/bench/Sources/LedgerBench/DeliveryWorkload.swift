@@ -188,15 +188,6 @@ func percentile(_ values: [Double], _ p: Double) -> Double {
     return sorted[min(sorted.count, rank) - 1]
 }
 
-/// VmRSS of process `pid`, in bytes.
-func residentBytes(of pid: Int32) -> Int {
-    guard let status = try? String(contentsOfFile: "/proc/\(pid)/status", encoding: .utf8) else { return 0 }
-    for line in status.split(separator: "\n") where line.hasPrefix("VmRSS:") {
-        return (Int(line.split(separator: " ").dropFirst().first ?? "0") ?? 0) * 1024
-    }
-    return 0
-}
-
 /// User + system CPU time of process `pid` so far, in seconds (/proc/PID/stat fields 14 and 15).
 func cpuSeconds(of pid: Int32) -> Double {
     guard let stat = try? String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8),

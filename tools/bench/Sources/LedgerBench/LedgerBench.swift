@@ -415,11 +415,17 @@ func resetPeakRSS() {
     try? "5".write(toFile: "/proc/self/clear_refs", atomically: false, encoding: .utf8)
 }
 
-/// Peak resident set size of this process (VmHWM), in bytes.
-func peakRSS(of process: String = "self") -> Int {
+/// Peak resident set size (VmHWM) of a process, `self` by default, in bytes.
+func peakRSS(of process: String = "self") -> Int { statusKilobytes("VmHWM:", of: process) * 1024 }
+
+/// The resident set size (VmRSS) of process `pid` now, in bytes.
+func residentBytes(of pid: Int32) -> Int { statusKilobytes("VmRSS:", of: String(pid)) * 1024 }
+
+/// A `kB` field of /proc/PROCESS/status (0 when unreadable).
+func statusKilobytes(_ field: String, of process: String) -> Int {
     guard let status = try? String(contentsOfFile: "/proc/\(process)/status", encoding: .utf8) else { return 0 }
-    for line in status.split(separator: "\n") where line.hasPrefix("VmHWM:") {
-        return (Int(line.split(separator: " ").dropFirst().first ?? "0") ?? 0) * 1024
+    for line in status.split(separator: "\n") where line.hasPrefix(field) {
+        return Int(line.split(separator: " ").dropFirst().first ?? "0") ?? 0
     }
     return 0
 }

@@ -62,7 +62,7 @@ final class RedisServer {
     }
 
     /// The server's resident set size now (VmRSS), in bytes.
-    var residentBytes: Int { residentSetSize(pid: process.processIdentifier) }
+    var residentSetBytes: Int { residentBytes(of: process.processIdentifier) }
 }
 
 /// A minimal blocking RESP2 client over a loopback TCP socket: enough to drive redis-server for the peer
@@ -280,13 +280,4 @@ final class ThreadResults: @unchecked Sendable {
         defer { lock.unlock() }
         return try results.reduce(0) { try $0 + $1.get() }
     }
-}
-
-/// The resident set size of process `pid` now (VmRSS), in bytes.
-func residentSetSize(pid: Int32) -> Int {
-    guard let status = try? String(contentsOfFile: "/proc/\(pid)/status", encoding: .utf8) else { return 0 }
-    for line in status.split(separator: "\n") where line.hasPrefix("VmRSS:") {
-        return (Int(line.split(separator: " ").dropFirst().first ?? "0") ?? 0) * 1024
-    }
-    return 0
 }

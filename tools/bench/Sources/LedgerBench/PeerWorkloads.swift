@@ -199,7 +199,7 @@ final class PeerAudience: @unchecked Sendable {
             guard sorted.count == count else { throw PeerError("redis: SMEMBERS and SCARD disagree") }
         }
         return Timing(
-            count: count, countSeconds: countSeconds, listSeconds: listSeconds, residentBytes: server.residentBytes)
+            count: count, countSeconds: countSeconds, listSeconds: listSeconds, residentBytes: server.residentSetBytes)
     }
 
     private func sqlite(_ database: SQLiteDatabase, countRuns: Int) throws -> Timing {
