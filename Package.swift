@@ -157,6 +157,8 @@ if Context.environment["TOPICLEDGER_BENCH"] == "1" {
                 "LedgerStore", "LedgerCore", "LMDBKit", "CSQLite",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "NIOHTTP1", package: "swift-nio"),
                 .product(name: "Logging", package: "swift-log"),
             ],
             path: "tools/bench/Sources/LedgerBench"

@@ -11,19 +11,27 @@ import LedgerStore
 /// A generation counter closes the race between "read the inbox, found nothing" and "wait": a waiter passes
 /// the generation it read before looking, and returns at once if sends committed since.
 ///
-/// - Note: Thread-safe. `generation`, `waiters`, `pending` and `dispatching` are only touched with `lock`
-///   held.
+/// Waiting costs one continuation: timeouts are kept as deadlines and one sweeper task resumes the expired
+/// waiters every ``sweepInterval`` (a timer task per wait cost more CPU than the delivery itself when a
+/// send woke a thousand streams), so a wait may last up to one interval longer than asked.
+///
+/// - Note: Thread-safe. Every stored property below `lock` is only touched with `lock` held.
 final class DeliveryNotifier: @unchecked Sendable {
     private struct Waiter {
         let instance: InstanceID
+        let deadline: ContinuousClock.Instant
         let continuation: CheckedContinuation<Void, Never>
     }
 
+    static let sweepInterval: Duration = .milliseconds(100)
+
     private let lock = NSLock()
     private var generation: UInt64 = 0
-    private var waiters: [UUID: Waiter] = [:]
+    private var waiters: [UInt64: Waiter] = [:]
+    private var nextWaiter: UInt64 = 0
     private var pending: [UInt64] = []
     private var dispatching = false
+    private var sweeping = false
     /// Reads the ledger to find each send's audience; set when the project's ledger opens.
     private var audiences: (@Sendable ([UInt64]) throws -> [InstanceSet])?
 
@@ -72,46 +80,59 @@ final class DeliveryNotifier: @unchecked Sendable {
             // If the audiences cannot be read, wake everyone: each device then reads its own inbox.
             let sets = (try? compute?(seqs)) ?? nil
             let woken = lock.withLock { () -> [Waiter] in
-                let chosen = waiters.filter { _, waiter in
-                    sets.map { $0.contains { $0.contains(waiter.instance) } } ?? true
-                }
-                for id in chosen.keys { waiters[id] = nil }
-                return Array(chosen.values)
+                take { waiter in sets.map { $0.contains { $0.contains(waiter.instance) } } ?? true }
             }
             for waiter in woken { waiter.continuation.resume() }
         }
     }
 
-    /// Returns when a send addressed to `instance` commits after `seen`, after `timeout`, or on cancellation.
+    /// Returns when a send addressed to `instance` commits after `seen`, after `timeout` (give or take
+    /// ``sweepInterval``), or on cancellation.
     func wait(for instance: InstanceID, after seen: UInt64, timeout: Duration) async {
-        let id = UUID()
+        let deadline = ContinuousClock.now + timeout
+        let id = lock.withLock { () -> UInt64 in
+            nextWaiter &+= 1
+            return nextWaiter
+        }
         await withTaskCancellationHandler {
-            await withTaskGroup(of: Void.self) { group in
-                group.addTask {
-                    await withCheckedContinuation { continuation in
-                        let immediate = self.lock.withLock { () -> Bool in
-                            if self.generation != seen || Task.isCancelled { return true }
-                            self.waiters[id] = Waiter(instance: instance, continuation: continuation)
-                            return false
-                        }
-                        if immediate { continuation.resume() }
-                    }
+            await withCheckedContinuation { continuation in
+                let (immediate, startSweeper) = lock.withLock { () -> (Bool, Bool) in
+                    if generation != seen || Task.isCancelled { return (true, false) }
+                    waiters[id] = Waiter(instance: instance, deadline: deadline, continuation: continuation)
+                    let startSweeper = !sweeping
+                    sweeping = true
+                    return (false, startSweeper)
                 }
-                group.addTask { try? await Task.sleep(for: timeout) }
-                await group.next()
-                group.cancelAll()
-                self.wake(id)
-                await group.waitForAll()
+                if immediate { continuation.resume() }
+                if startSweeper { Task.detached { await self.sweep() } }
             }
         } onCancel: {
-            self.wake(id)
+            let waiter = lock.withLock { waiters.removeValue(forKey: id) }
+            waiter?.continuation.resume()
         }
     }
 
-    /// Resumes one waiter if it is still waiting.
-    private func wake(_ id: UUID) {
-        let waiter = lock.withLock { waiters.removeValue(forKey: id) }
-        waiter?.continuation.resume()
+    /// Resumes the waiters whose deadline has passed, every ``sweepInterval``, while any are waiting.
+    private func sweep() async {
+        while true {
+            try? await Task.sleep(for: Self.sweepInterval)
+            let now = ContinuousClock.now
+            let (expired, done) = lock.withLock { () -> ([Waiter], Bool) in
+                let expired = take { $0.deadline <= now }
+                if waiters.isEmpty { sweeping = false }
+                return (expired, waiters.isEmpty)
+            }
+            for waiter in expired { waiter.continuation.resume() }
+            if done { return }
+        }
+    }
+
+    /// Removes and returns the waiters that `chosen` picks (with `lock` held).
+    private func take(where chosen: (Waiter) -> Bool) -> [Waiter] {
+        var taken: [(id: UInt64, waiter: Waiter)] = []
+        for (id, waiter) in waiters where chosen(waiter) { taken.append((id, waiter)) }
+        for entry in taken { waiters[entry.id] = nil }
+        return taken.map(\.waiter)
     }
 }
 

@@ -46,7 +46,11 @@ extension LedgerSnapshot {
         else { return InboxPage(messages: [], through: cursor) }
         var from = max(cursor, firstRegistration - 1) + 1
         // A device back after a long time: skip what has expired for everyone (one binary search, only then).
-        if let first = try event(at: from), now.microseconds - first.time.microseconds > defaultMessageLifetime {
+        // The first send's time comes from the cache when it is there, as it is for a streaming device.
+        if let first = try txn.withCursor(schema.sends, { try $0.seek(from)?.key.loadBigEndianUInt64() }),
+            let sentAt = try cache.cached(at: first)?.time ?? event(at: first)?.time,
+            now.microseconds - sentAt.microseconds > defaultMessageLifetime
+        {
             let oldestLive = try seq(atOrBefore: LedgerTime(microseconds: now.microseconds - defaultMessageLifetime))
             from = max(from, oldestLive + 1)
         }
@@ -118,9 +122,14 @@ public final class SendCache: @unchecked Sendable {
 
     public init(capacity: Int = 256) { self.capacity = capacity }
 
+    /// The send at `seq` if it is in the cache.
+    public func cached(at seq: UInt64) -> PreparedSend? {
+        lock.withLock { entries[seq] }
+    }
+
     /// The send at `seq`, prepared (from the cache, or read from `snapshot` and kept).
     public func send(at seq: UInt64, in snapshot: LedgerSnapshot) throws -> PreparedSend {
-        if let cached = lock.withLock({ entries[seq] }) { return cached }
+        if let cached = cached(at: seq) { return cached }
         let (event, sent) = try snapshot.sentEvent(at: seq)
         let audience = try snapshot.audience(of: sent.target, precedence: sent.precedence, at: seq)
         let prepared = PreparedSend(

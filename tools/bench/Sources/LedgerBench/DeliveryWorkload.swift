@@ -28,16 +28,15 @@ struct DeliveryWorkload {
         configuration.timeout = .init(connect: .seconds(30), read: .seconds(600))
         let client = HTTPClient(eventLoopGroupProvider: .singleton, configuration: configuration)
         let base = "http://127.0.0.1:\(port)"
-        let receipts = Receipts()
+        let devicesClient = StreamingDevices()
+        let receipts = devicesClient.receipts
         do {
             try await HTTPWorkload.waitForHealth(client, base)
             let rssBefore = residentBytes(of: server.processIdentifier)
             let tokens = try await registerAndSubscribe(client, base, count: devices + idleStreams)
             // `devices` streams on the topic, then the idle ones (subscribed to nothing that is sent).
-            let streamTasks = tokens.enumerated().map { index, token in
-                Task { try await stream(client, base, token: token, index: index, receipts: receipts) }
-            }
-            try await receipts.waitForConnections(devices + idleStreams, timeout: .seconds(120))
+            try await devicesClient.open(
+                tokens: tokens, host: "127.0.0.1", port: port, project: "demo-project", apiKey: "dev-client-key")
             let rssWithStreams = residentBytes(of: server.processIdentifier)
 
             var healthTimes: [Double] = []
@@ -51,6 +50,11 @@ struct DeliveryWorkload {
             // CPU spent by the server and by this load generator during the sends (they share the 2 cores).
             let serverCPUBefore = cpuSeconds(of: server.processIdentifier)
             let clientCPUBefore = cpuSeconds(of: getpid())
+            // Progress on stderr (the table goes to stdout): the moment to attach a profiler to the server.
+            FileHandle.standardError.write(
+                Data(
+                    "delivery: \(devices + idleStreams) streams open; server pid \(server.processIdentifier); sending\n"
+                        .utf8))
             for round in 0..<sends {
                 let body = try await HTTPWorkload.call(
                     client, post: true, base + "/v1/projects/demo-project/messages:send",
@@ -65,7 +69,7 @@ struct DeliveryWorkload {
             }
             let serverCPU = (cpuSeconds(of: server.processIdentifier) - serverCPUBefore) / Double(sends) * 1000
             let clientCPU = (cpuSeconds(of: getpid()) - clientCPUBefore) / Double(sends) * 1000
-            for task in streamTasks { task.cancel() }
+            await devicesClient.close()
             try? await client.shutdown()
             let health = percentile(healthTimes, 0.5)
             return [
@@ -90,6 +94,7 @@ struct DeliveryWorkload {
                 ),
             ]
         } catch {
+            await devicesClient.close()
             try? await client.shutdown()
             throw error
         }
@@ -113,71 +118,7 @@ struct DeliveryWorkload {
         return tokens
     }
 
-    /// One device's stream: records when each message id arrives.
-    private func stream(_ client: HTTPClient, _ base: String, token: String, index: Int, receipts: Receipts)
-        async throws
-    {
-        var request = HTTPClientRequest(url: base + "/v1/projects/demo-project/registrations/\(token)/messages:stream")
-        request.headers.add(name: "x-goog-api-key", value: "dev-client-key")
-        let response = try await client.execute(request, timeout: .seconds(600))
-        var pending = ""
-        var connected = false
-        for try await buffer in response.body {
-            if !connected {
-                connected = true
-                receipts.connected()
-            }
-            pending += String(buffer: buffer)
-            while let range = pending.range(of: "\n\n") {
-                let event = pending[..<range.lowerBound]
-                if let id = event.range(of: #""messageId":""#).map({ event[$0.upperBound...].prefix { $0.isNumber } }) {
-                    receipts.arrived(String(id), at: ContinuousClock.now)
-                }
-                pending.removeSubrange(..<range.upperBound)
-            }
-        }
-    }
-
     private func format(_ value: Double) -> String { String(format: "%.1f", value) }
-}
-
-/// Arrivals per message id, and how many streams are connected.
-private final class Receipts: @unchecked Sendable {
-    // @unchecked: every field is only touched with `lock` held.
-    private let lock = NSLock()
-    private var arrivals: [String: [ContinuousClock.Instant]] = [:]
-    private var connections = 0
-
-    func connected() {
-        lock.lock()
-        connections += 1
-        lock.unlock()
-    }
-
-    func arrived(_ id: String, at instant: ContinuousClock.Instant) {
-        lock.lock()
-        arrivals[id, default: []].append(instant)
-        lock.unlock()
-    }
-
-    func waitForConnections(_ count: Int, timeout: Duration) async throws {
-        let deadline = ContinuousClock.now + timeout
-        while ContinuousClock.now < deadline {
-            if lock.withLock({ connections }) >= count { return }
-            try await Task.sleep(for: .milliseconds(20))
-        }
-        throw BenchError("only some of \(count) streams connected")
-    }
-
-    func waitForArrivals(of id: String, count: Int, timeout: Duration) async throws -> [ContinuousClock.Instant] {
-        let deadline = ContinuousClock.now + timeout
-        while ContinuousClock.now < deadline {
-            let seen = lock.withLock { arrivals[id] ?? [] }
-            if seen.count >= count { return seen }
-            try await Task.sleep(for: .microseconds(200))
-        }
-        throw BenchError("message \(id) reached only some of \(count) devices")
-    }
 }
 
 /// The `p` quantile (0…1) of `values`, nearest rank.

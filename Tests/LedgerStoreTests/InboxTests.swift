@@ -1,0 +1,62 @@
+import Foundation
+import LedgerCore
+import LedgerTestSupport
+import Testing
+
+@testable import LedgerStore
+
+@Suite("Inbox")
+struct InboxTests {
+    @Test("a device back after weeks gets only the sends still alive, whether or not they are cached")
+    func backAfterWeeks() async throws {
+        let directory = TemporaryDirectory()
+        defer { directory.remove() }
+        // The store's clock stamps the audience events too, so the test sets it before each append.
+        let clock = TestClock()
+        let ledger = try openTestLedger(directory) { $0.clock = { clock.now } }
+        defer { ledger.close() }
+        let token = try RegistrationToken("back-after-weeks")
+        let topic = try TopicName("news")
+        let start = LedgerTime(parsing: "2026-03-01T00:00:00Z")!
+        let week: Int64 = 7 * 24 * 3600 * 1_000_000
+        func at(_ offset: Int64) -> LedgerTime { LedgerTime(microseconds: start.microseconds + offset) }
+        func append(_ operation: LedgerOperation, time: LedgerTime) async throws -> UInt64 {
+            clock.now = time
+            let receipt = try await ledger.append(WriteRequest(actor: "t", requestID: "r", operations: [operation]))
+            return try #require(receipt.outcomes[0].seq)
+        }
+        _ = try await append(.register(token, platform: nil, appID: nil), time: at(0))
+        _ = try await append(.subscribe(token, topic, via: .v1), time: at(1))
+        let early = try await append(.send(.topic(topic), precedence: .standard, messageJSON: []), time: at(2))
+        let late = try await append(.send(.topic(topic), precedence: .standard, messageJSON: []), time: at(5 * week))
+
+        func cursors(now: LedgerTime, cache: SendCache) throws -> [UInt64] {
+            try ledger.read { snapshot in
+                let instance = try #require(try snapshot.instanceID(of: token))
+                return try snapshot.inbox(of: instance, after: 0, now: now, limit: 10, sends: cache).messages.map(
+                    \.cursor)
+            }
+        }
+        // Four weeks after the early send it has expired; the late one has not.
+        let cold = SendCache()
+        #expect(try cursors(now: at(5 * week + 1), cache: cold) == [late])
+        let warm = SendCache()
+        _ = try ledger.read { snapshot in try warm.send(at: early, in: snapshot) }
+        #expect(warm.cached(at: early) != nil)
+        #expect(try cursors(now: at(5 * week + 1), cache: warm) == [late])
+        // Before the early send expires, both; long after the late one, neither.
+        #expect(try cursors(now: at(3), cache: SendCache()) == [early, late])
+        #expect(try cursors(now: at(10 * week), cache: warm).isEmpty)
+    }
+}
+
+/// A clock the test sets.
+private final class TestClock: @unchecked Sendable {
+    // @unchecked: `time` is only touched with `lock` held.
+    private let lock = NSLock()
+    private var time = LedgerTime(microseconds: 0)
+    var now: LedgerTime {
+        get { lock.withLock { time } }
+        set { lock.withLock { time = newValue } }
+    }
+}
