@@ -34,6 +34,12 @@ struct LedgerBench: AsyncParsableCommand {
     @Option(help: "Events in the generated ledger (overrides the mode's size).")
     var events: Int?
 
+    @Option(
+        help:
+            "Keep the rebuild and scan ledger here: built once if the directory does not exist, reused and kept if it does (for profiling one workload again and again)."
+    )
+    var keepLedger: String?
+
     /// The `ledger` executable built beside this one (tools/bench/run.sh builds both).
     var ledgerBinary: String {
         URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent().appendingPathComponent("ledger")
@@ -100,8 +106,18 @@ struct LedgerBench: AsyncParsableCommand {
         }
         if wants("rebuild") || wants("scan") {
             try await section("rebuild + scan") {
-                let ledgerDirectory = try await buildLedger(events: events ?? (full ? 2_000_000 : 300_000))
-                defer { try? FileManager.default.removeItem(atPath: ledgerDirectory) }
+                let size = events ?? (full ? 2_000_000 : 300_000)
+                let ledgerDirectory: String
+                if let keepLedger {
+                    if !FileManager.default.fileExists(atPath: keepLedger) {
+                        try FileManager.default.moveItem(
+                            atPath: try await buildLedger(events: size), toPath: keepLedger)
+                    }
+                    ledgerDirectory = keepLedger
+                } else {
+                    ledgerDirectory = try await buildLedger(events: size)
+                }
+                defer { if keepLedger == nil { try? FileManager.default.removeItem(atPath: ledgerDirectory) } }
                 var scanned: [BenchResult] = []
                 if wants("rebuild") { scanned.append(try rebuildWorkload(directory: ledgerDirectory)) }
                 if wants("scan") {
