@@ -99,6 +99,39 @@ public final class LMDBCursor {
         }
     }
 
+    /// Stores a run of fixed-size values under `key` in one call (`MDB_MULTIPLE`), in a write transaction.
+    ///
+    /// For duplicate-sorted databases opened with `.duplicateFixed`. LMDB positions on the key once and
+    /// then adds each value to its duplicates, so a bulk load of a key with many values costs one tree
+    /// descent instead of one per value. With `.appendDuplicate` the values must be in byte order and
+    /// after any the key already holds.
+    ///
+    /// - Parameters:
+    ///   - values: the values laid end to end; at least one, `values.count` a multiple of `valueSize`.
+    ///   - valueSize: the size of every value of the database.
+    /// - Throws: `LMDBError` (`.keyExists` when `.appendDuplicate` finds the values out of order;
+    ///   `.incompatible` when the database is not `.duplicateFixed`). The transaction must then be aborted:
+    ///   some of the values may have been written.
+    public func putDuplicates(
+        _ key: some LMDBBytes, values: UnsafeRawBufferPointer, valueSize: Int, flags: LMDBWriteFlags = []
+    ) throws(LMDBError) {
+        precondition(valueSize > 0 && !values.isEmpty && values.count % valueSize == 0, "a run of whole values")
+        let result = key.withLMDBBytes { keyBytes in
+            var keyValue = MDB_val(keyBytes)
+            // MDB_MULTIPLE takes two MDB_vals: the first value (size and address), then the count.
+            var data = (
+                MDB_val(mv_size: valueSize, mv_data: UnsafeMutableRawPointer(mutating: values.baseAddress)),
+                MDB_val(mv_size: values.count / valueSize, mv_data: nil)
+            )
+            return withUnsafeMutablePointer(to: &data) { pair in
+                pair.withMemoryRebound(to: MDB_val.self, capacity: 2) { vals in
+                    mdb_cursor_put(handle, &keyValue, vals, flags.rawValue | UInt32(MDB_MULTIPLE))
+                }
+            }
+        }
+        try LMDBError.check(result, "mdb_cursor_put(\(database.name), MDB_MULTIPLE)")
+    }
+
     /// Calls `body` for each value of `key` (a duplicate-sorted database) until it returns `false`.
     public func forEachValue(of key: some LMDBBytes, _ body: (UnsafeRawBufferPointer) throws -> Bool) throws {
         var entry = try find(key)

@@ -105,24 +105,31 @@ struct BulkProjection: LedgerProjection {
     // MARK: Writing
 
     /// Writes every projection into the (empty) databases of `schema`, in transactions of bounded size.
+    ///
+    /// Duplicate databases get one run of values per key (``AppendWriter/putRun(_:key:_:)``): a key's
+    /// members in one LMDB call instead of one call (and one tree descent) each.
     func write(to environment: LMDBEnvironment, schema: LedgerSchema) throws {
         var writer = AppendWriter(environment: environment)
         defer { writer.finish() }
+        var run = ValueRun()
 
-        for (token, id) in tokens.sorted(by: { $0.key.utf8.lexicographicallyPrecedes($1.key.utf8) }) {
-            try writer.put(schema.tokens, key: token, value: id)
+        let byToken = records.indices.sorted {
+            RegistrationToken(trusted: records[$0].token) < RegistrationToken(trusted: records[$1].token)
+        }
+        for index in byToken {
+            try writer.put(schema.tokens, key: records[index].token, value: InstanceID(index + 1))
         }
         for (index, record) in records.enumerated() {
             try writer.put(schema.instances, key: UInt32(index + 1), value: record.encoded)
         }
         for (index, since) in registeredSince.enumerated() where since != 0 {
-            try writer.put(schema.universe, key: universeKey, value: membershipValue(UInt32(index + 1), since: since))
+            run.append(membershipValue(UInt32(index + 1), since: since))
         }
+        try writer.putRun(schema.universe, key: universeKey, &run)
         for interval in closedRegistrations.sorted() {
-            try writer.put(
-                schema.universeHistory, key: universeKey,
-                value: intervalValue(interval.id, start: interval.start, end: interval.end))
+            run.append(intervalValue(interval.id, start: interval.start, end: interval.end))
         }
+        try writer.putRun(schema.universeHistory, key: universeKey, &run)
         for (name, id) in topicIDs.sorted(by: { $0.key.utf8.lexicographicallyPrecedes($1.key.utf8) }) {
             try writer.put(schema.topicIDs, key: name, value: id)
         }
@@ -134,31 +141,18 @@ struct BulkProjection: LedgerProjection {
         for (index, memberships) in instanceTopics.enumerated() where !memberships.isEmpty {
             let instance = InstanceID(index + 1)
             for membership in memberships.sorted(by: { $0.topic < $1.topic }) {
-                try writer.put(
-                    schema.instanceTopics, key: instance,
-                    value: membershipValue(membership.topic, since: membership.since))
+                run.append(membershipValue(membership.topic, since: membership.since))
                 topicMembers[Int(membership.topic) - 1].append((instance, membership.since))
             }
+            try writer.putRun(schema.instanceTopics, key: instance, &run)
         }
         for (index, members) in topicMembers.enumerated() {
-            for member in members {
-                try writer.put(
-                    schema.topicMembers, key: UInt32(index + 1),
-                    value: membershipValue(member.instance, since: member.since))
-            }
+            for member in members { run.append(membershipValue(member.instance, since: member.since)) }
+            try writer.putRun(schema.topicMembers, key: UInt32(index + 1), &run)
         }
-        for interval in closedMemberships.sorted() {
-            try writer.put(
-                schema.instanceTopicHistory, key: interval.id,
-                value: intervalValue(interval.other, start: interval.start, end: interval.end))
-        }
+        try writeRuns(closedMemberships.sorted(), to: schema.instanceTopicHistory, &writer, &run)
         let byTopic = closedMemberships.map { Interval(id: $0.other, other: $0.id, start: $0.start, end: $0.end) }
-            .sorted()
-        for interval in byTopic {
-            try writer.put(
-                schema.topicMemberHistory, key: interval.id,
-                value: intervalValue(interval.other, start: interval.start, end: interval.end))
-        }
+        try writeRuns(byTopic.sorted(), to: schema.topicMemberHistory, &writer, &run)
         for (messageID, seqs) in messages.sorted(by: { $0.key < $1.key }) {
             var value = PackedBytes()
             value.append(seqs.send)
@@ -173,10 +167,46 @@ struct BulkProjection: LedgerProjection {
         }
         try writer.commit()
     }
+
+    /// Writes sorted closed intervals as `other ‖ start ‖ end` values, one run per `id`.
+    private func writeRuns(
+        _ sorted: [Interval], to database: LMDBDatabase, _ writer: inout AppendWriter, _ run: inout ValueRun
+    ) throws {
+        var position = 0
+        while position < sorted.count {
+            let id = sorted[position].id
+            while position < sorted.count && sorted[position].id == id {
+                let interval = sorted[position]
+                run.append(intervalValue(interval.other, start: interval.start, end: interval.end))
+                position += 1
+            }
+            try writer.putRun(database, key: id, &run)
+        }
+    }
 }
 
-/// Appends sorted entries, committing every `batch` puts so no transaction grows past LMDB's dirty-page
-/// limit. Entries must arrive in key order (and value order within a duplicate key).
+/// The values of one key of a duplicate database, laid end to end (all of one size).
+private struct ValueRun {
+    var bytes: [UInt8] = []
+    var valueSize = 0
+
+    mutating func append(_ value: PackedBytes) {
+        value.withLMDBBytes { buffer in
+            precondition(valueSize == 0 || buffer.count == valueSize, "the values of a run have one size")
+            valueSize = buffer.count
+            bytes.append(contentsOf: buffer)
+        }
+    }
+
+    /// Empties the run (keeping its capacity) for the next key, of any value size.
+    mutating func removeAll() {
+        bytes.removeAll(keepingCapacity: true)
+        valueSize = 0
+    }
+}
+
+/// Appends sorted entries, committing once `batch` values are queued so no transaction grows past LMDB's
+/// dirty-page limit. Entries must arrive in key order (and value order within a duplicate key).
 ///
 /// Keys and values are copied into one growing byte buffer, not an array each: a rebuild writes millions.
 private struct AppendWriter {
@@ -188,25 +218,49 @@ private struct AppendWriter {
         var start: Int
         var keyCount: Int
         var valueCount: Int
+        /// 0 for a single value; otherwise the size of each value of a run (`valueCount` is a multiple).
+        var valueSize: Int
     }
 
     private var bytes: [UInt8] = []
     private var entries: [Entry] = []
+    private var queuedValues = 0
 
     init(environment: LMDBEnvironment) { self.environment = environment }
 
+    /// Queues one value under `key`.
     mutating func put(_ database: LMDBDatabase, key: some LMDBBytes, value: some LMDBBytes) throws {
+        let valueCount = value.withLMDBBytes { buffer in buffer.count }
+        try queue(database, key: key, valueCount: valueCount, valueSize: 0, values: 1) { bytes in
+            value.withLMDBBytes { buffer in bytes.append(contentsOf: buffer) }
+        }
+    }
+
+    /// Queues the values of `run` under `key` of a `.duplicateFixed` database and empties `run`; nothing
+    /// when `run` is empty.
+    mutating func putRun(_ database: LMDBDatabase, key: some LMDBBytes, _ run: inout ValueRun) throws {
+        guard !run.bytes.isEmpty else { return }
+        let values = run.bytes.count / run.valueSize
+        try queue(database, key: key, valueCount: run.bytes.count, valueSize: run.valueSize, values: values) {
+            $0.append(contentsOf: run.bytes)
+        }
+        run.removeAll()
+    }
+
+    private mutating func queue(
+        _ database: LMDBDatabase, key: some LMDBBytes, valueCount: Int, valueSize: Int, values: Int,
+        appendValue: (inout [UInt8]) -> Void
+    ) throws {
         let start = bytes.count
         let keyCount = key.withLMDBBytes { buffer in
             bytes.append(contentsOf: buffer)
             return buffer.count
         }
-        let valueCount = value.withLMDBBytes { buffer in
-            bytes.append(contentsOf: buffer)
-            return buffer.count
-        }
-        entries.append(Entry(database: database, start: start, keyCount: keyCount, valueCount: valueCount))
-        if entries.count >= batch { try commit() }
+        appendValue(&bytes)
+        entries.append(
+            Entry(database: database, start: start, keyCount: keyCount, valueCount: valueCount, valueSize: valueSize))
+        queuedValues += values
+        if queuedValues >= batch { try commit() }
     }
 
     mutating func commit() throws {
@@ -215,15 +269,22 @@ private struct AppendWriter {
             try environment.write { txn in
                 for entry in entries {
                     let valueStart = entry.start + entry.keyCount
-                    try txn.put(
-                        entry.database, key: UnsafeRawBufferPointer(rebasing: buffer[entry.start..<valueStart]),
-                        value: UnsafeRawBufferPointer(rebasing: buffer[valueStart..<(valueStart + entry.valueCount)]),
-                        flags: entry.database.allowsDuplicates ? .appendDuplicate : .append)
+                    let key = UnsafeRawBufferPointer(rebasing: buffer[entry.start..<valueStart])
+                    let value = UnsafeRawBufferPointer(rebasing: buffer[valueStart..<(valueStart + entry.valueCount)])
+                    if entry.valueSize > 0 {
+                        try txn.cursor(entry.database).putDuplicates(
+                            key, values: value, valueSize: entry.valueSize, flags: .appendDuplicate)
+                    } else {
+                        try txn.put(
+                            entry.database, key: key, value: value,
+                            flags: entry.database.allowsDuplicates ? .appendDuplicate : .append)
+                    }
                 }
             }
         }
         entries.removeAll(keepingCapacity: true)
         bytes.removeAll(keepingCapacity: true)
+        queuedValues = 0
     }
 
     mutating func finish() {

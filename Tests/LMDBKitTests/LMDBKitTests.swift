@@ -265,4 +265,63 @@ struct LMDBKitChunkTests {
             #expect(chunks > 1 && chunks < 100)
         }
     }
+
+    @Test("a run of values put in one call reads back like values put one by one; misuse is refused")
+    func runs() throws {
+        try withEnvironment { env throws in
+            let (dups, plain) = try env.write { txn throws in
+                (
+                    try txn.openDatabase("dups", flags: [.create, .duplicateSort, .duplicateFixed]),
+                    try txn.openDatabase("plain-dups", flags: [.create, .duplicateSort])
+                )
+            }
+            func bigEndian(_ values: [UInt64]) -> [UInt8] {
+                values.flatMap { withUnsafeBytes(of: $0.bigEndian, Array.init) }
+            }
+            // 20,000 values span several pages; a run under key 3 after one put value, a one-value run under 4.
+            let long = (0..<20_000).map { UInt64($0) * 5 + 2 }
+            try env.write { txn throws in
+                try txn.put(dups, key: UInt32(3), value: UInt64(1))
+                try bigEndian(long).withUnsafeBytes { bytes throws in
+                    try txn.cursor(dups).putDuplicates(UInt32(3), values: bytes, valueSize: 8, flags: .appendDuplicate)
+                }
+                try bigEndian([9]).withUnsafeBytes { bytes throws in
+                    try txn.cursor(dups).putDuplicates(UInt32(4), values: bytes, valueSize: 8)
+                }
+            }
+            var read: [UInt32: [UInt64]] = [:]
+            try env.read { txn throws in
+                #expect(try txn.count(dups) == 20_002)
+                try txn.withCursor(dups) { cursor throws in
+                    try cursor.forEach { entry in
+                        read[entry.key.loadBigEndianUInt32(), default: []].append(entry.value.loadBigEndianUInt64())
+                        return true
+                    }
+                }
+            }
+            #expect(read == [3: [1] + long, 4: [9]])
+            // Out of order under appendDuplicate: keyExists, and the aborted transaction leaves nothing.
+            #expect(throws: LMDBError.self) {
+                try env.write { txn throws in
+                    try bigEndian([50, 40]).withUnsafeBytes { bytes throws in
+                        try txn.cursor(dups).putDuplicates(
+                            UInt32(5), values: bytes, valueSize: 8, flags: .appendDuplicate)
+                    }
+                }
+            }
+            do {
+                try env.write { txn throws in
+                    try bigEndian([1, 2]).withUnsafeBytes { bytes throws in
+                        try txn.cursor(plain).putDuplicates(UInt32(1), values: bytes, valueSize: 8)
+                    }
+                }
+                Issue.record("a run into a database without fixed-size values was accepted")
+            } catch LMDBError.Code.incompatible {
+            }
+            try env.read { txn throws in
+                #expect(try txn.contains(dups, key: UInt32(5)) == false)
+                #expect(try txn.count(plain) == 0)
+            }
+        }
+    }
 }
