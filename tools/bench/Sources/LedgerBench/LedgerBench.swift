@@ -188,10 +188,16 @@ struct LedgerBench: AsyncParsableCommand {
         ledger.close()
         let rate = appended / elapsed.seconds
         let baseline = try rawPuts(count: Int(appended), batch: batch, valueSize: recordSize)
+        // Time in one write transaction, the ledger's and the baseline's: where the ratio comes from.
+        let transaction = (after.commitTime - before.commitTime).seconds / Double(commits) * 1000
+        let rawTransaction = Double(batch) / baseline * 1000
         return BenchResult(
             name: "append, \(writers) writer\(writers == 1 ? "" : "s")", unit: "events/s", value: rate,
             baselineName: "raw LMDB puts, batch \(batch), \(recordSize) B, fsync", baseline: baseline,
-            notes: "\(commits) commits, mean batch \(String(format: "%.1f", appended / Double(commits)))")
+            notes:
+                "\(commits) commits, mean batch \(String(format: "%.1f", appended / Double(commits))), "
+                + "write transaction \(String(format: "%.2f", transaction)) ms "
+                + "(raw: \(String(format: "%.2f", rawTransaction)) ms)")
     }
 
     /// The append workload's subscribe requests on Redis and SQLite, at 1 and 64 writers, against the
