@@ -13,7 +13,7 @@ struct LedgerBench: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "ledger-bench", abstract: "Store benchmarks with same-run baselines.")
 
-    @Option(help: "quick (about 100 s) or full (larger: the 10M-event replay alone takes about 8 minutes).")
+    @Option(help: "quick (about 110 s) or full (larger ledgers and more streams: about 17 minutes).")
     var mode: String = "quick"
 
     @Option(help: "Directory for scratch ledgers (removed afterwards).")
