@@ -14,10 +14,12 @@ public struct LMDBEntry {
 public final class LMDBCursor {
     private var handle: OpaquePointer?
     public let database: LMDBDatabase
+    private let health: TransactionHealth
 
-    init(handle: OpaquePointer, database: LMDBDatabase) {
+    init(handle: OpaquePointer, database: LMDBDatabase, health: TransactionHealth) {
         self.handle = handle
         self.database = database
+        self.health = health
     }
 
     func close() {
@@ -31,14 +33,16 @@ public final class LMDBCursor {
     {
         var keyValue = key.map { MDB_val($0) } ?? MDB_val()
         var dataValue = value.map { MDB_val($0) } ?? MDB_val()
-        let result = mdb_cursor_get(handle, &keyValue, &dataValue, op)
+        let result = health.perform { mdb_cursor_get(handle, &keyValue, &dataValue, op) }
         if result == MDB_NOTFOUND { return nil }
-        try LMDBError.check(result, "mdb_cursor_get(\(database.name))")
+        try health.check(result, "mdb_cursor_get(\(database.name))")
         return LMDBEntry(key: keyValue.buffer, value: dataValue.buffer)
     }
 
     /// The first entry of the database.
     public func first() throws(LMDBError) -> LMDBEntry? { try get(MDB_FIRST) }
+    /// The last entry of the database.
+    public func last() throws(LMDBError) -> LMDBEntry? { try get(MDB_LAST) }
     /// The next entry (the next duplicate, or the first of the next key).
     public func next() throws(LMDBError) -> LMDBEntry? { try get(MDB_NEXT) }
     /// The next value of the current key (duplicate-sorted databases).
@@ -66,7 +70,7 @@ public final class LMDBCursor {
     /// The number of values of the current key (1 outside duplicate-sorted databases).
     public func duplicateCount() throws(LMDBError) -> Int {
         var count = 0
-        try LMDBError.check(mdb_cursor_count(handle, &count), "mdb_cursor_count(\(database.name))")
+        try health.check(health.perform { mdb_cursor_count(handle, &count) }, "mdb_cursor_count(\(database.name))")
         return count
     }
 
@@ -125,11 +129,11 @@ public final class LMDBCursor {
             )
             return withUnsafeMutablePointer(to: &data) { pair in
                 pair.withMemoryRebound(to: MDB_val.self, capacity: 2) { vals in
-                    mdb_cursor_put(handle, &keyValue, vals, flags.rawValue | UInt32(MDB_MULTIPLE))
+                    health.perform { mdb_cursor_put(handle, &keyValue, vals, flags.rawValue | UInt32(MDB_MULTIPLE)) }
                 }
             }
         }
-        try LMDBError.check(result, "mdb_cursor_put(\(database.name), MDB_MULTIPLE)")
+        try health.check(result, "mdb_cursor_put(\(database.name), MDB_MULTIPLE)")
     }
 
     /// Calls `body` for each value of `key` (a duplicate-sorted database) until it returns `false`.

@@ -16,7 +16,8 @@ internal import CLMDB
 public final class LMDBEnvironment: @unchecked Sendable {
     // @unchecked: `handle` is an MDB_env*, which LMDB documents as safe to share between threads once
     // opened; the only mutation after open (mdb_env_set_mapsize) happens under `mapLock` held exclusively,
-    // while every transaction holds it shared.
+    // while every transaction holds it shared. `writeTransactions` is only touched by the thread that holds
+    // LMDB's own writer mutex (right after mdb_txn_begin of a write transaction returned).
 
     /// Options for opening an environment.
     public struct Options: Sendable {
@@ -32,6 +33,8 @@ public final class LMDBEnvironment: @unchecked Sendable {
         public var readOnly = false
         /// Skip the fsync on commit. Only for throwaway data (benchmarks of non-durable baselines, scratch copies).
         public var noSync = false
+        /// Test-only: fails chosen LMDB calls of write transactions (see ``LMDBFaultInjector``).
+        public var faultInjector: LMDBFaultInjector?
 
         public init() {}
     }
@@ -40,6 +43,7 @@ public final class LMDBEnvironment: @unchecked Sendable {
     public let path: String
     public let options: Options
     private let mapLock: UnsafeMutablePointer<pthread_rwlock_t>
+    private var writeTransactions = 0
 
     /// Opens (creating if needed) the environment in directory `path`.
     ///
@@ -86,30 +90,35 @@ public final class LMDBEnvironment: @unchecked Sendable {
     }
 
     /// Runs `body` in a write transaction that commits (durably, unless `noSync`) when `body` returns
-    /// and aborts when it throws.
+    /// and aborts when it throws — or when any LMDB call inside it failed, even one whose error `body`
+    /// caught: a transaction in which a call failed never commits (see ``LMDBTransaction/failure``).
     ///
-    /// If the map is full the transaction is aborted, the map doubled, and `body` run again: `body` must
-    /// have no effects outside the transaction.
+    /// If the map is full (whether `body` rethrew `MDB_MAP_FULL` or turned it into another error) the
+    /// transaction is aborted, the map doubled, and `body` run again: `body` must have no effects outside
+    /// the transaction.
     ///
+    /// - Important: Never call it while this thread holds a read transaction of the same environment: map
+    ///   growth waits for every transaction of the process to end.
     /// - Throws: what `body` throws, or `LMDBError` (`.mapFull` once `maximumMapSize` is reached,
-    ///   `.noSpace` when the disk is full).
+    ///   `.noSpace` when the disk is full, the first failed call's error when `body` swallowed it).
     public func write<R>(_ body: (LMDBTransaction) throws -> R) throws -> R {
         while true {
+            var failure: LMDBError?
             do {
-                return try writeOnce(body)
-            } catch LMDBError.Code.mapFull {
+                return try run(readOnly: false, body) { failure = $0.failure }
+            } catch {
+                guard failure?.code == .mapFull || (error as? LMDBError)?.code == .mapFull else { throw error }
                 try growMap()
             }
         }
     }
 
-    private func writeOnce<R>(_ body: (LMDBTransaction) throws -> R) throws -> R {
-        try run(readOnly: false, body)
-    }
-
     /// Runs `body` in a transaction under the shared map lock; commits on return (which, for a read
-    /// transaction, keeps database handles opened in it valid) and aborts on throw.
-    private func run<R>(readOnly: Bool, _ body: (LMDBTransaction) throws -> R) throws -> R {
+    /// transaction, keeps database handles opened in it valid) and aborts on throw. `aborted` sees the
+    /// transaction before it is aborted.
+    private func run<R>(
+        readOnly: Bool, _ body: (LMDBTransaction) throws -> R, aborted: (LMDBTransaction) -> Void = { _ in }
+    ) throws -> R {
         pthread_rwlock_rdlock(mapLock)
         defer { pthread_rwlock_unlock(mapLock) }
         let txn = try LMDBTransaction(environment: self, readOnly: readOnly)
@@ -118,9 +127,16 @@ public final class LMDBEnvironment: @unchecked Sendable {
             try txn.commit()
             return result
         } catch {
+            aborted(txn)
             txn.abort()
             throw error
         }
+    }
+
+    /// The number of the write transaction being begun (from 1); called with LMDB's writer mutex held.
+    func nextWriteTransactionNumber() -> Int {
+        writeTransactions += 1
+        return writeTransactions
     }
 
     /// Doubles the map size (up to `maximumMapSize`), waiting for running transactions of this process.

@@ -1,5 +1,11 @@
 internal import CLMDB
 
+#if canImport(Glibc)
+    import Glibc
+#elseif canImport(Darwin)
+    import Darwin
+#endif
+
 /// An error returned by LMDB, carrying the C result code and the function that failed.
 ///
 /// Match a specific code with `catch LMDBError.Code.mapFull { … }`.
@@ -23,13 +29,17 @@ public struct LMDBError: Error, CustomStringConvertible, Sendable {
         public static let badValueSize = Code(rawValue: MDB_BAD_VALSIZE)
         public static let incompatible = Code(rawValue: MDB_INCOMPATIBLE)
         /// The disk is full (`ENOSPC`).
-        public static let noSpace = Code(rawValue: 28)
+        public static let noSpace = Code(rawValue: ENOSPC)
+        /// A low-level I/O error (`EIO`).
+        public static let ioError = Code(rawValue: EIO)
         /// The file or directory does not exist (`ENOENT`).
-        public static let noSuchFile = Code(rawValue: 2)
+        public static let noSuchFile = Code(rawValue: ENOENT)
         /// Permission denied (`EACCES`).
-        public static let accessDenied = Code(rawValue: 13)
-        /// The resource is busy or locked (`EAGAIN`/`EBUSY`).
-        public static let busy = Code(rawValue: 16)
+        public static let accessDenied = Code(rawValue: EACCES)
+        /// The resource is busy or locked (`EBUSY`).
+        public static let busy = Code(rawValue: EBUSY)
+        /// The transaction cannot go on after an earlier failure (`MDB_BAD_TXN`).
+        public static let badTransaction = Code(rawValue: MDB_BAD_TXN)
 
         public var description: String { String(cString: mdb_strerror(rawValue)) }
     }

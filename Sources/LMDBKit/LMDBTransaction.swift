@@ -13,6 +13,11 @@ public final class LMDBTransaction {
     public let isReadOnly: Bool
     private var finished = false
     private var cachedCursors: [MDB_dbi: LMDBCursor] = [:]
+    let health: TransactionHealth
+
+    /// The first LMDB call of this transaction that failed, if any. A transaction with a failure never
+    /// commits: ``LMDBEnvironment/write(_:)`` aborts it, whatever its body did with the error.
+    public var failure: LMDBError? { health.failure }
 
     init(environment: LMDBEnvironment, readOnly: Bool) throws(LMDBError) {
         var txn: OpaquePointer?
@@ -27,6 +32,11 @@ public final class LMDBTransaction {
         self.handle = txn
         self.environment = environment
         self.isReadOnly = readOnly
+        self.health =
+            readOnly
+            ? TransactionHealth(transactionNumber: 0, injector: nil)
+            : TransactionHealth(
+                transactionNumber: environment.nextWriteTransactionNumber(), injector: environment.options.faultInjector)
     }
 
     deinit {
@@ -36,11 +46,23 @@ public final class LMDBTransaction {
         }
     }
 
+    /// Commits, unless an LMDB call of this transaction failed: then it aborts and throws that failure.
     func commit() throws(LMDBError) {
         precondition(!finished, "transaction already finished")
+        if let failure = health.failure {
+            abort()
+            throw failure
+        }
         finished = true
         closeCachedCursors()
-        try LMDBError.check(mdb_txn_commit(handle), "mdb_txn_commit")
+        var called = false
+        let result = health.perform {
+            called = true
+            return mdb_txn_commit(handle)
+        }
+        // mdb_txn_commit frees the transaction whether or not it succeeds; an injected failure never called it.
+        if !called { mdb_txn_abort(handle) }
+        try health.check(result, "mdb_txn_commit")
     }
 
     func abort() {
@@ -61,20 +83,20 @@ public final class LMDBTransaction {
     /// The handle stays valid for the environment's lifetime once this transaction commits.
     public func openDatabase(_ name: String, flags: LMDBDatabase.Flags = []) throws(LMDBError) -> LMDBDatabase {
         var dbi: MDB_dbi = 0
-        try LMDBError.check(mdb_dbi_open(handle, name, flags.rawValue, &dbi), "mdb_dbi_open(\(name))")
+        try health.check(health.perform { mdb_dbi_open(handle, name, flags.rawValue, &dbi) }, "mdb_dbi_open(\(name))")
         return LMDBDatabase(dbi: dbi, name: name, allowsDuplicates: flags.contains(.duplicateSort))
     }
 
     /// The number of entries (key/value pairs, counting each duplicate) in `database`.
     public func count(_ database: LMDBDatabase) throws(LMDBError) -> Int {
         var stat = MDB_stat()
-        try LMDBError.check(mdb_stat(handle, database.dbi, &stat), "mdb_stat(\(database.name))")
+        try health.check(health.perform { mdb_stat(handle, database.dbi, &stat) }, "mdb_stat(\(database.name))")
         return stat.ms_entries
     }
 
     /// Deletes every entry of `database`, keeping the database.
     public func clear(_ database: LMDBDatabase) throws(LMDBError) {
-        try LMDBError.check(mdb_drop(handle, database.dbi, 0), "mdb_drop(\(database.name))")
+        try health.check(health.perform { mdb_drop(handle, database.dbi, 0) }, "mdb_drop(\(database.name))")
     }
 
     // MARK: Reads
@@ -87,10 +109,10 @@ public final class LMDBTransaction {
         var data = MDB_val()
         let result = key.withLMDBBytes { keyBytes in
             var keyValue = MDB_val(keyBytes)
-            return mdb_get(handle, database.dbi, &keyValue, &data)
+            return health.perform { mdb_get(handle, database.dbi, &keyValue, &data) }
         }
         if result == MDB_NOTFOUND { return try body(nil) }
-        try LMDBError.check(result, "mdb_get(\(database.name))")
+        try health.check(result, "mdb_get(\(database.name))")
         return try body(data.buffer)
     }
 
@@ -118,11 +140,11 @@ public final class LMDBTransaction {
             value.withLMDBBytes { valueBytes in
                 var keyValue = MDB_val(keyBytes)
                 var dataValue = MDB_val(valueBytes)
-                return mdb_put(handle, database.dbi, &keyValue, &dataValue, flags.rawValue)
+                return health.perform { mdb_put(handle, database.dbi, &keyValue, &dataValue, flags.rawValue) }
             }
         }
         if result == MDB_KEYEXIST && !flags.isDisjoint(with: [.noOverwrite, .noDuplicateData]) { return false }
-        try LMDBError.check(result, "mdb_put(\(database.name))")
+        try health.check(result, "mdb_put(\(database.name))")
         return true
     }
 
@@ -135,14 +157,14 @@ public final class LMDBTransaction {
     {
         let result = key.withLMDBBytes { keyBytes in
             var keyValue = MDB_val(keyBytes)
-            guard let value else { return mdb_del(handle, database.dbi, &keyValue, nil) }
+            guard let value else { return health.perform { mdb_del(handle, database.dbi, &keyValue, nil) } }
             return value.withLMDBBytes { valueBytes in
                 var dataValue = MDB_val(valueBytes)
-                return mdb_del(handle, database.dbi, &keyValue, &dataValue)
+                return health.perform { mdb_del(handle, database.dbi, &keyValue, &dataValue) }
             }
         }
         if result == MDB_NOTFOUND { return false }
-        try LMDBError.check(result, "mdb_del(\(database.name))")
+        try health.check(result, "mdb_del(\(database.name))")
         return true
     }
 
@@ -155,9 +177,10 @@ public final class LMDBTransaction {
     public func cursor(_ database: LMDBDatabase) throws(LMDBError) -> LMDBCursor {
         if let cursor = cachedCursors[database.dbi] { return cursor }
         var cursor: OpaquePointer?
-        try LMDBError.check(mdb_cursor_open(handle, database.dbi, &cursor), "mdb_cursor_open(\(database.name))")
+        try health.check(
+            health.perform { mdb_cursor_open(handle, database.dbi, &cursor) }, "mdb_cursor_open(\(database.name))")
         guard let cursor else { throw LMDBError(code: .invalid, function: "mdb_cursor_open") }
-        let wrapper = LMDBCursor(handle: cursor, database: database)
+        let wrapper = LMDBCursor(handle: cursor, database: database, health: health)
         cachedCursors[database.dbi] = wrapper
         return wrapper
     }
@@ -165,9 +188,10 @@ public final class LMDBTransaction {
     /// Runs `body` with a cursor over `database`, closing the cursor when `body` returns.
     public func withCursor<R>(_ database: LMDBDatabase, _ body: (LMDBCursor) throws -> R) throws -> R {
         var cursor: OpaquePointer?
-        try LMDBError.check(mdb_cursor_open(handle, database.dbi, &cursor), "mdb_cursor_open(\(database.name))")
+        try health.check(
+            health.perform { mdb_cursor_open(handle, database.dbi, &cursor) }, "mdb_cursor_open(\(database.name))")
         guard let cursor else { throw LMDBError(code: .invalid, function: "mdb_cursor_open") }
-        let wrapper = LMDBCursor(handle: cursor, database: database)
+        let wrapper = LMDBCursor(handle: cursor, database: database, health: health)
         defer { wrapper.close() }
         return try body(wrapper)
     }

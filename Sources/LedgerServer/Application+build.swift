@@ -43,20 +43,22 @@ struct ServerContext: Sendable {
         }
     }
 
+    /// The project's ledger, or 503 UNAVAILABLE with a reason and no file paths (the registry logs the
+    /// detail once).
     func ledger(for project: ProjectID) throws -> Ledger {
         do {
             return try ledgers.ledger(for: project)
-        } catch {
-            throw FCMError.unavailable("The ledger of project \(project) cannot be opened: \(error)")
+        } catch let error as StoreError {
+            throw FCMError.unavailable("The ledger of project \(project) cannot be served: \(LedgerRegistry.reason(error)).")
         }
     }
 
-    /// Appends and maps storage failures to 503 UNAVAILABLE (nothing was written).
+    /// Appends and maps storage failures to 503 UNAVAILABLE (nothing was written; the writer logged why).
     func append(_ request: WriteRequest, project: ProjectID) async throws -> WriteReceipt {
         do {
             return try await ledger(for: project).append(request)
         } catch let error as StoreError {
-            throw FCMError.unavailable("The request could not be stored; nothing was written. \(error.message)")
+            throw FCMError.unavailable("The request could not be stored; nothing was written: \(error.message).")
         }
     }
 }
@@ -65,11 +67,23 @@ struct ServerContext: Sendable {
 /// API, health and Prometheus metrics.
 ///
 /// Separate from ``buildApplication(configuration:ledgers:logger:)`` so tests can drive it without a socket.
-public func buildRouter(configuration: ServerConfiguration, ledgers: LedgerRegistry) -> Router<BasicRequestContext> {
+public func buildRouter(
+    configuration: ServerConfiguration, ledgers: LedgerRegistry, logger: Logger = Logger(label: "topicledger")
+) -> Router<BasicRequestContext> {
     let router = Router(context: BasicRequestContext.self)
     let server = ServerContext(configuration: configuration, ledgers: ledgers)
     router.middlewares.add(MetricsMiddleware(metrics: ledgers.metrics))
+    router.middlewares.add(GoogleErrorMiddleware(logger: logger))
+    // Liveness: the process answers. Readiness: every configured project can be served.
     router.get("/healthz") { _, _ in try JSONResponse.make(["status": "ok"]) }
+    router.get("/readyz") { _, _ in
+        let problems = ledgers.readinessProblems(configuration.credentials.projects)
+        guard problems.isEmpty else {
+            return try JSONResponse.make(
+                ["status": "unavailable", "reasons": problems], status: .serviceUnavailable)
+        }
+        return try JSONResponse.make(["status": "ok"])
+    }
     router.get("/metrics") { _, _ in
         for (project, ledger) in ledgers.openLedgers() {
             ledgers.metrics.recordHead(project: project, seq: try ledger.readLog { try $0.head().seq })
@@ -94,7 +108,7 @@ public func buildRouter(configuration: ServerConfiguration, ledgers: LedgerRegis
 public func buildApplication(configuration: ServerConfiguration, ledgers: LedgerRegistry, logger: Logger)
     -> some ApplicationProtocol
 {
-    let router = buildRouter(configuration: configuration, ledgers: ledgers)
+    let router = buildRouter(configuration: configuration, ledgers: ledgers, logger: logger)
     return Application(
         router: router,
         configuration: .init(

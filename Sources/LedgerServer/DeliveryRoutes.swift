@@ -39,6 +39,20 @@ struct DeliveryRoutes {
         var notifier: DeliveryNotifier { shared.notifier }
     }
 
+    /// A cursor the device sent back: a decimal seq within the log (never past its head), or 400 naming
+    /// `field`.
+    private func cursor(_ text: some StringProtocol, field: String, device: Device) throws -> UInt64 {
+        guard text.utf8.allSatisfy({ $0 >= UInt8(ascii: "0") && $0 <= UInt8(ascii: "9") }), let value = UInt64(text)
+        else {
+            throw FCMError.invalidArgument("\(field) must be a cursor (a decimal string) from an earlier answer", field: field)
+        }
+        let head = try device.ledger.readLog { try $0.head().seq }
+        guard value <= head else {
+            throw FCMError.invalidArgument("\(field) is past the end of the log; use a cursor from an earlier answer", field: field)
+        }
+        return value
+    }
+
     private func device(_ request: Request, _ context: BasicRequestContext) throws -> (Device, InstanceID, UInt64) {
         let project = try context.parameters.project()
         _ = try server.configuration.credentials.authorize(request, project: project, roles: [.client])
@@ -67,10 +81,7 @@ struct DeliveryRoutes {
         let query = request.uri.queryParameters
         var after = acknowledged
         if let text = query["after"] {
-            guard let value = UInt64(text) else {
-                throw FCMError.invalidArgument("after must be a cursor from an earlier answer", field: "after")
-            }
-            after = max(value, acknowledged)
+            after = max(try cursor(text, field: "after", device: device), acknowledged)
         }
         var wait = 0
         if let text = query["waitSeconds"] ?? query["wait_seconds"] {
@@ -102,11 +113,7 @@ struct DeliveryRoutes {
         let (device, instance, acknowledged) = try device(request, context)
         var start = acknowledged
         if let lastEventID = request.headers[.lastEventID] {
-            guard let value = UInt64(lastEventID) else {
-                throw FCMError.invalidArgument(
-                    "Last-Event-ID must be a cursor from this stream", field: "Last-Event-ID")
-            }
-            start = max(value, acknowledged)
+            start = max(try cursor(lastEventID, field: "Last-Event-ID", device: device), acknowledged)
         }
         let body = ResponseBody { [start] writer in
             let stopping = StopFlag()
@@ -162,14 +169,10 @@ struct DeliveryRoutes {
         for key in body.keys where key != "through" {
             throw FCMError.invalidArgument("Unknown field \"\(key)\" in the request.", field: key)
         }
-        let through: UInt64
-        switch body["through"] {
-        case let text as String where UInt64(text) != nil: through = UInt64(text)!
-        case let number as NSNumber where String(cString: number.objCType) != "c" && number.int64Value >= 0:
-            through = UInt64(number.int64Value)
-        default:
+        guard let text = body["through"] as? String else {
             throw FCMError.invalidArgument("through must be a cursor (a decimal string)", field: "through")
         }
+        let through = try cursor(text, field: "through", device: device)
         guard through > acknowledged else {
             return try JSONResponse.make(["acknowledgedThrough": String(acknowledged)])
         }

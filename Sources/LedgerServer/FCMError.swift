@@ -17,11 +17,16 @@ struct FCMError: HTTPResponseError {
     var fieldViolations: [(String, String)] = []
     /// Extra response headers (`Retry-After`).
     var headers: HTTPFields = [:]
+    /// For 500s: the id of the server log line with the detail (a `google.rpc.RequestInfo` detail).
+    var requestID: String?
 
     func response(from request: Request, context: some RequestContext) throws -> Response {
         var details: [[String: Any]] = []
         if let errorCode {
             details.append(["@type": "type.googleapis.com/google.firebase.fcm.v1.FcmError", "errorCode": errorCode])
+        }
+        if let requestID {
+            details.append(["@type": "type.googleapis.com/google.rpc.RequestInfo", "requestId": requestID])
         }
         if !fieldViolations.isEmpty {
             details.append([

@@ -39,15 +39,22 @@ struct InstanceIDRoutes {
         else { throw Self.invalid }
         // Malformed tokens get a per-token INVALID_ARGUMENT and no operation; tokens beyond the project's
         // rate budget get RESOURCE_EXHAUSTED; the rest go in one request.
-        let valid = tokens.compactMap { ($0 as? String).flatMap { try? RegistrationToken($0) } }
+        // A token named twice is one change: it takes one unit of the budget and shares its outcome.
+        let valid = Set(tokens.compactMap { ($0 as? String).flatMap { try? RegistrationToken($0) } })
         var budget = server.subscriptionRate.take(valid.count, for: caller.project)
         var operations: [LedgerOperation] = []
         var slots: [Slot] = []
+        var slotOfToken: [RegistrationToken: Slot] = [:]
         for value in tokens {
             guard let text = value as? String, let token = try? RegistrationToken(text) else {
                 slots.append(.error("INVALID_ARGUMENT"))
                 continue
             }
+            if let earlier = slotOfToken[token] {
+                slots.append(earlier)
+                continue
+            }
+            defer { slotOfToken[token] = slots.last }
             guard budget > 0 else {
                 slots.append(.error("RESOURCE_EXHAUSTED"))
                 continue
@@ -127,10 +134,11 @@ struct InstanceIDRoutes {
     }
 
     private static func code(for rejection: OperationRejection) -> String {
-        switch rejection.code {
+        switch rejection.code.kind {
         case .notFound: "NOT_FOUND"
         case .tooManyTopics: "TOO_MANY_TOPICS"
-        default: "INTERNAL"
+        // IID subscribes and removes never ask to fail on an existing subscription.
+        case .alreadyExists: "INTERNAL"
         }
     }
 }

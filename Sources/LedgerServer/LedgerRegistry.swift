@@ -11,6 +11,8 @@ public final class LedgerRegistry: @unchecked Sendable {
     private let lock = NSLock()
     private var ledgers: [ProjectID: Ledger] = [:]
     private var deliveries: [ProjectID: DeliveryState] = [:]
+    /// Projects that could not be opened: why, and when it was last tried (tried again after a second).
+    private var refusals: [ProjectID: (error: StoreError, at: ContinuousClock.Instant)] = [:]
     private let configuration: ServerConfiguration
     private let logger: Logger
     /// The metrics every ledger's group commits are reported to.
@@ -23,10 +25,64 @@ public final class LedgerRegistry: @unchecked Sendable {
     }
 
     /// The ledger of `project`, which must be one the server serves.
+    ///
+    /// A project whose ledger cannot be opened (locked by another process, damaged, unreadable) is refused:
+    /// the reason is logged once, loudly, each request gets the same `StoreError` for a second, then opening
+    /// is tried again.
+    ///
+    /// - Throws: `StoreError`.
     public func ledger(for project: ProjectID) throws -> Ledger {
         lock.lock()
         defer { lock.unlock() }
         if let ledger = ledgers[project] { return ledger }
+        if let refusal = refusals[project], ContinuousClock.now - refusal.at < .seconds(1) { throw refusal.error }
+        do {
+            let ledger = try openLocked(project)
+            if refusals.removeValue(forKey: project) != nil {
+                logger.notice("ledger of project is served again", metadata: ["ledger.project": "\(project)"])
+            }
+            return ledger
+        } catch let error as StoreError {
+            if refusals[project]?.error.message != error.message {
+                logger.critical(
+                    "the ledger of a project cannot be served; its requests get 503 UNAVAILABLE",
+                    metadata: ["ledger.project": "\(project)", "error": "\(error)"])
+            }
+            refusals[project] = (error, .now)
+            throw error
+        }
+    }
+
+    /// Why a project cannot be served, for clients: the kind of problem, no file paths.
+    public static func reason(_ error: StoreError) -> String {
+        switch error.code.kind {
+        case .locked: "its ledger is open for writing by another process"
+        case .corrupt: "its ledger is damaged (run `ledger verify`)"
+        case .rebuildRequired: "its projections must be rebuilt (run `ledger rebuild`)"
+        case .incompatible: "its ledger was written by an incompatible version"
+        case .notFound: "its ledger does not exist"
+        case .unavailable, .invalidArgument: "its ledger cannot be opened or written"
+        }
+    }
+
+    /// Why some of `projects` cannot be served now (empty when all can), without naming them: readiness is
+    /// unauthenticated and must not reveal which projects exist.
+    public func readinessProblems(_ projects: Set<ProjectID>) -> [String] {
+        var problems: [String] = []
+        for project in projects.sorted(by: { $0.rawValue < $1.rawValue }) {
+            do {
+                let ledger = try self.ledger(for: project)
+                if let problem = ledger.writeProblem { problems.append("a project cannot be written: \(problem)") }
+            } catch let error as StoreError {
+                problems.append("a project cannot be served: \(Self.reason(error))")
+            } catch {
+                problems.append("a project cannot be served")
+            }
+        }
+        return problems
+    }
+
+    private func openLocked(_ project: ProjectID) throws -> Ledger {
         var options = Ledger.Options()
         options.limits = configuration.limits
         options.commitObserver = { [metrics] requests, operations, duration in

@@ -62,8 +62,9 @@ struct MessageRoutes {
             return try JSONResponse.make(["name": "projects/\(project)/messages/\(messageID)"])
         case .rejected:
             throw FCMError.notFound("Requested entity was not found.", errorCode: "UNREGISTERED")
-        case .appended:
-            throw FCMError.unavailable("The send was stored without a message id.")
+        case .appended, .unchanged:
+            // A send always appends its `sent` event; anything else is a bug, answered as a 500.
+            throw StoreError(.corrupt, "a send was answered without a message id")
         }
     }
 }

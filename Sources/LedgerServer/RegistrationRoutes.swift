@@ -11,12 +11,14 @@ struct RegistrationRoutes {
         router.post("/v1/projects/:project/registrations") { request, context in
             let project = try context.parameters.project()
             let caller = try server.configuration.credentials.authorize(request, project: project, roles: [.client])
-            let body = try await JSONBody.object(
-                request, limit: server.configuration.maximumBodyBytes, allowEmpty: true)
+            let body = try await JSONBody.object(request, limit: server.configuration.maximumBodyBytes)
             for key in body.keys where !["platform", "appId", "app_id"].contains(key) {
                 throw FCMError.invalidArgument("Unknown field \"\(key)\" in the request.", field: key)
             }
-            let platform = try optionalString(body["platform"], field: "platform")
+            let platform = try optionalString(body["platform"], field: "platform")?.lowercased()
+            if let platform, !Self.platforms.contains(platform) {
+                throw FCMError.invalidArgument("platform must be one of ios, android or web", field: "platform")
+            }
             let appID = try optionalString(JSONBody.value(body, "appId", "app_id"), field: "appId")
             let token = RegistrationToken.issue()
             let receipt = try await server.append(
@@ -51,6 +53,8 @@ struct RegistrationRoutes {
             return try JSONResponse.make([String: Any]())
         }
     }
+
+    static let platforms: Set = ["ios", "android", "web"]
 
     private func optionalString(_ value: Any?, field: String) throws -> String? {
         guard let value else { return nil }

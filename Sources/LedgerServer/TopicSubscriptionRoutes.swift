@@ -132,14 +132,14 @@ struct TopicSubscriptionRoutes {
 
     /// The FCM error for a store rejection: its `errorCode` is what the SDK reports as the reason.
     static func error(for rejection: OperationRejection) -> FCMError {
-        switch rejection.code {
+        switch rejection.code.kind {
         case .notFound:
             return FCMError.notFound("Requested entity was not found: \(rejection.message).")
         case .alreadyExists:
             return FCMError(
                 status: .conflict, googleStatus: "ALREADY_EXISTS", errorCode: "ALREADY_EXISTS",
                 message: "The registration is already subscribed to the topic.")
-        default:
+        case .tooManyTopics:
             return FCMError(
                 status: .badRequest, googleStatus: "INVALID_ARGUMENT", errorCode: "TOO_MANY_TOPICS",
                 message: "The registration is subscribed to the maximum number of topics.")

@@ -113,11 +113,21 @@ struct BulkProjection: LedgerProjection {
         defer { writer.finish() }
         var run = ValueRun()
 
-        let byToken = records.indices.sorted {
-            RegistrationToken(trusted: records[$0].token) < RegistrationToken(trusted: records[$1].token)
-        }
-        for index in byToken {
-            try writer.put(schema.tokens, key: records[index].token, value: InstanceID(index + 1))
+        // In key order: hashed keys (long tokens) first, by hash, then every other token by its bytes.
+        let byToken = records.indices.map { (key: NameKey(records[$0].token), index: $0) }
+            .map { (key: $0.key.isHashed ? $0.key.bytes : nil, index: $0.index) }
+            .sorted { left, right in
+                switch (left.key, right.key) {
+                case (let l?, let r?): return l.lexicographicallyPrecedes(r)
+                case (.some, nil): return true
+                case (nil, .some): return false
+                case (nil, nil):
+                    return RegistrationToken(trusted: records[left.index].token)
+                        < RegistrationToken(trusted: records[right.index].token)
+                }
+            }
+        for entry in byToken {
+            try writer.put(schema.tokens, key: NameKey(records[entry.index].token), value: InstanceID(entry.index + 1))
         }
         for (index, record) in records.enumerated() {
             try writer.put(schema.instances, key: UInt32(index + 1), value: record.encoded)
@@ -130,8 +140,10 @@ struct BulkProjection: LedgerProjection {
             run.append(intervalValue(interval.id, start: interval.start, end: interval.end))
         }
         try writer.putRun(schema.universeHistory, key: universeKey, &run)
-        for (name, id) in topicIDs.sorted(by: { $0.key.utf8.lexicographicallyPrecedes($1.key.utf8) }) {
-            try writer.put(schema.topicIDs, key: name, value: id)
+        for (key, id) in topicIDs.map({ (NameKey($0.key).bytes, $0.value) }).sorted(by: {
+            $0.0.lexicographicallyPrecedes($1.0)
+        }) {
+            try writer.put(schema.topicIDs, key: key, value: id)
         }
         for (index, name) in topicNames.enumerated() {
             try writer.put(schema.topicNames, key: UInt32(index + 1), value: name)

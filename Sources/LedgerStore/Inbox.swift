@@ -44,14 +44,16 @@ extension LedgerSnapshot {
     ) throws -> InboxPage {
         guard let info = try self.instance(instance), let firstRegistration = try firstRegistration(of: instance)
         else { return InboxPage(messages: [], through: cursor) }
-        var from = max(cursor, firstRegistration - 1) + 1
+        // The cursor comes from the device: a cursor past the log (up to UInt64.max) has nothing after it.
+        guard cursor < (try head().seq) else { return InboxPage(messages: [], through: cursor) }
+        var from = max(cursor, firstRegistration > 0 ? firstRegistration - 1 : 0) + 1
         // A device back after a long time: skip what has expired for everyone (one binary search, only then).
         // The first send's time comes from the cache when it is there, as it is for a streaming device.
         if let first = try txn.withCursor(schema.sends, { try $0.seek(from)?.key.loadBigEndianUInt64() }),
             let sentAt = try cache.cached(at: first)?.time ?? event(at: first)?.time,
-            now.microseconds - sentAt.microseconds > defaultMessageLifetime
+            now.microseconds.addingClamped(-defaultMessageLifetime) > sentAt.microseconds
         {
-            let oldestLive = try seq(atOrBefore: LedgerTime(microseconds: now.microseconds - defaultMessageLifetime))
+            let oldestLive = try seq(atOrBefore: LedgerTime(microseconds: now.microseconds.addingClamped(-defaultMessageLifetime)))
             from = max(from, oldestLive + 1)
         }
         var messages: [InboxMessage] = []
@@ -153,15 +155,19 @@ public final class SendCache: @unchecked Sendable {
 /// weeks (FCM's maximum).
 enum MessageLifetime {
     static func expiry(of messageJSON: [UInt8], sentAt sent: LedgerTime, platform: String?) -> LedgerTime {
-        let fallback = LedgerTime(microseconds: sent.microseconds + defaultMessageLifetime)
+        let fallback = LedgerTime(microseconds: sent.microseconds.addingClamped(defaultMessageLifetime))
         guard let message = try? JSONSerialization.jsonObject(with: Data(messageJSON)) as? [String: Any] else {
             return fallback
         }
-        let android = ((message["android"] as? [String: Any])?["ttl"] as? String).flatMap(seconds(ofDuration:))
-            .map { LedgerTime(microseconds: sent.microseconds + Int64($0 * 1_000_000)) }
+        // Every number here comes from a stored message: parsed with range checks, never trapping (a TTL
+        // outside 0…4 weeks, which validation refuses today, counts as none).
+        let android = ((message["android"] as? [String: Any])?["ttl"] as? String)
+            .flatMap(MessageLifetimeBounds.microseconds(ofDuration:))
+            .map { LedgerTime(microseconds: sent.microseconds.addingClamped($0)) }
         let apnsHeaders = (message["apns"] as? [String: Any])?["headers"] as? [String: Any]
-        let apns = (apnsHeaders?["apns-expiration"] as? String).flatMap { Int64($0) }
-            .map { LedgerTime(microseconds: $0 * 1_000_000) }
+        let apns = (apnsHeaders?["apns-expiration"] as? String)
+            .flatMap(MessageLifetimeBounds.expiryMicroseconds(ofAPNsExpiration:))
+            .map { LedgerTime(microseconds: $0) }
         let chosen: LedgerTime?
         switch platform?.lowercased() {
         case "android": chosen = android
@@ -172,9 +178,13 @@ enum MessageLifetime {
         return min(chosen, fallback)
     }
 
-    /// `"3.5s"` → 3.5 (the JSON form of a protobuf Duration).
-    static func seconds(ofDuration text: String) -> Double? {
-        guard text.hasSuffix("s"), let value = Double(text.dropLast()), value >= 0 else { return nil }
-        return value
+}
+
+extension Int64 {
+    /// `self + other`, saturating at the bounds instead of trapping.
+    func addingClamped(_ other: Int64) -> Int64 {
+        let (sum, overflow) = addingReportingOverflow(other)
+        guard overflow else { return sum }
+        return other > 0 ? .max : .min
     }
 }

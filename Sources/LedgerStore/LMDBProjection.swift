@@ -11,12 +11,14 @@ struct LMDBProjection: LedgerProjection {
     let schema: LedgerSchema
 
     func instanceID(for token: RegistrationToken) throws -> InstanceID? {
-        try txn.withValue(in: schema.tokens, forKey: token.rawValue) { $0?.loadBigEndianUInt32() }
+        try NameIndex.instanceID(of: token, txn: txn, schema: schema)
     }
 
     func createInstance(for token: RegistrationToken) throws -> InstanceID {
         let id = InstanceID(try txn.count(schema.instances) + 1)
-        try txn.put(schema.tokens, key: token.rawValue, value: id, flags: .noOverwrite)
+        guard try txn.put(schema.tokens, key: NameKey(token.rawValue), value: id, flags: .noOverwrite) else {
+            throw StoreError(.corrupt, "the key of a new registration token is taken")
+        }
         let record = InstanceRecord(token: token.rawValue, platform: "", appID: "")
         try txn.put(schema.instances, key: id, value: record.encoded, flags: .append)
         return id
@@ -29,9 +31,9 @@ struct LMDBProjection: LedgerProjection {
     /// The seq of the registration in force, or `nil`.
     func registeredSince(_ instance: InstanceID) throws -> UInt64? {
         guard let entry = try txn.cursor(schema.universe).seek(universeKey, value: membershipValue(instance, since: 0)),
-            entry.value.loadBigEndianUInt32() == instance
+            StoredMembership(entry.value).id == instance
         else { return nil }
-        return entry.value.loadBigEndianUInt64(at: 4)
+        return StoredMembership(entry.value).since
     }
 
     func record(of instance: InstanceID) throws -> InstanceRecord {
@@ -56,12 +58,10 @@ struct LMDBProjection: LedgerProjection {
     }
 
     func topicID(for topic: TopicName, create: Bool) throws -> TopicID? {
-        if let id = try txn.withValue(in: schema.topicIDs, forKey: topic.rawValue, { $0?.loadBigEndianUInt32() }) {
-            return id
-        }
+        if let id = try NameIndex.topicID(of: topic, txn: txn, schema: schema) { return id }
         guard create else { return nil }
         let id = TopicID(try txn.count(schema.topicNames) + 1)
-        try txn.put(schema.topicIDs, key: topic.rawValue, value: id)
+        try txn.put(schema.topicIDs, key: NameKey(topic.rawValue), value: id)
         try txn.put(schema.topicNames, key: id, value: topic.rawValue, flags: .append)
         return id
     }
@@ -80,9 +80,9 @@ struct LMDBProjection: LedgerProjection {
     /// The seq since which `instance` has held `topic`, or `nil`.
     func subscribedSince(_ topic: TopicID, instance: InstanceID) throws -> UInt64? {
         guard let entry = try txn.cursor(schema.instanceTopics).seek(instance, value: membershipValue(topic, since: 0)),
-            entry.value.loadBigEndianUInt32() == topic
+            StoredMembership(entry.value).id == topic
         else { return nil }
-        return entry.value.loadBigEndianUInt64(at: 4)
+        return StoredMembership(entry.value).since
     }
 
     /// How many topics `instance` holds now.
@@ -108,20 +108,14 @@ struct LMDBProjection: LedgerProjection {
     }
 
     func recordSend(messageID: UInt64, at seq: UInt64) throws {
-        var value = ByteWriter(capacity: 16)
-        value.append(seq)
-        value.append(UInt64(0))
-        try txn.put(schema.messages, key: messageID, value: value.bytes)
+        try txn.put(schema.messages, key: messageID, value: MessageState(sendSeq: seq, audienceSeq: 0).encoded)
         try txn.put(schema.sends, key: seq, value: messageID)
     }
 
     func recordAudience(messageID: UInt64, at seq: UInt64) throws {
-        guard let sendSeq = try txn.withValue(in: schema.messages, forKey: messageID, { $0?.loadBigEndianUInt64() })
+        guard let sendSeq = try txn.withValue(in: schema.messages, forKey: messageID, { $0.map(MessageState.init)?.sendSeq })
         else { return }
-        var value = ByteWriter(capacity: 16)
-        value.append(sendSeq)
-        value.append(seq)
-        try txn.put(schema.messages, key: messageID, value: value.bytes)
+        try txn.put(schema.messages, key: messageID, value: MessageState(sendSeq: sendSeq, audienceSeq: seq).encoded)
     }
 
     func acknowledgedThrough(_ instance: InstanceID) throws -> UInt64 {

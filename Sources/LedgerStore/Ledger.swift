@@ -50,6 +50,8 @@ public final class Ledger: Sendable {
     let options: Options
     let logger: Logger
     private let writerLock: WriterLock?
+    /// The data file this ledger mapped (writers only): see ``writeProblem``.
+    private let dataFile: DataFileIdentity?
     private let committer: GroupCommitter?
     private let audienceRecorder: AudienceRecorder?
     /// The writer's reference to the recorder (cleared on close: the recorder appends through the writer).
@@ -59,103 +61,72 @@ public final class Ledger: Sendable {
     ///
     /// - Throws: `StoreError` `.locked` (another process writes it), `.notFound` (read-only and absent),
     ///   `.incompatible` (written by another layout or for another project), `.rebuildRequired` (an
-    ///   interrupted rebuild, for writers), `.unavailable` (I/O).
+    ///   interrupted rebuild, for writers), `.corrupt` (for writers: its head and log disagree),
+    ///   `.unavailable` (I/O).
     public static func open(
         dataDirectory: String, project: ProjectID, options: Options = Options(), logger: Logger
     ) throws -> Ledger {
-        try Ledger(dataDirectory: dataDirectory, project: project, options: options, logger: logger)
+        let storage = try LedgerStorage.open(dataDirectory: dataDirectory, project: project, options: options)
+        if options.mode == .readWrite, !options.forRebuild, let through = try interruptedRebuild(storage) {
+            throw StoreError(
+                .rebuildRequired,
+                "a rebuild of \(storage.directory) stopped after seq \(through); run `ledger rebuild` before writing")
+        }
+        return try Ledger(storage: storage, project: project, options: options, logger: logger)
     }
 
-    private init(dataDirectory: String, project: ProjectID, options: Options, logger: Logger) throws {
-        let directory = (dataDirectory as NSString).appendingPathComponent(project.rawValue)
-        let readOnly = options.mode == .readOnly
-        if readOnly {
-            guard FileManager.default.fileExists(atPath: directory + "/data.mdb") else {
-                throw StoreError(.notFound, "no ledger for project \(project) in \(dataDirectory)")
-            }
-        } else {
-            do {
-                try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
-            } catch {
-                throw StoreError(.unavailable, "cannot create \(directory): \(error.localizedDescription)")
-            }
-        }
-        self.writerLock = readOnly ? nil : try WriterLock(directory: directory)
-        var environmentOptions = options.environment
-        environmentOptions.readOnly = readOnly
-        let environment: LMDBEnvironment
-        do {
-            environment = try LMDBEnvironment(path: directory, options: environmentOptions)
-        } catch {
-            throw StoreError(.unavailable, "cannot open the ledger in \(directory): \(error)")
-        }
-        let schema: LedgerSchema
-        if readOnly {
-            do {
-                schema = try environment.read { try LedgerSchema($0) }
-            } catch LMDBError.Code.notFound {
-                throw StoreError(
-                    .incompatible,
-                    "the ledger in \(directory) has an older store layout; open it once with a writer (`ledger serve`"
-                        + " or `ledger rebuild`) to upgrade it")
-            }
-        } else {
-            schema = try environment.write { txn in
-                let schema = try LedgerSchema(txn)
-                if try !txn.contains(schema.meta, key: MetaKey.layoutVersion) {
-                    try txn.put(schema.meta, key: MetaKey.layoutVersion, value: LedgerSchema.layoutVersion)
-                    try txn.put(schema.meta, key: MetaKey.project, value: project.rawValue)
-                }
-                try Self.upgradeLayout(txn, schema)
-                return schema
-            }
-        }
-        try environment.read { txn in
-            let version = try txn.withValue(in: schema.meta, forKey: MetaKey.layoutVersion) {
-                $0?.loadBigEndianUInt32()
-            }
-            guard version == LedgerSchema.layoutVersion else {
-                throw StoreError(
-                    .incompatible,
-                    "the ledger in \(directory) has store layout \(version.map(String.init) ?? "none"); this build reads"
-                        + " layout \(LedgerSchema.layoutVersion)")
-            }
-            let storedProject = try txn.value(in: schema.meta, forKey: MetaKey.project).map {
-                String(decoding: $0, as: UTF8.self)
-            }
-            guard storedProject == project.rawValue else {
-                throw StoreError(
-                    .incompatible,
-                    "the ledger in \(directory) belongs to project \(storedProject ?? "?"), not \(project)")
-            }
-        }
+    /// Starts the writer (group commit) and the audience recorder on opened storage; nothing for readers.
+    private init(storage: LedgerStorage, project: ProjectID, options: Options, logger: Logger) throws {
         self.project = project
-        self.directory = directory
-        self.environment = environment
-        self.schema = schema
+        self.directory = storage.directory
+        self.environment = storage.environment
+        self.schema = storage.schema
+        self.writerLock = storage.writerLock
+        let dataPath = storage.directory + "/data.mdb"
+        let dataFile = options.mode == .readWrite ? DataFileIdentity(path: dataPath) : nil
+        self.dataFile = dataFile
         self.options = options
         self.logger = logger
         let slot = RecorderSlot()
         self.recorderSlot = slot
-        if readOnly {
+        guard options.mode == .readWrite else {
             self.committer = nil
             self.audienceRecorder = nil
             return
         }
-        if !options.forRebuild, let through = try Self.interruptedRebuild(environment, schema) {
-            throw StoreError(
-                .rebuildRequired,
-                "a rebuild of \(directory) stopped after seq \(through); run `ledger rebuild` before writing")
+        let committer = Self.startWriter(
+            storage: storage, options: options, logger: logger, recorderSlot: slot,
+            fileProblem: { dataFile?.problem(at: dataPath) })
+        self.committer = committer
+        if options.recordsAudiences && !options.forRebuild {
+            let recorder = Self.startRecorder(storage: storage, committer: committer, logger: logger)
+            slot.recorder = recorder
+            self.audienceRecorder = recorder
+            // Sends a crash (or a rebuild) left without an audience get one now.
+            recorder.enqueue(try storage.environment.read { try LedgerSnapshot(txn: $0, schema: storage.schema).sendsWithoutAudience() })
+        } else {
+            self.audienceRecorder = nil
         }
+    }
+
+    /// The single writer: each group-commit batch runs through ``commit(_:environment:schema:limits:now:logger:)``;
+    /// the sends it committed go to the audience recorder and the send observer.
+    private static func startWriter(
+        storage: LedgerStorage, options: Options, logger: Logger, recorderSlot slot: RecorderSlot,
+        fileProblem: @escaping @Sendable () -> String?
+    ) -> GroupCommitter {
         let limits = options.limits
         let clock = options.clock
-        let recordsAudiences = options.recordsAudiences && !options.forRebuild
         let sendObserver = options.sendObserver
-        // The writer hands each committed send to the recorder; the recorder appends through the writer.
-        let committer = GroupCommitter(
-            maximumBatchOperations: options.maximumBatchOperations, observer: options.commitObserver
-        ) {
-            [environment, schema, logger, slot] batch in
+        let reported = ReportedOnce()
+        return GroupCommitter(maximumBatchOperations: options.maximumBatchOperations, observer: options.commitObserver) {
+            [environment = storage.environment, schema = storage.schema, logger, slot] batch in
+            if let problem = fileProblem() {
+                if reported.first {
+                    logger.critical("ledger writes stopped", metadata: ["error": "\(problem)"])
+                }
+                return batch.map { _ in .failure(StoreError(.unavailable, problem)) }
+            }
             let results = Self.commit(
                 batch, environment: environment, schema: schema, limits: limits, now: clock(), logger: logger)
             let sends = Self.sends(in: results)
@@ -165,32 +136,26 @@ public final class Ledger: Sendable {
             }
             return results
         }
-        self.committer = committer
-        if recordsAudiences {
-            let recorder = AudienceRecorder(
-                compute: { [environment, schema] sends in
-                    try environment.read { try LedgerSnapshot(txn: $0, schema: schema).audienceRecords(sends) }
-                },
-                submit: { request in
-                    let done = DispatchSemaphore(value: 0)
-                    let box = ResultBox()
-                    committer.enqueue(request) { result in
-                        box.result = result
-                        done.signal()
-                    }
-                    done.wait()
-                    return box.result!
-                }, logger: logger)
-            slot.recorder = recorder
-            self.audienceRecorder = recorder
-            // Sends a crash (or a rebuild) left without an audience get one now.
-            if !options.forRebuild {
-                recorder.enqueue(
-                    try environment.read { try LedgerSnapshot(txn: $0, schema: schema).sendsWithoutAudience() })
-            }
-        } else {
-            self.audienceRecorder = nil
-        }
+    }
+
+    /// Computes each committed send's audience on its own thread and appends it through the writer.
+    private static func startRecorder(storage: LedgerStorage, committer: GroupCommitter, logger: Logger)
+        -> AudienceRecorder
+    {
+        AudienceRecorder(
+            compute: { [environment = storage.environment, schema = storage.schema] sends in
+                try environment.read { try LedgerSnapshot(txn: $0, schema: schema).audienceRecords(sends) }
+            },
+            submit: { request in
+                let done = DispatchSemaphore(value: 0)
+                let box = ResultBox()
+                committer.enqueue(request) { result in
+                    box.result = result
+                    done.signal()
+                }
+                done.wait()
+                return box.result ?? .failure(StoreError(.unavailable, "the writer stopped"))
+            }, logger: logger)
     }
 
     /// The sends committed in `results`.
@@ -236,9 +201,15 @@ public final class Ledger: Sendable {
         return try await committer.submit(request)
     }
 
-    /// Runs one group-commit batch in one transaction. If the transaction fails for the batch, each request
-    /// is retried alone so that one bad request cannot fail its neighbours.
-    private static func commit(
+    /// Runs one group-commit batch in one write transaction: every request's events, projection changes
+    /// and the head commit together, or nothing does.
+    ///
+    /// Refusals and rejections are values (see ``LogAppender/apply(_:now:)``); anything thrown aborts the
+    /// whole transaction — and LMDBKit never commits a transaction in which an LMDB call failed, even if the
+    /// error was caught. A full map is grown and the batch run again (``LMDBEnvironment/write(_:)``). When the
+    /// batch fails otherwise, each request is retried alone, so only the request that fails fails, with
+    /// nothing written for it.
+    static func commit(
         _ batch: [WriteRequest], environment: LMDBEnvironment, schema: LedgerSchema, limits: LedgerLimits,
         now: LedgerTime, logger: Logger
     ) -> [Result<WriteReceipt, any Error>] {
@@ -246,7 +217,11 @@ public final class Ledger: Sendable {
             try environment.write { txn in
                 var appender = try LogAppender(
                     txn: txn, schema: schema, limits: limits, messageIDs: SystemRandomNumberGenerator())
-                let results = requests.map { request in Result { try appender.apply(request, now: now) } }
+                var results: [Result<WriteReceipt, any Error>] = []
+                results.reserveCapacity(requests.count)
+                for request in requests {
+                    results.append(try appender.apply(request, now: now).mapError { $0 })
+                }
                 try appender.finish()
                 return results
             }
@@ -254,27 +229,38 @@ public final class Ledger: Sendable {
         do {
             return try run(batch)
         } catch {
-            logger.error(
-                "ledger write failed", metadata: ["ledger.batch.requests": "\(batch.count)", "error": "\(error)"])
-            if batch.count > 1 {
-                return batch.map { request in
-                    do {
-                        return try run([request])[0]
-                    } catch {
-                        return .failure(storageError(error))
-                    }
+            guard batch.count > 1 else {
+                logger.error(
+                    "ledger write failed; nothing was written",
+                    metadata: ["ledger.request": "\(batch[0].requestID)", "error": "\(error)"])
+                return [.failure(storageError(error))]
+            }
+            logger.warning(
+                "ledger batch failed; retrying its requests one by one",
+                metadata: ["ledger.batch.requests": "\(batch.count)", "error": "\(error)"])
+            return batch.map { request in
+                do {
+                    return try run([request])[0]
+                } catch {
+                    logger.error(
+                        "ledger write failed; nothing was written",
+                        metadata: ["ledger.request": "\(request.requestID)", "error": "\(error)"])
+                    return .failure(storageError(error))
                 }
             }
-            return [.failure(storageError(error))]
         }
     }
 
-    private static func storageError(_ error: any Error) -> any Error {
-        if error is StoreError { return error }
-        if let lmdb = error as? LMDBError, lmdb.code == .noSpace || lmdb.code == .mapFull {
+    /// What a caller is told when a write failed: always `.unavailable` with nothing written, and no LMDB
+    /// internals (the log line beside it has them).
+    private static func storageError(_ error: any Error) -> StoreError {
+        if let error = error as? StoreError, error.code != .corrupt { return error }
+        switch error {
+        case LMDBError.Code.noSpace, LMDBError.Code.mapFull:
             return StoreError(.unavailable, "the ledger's disk is full; nothing was written")
+        default:
+            return StoreError(.unavailable, "the ledger could not be written; nothing was written")
         }
-        return StoreError(.unavailable, "the ledger could not be written (\(error)); nothing was written")
     }
 
     /// Appends the `audience` events of the sends in `receipt` at once, stamped `time` (the store's clock
@@ -292,6 +278,9 @@ public final class Ledger: Sendable {
                 operations: records.map { .recordAudience($0) })
         ).outcomes
     }
+
+    /// Why this ledger can no longer be written (its data file was deleted or replaced under it), or `nil`.
+    public var writeProblem: String? { dataFile?.problem(at: directory + "/data.mdb") }
 
     /// Group-commit counters since the ledger was opened (zero for read-only ledgers).
     public var writerStatistics: WriterStatistics { committer?.currentStatistics ?? WriterStatistics() }
@@ -337,25 +326,8 @@ public final class Ledger: Sendable {
         }
     }
 
-    /// Layout 1 → 2: fills `sends` from `messages` (no `acknowledged` event can predate layout 2).
-    private static func upgradeLayout(_ txn: LMDBTransaction, _ schema: LedgerSchema) throws {
-        let version = try txn.withValue(in: schema.meta, forKey: MetaKey.layoutVersion) { $0?.loadBigEndianUInt32() }
-        guard version == 1 else { return }
-        var sends: [(seq: UInt64, messageID: UInt64)] = []
-        try txn.withCursor(schema.messages) { cursor in
-            try cursor.forEach { entry in
-                sends.append((entry.value.loadBigEndianUInt64(), entry.key.loadBigEndianUInt64()))
-                return true
-            }
-        }
-        for send in sends.sorted(by: { $0.seq < $1.seq }) {
-            try txn.put(schema.sends, key: send.seq, value: send.messageID, flags: .append)
-        }
-        try txn.put(schema.meta, key: MetaKey.layoutVersion, value: LedgerSchema.layoutVersion)
-    }
-
-    private static func interruptedRebuild(_ environment: LMDBEnvironment, _ schema: LedgerSchema) throws -> UInt64? {
-        try environment.read { try LedgerSnapshot(txn: $0, schema: schema).rebuildingThrough() }
+    private static func interruptedRebuild(_ storage: LedgerStorage) throws -> UInt64? {
+        try storage.environment.read { try LedgerSnapshot(txn: $0, schema: storage.schema).rebuildingThrough() }
     }
 }
 
@@ -373,6 +345,16 @@ private final class RecorderSlot: @unchecked Sendable {
     // @unchecked: written in `Ledger.init` before any send can commit, and cleared by `close()` after the
     // writer has stopped; read only by the writer thread.
     var recorder: AudienceRecorder?
+}
+
+/// True the first time it is asked, false ever after: for log lines that must appear once.
+private final class ReportedOnce: @unchecked Sendable {
+    // @unchecked: only the writer thread asks.
+    private var asked = false
+    var first: Bool {
+        defer { asked = true }
+        return !asked
+    }
 }
 
 /// Carries a write's result from the writer thread to the thread waiting on a semaphore.

@@ -106,22 +106,18 @@ extension LedgerSnapshot {
     ) throws {
         try txn.withCursor(current) { cursor in
             try cursor.forEachValueChunk(of: key) { chunk in
-                for offset in stride(from: 0, to: chunk.count, by: 12) {
-                    try body(
-                        chunk.loadBigEndianUInt32(at: offset),
-                        HeldInterval(start: chunk.loadBigEndianUInt64(at: offset + 4), end: nil))
+                for offset in stride(from: 0, to: chunk.count, by: StoredMembership.size) {
+                    let membership = StoredMembership(chunk, at: offset)
+                    try body(membership.id, HeldInterval(start: membership.since, end: nil))
                 }
                 return true
             }
         }
         try txn.withCursor(history) { cursor in
             try cursor.forEachValueChunk(of: key) { chunk in
-                for offset in stride(from: 0, to: chunk.count, by: 20) {
-                    try body(
-                        chunk.loadBigEndianUInt32(at: offset),
-                        HeldInterval(
-                            start: chunk.loadBigEndianUInt64(at: offset + 4),
-                            end: chunk.loadBigEndianUInt64(at: offset + 12)))
+                for offset in stride(from: 0, to: chunk.count, by: StoredInterval.size) {
+                    let interval = StoredInterval(chunk, at: offset)
+                    try body(interval.id, HeldInterval(start: interval.start, end: interval.end))
                 }
                 return true
             }
@@ -135,8 +131,9 @@ extension LedgerSnapshot {
     ) throws {
         try txn.withCursor(history) { cursor in
             var entry = try cursor.seek(key, value: intervalValue(id, start: 0, end: 0))
-            while let value = entry?.value, value.loadBigEndianUInt32() == id {
-                try body(HeldInterval(start: value.loadBigEndianUInt64(at: 4), end: value.loadBigEndianUInt64(at: 12)))
+            while let value = entry?.value, StoredInterval(value).id == id {
+                let interval = StoredInterval(value)
+                try body(HeldInterval(start: interval.start, end: interval.end))
                 entry = try cursor.nextDuplicate()
             }
         }

@@ -1,7 +1,8 @@
 import LedgerCore
 
 /// One change a request asks of the ledger. Each operation is checked against the state it meets and
-/// either appends exactly one event or is rejected without changing anything.
+/// either appends exactly one event, is accepted without changing anything (and appends nothing), or is
+/// rejected without changing anything.
 public enum LedgerOperation: Sendable, Equatable {
     /// Registers an instance; rejected with `.alreadyExists` if the token is registered now.
     case register(RegistrationToken, platform: String?, appID: String?)
@@ -44,9 +45,12 @@ public struct WriteRequest: Sendable {
 /// Why an operation was refused. Nothing was appended for it.
 public struct OperationRejection: Sendable, Equatable, CustomStringConvertible {
     public struct Code: Hashable, Sendable, CustomStringConvertible {
-        private enum Base: String { case notFound, alreadyExists, tooManyTopics }
+        /// Every code, for callers that must map each one exhaustively.
+        public enum Kind: String, Sendable, CaseIterable { case notFound, alreadyExists, tooManyTopics }
+        private typealias Base = Kind
         private let base: Base
         private init(_ base: Base) { self.base = base }
+        public var kind: Kind { base }
         public static let notFound = Code(.notFound)
         public static let alreadyExists = Code(.alreadyExists)
         public static let tooManyTopics = Code(.tooManyTopics)
@@ -70,6 +74,10 @@ public enum OperationOutcome: Sendable, Equatable {
     case appended(seq: UInt64)
     /// A send's event is durable at `seq` with the assigned message id.
     case sent(seq: UInt64, messageID: UInt64)
+    /// Accepted, but it would change nothing (a re-subscribe, an allowed unsubscribe of a missing
+    /// subscription, an older acknowledgement, a token repeated in one batch): nothing is appended, so
+    /// repeating a request can never grow the log.
+    case unchanged
     case rejected(OperationRejection)
 
     public var rejection: OperationRejection? {
@@ -80,7 +88,7 @@ public enum OperationOutcome: Sendable, Equatable {
     public var seq: UInt64? {
         switch self {
         case .appended(let seq), .sent(let seq, _): seq
-        case .rejected: nil
+        case .unchanged, .rejected: nil
         }
     }
 }

@@ -10,17 +10,17 @@ import LedgerCore
 /// |---|---|---|
 /// | meta | name (UTF-8) | see `MetaKey` |
 /// | log | seq u64 | hash(32) ‖ encoded event |
-/// | tokens | token (UTF-8) | instance u32 |
+/// | tokens | ``NameKey`` of the token | instance u32 |
 /// | instances | instance u32 | `InstanceRecord` (token, platform, app id) |
 /// | universe (dup) | 0 u32 | instance u32 ‖ since u64 (registered now) |
 /// | universeHistory (dup) | 0 u32 | instance u32 ‖ start u64 ‖ end u64 (closed registrations) |
-/// | topicIDs | topic name (UTF-8) | topic u32 |
+/// | topicIDs | ``NameKey`` of the topic name | topic u32 |
 /// | topicNames | topic u32 | topic name |
 /// | instanceTopics (dup) | instance u32 | topic u32 ‖ since u64 |
 /// | topicMembers (dup) | topic u32 | instance u32 ‖ since u64 |
 /// | instanceTopicHistory (dup) | instance u32 | topic u32 ‖ start u64 ‖ end u64 |
 /// | topicMemberHistory (dup) | topic u32 | instance u32 ‖ start u64 ‖ end u64 |
-/// | messages | message id u64 | send seq u64 ‖ audience seq u64 (0 until recorded) |
+/// | messages | message id u64 | ``MessageState``: send seq u64 ‖ audience seq u64 (0 until recorded) |
 /// | sends | send seq u64 | message id u64 (the sends in log order: a device's inbox reads from its cursor) |
 /// | acknowledged | instance u32 | seq u64: the delivery cursor (every message sent at or before it is acked) |
 ///
@@ -28,9 +28,9 @@ import LedgerCore
 /// Duplicate databases hold fixed-size values so that whole member sets are read a page at a time.
 struct LedgerSchema: Sendable {
     /// Version of this layout, stored in meta; bumped when a change needs a migration or a rebuild.
-    /// Layout 2 added `sends` and `acknowledged`; a writer opening a layout-1 ledger adds them (see
-    /// ``Ledger``).
-    static let layoutVersion: UInt32 = 2
+    /// Layout 2 added `sends` and `acknowledged`; layout 3 stores names over LMDB's key limit under their
+    /// hash (``NameKey``). A writer opening an older ledger upgrades it in place (see ``LedgerStorage``).
+    static let layoutVersion: UInt32 = 3
 
     let meta: LMDBDatabase
     let log: LMDBDatabase

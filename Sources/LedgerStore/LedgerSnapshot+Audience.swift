@@ -66,15 +66,48 @@ extension LedgerSnapshot {
         }
         var tokens: [RegistrationToken] = []
         tokens.reserveCapacity(count)
+        try forEachToken(of: recipients) { token in
+            tokens.append(RegistrationToken(trusted: String(decoding: token, as: UTF8.self)))
+        }
+        return tokens
+    }
+
+    /// Calls `body` with the token of each member of `recipients`, in byte order, straight from the `tokens`
+    /// database's pages.
+    ///
+    /// Tokens longer than LMDB's key limit are stored under their hash (``NameKey``), and those keys sort
+    /// before all others: they are collected and resolved first, then merged into the walk at their place.
+    private func forEachToken(of recipients: InstanceSet, _ body: (UnsafeRawBufferPointer) throws -> Void) throws {
+        var long: [[UInt8]] = []
+        var nextLong = 0
+        var sorted = false
+        func emitLong(before key: UnsafeRawBufferPointer?) throws {
+            if !sorted {
+                long.sort { $0.lexicographicallyPrecedes($1) }
+                sorted = true
+            }
+            while nextLong < long.count, key.map({ long[nextLong].lexicographicallyPrecedes($0) }) ?? true {
+                try long[nextLong].withUnsafeBytes(body)
+                nextLong += 1
+            }
+        }
         try txn.withCursor(schema.tokens) { cursor in
             try cursor.forEach { entry in
-                if recipients.contains(entry.value.loadBigEndianUInt32()) {
-                    tokens.append(RegistrationToken(trusted: String(decoding: entry.key, as: UTF8.self)))
+                let instance = entry.value.loadBigEndianUInt32()
+                guard recipients.contains(instance) else { return true }
+                if NameKey.isHashed(entry.key) {
+                    guard let token = try token(of: instance) else {
+                        throw StoreError(.corrupt, "instance \(instance) has no token")
+                    }
+                    long.append(Array(token.rawValue.utf8))
+                    return true
                 }
+                try emitLong(before: entry.key)
+                try body(entry.key)
                 return true
             }
         }
-        return tokens
+        try emitLong(before: nil)
     }
 
     /// The count and recipient digest of `recipients` — what an `audience` event records — without building
@@ -87,12 +120,7 @@ extension LedgerSnapshot {
             return (tokens.count, RecipientDigest.digest(sortedTokens: tokens))
         }
         var builder = RecipientDigest.Builder()
-        try txn.withCursor(schema.tokens) { cursor in
-            try cursor.forEach { entry in
-                if recipients.contains(entry.value.loadBigEndianUInt32()) { builder.add(rawToken: entry.key) }
-                return true
-            }
-        }
+        try forEachToken(of: recipients) { builder.add(rawToken: $0) }
         guard builder.count == count else {
             throw StoreError(.corrupt, "\(count) recipients but \(builder.count) of them have a token")
         }

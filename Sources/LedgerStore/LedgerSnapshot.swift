@@ -83,7 +83,7 @@ public struct LedgerSnapshot {
 
     /// The instance id of `token`, whether registered now or only in the past.
     public func instanceID(of token: RegistrationToken) throws -> InstanceID? {
-        try txn.withValue(in: schema.tokens, forKey: token.rawValue) { $0?.loadBigEndianUInt32() }
+        try NameIndex.instanceID(of: token, txn: txn, schema: schema)
     }
 
     /// What the ledger knows of an instance now.
@@ -115,10 +115,8 @@ public struct LedgerSnapshot {
         guard let seq else { return false }
         return try txn.withCursor(schema.universeHistory) { cursor in
             var entry = try cursor.seek(universeKey, value: intervalValue(instance, start: 0, end: 0))
-            while let interval = entry?.value, interval.loadBigEndianUInt32() == instance {
-                if interval.loadBigEndianUInt64(at: 4) <= seq && seq < interval.loadBigEndianUInt64(at: 12) {
-                    return true
-                }
+            while let value = entry?.value, StoredInterval(value).id == instance {
+                if StoredInterval(value).holds(at: seq) { return true }
                 entry = try cursor.nextDuplicate()
             }
             return false
@@ -143,7 +141,7 @@ public struct LedgerSnapshot {
     // MARK: Topics
 
     public func topicID(of topic: TopicName) throws -> TopicID? {
-        try txn.withValue(in: schema.topicIDs, forKey: topic.rawValue) { $0?.loadBigEndianUInt32() }
+        try NameIndex.topicID(of: topic, txn: txn, schema: schema)
     }
 
     public func topicName(of topic: TopicID) throws -> TopicName? {
@@ -165,8 +163,9 @@ public struct LedgerSnapshot {
         var result: [(TopicID, UInt64)] = []
         try txn.withCursor(schema.instanceTopics) { cursor in
             try cursor.forEachValueChunk(of: instance) { chunk in
-                for offset in stride(from: 0, to: chunk.count, by: 12) {
-                    result.append((chunk.loadBigEndianUInt32(at: offset), chunk.loadBigEndianUInt64(at: offset + 4)))
+                for offset in stride(from: 0, to: chunk.count, by: StoredMembership.size) {
+                    let membership = StoredMembership(chunk, at: offset)
+                    result.append((membership.id, membership.since))
                 }
                 return true
             }
@@ -197,15 +196,15 @@ public struct LedgerSnapshot {
 
     /// Every topic ever subscribed to, with its current subscriber count, by name.
     public func topicsWithCounts() throws -> [(topic: TopicName, subscribers: Int)] {
-        var result: [(TopicName, Int)] = []
-        try txn.withCursor(schema.topicIDs) { cursor in
+        var result: [(topic: TopicName, subscribers: Int)] = []
+        try txn.withCursor(schema.topicNames) { cursor in
             try cursor.forEach { entry in
-                let name = TopicName(trusted: String(decoding: entry.key, as: UTF8.self))
-                result.append((name, try subscriberCount(of: entry.value.loadBigEndianUInt32())))
+                let name = TopicName(trusted: String(decoding: entry.value, as: UTF8.self))
+                result.append((name, try subscriberCount(of: entry.key.loadBigEndianUInt32())))
                 return true
             }
         }
-        return result
+        return result.sorted { $0.topic < $1.topic }
     }
 
     /// Sets the bit of each id held under `key` in the state at `seq` (now, when `nil`): current entries
@@ -220,9 +219,10 @@ public struct LedgerSnapshot {
         try set.withUnsafeMutableWords { words in
             try txn.withCursor(current) { cursor in
                 try cursor.forEachValueChunk(of: key) { chunk in
-                    for offset in stride(from: 0, to: chunk.count, by: 12)
-                    where chunk.loadBigEndianUInt64(at: offset + 4) <= bound {
-                        let id = chunk.loadBigEndianUInt32(at: offset)
+                    for offset in stride(from: 0, to: chunk.count, by: StoredMembership.size) {
+                        let membership = StoredMembership(chunk, at: offset)
+                        guard membership.since <= bound else { continue }
+                        let id = membership.id
                         guard Int(id >> 6) < words.count else {
                             throw StoreError(.corrupt, "instance id \(id) out of range")
                         }
@@ -234,11 +234,10 @@ public struct LedgerSnapshot {
             guard let seq else { return }
             try txn.withCursor(history) { cursor in
                 try cursor.forEachValueChunk(of: key) { chunk in
-                    for offset in stride(from: 0, to: chunk.count, by: 20)
-                    where chunk.loadBigEndianUInt64(at: offset + 4) <= seq
-                        && seq < chunk.loadBigEndianUInt64(at: offset + 12)
-                    {
-                        let id = chunk.loadBigEndianUInt32(at: offset)
+                    for offset in stride(from: 0, to: chunk.count, by: StoredInterval.size) {
+                        let interval = StoredInterval(chunk, at: offset)
+                        guard interval.holds(at: seq) else { continue }
+                        let id = interval.id
                         guard Int(id >> 6) < words.count else {
                             throw StoreError(.corrupt, "instance id \(id) out of range")
                         }
@@ -256,8 +255,8 @@ public struct LedgerSnapshot {
     public func message(_ messageID: UInt64) throws -> (sendSeq: UInt64, audienceSeq: UInt64?)? {
         try txn.withValue(in: schema.messages, forKey: messageID) { bytes in
             bytes.map { bytes in
-                let audience = bytes.loadBigEndianUInt64(at: 8)
-                return (bytes.loadBigEndianUInt64(at: 0), audience == 0 ? nil : audience)
+                let state = MessageState(bytes)
+                return (state.sendSeq, state.audienceSeq == 0 ? nil : state.audienceSeq)
             }
         }
     }

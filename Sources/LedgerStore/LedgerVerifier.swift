@@ -64,7 +64,7 @@ extension Ledger {
         var recorded: [UInt64] = []
         try snapshot.txn.withCursor(schema.messages) { cursor in
             try cursor.forEach { entry in
-                if entry.value.loadBigEndianUInt64(at: 8) != 0 { recorded.append(entry.key.loadBigEndianUInt64()) }
+                if MessageState(entry.value).audienceSeq != 0 { recorded.append(entry.key.loadBigEndianUInt64()) }
                 return true
             }
         }
@@ -138,11 +138,13 @@ extension Ledger {
         defer { try? FileManager.default.removeItem(atPath: directory) }
         var options = LMDBEnvironment.Options()
         options.noSync = true
-        options.mapSize = max(environment.mapSize, 1 << 30)
+        // Starts as small as the ledger's own map was configured and grows like it (a different environment:
+        // growing it never waits for the read transaction this runs in).
+        options.mapSize = self.options.environment.mapSize
         let reference = try LMDBEnvironment(path: directory, options: options)
         let referenceSchema = try reference.write { try LedgerSchema($0) }
-        try ProjectionBuilder.build(
-            from: LedgerSnapshot(txn: txn, schema: schema), through: headSeq, into: reference, schema: referenceSchema)
+        let projection = try ProjectionBuilder.fold(from: LedgerSnapshot(txn: txn, schema: schema), through: headSeq)
+        try projection.write(to: reference, schema: referenceSchema)
         try reference.read { referenceTxn in
             for (liveDatabase, referenceDatabase) in zip(schema.projections, referenceSchema.projections) {
                 try compare(

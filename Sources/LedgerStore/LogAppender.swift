@@ -27,15 +27,20 @@ struct LogAppender {
         self.messageIDs = messageIDs
     }
 
-    /// Applies one request. Throws `StoreError.invalidArgument` before appending anything when its time
-    /// precedes the head; LMDB errors abort the whole transaction.
-    mutating func apply(_ request: WriteRequest, now: LedgerTime) throws -> WriteReceipt {
+    /// Applies one request: its receipt, or — decided before anything is written — why the request as a
+    /// whole is refused (its time precedes the head).
+    ///
+    /// Refusals and per-operation rejections are values. Anything thrown (an LMDB failure, an encoding
+    /// error, a broken invariant) means the transaction must be aborted, with every request in it.
+    mutating func apply(_ request: WriteRequest, now: LedgerTime) throws -> Result<WriteReceipt, StoreError> {
         let time: LedgerTime
         if let requested = request.time {
             guard requested >= head.time else {
-                throw StoreError(
-                    .invalidArgument,
-                    "event time \(requested) precedes the ledger's last event time \(head.time); times never decrease")
+                return .failure(
+                    StoreError(
+                        .invalidArgument,
+                        "event time \(requested) precedes the ledger's last event time \(head.time); times never decrease"
+                    ))
             }
             time = requested
         } else {
@@ -46,7 +51,7 @@ struct LogAppender {
         for operation in request.operations {
             outcomes.append(try apply(operation, request: request, time: time))
         }
-        return WriteReceipt(outcomes: outcomes, time: time)
+        return .success(WriteReceipt(outcomes: outcomes, time: time))
     }
 
     /// Stores the head; call once after the last request of the transaction.
@@ -73,28 +78,29 @@ struct LogAppender {
             guard let instance = try registeredInstance(token) else { return .rejected(Self.unknownToken) }
             let topicID = try projection.topicID(for: topic, create: false)
             let present = try topicID.map { try projection.subscribedSince($0, instance: instance) != nil } ?? false
-            if present && failIfPresent {
-                return .rejected(OperationRejection(.alreadyExists, "the instance is already subscribed to the topic"))
-            }
-            if !present {
-                let count = try projection.topicCount(of: instance)
-                if count >= limits.maximumTopicsPerInstance {
+            if present {
+                guard !failIfPresent else {
                     return .rejected(
-                        OperationRejection(
-                            .tooManyTopics,
-                            "the instance is subscribed to \(count) topics, the most allowed"))
+                        OperationRejection(.alreadyExists, "the instance is already subscribed to the topic"))
                 }
+                return .unchanged
+            }
+            let count = try projection.topicCount(of: instance)
+            if count >= limits.maximumTopicsPerInstance {
+                return .rejected(
+                    OperationRejection(.tooManyTopics, "the instance is subscribed to \(count) topics, the most allowed"))
             }
             return .appended(seq: try append(.subscribed(token: token, topic: topic, via: via), request, time))
 
         case .unsubscribe(let token, let topic, let via, let failIfAbsent):
             guard let instance = try registeredInstance(token) else { return .rejected(Self.unknownToken) }
-            if failIfAbsent {
-                let topicID = try projection.topicID(for: topic, create: false)
-                let present = try topicID.map { try projection.subscribedSince($0, instance: instance) != nil } ?? false
-                if !present {
+            let topicID = try projection.topicID(for: topic, create: false)
+            let present = try topicID.map { try projection.subscribedSince($0, instance: instance) != nil } ?? false
+            if !present {
+                guard !failIfAbsent else {
                     return .rejected(OperationRejection(.notFound, "the instance is not subscribed to the topic"))
                 }
+                return .unchanged
             }
             return .appended(seq: try append(.unsubscribed(token: token, topic: topic, via: via), request, time))
 
@@ -108,22 +114,23 @@ struct LogAppender {
             return .sent(seq: try append(.sent(sent), request, time), messageID: messageID)
 
         case .recordAudience(let audience):
-            let state = try txn.withValue(in: schema.messages, forKey: audience.messageID) { bytes in
-                bytes.map { ($0.loadBigEndianUInt64(at: 0), $0.loadBigEndianUInt64(at: 8)) }
+            let state = try txn.withValue(in: schema.messages, forKey: audience.messageID) {
+                $0.map(MessageState.init)
             }
-            guard let (sendSeq, audienceSeq) = state, sendSeq == audience.sendSeq else {
+            guard let state, state.sendSeq == audience.sendSeq else {
                 return .rejected(OperationRejection(.notFound, "no message \(audience.messageID) sent at that seq"))
             }
-            guard audienceSeq == 0 else {
+            guard state.audienceSeq == 0 else {
                 return .rejected(OperationRejection(.alreadyExists, "the audience of the message is already recorded"))
             }
             return .appended(seq: try append(.audience(audience), request, time))
 
         case .acknowledge(let token, let through):
-            guard try registeredInstance(token) != nil else { return .rejected(Self.unknownToken) }
+            guard let instance = try registeredInstance(token) else { return .rejected(Self.unknownToken) }
             guard through <= head.seq else {
                 return .rejected(OperationRejection(.notFound, "no event at seq \(through) yet"))
             }
+            if through <= (try projection.acknowledgedThrough(instance)) { return .unchanged }
             return .appended(seq: try append(.acknowledged(token: token, through: through), request, time))
         }
     }

@@ -123,7 +123,7 @@ extension LedgerSnapshot {
         var pending: [PendingAudience] = []
         try txn.withCursor(schema.messages) { cursor in
             try cursor.forEach { entry in
-                if entry.value.loadBigEndianUInt64(at: 8) == 0 {
+                if MessageState(entry.value).audienceSeq == 0 {
                     pending.append(
                         PendingAudience(
                             messageID: entry.key.loadBigEndianUInt64(), sendSeq: entry.value.loadBigEndianUInt64()))

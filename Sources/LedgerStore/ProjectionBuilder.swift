@@ -12,15 +12,16 @@ enum ProjectionBuilder {
     /// Events per batch handed from the reading thread to the folding one.
     static let batchSize = 4096
 
-    /// Folds events `1...through` read through `snapshot` and writes the projections into `environment`.
+    /// Folds events `1...through` read through `snapshot` into projections held in memory; the caller writes
+    /// them (``BulkProjection/write(to:schema:)``) once its read transaction has ended, so that the write may
+    /// grow the map (which waits for every transaction of the process).
     ///
     /// Two threads: one walks the log and decodes (its own thread, holding `snapshot` alone until it is
     /// joined), the caller's folds; decoding and folding cost about the same, so a rebuild takes roughly
     /// the longer of the two rather than their sum. The writing that follows is sequential.
-    static func build(
-        from snapshot: LedgerSnapshot, through: UInt64, into environment: LMDBEnvironment, schema: LedgerSchema,
-        progress: (UInt64, UInt64) -> Void = { _, _ in }
-    ) throws {
+    static func fold(
+        from snapshot: LedgerSnapshot, through: UInt64, progress: (UInt64, UInt64) -> Void = { _, _ in }
+    ) throws -> BulkProjection {
         var projection = BulkProjection()
         var expected: UInt64 = 1
         let handoff = BatchHandoff<LedgerEvent>(capacity: 8)
@@ -67,8 +68,7 @@ enum ProjectionBuilder {
         guard expected == through + 1 else {
             throw StoreError(.corrupt, "the log ends at seq \(expected - 1), before its head \(through)")
         }
-        try projection.write(to: environment, schema: schema)
-        progress(through, through)
+        return projection
     }
 }
 
@@ -170,11 +170,11 @@ extension Ledger {
             return head.seq
         }
         progress(0, total)
-        try environment.read { txn in
-            try ProjectionBuilder.build(
-                from: LedgerSnapshot(txn: txn, schema: schema), through: total, into: environment, schema: schema,
-                progress: progress)
+        let projection = try environment.read { txn in
+            try ProjectionBuilder.fold(from: LedgerSnapshot(txn: txn, schema: schema), through: total, progress: progress)
         }
+        try projection.write(to: environment, schema: schema)
+        progress(total, total)
         try environment.write { txn in _ = try txn.delete(schema.meta, key: MetaKey.rebuildingThrough) }
         logger.info("rebuilt projections", metadata: ["ledger.events": "\(total)"])
         return total

@@ -1,11 +1,15 @@
 /// An error from the store: the ledger cannot be opened, written or trusted as asked.
 public struct StoreError: Error, CustomStringConvertible, Sendable {
     public struct Code: Hashable, Sendable, CustomStringConvertible {
-        private enum Base: String {
+        /// Every code, for callers that must map each one (the server's error mapping switches over it, so a
+        /// new code cannot fall into another's answer).
+        public enum Kind: String, Sendable, CaseIterable {
             case unavailable, locked, notFound, invalidArgument, corrupt, rebuildRequired, incompatible
         }
+        private typealias Base = Kind
         private let base: Base
         private init(_ base: Base) { self.base = base }
+        public var kind: Kind { base }
 
         /// Storage failed (disk full, I/O error); nothing was written. HTTP 503.
         public static let unavailable = Code(.unavailable)

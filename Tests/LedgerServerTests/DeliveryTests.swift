@@ -102,7 +102,7 @@ struct DeliveryTests {
             #expect(Self.ids(try await Self.poll(client, device, query: "?after=\(cursors[1])")).isEmpty)
             _ = try await client.call(
                 .post, Self.registrations(device) + "/messages:ack", headers: TestServer.Client.device,
-                body: #"{"through":\#(cursors[1])}"#)
+                body: #"{"through":"\#(cursors[1])"}"#)
             #expect(Self.ids(try await Self.poll(client, device)).isEmpty)
             // An older cursor changes nothing and appends nothing.
             let before = try client.headSeq()
@@ -114,7 +114,8 @@ struct DeliveryTests {
             #expect(after == before)
             let acks = try client.events().filter { $0.kind == .acknowledged }
             #expect(acks.map(\.actor) == ["device", "device"])
-            for body in [#"{"through":"x"}"#, #"{"through":true}"#, #"{"through":"99999"}"#, #"{"cursor":"1"}"#, "{"] {
+            let numeric = [#"{"through":1.5}"#, #"{"through":1}"#, #"{"through":"1.5"}"#, #"{"through":"-1"}"#]
+            for body in numeric + [#"{"through":"x"}"#, #"{"through":true}"#, #"{"through":"99999"}"#, #"{"cursor":"1"}"#, "{"] {
                 let bad = try await client.call(
                     .post, Self.registrations(device) + "/messages:ack", headers: TestServer.Client.device, body: body)
                 #expect(bad.status == .badRequest, "\(body)")

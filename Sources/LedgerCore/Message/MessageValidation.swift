@@ -88,6 +88,7 @@ public enum MessageValidation {
                 }
             }
         }
+        try validatePlatformFields(message)
         var stored = message
         stored.removeValue(forKey: "name")
         guard let json = try? JSONSerialization.data(withJSONObject: stored, options: [.sortedKeys]) else {
@@ -99,5 +100,39 @@ public enum MessageValidation {
                 "message is \(json.count) bytes; at most \(maximumPayloadBytes) are allowed")
         }
         return ValidatedMessage(target: target, json: Array(json))
+    }
+
+    /// The platform fields whose values the server reads back (TTLs, headers, the APNs payload), checked
+    /// against the FCM v1 proto types: `android.ttl` is a `Duration` within 0…4 weeks, `apns.headers` is
+    /// `map<string, string>` (with `apns-expiration` a decimal UNIX time), `apns.payload` is a `Struct`.
+    static func validatePlatformFields(_ message: [String: Any]) throws(LedgerCoreError) {
+        if let android = message["android"] as? [String: Any], let ttl = android["ttl"] {
+            guard let text = ttl as? String, MessageLifetimeBounds.microseconds(ofDuration: text) != nil else {
+                throw LedgerCoreError(
+                    .invalidArgument, field: "message.android.ttl",
+                    "ttl must be a duration in seconds like \"3600s\" or \"3.5s\", from 0 to 2419200s (4 weeks)")
+            }
+        }
+        guard let apns = message["apns"] as? [String: Any] else { return }
+        if let headers = apns["headers"] {
+            guard let headers = headers as? [String: Any] else {
+                throw LedgerCoreError(
+                    .invalidArgument, field: "message.apns.headers", "headers must be an object of strings")
+            }
+            for (name, value) in headers {
+                guard let text = value as? String else {
+                    throw LedgerCoreError(
+                        .invalidArgument, field: "message.apns.headers.\(name)", "header values must be strings")
+                }
+                if name.lowercased() == "apns-expiration", Int64(text).map({ $0 >= 0 }) != true {
+                    throw LedgerCoreError(
+                        .invalidArgument, field: "message.apns.headers.apns-expiration",
+                        "apns-expiration must be a UNIX time in seconds (a non-negative decimal integer)")
+                }
+            }
+        }
+        if let payload = apns["payload"], !(payload is [String: Any]) {
+            throw LedgerCoreError(.invalidArgument, field: "message.apns.payload", "payload must be an object")
+        }
     }
 }

@@ -1,0 +1,35 @@
+#if canImport(Glibc)
+    import Glibc
+#elseif canImport(Darwin)
+    import Darwin
+#endif
+
+/// The device and inode of a ledger's `data.mdb` when it was opened.
+///
+/// LMDB keeps writing into the file it mapped even after the file is deleted or replaced on disk: every
+/// write would answer success into an unlinked file, and the next start would open an empty ledger — every
+/// acknowledged write lost. The writer compares this identity with the path before each transaction and
+/// stops writing the moment they differ.
+struct DataFileIdentity: Equatable, Sendable {
+    let device: UInt64
+    let inode: UInt64
+
+    /// The identity of the file at `path` now, or `nil` when there is none.
+    init?(path: String) {
+        var info = stat()
+        guard stat(path, &info) == 0 else { return nil }
+        device = UInt64(info.st_dev)
+        inode = UInt64(info.st_ino)
+    }
+
+    /// Why the file at `path` is no longer this one, or `nil` when it still is.
+    func problem(at path: String) -> String? {
+        guard let now = DataFileIdentity(path: path) else {
+            return "the ledger's data file was deleted while the server ran; writes are stopped"
+        }
+        guard now == self else {
+            return "the ledger's data file was replaced while the server ran; writes are stopped"
+        }
+        return nil
+    }
+}
