@@ -25,7 +25,17 @@ struct LedgerLocation: ParsableArguments {
     @Option(name: .long, help: "Project id.")
     var project: String = ProjectID.default.rawValue
 
+    @Option(
+        name: .long,
+        help: ArgumentHelp(
+            "The LMDB map size a ledger is opened with, in bytes (default 1 GiB); it doubles whenever it fills.",
+            visibility: .hidden))
+    var initialMapSize: Int?
+
     func validate() throws {
+        if let initialMapSize, !(Self.mapSizeRange ~= initialMapSize) {
+            throw ValidationError("--initial-map-size must be from 65536 to 2^40 bytes")
+        }
         do {
             _ = try ProjectID(project, field: "--project")
         } catch {
@@ -35,6 +45,8 @@ struct LedgerLocation: ParsableArguments {
 
     var projectID: ProjectID { try! ProjectID(project) }
 
+    static let mapSizeRange = (1 << 16)...(1 << 40)
+
     /// Opens the project's ledger.
     func open(_ mode: Ledger.Options.Mode, forRebuild: Bool = false, recordsAudiences: Bool = true) throws -> Ledger {
         var logger = Logger(label: "ledger")
@@ -42,6 +54,7 @@ struct LedgerLocation: ParsableArguments {
         var options = Ledger.Options(mode: mode)
         options.forRebuild = forRebuild
         options.recordsAudiences = recordsAudiences
+        if let initialMapSize { options.environment.mapSize = initialMapSize }
         return try Ledger.open(dataDirectory: data, project: projectID, options: options, logger: logger)
     }
 }

@@ -85,6 +85,7 @@ public final class LedgerRegistry: @unchecked Sendable {
     private func openLocked(_ project: ProjectID) throws -> Ledger {
         var options = Ledger.Options()
         options.limits = configuration.limits
+        if let initialMapBytes = configuration.initialMapBytes { options.environment.mapSize = initialMapBytes }
         options.commitObserver = { [metrics] requests, operations, duration in
             metrics.recordCommit(requests: requests, operations: operations, duration: duration)
         }

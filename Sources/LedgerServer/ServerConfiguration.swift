@@ -18,6 +18,9 @@ public struct ServerConfiguration: Sendable {
     public var maximumBatchTokens = 1000
     /// Limits the store enforces (topics per instance).
     public var limits = LedgerLimits()
+    /// The LMDB map size each ledger is opened with, in bytes (`nil`: LMDBKit's default); it doubles
+    /// whenever it fills. Small values let tests exercise map growth through the server.
+    public var initialMapBytes: Int?
     /// Subscription changes per second per project, counted per token (FCM: 3000). A single change over the
     /// rate gets 429 RESOURCE_EXHAUSTED with Retry-After; in a batch, the tokens beyond the budget do.
     public var subscriptionChangesPerSecond = 3000
