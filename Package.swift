@@ -131,6 +131,7 @@ let package = Package(
                 "LedgerServer",
                 "LedgerStore",
                 "LedgerCore",
+                "LMDBKit",
                 "LedgerTestSupport",
                 .product(name: "HummingbirdTesting", package: "hummingbird"),
                 .product(name: "HTTPTypes", package: "swift-http-types"),

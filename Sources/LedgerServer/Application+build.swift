@@ -58,7 +58,7 @@ struct ServerContext: Sendable {
         do {
             return try await ledger(for: project).append(request)
         } catch let error as StoreError {
-            throw FCMError.unavailable("The request could not be stored; nothing was written: \(error.message).")
+            throw FCMError.unavailable("The request could not be stored: \(error.message).")
         }
     }
 }

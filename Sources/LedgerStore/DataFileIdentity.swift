@@ -33,3 +33,13 @@ struct DataFileIdentity: Equatable, Sendable {
         return nil
     }
 }
+
+/// Free space of the file system holding a path.
+enum FileSystemSpace {
+    /// Bytes an unprivileged writer may still use on the file system of `path`, or `nil` if unknown.
+    static func availableBytes(at path: String) -> UInt64? {
+        var info = statvfs()
+        guard statvfs(path, &info) == 0 else { return nil }
+        return UInt64(info.f_bavail).multipliedReportingOverflow(by: UInt64(info.f_frsize)).partialValue
+    }
+}

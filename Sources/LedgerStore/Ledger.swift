@@ -213,6 +213,7 @@ public final class Ledger: Sendable {
         _ batch: [WriteRequest], environment: LMDBEnvironment, schema: LedgerSchema, limits: LedgerLimits,
         now: LedgerTime, logger: Logger
     ) -> [Result<WriteReceipt, any Error>] {
+        let directory = environment.path
         func run(_ requests: [WriteRequest]) throws -> [Result<WriteReceipt, any Error>] {
             try environment.write { txn in
                 var appender = try LogAppender(
@@ -233,7 +234,7 @@ public final class Ledger: Sendable {
                 logger.error(
                     "ledger write failed; nothing was written",
                     metadata: ["ledger.request": "\(batch[0].requestID)", "error": "\(error)"])
-                return [.failure(storageError(error))]
+                return [.failure(storageError(error, directory: directory))]
             }
             logger.warning(
                 "ledger batch failed; retrying its requests one by one",
@@ -245,7 +246,7 @@ public final class Ledger: Sendable {
                     logger.error(
                         "ledger write failed; nothing was written",
                         metadata: ["ledger.request": "\(request.requestID)", "error": "\(error)"])
-                    return .failure(storageError(error))
+                    return .failure(storageError(error, directory: directory))
                 }
             }
         }
@@ -253,10 +254,13 @@ public final class Ledger: Sendable {
 
     /// What a caller is told when a write failed: always `.unavailable` with nothing written, and no LMDB
     /// internals (the log line beside it has them).
-    private static func storageError(_ error: any Error) -> StoreError {
+    private static func storageError(_ error: any Error, directory: String) -> StoreError {
         if let error = error as? StoreError, error.code != .corrupt { return error }
         switch error {
         case LMDBError.Code.noSpace, LMDBError.Code.mapFull:
+            return StoreError(.unavailable, "the ledger's disk is full; nothing was written")
+        // LMDB reports a short write (what a full disk gives mid-page) as EIO.
+        case LMDBError.Code.ioError where FileSystemSpace.availableBytes(at: directory).map({ $0 < 1 << 20 }) == true:
             return StoreError(.unavailable, "the ledger's disk is full; nothing was written")
         default:
             return StoreError(.unavailable, "the ledger could not be written; nothing was written")
