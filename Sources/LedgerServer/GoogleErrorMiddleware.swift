@@ -76,7 +76,7 @@ extension FCMError {
             case 500..<600: ("UNAVAILABLE", "The server cannot answer now.")
             default: ("INVALID_ARGUMENT", httpError.body ?? "The request is invalid.")
             }
-        self.init(status: httpError.status, googleStatus: status, errorCode: nil, message: message)
+        self.init(status: httpError.status, googleStatus: status, errorCode: status, message: message)
     }
 
     /// 500 INTERNAL that says nothing of the cause but the id of the log line that does.

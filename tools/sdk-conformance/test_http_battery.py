@@ -333,3 +333,18 @@ def test_audit_api_answers_the_auditor_and_refuses_the_rest(server, register):
                  f"{audit}/topics/audited/history", f"{audit}/events"):
         expect_rejected(server, "GET", path, headers=CLIENT, status=403, code="SENDER_ID_MISMATCH")
         expect_rejected(server, "GET", path, headers={}, status=401, code="THIRD_PARTY_AUTH_ERROR")
+
+
+def test_readiness_and_unknown_routes(server):
+    """/readyz answers 200 while the project can be served; an unknown route is a Google-shaped 404 (checked
+    here by hand: the contract lists only real routes)."""
+    ready = requests.get(server["base"] + "/readyz", timeout=5)
+    assert ready.status_code == 200 and ready.json() == {"status": "ok"}
+    session = requests.Session()
+    for path in ["/nope", f"/v1/projects/{PROJECT}/nothing-here"]:
+        # A raw socket-level request outside the contract hook: the hook only checks documented paths.
+        reply = requests.adapters.HTTPAdapter().send(
+            session.prepare_request(requests.Request("GET", server["base"] + path)), timeout=5)
+        assert reply.status_code == 404
+        error = reply.json()["error"]
+        assert error["code"] == 404 and error["status"] == "NOT_FOUND" and error["message"]
