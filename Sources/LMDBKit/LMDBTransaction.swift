@@ -19,6 +19,40 @@ public final class LMDBTransaction {
     /// commits: ``LMDBEnvironment/write(_:)`` aborts it, whatever its body did with the error.
     public var failure: LMDBError? { health.failure }
 
+    /// A child of `parent` (LMDB nested transaction): its changes join the parent's when it commits and
+    /// vanish when it aborts; the parent may not be used meanwhile.
+    private init(child parent: LMDBTransaction) throws(LMDBError) {
+        var txn: OpaquePointer?
+        try parent.health.check(
+            parent.health.perform { mdb_txn_begin(parent.environment.handle, parent.handle, 0, &txn) }, "mdb_txn_begin")
+        guard let txn else { throw LMDBError(code: .invalid, function: "mdb_txn_begin") }
+        self.handle = txn
+        self.environment = parent.environment
+        self.isReadOnly = false
+        self.health = TransactionHealth(
+            transactionNumber: parent.environment.nextWriteTransactionNumber(),
+            injector: parent.environment.options.faultInjector)
+    }
+
+    /// Runs `body` in a nested (child) write transaction: its changes join this transaction when `body`
+    /// returns and are discarded when it throws — or when an LMDB call inside it failed, even one `body`
+    /// caught. This transaction stays usable either way.
+    ///
+    /// - Throws: the child's first failed LMDB call when there was one, else what `body` threw.
+    public func nested<R>(_ body: (LMDBTransaction) throws -> R) throws -> R {
+        precondition(!isReadOnly, "nested transactions are for writes")
+        let child = try LMDBTransaction(child: self)
+        do {
+            let result = try body(child)
+            try child.commit()
+            return result
+        } catch {
+            let failure = child.failure
+            child.abort()
+            throw failure ?? error
+        }
+    }
+
     init(environment: LMDBEnvironment, readOnly: Bool) throws(LMDBError) {
         var txn: OpaquePointer?
         var result = mdb_txn_begin(environment.handle, nil, readOnly ? UInt32(MDB_RDONLY) : 0, &txn)

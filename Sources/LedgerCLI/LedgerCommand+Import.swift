@@ -30,15 +30,17 @@ extension LedgerCommand {
             let ledger = try common.open(.readWrite, recordsAudiences: false)
             defer { ledger.close() }
             var appended = 0
+            var unchanged = 0
             var audiences = 0
             var rejected: [String] = []
             for request in requests {
                 let receipt = try await ledger.append(request)
                 for (index, outcome) in receipt.outcomes.enumerated() {
-                    if let rejection = outcome.rejection {
+                    switch outcome {
+                    case .rejected(let rejection):
                         rejected.append("request \(request.requestID) operation \(index + 1): \(rejection)")
-                    } else {
-                        appended += 1
+                    case .unchanged: unchanged += 1
+                    case .appended, .sent: appended += 1
                     }
                 }
                 audiences += try await ledger.recordAudiences(of: receipt, time: request.time).count
@@ -50,6 +52,7 @@ extension LedgerCommand {
             case .json:
                 var out = JSONObjectWriter()
                 out.field("appended", number: appended)
+                out.field("unchanged", number: unchanged)
                 out.field("audiences", number: audiences)
                 out.field("rejected", number: rejected.count)
                 out.field("headSeq", number: head.seq)
@@ -57,7 +60,8 @@ extension LedgerCommand {
             case .text:
                 print(
                     "appended \(appended) events, rejected \(rejected.count) operations, recorded \(audiences)"
-                        + " audience event(s); head seq \(head.seq)")
+                        + " audience event(s); head seq \(head.seq)"
+                        + (unchanged > 0 ? "; \(unchanged) operation(s) changed nothing and appended nothing" : ""))
             }
             if !rejected.isEmpty { throw ExitCode(1) }
         }

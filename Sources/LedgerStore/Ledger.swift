@@ -38,8 +38,21 @@ public final class Ledger: Sendable {
         /// Called on the writer thread with the seqs of the sends a transaction committed, once durable
         /// (delivery wakes the devices they are for). Must not block.
         public var sendObserver: (@Sendable ([UInt64]) -> Void)?
+        /// How a group-commit batch keeps one failing request from failing its neighbours.
+        public var isolation: RequestIsolation = .retryAlone
 
         public init(mode: Mode = .readWrite) { self.mode = mode }
+    }
+
+    /// How a group-commit batch keeps one failing request from failing the others (both are atomic per
+    /// request; the benchmark `tools/bench` measures both).
+    public enum RequestIsolation: Sendable {
+        /// One transaction for the batch; if anything fails, each request is retried in a transaction of its
+        /// own. The default: failures are rare, and the common path pays nothing.
+        case retryAlone
+        /// One LMDB nested transaction per request inside the batch's transaction: a failing request's child
+        /// is aborted and the rest commit, without a retry — but every request pays for a child.
+        case nestedPerRequest
     }
 
     public let project: ProjectID
@@ -118,6 +131,7 @@ public final class Ledger: Sendable {
         let limits = options.limits
         let clock = options.clock
         let sendObserver = options.sendObserver
+        let isolation = options.isolation
         let reported = ReportedOnce()
         return GroupCommitter(maximumBatchOperations: options.maximumBatchOperations, observer: options.commitObserver) {
             [environment = storage.environment, schema = storage.schema, logger, slot] batch in
@@ -127,8 +141,15 @@ public final class Ledger: Sendable {
                 }
                 return batch.map { _ in .failure(StoreError(.unavailable, problem)) }
             }
-            let results = Self.commit(
-                batch, environment: environment, schema: schema, limits: limits, now: clock(), logger: logger)
+            let results =
+                switch isolation {
+                case .retryAlone:
+                    Self.commit(
+                        batch, environment: environment, schema: schema, limits: limits, now: clock(), logger: logger)
+                case .nestedPerRequest:
+                    Self.commitNested(
+                        batch, environment: environment, schema: schema, limits: limits, now: clock(), logger: logger)
+                }
             let sends = Self.sends(in: results)
             if !sends.isEmpty {
                 slot.recorder?.enqueue(sends)
@@ -249,6 +270,44 @@ public final class Ledger: Sendable {
                     return .failure(storageError(error, directory: directory))
                 }
             }
+        }
+    }
+
+    /// ``RequestIsolation/nestedPerRequest``: each request in a child transaction of the batch's one; a failed
+    /// child is discarded alone. A full map still aborts the whole batch, which is grown and run again.
+    static func commitNested(
+        _ batch: [WriteRequest], environment: LMDBEnvironment, schema: LedgerSchema, limits: LedgerLimits,
+        now: LedgerTime, logger: Logger
+    ) -> [Result<WriteReceipt, any Error>] {
+        do {
+            return try environment.write { txn in
+                var results: [Result<WriteReceipt, any Error>] = []
+                results.reserveCapacity(batch.count)
+                for request in batch {
+                    do {
+                        results.append(
+                            try txn.nested { child in
+                                var appender = try LogAppender(
+                                    txn: child, schema: schema, limits: limits,
+                                    messageIDs: SystemRandomNumberGenerator())
+                                let result = try appender.apply(request, now: now)
+                                try appender.finish()
+                                return result.mapError { $0 }
+                            })
+                    } catch LMDBError.Code.mapFull {
+                        throw LMDBError(code: .mapFull, function: "mdb_put")
+                    } catch {
+                        logger.error(
+                            "ledger write failed; nothing was written",
+                            metadata: ["ledger.request": "\(request.requestID)", "error": "\(error)"])
+                        results.append(.failure(storageError(error, directory: environment.path)))
+                    }
+                }
+                return results
+            }
+        } catch {
+            logger.error("ledger batch failed; nothing was written", metadata: ["error": "\(error)"])
+            return batch.map { _ in .failure(storageError(error, directory: environment.path)) }
         }
     }
 

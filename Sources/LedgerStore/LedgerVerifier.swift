@@ -124,7 +124,14 @@ extension Ledger {
                 return true
             }
         }
-        if expected - 1 != head.seq { problem("head says seq \(head.seq) but the log ends at seq \(expected - 1)") }
+        if expected - 1 != head.seq {
+            problem(
+                "head says seq \(head.seq) but the log ends at seq \(expected - 1): the ledger is refused for writing."
+                    + " Restore the last backup (`ledger backup`, docs/operations.md); "
+                    + (expected - 1 > head.seq
+                        ? "events after seq \(head.seq) were written by a request that was never acknowledged"
+                        : "events after seq \(expected - 1) are lost"))
+        }
         if head.seq > 0 && head.hash != previousHash { problem("head hash does not match the hash of seq \(head.seq)") }
         return intact
     }

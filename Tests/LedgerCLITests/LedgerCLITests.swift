@@ -276,3 +276,52 @@ struct LedgerCLITests {
         #expect(again.status == 1 && again.stderr.contains("already holds a ledger"))
     }
 }
+
+@Suite("ledger CLI at LMDB's limits")
+struct LedgerCLILimitTests {
+    @Test("import from a 1 MiB map: 900-character topics and 4096-byte tokens; log, audit, replay, verify, rebuild")
+    func importLongNamesFromATinyMap() throws {
+        let data = TemporaryDirectory()
+        defer { data.remove() }
+        let topic = String(repeating: "t", count: 900)
+        let longToken = String(repeating: "k", count: 4096)
+        var lines = [#"{"op":"register","token":"\#(longToken)","time":"2026-03-01T10:00:00Z"}"#]
+        lines.append(#"{"op":"subscribe","token":"\#(longToken)","topic":"\#(topic)","time":"2026-03-01T10:00:00Z"}"#)
+        // Enough wide events to outgrow the map many times over.
+        for device in 0..<400 {
+            let token = "device-\(device)-" + String(repeating: "d", count: 300)
+            lines.append(#"{"op":"register","token":"\#(token)","time":"2026-03-02T10:00:00Z"}"#)
+            for index in 0..<10 {
+                let name = "topic-\(index)-" + String(repeating: "n", count: 600)
+                lines.append(#"{"op":"subscribe","token":"\#(token)","topic":"\#(name)","time":"2026-03-02T10:00:00Z"}"#)
+            }
+        }
+        lines.append(#"{"op":"send","topic":"\#(topic)","message":{},"time":"2026-03-03T10:00:00Z"}"#)
+        let tiny = ["--initial-map-size", "1048576"]
+        let imported = try runProduct(
+            "ledger", ["import", "-", "--format", "json", "--data", data.path] + tiny, input: lines.joined(separator: "\n"))
+        #expect(imported.status == 0, "\(imported.stderr)")
+        #expect(jsonObject(Substring(imported.stdout))["appended"] as? Int == lines.count)
+        let log = try runProduct("ledger", ["log", "--from-seq", "2", "--to-seq", "2", "--data", data.path])
+        let event = jsonObject(log.stdout.split(separator: "\n")[0])
+        #expect(event["topic"] as? String == topic && event["token"] as? String == longToken)
+        let audit = try runProduct(
+            "ledger", ["audit", "topic", topic, "--members", "--format", "json", "--data", data.path])
+        #expect(audit.status == 0, "\(audit.stderr)")
+        #expect(audit.stdout.contains(longToken))
+        let stats = try runProduct("ledger", ["stats", "--format", "json", "--data", data.path])
+        let messages = try runProduct("ledger", ["log", "--format", "json", "--data", data.path])
+        let sent = messages.stdout.split(separator: "\n").map(jsonObject).first { $0["kind"] as? String == "sent" }
+        let messageID = try #require(sent?["messageId"] as? String)
+        let replay = try runProduct("ledger", ["replay", "--message", messageID, "--format", "json", "--data", data.path])
+        let answer = jsonObject(Substring(replay.stdout))
+        #expect(answer["recipients"] as? [String] == [longToken])
+        #expect(answer["recipientDigest"] as? String == sha256Hex(longToken + "\n"))
+        #expect(answer["matchesRecord"] as? Bool == true)
+        #expect((jsonObject(Substring(stats.stdout))["mapBytes"] as? Int ?? 0) >= 8 << 20, "\(stats.stdout)")
+        let rebuilt = try runProduct("ledger", ["rebuild", "--data", data.path] + tiny)
+        #expect(rebuilt.status == 0, "\(rebuilt.stderr)")
+        let verified = try runProduct("ledger", ["verify", "--data", data.path] + tiny)
+        #expect(verified.status == 0, "\(verified.stdout) \(verified.stderr)")
+    }
+}

@@ -74,6 +74,9 @@ struct LedgerBench: AsyncParsableCommand {
                 return appended
             }
         }
+        if only.map({ $0.split(separator: ",").contains("isolation") }) ?? false {
+            try await section("isolation") { try await isolationWorkload(requests: full ? 20_000 : 4_000) }
+        }
         if wants("audience") {
             try await section("audience") {
                 var workload = AudienceWorkload(
@@ -143,10 +146,14 @@ struct LedgerBench: AsyncParsableCommand {
 
     /// Durable appends from `writers` concurrent tasks, one subscription change per request, projections
     /// included; baseline: raw LMDB puts of the same record size, same durability, same batch size.
-    func appendWorkload(writers: Int, requests: Int) async throws -> BenchResult {
+    func appendWorkload(writers: Int, requests: Int, isolation: Ledger.RequestIsolation = .retryAlone) async throws
+        -> BenchResult
+    {
         let directory = scratchDirectory("append")
         defer { try? FileManager.default.removeItem(atPath: directory) }
-        let ledger = try Ledger.open(dataDirectory: directory, project: .default, logger: silent)
+        var options = Ledger.Options()
+        options.isolation = isolation
+        let ledger = try Ledger.open(dataDirectory: directory, project: .default, options: options, logger: silent)
         let tokens = try (0..<writers).map { try RegistrationToken("bench-writer-\($0):APA91b-\(seed)") }
         _ = try await ledger.append(
             WriteRequest(
@@ -247,6 +254,27 @@ struct LedgerBench: AsyncParsableCommand {
             }
         }
         return Double(count) / (ContinuousClock.now - start).seconds
+    }
+
+    /// How much per-request atomicity costs each way (``Ledger/RequestIsolation``): durable appends at 64
+    /// writers with one nested LMDB transaction per request, against one transaction per batch with the
+    /// retry-alone fallback — interleaved A/B, three rounds, so that the disk's drift hits both alike.
+    func isolationWorkload(requests: Int) async throws -> [BenchResult] {
+        var retry: [Double] = []
+        var nested: [Double] = []
+        for _ in 0..<3 {
+            retry.append(try await appendWorkload(writers: 64, requests: requests, isolation: .retryAlone).value)
+            nested.append(try await appendWorkload(writers: 64, requests: requests, isolation: .nestedPerRequest).value)
+        }
+        let median = { (values: [Double]) in values.sorted()[values.count / 2] }
+        return [
+            BenchResult(
+                name: "append, 64 writers, a nested transaction per request", unit: "events/s", value: median(nested),
+                baselineName: "one transaction per batch, retry alone on failure (default)", baseline: median(retry),
+                notes:
+                    "medians of 3 interleaved rounds; nested \(nested.map { String(Int($0)) }.joined(separator: ", ")), "
+                    + "retry \(retry.map { String(Int($0)) }.joined(separator: ", "))")
+        ]
     }
 
     /// A realistic ledger: instances register, subscribe across 1,000 topics, some unsubscribe or
