@@ -73,6 +73,8 @@ let package = Package(
                 "LedgerStore",
                 "LedgerCore",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                // `ledger serve` runs the Application LedgerServer builds (ApplicationProtocol.runService).
+                .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "Logging", package: "swift-log"),
             ]
         ),

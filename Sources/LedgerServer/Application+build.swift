@@ -49,7 +49,8 @@ struct ServerContext: Sendable {
         do {
             return try ledgers.ledger(for: project)
         } catch let error as StoreError {
-            throw FCMError.unavailable("The ledger of project \(project) cannot be served: \(LedgerRegistry.reason(error)).")
+            throw FCMError.unavailable(
+                "The ledger of project \(project) cannot be served: \(LedgerRegistry.reason(error)).")
         }
     }
 
@@ -69,8 +70,8 @@ struct ServerContext: Sendable {
 /// Separate from ``buildApplication(configuration:ledgers:logger:)`` so tests can drive it without a socket.
 public func buildRouter(
     configuration: ServerConfiguration, ledgers: LedgerRegistry, logger: Logger = Logger(label: "topicledger")
-) -> Router<BasicRequestContext> {
-    let router = Router(context: BasicRequestContext.self)
+) -> Router<LedgerRequestContext> {
+    let router = Router(context: LedgerRequestContext.self)
     let server = ServerContext(configuration: configuration, ledgers: ledgers)
     router.middlewares.add(MetricsMiddleware(metrics: ledgers.metrics))
     router.middlewares.add(GoogleErrorMiddleware(logger: logger))

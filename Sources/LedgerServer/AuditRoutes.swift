@@ -13,31 +13,25 @@ struct AuditRoutes {
     static let defaultPageSize = 1000
     static let maximumPageSize = 10_000
 
-    func register(on router: Router<BasicRequestContext>) {
-        let base = "/v1/projects/:project/audit"
-        router.get(RouterPath(stringLiteral: base + "/messages/:message")) { request, context in
-            try replay(request, context)
-        }
-        router.get(RouterPath(stringLiteral: base + "/instances/:token")) { request, context in
-            try instance(request, context)
-        }
-        router.get(RouterPath(stringLiteral: base + "/topics/:topic")) { request, context in
-            try topic(request, context)
-        }
-        router.get(RouterPath(stringLiteral: base + "/topics/:topic/history")) { request, context in
-            try history(request, context)
-        }
-        router.get(RouterPath(stringLiteral: base + "/events")) { request, context in try events(request, context) }
+    func register(on router: Router<LedgerRequestContext>) {
+        let audit = router.group("/v1/projects/:project/audit")
+            .add(
+                middleware: ProjectAuthentication(
+                    credentials: server.configuration.credentials, roles: [.auditor, .admin]))
+        audit.get("messages/:message") { request, context in try replay(request, context) }
+        audit.group("instances/:token").add(middleware: RegistrationInPath())
+            .get { request, context in try instance(request, context) }
+        audit.get("topics/:topic") { request, context in try topic(request, context) }
+        audit.get("topics/:topic/history") { request, context in try history(request, context) }
+        audit.get("events") { request, context in try events(request, context) }
     }
 
-    private func authorize(_ request: Request, _ context: BasicRequestContext) throws -> ProjectID {
-        let project = try context.parameters.project()
-        _ = try server.configuration.credentials.authorize(request, project: project, roles: [.auditor, .admin])
-        return project
+    private func authorize(_ request: Request, _ context: LedgerRequestContext) throws -> ProjectID {
+        try context.requireCaller().project
     }
 
     /// `GET …/audit/messages/{id}`: the replay of a message with its recipients paged in byte order.
-    private func replay(_ request: Request, _ context: BasicRequestContext) throws -> Response {
+    private func replay(_ request: Request, _ context: LedgerRequestContext) throws -> Response {
         let project = try authorize(request, context)
         let text = try context.parameters.decoded("message")
         guard let id = UInt64(text), id >= 1, id <= UInt64(Int64.max) else {
@@ -57,14 +51,9 @@ struct AuditRoutes {
     }
 
     /// `GET …/audit/instances/{token}?at=|atSeq=`: the instance's history and its topics at the moment.
-    private func instance(_ request: Request, _ context: BasicRequestContext) throws -> Response {
+    private func instance(_ request: Request, _ context: LedgerRequestContext) throws -> Response {
         let project = try authorize(request, context)
-        let token: RegistrationToken
-        do {
-            token = try RegistrationToken(try context.parameters.decoded("token"), field: "registration token")
-        } catch let error as LedgerCoreError {
-            throw FCMError.invalidArgument(error)
-        }
+        let token = try context.requireToken()
         let body: [String: Any] = try server.ledger(for: project).read { snapshot in
             guard let audit = try snapshot.instanceAudit(token, at: try Self.moment(request, snapshot)) else {
                 throw FCMError.notFound("The registration token was never registered in project \(project).")
@@ -76,7 +65,7 @@ struct AuditRoutes {
 
     /// `GET …/audit/topics/{topic}?at=|atSeq=&members=true`: the count at the moment and, if asked, the
     /// members paged in byte order.
-    private func topic(_ request: Request, _ context: BasicRequestContext) throws -> Response {
+    private func topic(_ request: Request, _ context: LedgerRequestContext) throws -> Response {
         let project = try authorize(request, context)
         let topic = try topicName(context)
         let includeMembers = request.uri.queryParameters["members"] == "true"
@@ -98,7 +87,7 @@ struct AuditRoutes {
 
     /// `GET …/audit/topics/{topic}/history?pageSize=&pageToken=`: the subscriber count after each event that
     /// changed it, in seq order; the page token is the last seq of the previous page.
-    private func history(_ request: Request, _ context: BasicRequestContext) throws -> Response {
+    private func history(_ request: Request, _ context: LedgerRequestContext) throws -> Response {
         let project = try authorize(request, context)
         let topic = try topicName(context)
         let page = try PageRequest(request, defaultSize: Self.defaultPageSize, maximumSize: Self.maximumPageSize)
@@ -124,7 +113,7 @@ struct AuditRoutes {
 
     /// `GET …/audit/events?fromSeq=&limit=`: events as JSON lines (`application/x-ndjson`), the `ledger log`
     /// export. At most `limit` lines (default 1000, at most 10,000); continue from the last seq + 1.
-    private func events(_ request: Request, _ context: BasicRequestContext) throws -> Response {
+    private func events(_ request: Request, _ context: LedgerRequestContext) throws -> Response {
         let project = try authorize(request, context)
         let query = request.uri.queryParameters
         var from: UInt64 = 1
@@ -156,7 +145,7 @@ struct AuditRoutes {
             body: ResponseBody(byteBuffer: ByteBuffer(bytes: bytes)))
     }
 
-    private func topicName(_ context: BasicRequestContext) throws -> TopicName {
+    private func topicName(_ context: LedgerRequestContext) throws -> TopicName {
         do {
             return try TopicName(try context.parameters.decoded("topic"), field: "topic")
         } catch let error as LedgerCoreError {

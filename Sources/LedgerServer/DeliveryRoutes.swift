@@ -17,17 +17,13 @@ struct DeliveryRoutes {
     static let maximumWaitSeconds = 60
     static let keepAliveInterval: Duration = .seconds(15)
 
-    func register(on router: Router<BasicRequestContext>) {
-        let base = "/v1/projects/:project/registrations/:token"
-        router.get(RouterPath(stringLiteral: base + "/messages")) { request, context in
-            try await poll(request, context)
-        }
-        router.get(RouterPath(stringLiteral: base + "/messages:stream")) { request, context in
-            try stream(request, context)
-        }
-        router.post(RouterPath(stringLiteral: base + "/messages:ack")) { request, context in
-            try await acknowledge(request, context)
-        }
+    func register(on router: Router<LedgerRequestContext>) {
+        let device = router.group("/v1/projects/:project/registrations/:token")
+            .add(middleware: ProjectAuthentication(credentials: server.configuration.credentials, roles: [.client]))
+            .add(middleware: RegistrationInPath())
+        device.get("messages") { request, context in try await poll(request, context) }
+        device.get("messages:stream") { request, context in try stream(request, context) }
+        device.post("messages:ack") { request, context in try await acknowledge(request, context) }
     }
 
     /// The device of the path: authorized with the project's client key, registered now.
@@ -44,24 +40,20 @@ struct DeliveryRoutes {
     private func cursor(_ text: some StringProtocol, field: String, device: Device) throws -> UInt64 {
         guard text.utf8.allSatisfy({ $0 >= UInt8(ascii: "0") && $0 <= UInt8(ascii: "9") }), let value = UInt64(text)
         else {
-            throw FCMError.invalidArgument("\(field) must be a cursor (a decimal string) from an earlier answer", field: field)
+            throw FCMError.invalidArgument(
+                "\(field) must be a cursor (a decimal string) from an earlier answer", field: field)
         }
         let head = try device.ledger.readLog { try $0.head().seq }
         guard value <= head else {
-            throw FCMError.invalidArgument("\(field) is past the end of the log; use a cursor from an earlier answer", field: field)
+            throw FCMError.invalidArgument(
+                "\(field) is past the end of the log; use a cursor from an earlier answer", field: field)
         }
         return value
     }
 
-    private func device(_ request: Request, _ context: BasicRequestContext) throws -> (Device, InstanceID, UInt64) {
-        let project = try context.parameters.project()
-        _ = try server.configuration.credentials.authorize(request, project: project, roles: [.client])
-        let token: RegistrationToken
-        do {
-            token = try RegistrationToken(try context.parameters.decoded("token"), field: "registration token")
-        } catch let error as LedgerCoreError {
-            throw FCMError.invalidArgument(error)
-        }
+    private func device(_ request: Request, _ context: LedgerRequestContext) throws -> (Device, InstanceID, UInt64) {
+        let project = try context.requireCaller().project
+        let token = try context.requireToken()
         let ledger = try server.ledger(for: project)
         let (instance, acknowledged) = try ledger.read { snapshot -> (InstanceID, UInt64) in
             guard let instance = try snapshot.instanceID(of: token), try snapshot.isRegistered(instance) else {
@@ -76,7 +68,7 @@ struct DeliveryRoutes {
 
     /// `GET …/messages?after=CURSOR&waitSeconds=N`: the messages after the cursor (default: the
     /// acknowledgement cursor), waiting up to N seconds (at most 60) for one to arrive.
-    private func poll(_ request: Request, _ context: BasicRequestContext) async throws -> Response {
+    private func poll(_ request: Request, _ context: LedgerRequestContext) async throws -> Response {
         let (device, instance, acknowledged) = try device(request, context)
         let query = request.uri.queryParameters
         var after = acknowledged
@@ -109,7 +101,7 @@ struct DeliveryRoutes {
     /// from `Last-Event-ID` if given (never before the acknowledgement cursor), else from the
     /// acknowledgement cursor; a comment every 15 s keeps idle connections open. Ends when the device is
     /// unregistered.
-    private func stream(_ request: Request, _ context: BasicRequestContext) throws -> Response {
+    private func stream(_ request: Request, _ context: LedgerRequestContext) throws -> Response {
         let (device, instance, acknowledged) = try device(request, context)
         var start = acknowledged
         if let lastEventID = request.headers[.lastEventID] {
@@ -163,7 +155,7 @@ struct DeliveryRoutes {
 
     /// `POST …/messages:ack {"through": CURSOR}`: every message at or before the cursor is acknowledged and
     /// never delivered again. An older cursor than the current one changes nothing.
-    private func acknowledge(_ request: Request, _ context: BasicRequestContext) async throws -> Response {
+    private func acknowledge(_ request: Request, _ context: LedgerRequestContext) async throws -> Response {
         let (device, _, acknowledged) = try device(request, context)
         let body = try await JSONBody.object(request, limit: server.configuration.maximumBodyBytes)
         for key in body.keys where key != "through" {

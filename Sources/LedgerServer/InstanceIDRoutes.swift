@@ -7,11 +7,13 @@ import LedgerStore
 struct InstanceIDRoutes {
     let server: ServerContext
 
-    func register(on router: Router<BasicRequestContext>) {
-        router.post("/iid/v1:batchAdd") { request, _ in try await batch(request, subscribe: true) }
-        router.post("/iid/v1:batchRemove") { request, _ in try await batch(request, subscribe: false) }
-        router.post("/iid/v1/:token/rel/topics/:topic") { request, context in try await relate(request, context) }
-        router.get("/iid/info/:token") { request, context in try info(request, context) }
+    func register(on router: Router<LedgerRequestContext>) {
+        let iid = router.group("/iid").add(
+            middleware: InstanceIDAuthentication(credentials: server.configuration.credentials))
+        iid.post("v1:batchAdd") { request, context in try await batch(request, context, subscribe: true) }
+        iid.post("v1:batchRemove") { request, context in try await batch(request, context, subscribe: false) }
+        iid.post("v1/:token/rel/topics/:topic") { request, context in try await relate(request, context) }
+        iid.get("info/:token") { request, context in try info(request, context) }
     }
 
     private static let invalid = InstanceIDError(status: .badRequest, code: "INVALID_ARGUMENT")
@@ -23,8 +25,8 @@ struct InstanceIDRoutes {
     }
 
     /// `{"to":"/topics/T","registration_tokens":[…]}` → one result per token, in order.
-    private func batch(_ request: Request, subscribe: Bool) async throws -> Response {
-        let caller = try server.configuration.credentials.authorizeAdmin(request)
+    private func batch(_ request: Request, _ context: LedgerRequestContext, subscribe: Bool) async throws -> Response {
+        let caller = try context.requireCaller()
         let body: [String: Any]
         do {
             body = try await JSONBody.object(request, limit: server.configuration.maximumBodyBytes)
@@ -87,8 +89,8 @@ struct InstanceIDRoutes {
     }
 
     /// `POST /iid/v1/{token}/rel/topics/{topic}`: subscribe one token.
-    private func relate(_ request: Request, _ context: BasicRequestContext) async throws -> Response {
-        let caller = try server.configuration.credentials.authorizeAdmin(request)
+    private func relate(_ request: Request, _ context: LedgerRequestContext) async throws -> Response {
+        let caller = try context.requireCaller()
         guard let token = try? RegistrationToken(try context.parameters.decoded("token")),
             let topic = try? TopicName(try context.parameters.decoded("topic"))
         else { throw Self.invalid }
@@ -108,8 +110,8 @@ struct InstanceIDRoutes {
     }
 
     /// `GET /iid/info/{token}?details=true`: the instance's application, platform and topics with add dates.
-    private func info(_ request: Request, _ context: BasicRequestContext) throws -> Response {
-        let caller = try server.configuration.credentials.authorizeAdmin(request)
+    private func info(_ request: Request, _ context: LedgerRequestContext) throws -> Response {
+        let caller = try context.requireCaller()
         guard let token = try? RegistrationToken(try context.parameters.decoded("token")) else { throw Self.invalid }
         let details = request.uri.queryParameters["details"] == "true"
         let body: [String: Any]? = try server.ledger(for: caller.project).read { snapshot in

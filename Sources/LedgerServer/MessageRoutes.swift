@@ -6,23 +6,26 @@ import LedgerStore
 struct MessageRoutes {
     let server: ServerContext
 
-    func register(on router: Router<BasicRequestContext>) {
-        router.post("/v1/projects/:project/messages:send") { request, context in
-            try await send(request, context)
-        }
-        router.get("/v1/projects/:project/topics") { request, context in
-            let project = try context.parameters.project()
-            _ = try server.configuration.credentials.authorize(request, project: project, roles: [.admin, .auditor])
-            let topics = try server.ledger(for: project).read { try $0.topicsWithCounts() }
-            return try JSONResponse.make([
-                "topics": topics.map { ["name": $0.topic.rawValue, "subscriberCount": $0.subscribers] }
-            ])
-        }
+    func register(on router: Router<LedgerRequestContext>) {
+        let credentials = server.configuration.credentials
+        router.group("/v1/projects/:project").add(
+            middleware: ProjectAuthentication(credentials: credentials, roles: [.admin])
+        )
+        .post("messages:send") { request, context in try await send(request, context) }
+        router.group("/v1/projects/:project")
+            .add(middleware: ProjectAuthentication(credentials: credentials, roles: [.admin, .auditor]))
+            .get("topics") { _, context in
+                let project = try context.requireCaller().project
+                let topics = try server.ledger(for: project).read { try $0.topicsWithCounts() }
+                return try JSONResponse.make([
+                    "topics": topics.map { ["name": $0.topic.rawValue, "subscriberCount": $0.subscribers] }
+                ])
+            }
     }
 
-    private func send(_ request: Request, _ context: BasicRequestContext) async throws -> Response {
-        let project = try context.parameters.project()
-        let caller = try server.configuration.credentials.authorize(request, project: project, roles: [.admin])
+    private func send(_ request: Request, _ context: LedgerRequestContext) async throws -> Response {
+        let caller = try context.requireCaller()
+        let project = caller.project
         let body = try await JSONBody.object(request, limit: server.configuration.maximumBodyBytes)
         for key in body.keys where !["message", "validate_only", "validateOnly"].contains(key) {
             throw FCMError.invalidArgument("Unknown field \"\(key)\" in the request.", field: key)

@@ -7,51 +7,52 @@ import LedgerStore
 struct RegistrationRoutes {
     let server: ServerContext
 
-    func register(on router: Router<BasicRequestContext>) {
-        router.post("/v1/projects/:project/registrations") { request, context in
-            let project = try context.parameters.project()
-            let caller = try server.configuration.credentials.authorize(request, project: project, roles: [.client])
-            let body = try await JSONBody.object(request, limit: server.configuration.maximumBodyBytes)
-            for key in body.keys where !["platform", "appId", "app_id"].contains(key) {
-                throw FCMError.invalidArgument("Unknown field \"\(key)\" in the request.", field: key)
+    func register(on router: Router<LedgerRequestContext>) {
+        let credentials = server.configuration.credentials
+        router.group("/v1/projects/:project/registrations")
+            .add(middleware: ProjectAuthentication(credentials: credentials, roles: [.client]))
+            .post { request, context in
+                let caller = try context.requireCaller()
+                let project = caller.project
+                let body = try await JSONBody.object(request, limit: server.configuration.maximumBodyBytes)
+                for key in body.keys where !["platform", "appId", "app_id"].contains(key) {
+                    throw FCMError.invalidArgument("Unknown field \"\(key)\" in the request.", field: key)
+                }
+                let platform = try optionalString(body["platform"], field: "platform")?.lowercased()
+                if let platform, !Self.platforms.contains(platform) {
+                    throw FCMError.invalidArgument("platform must be one of ios, android or web", field: "platform")
+                }
+                let appID = try optionalString(JSONBody.value(body, "appId", "app_id"), field: "appId")
+                let token = RegistrationToken.issue()
+                let receipt = try await server.append(
+                    WriteRequest(
+                        actor: caller.actor, requestID: request.ledgerRequestID,
+                        operations: [.register(token, platform: platform, appID: appID)]),
+                    project: project)
+                if receipt.outcomes[0].rejection != nil {
+                    throw FCMError.unavailable("A fresh token collided with a registered one; try again.")
+                }
+                return try JSONResponse.make(["token": token.rawValue])
             }
-            let platform = try optionalString(body["platform"], field: "platform")?.lowercased()
-            if let platform, !Self.platforms.contains(platform) {
-                throw FCMError.invalidArgument("platform must be one of ios, android or web", field: "platform")
+        router.group("/v1/projects/:project/registrations/:token")
+            .add(middleware: ProjectAuthentication(credentials: credentials, roles: [.client, .admin]))
+            .add(middleware: RegistrationInPath())
+            .delete { request, context in
+                let caller = try context.requireCaller()
+                let project = caller.project
+                let token = try context.requireToken()
+                let receipt = try await server.append(
+                    WriteRequest(
+                        actor: caller.actor, requestID: request.ledgerRequestID,
+                        operations: [
+                            .unregister(
+                                token,
+                                reason: caller.role == .client ? "deleted by the device" : "deleted by the server")
+                        ]),
+                    project: project)
+                if receipt.outcomes[0].rejection != nil { throw FCMError.notFound("Requested entity was not found.") }
+                return try JSONResponse.make([String: Any]())
             }
-            let appID = try optionalString(JSONBody.value(body, "appId", "app_id"), field: "appId")
-            let token = RegistrationToken.issue()
-            let receipt = try await server.append(
-                WriteRequest(
-                    actor: caller.actor, requestID: request.ledgerRequestID,
-                    operations: [.register(token, platform: platform, appID: appID)]),
-                project: project)
-            if receipt.outcomes[0].rejection != nil {
-                throw FCMError.unavailable("A fresh token collided with a registered one; try again.")
-            }
-            return try JSONResponse.make(["token": token.rawValue])
-        }
-        router.delete("/v1/projects/:project/registrations/:token") { request, context in
-            let project = try context.parameters.project()
-            let caller = try server.configuration.credentials.authorize(
-                request, project: project, roles: [.client, .admin])
-            let token: RegistrationToken
-            do {
-                token = try RegistrationToken(try context.parameters.decoded("token"), field: "registration token")
-            } catch let error as LedgerCoreError {
-                throw FCMError.invalidArgument(error)
-            }
-            let receipt = try await server.append(
-                WriteRequest(
-                    actor: caller.actor, requestID: request.ledgerRequestID,
-                    operations: [
-                        .unregister(
-                            token, reason: caller.role == .client ? "deleted by the device" : "deleted by the server")
-                    ]),
-                project: project)
-            if receipt.outcomes[0].rejection != nil { throw FCMError.notFound("Requested entity was not found.") }
-            return try JSONResponse.make([String: Any]())
-        }
     }
 
     static let platforms: Set = ["ios", "android", "web"]

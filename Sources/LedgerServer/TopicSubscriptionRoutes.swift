@@ -10,29 +10,25 @@ struct TopicSubscriptionRoutes {
     static let defaultPageSize = 1000
     static let maximumPageSize = 2000
 
-    func register(on router: Router<BasicRequestContext>) {
-        let base = "/v1/projects/:project/registrations/:token/topicSubscriptions"
-        router.post(RouterPath(stringLiteral: base)) { request, context in try await subscribe(request, context) }
-        router.delete(RouterPath(stringLiteral: base + "/:topic")) { request, context in
-            try await unsubscribe(request, context)
-        }
-        router.get(RouterPath(stringLiteral: base + "/:topic")) { request, context in try get(request, context) }
-        router.get(RouterPath(stringLiteral: base)) { request, context in try list(request, context) }
+    func register(on router: Router<LedgerRequestContext>) {
+        let base: RouterPath = "/v1/projects/:project/registrations/:token/topicSubscriptions"
+        let credentials = server.configuration.credentials
+        let writes = router.group(base)
+            .add(middleware: ProjectAuthentication(credentials: credentials, roles: [.admin, .client]))
+            .add(middleware: RegistrationInPath())
+        writes.post { request, context in try await subscribe(request, context) }
+        writes.delete(":topic") { request, context in try await unsubscribe(request, context) }
+        let reads = router.group(base)
+            .add(middleware: ProjectAuthentication(credentials: credentials, roles: [.admin, .client, .auditor]))
+            .add(middleware: RegistrationInPath())
+        reads.get(":topic") { request, context in try get(request, context) }
+        reads.get { request, context in try list(request, context) }
     }
 
     /// The caller, the token of the path and the channel recorded in events.
-    private func prepare(_ request: Request, _ context: BasicRequestContext, roles: Set<CredentialStore.Role>)
-        throws -> (Caller, RegistrationToken, SubscriptionChannel)
-    {
-        let project = try context.parameters.project()
-        let caller = try server.configuration.credentials.authorize(request, project: project, roles: roles)
-        let token: RegistrationToken
-        do {
-            token = try RegistrationToken(try context.parameters.decoded("token"), field: "registration token")
-        } catch let error as LedgerCoreError {
-            throw FCMError.invalidArgument(error)
-        }
-        return (caller, token, caller.role == .client ? .client : .v1)
+    private func prepare(_ context: LedgerRequestContext) throws -> (Caller, RegistrationToken, SubscriptionChannel) {
+        let caller = try context.requireCaller()
+        return (caller, try context.requireToken(), caller.role == .client ? .client : .v1)
     }
 
     private func topicName(_ text: String?, field: String) throws -> TopicName {
@@ -44,8 +40,8 @@ struct TopicSubscriptionRoutes {
         }
     }
 
-    private func subscribe(_ request: Request, _ context: BasicRequestContext) async throws -> Response {
-        let (caller, token, via) = try prepare(request, context, roles: [.admin, .client])
+    private func subscribe(_ request: Request, _ context: LedgerRequestContext) async throws -> Response {
+        let (caller, token, via) = try prepare(context)
         let query = request.uri.queryParameters
         let topic = try topicName((query["topicName"] ?? query["topic_name"]).map(String.init), field: "topicName")
         _ = try await JSONBody.object(request, limit: server.configuration.maximumBodyBytes, allowEmpty: true)
@@ -60,8 +56,8 @@ struct TopicSubscriptionRoutes {
             subscriptionResource(project: caller.project, token: token, topic: topic, created: receipt.time))
     }
 
-    private func unsubscribe(_ request: Request, _ context: BasicRequestContext) async throws -> Response {
-        let (caller, token, via) = try prepare(request, context, roles: [.admin, .client])
+    private func unsubscribe(_ request: Request, _ context: LedgerRequestContext) async throws -> Response {
+        let (caller, token, via) = try prepare(context)
         let topic = try topicName(try context.parameters.decoded("topic"), field: "topic")
         let query = request.uri.queryParameters
         let allowMissing = (query["allowMissing"] ?? query["allow_missing"]).map { $0 == "true" || $0 == "1" } ?? false
@@ -75,8 +71,8 @@ struct TopicSubscriptionRoutes {
         return try JSONResponse.make([String: Any]())
     }
 
-    private func get(_ request: Request, _ context: BasicRequestContext) throws -> Response {
-        let (caller, token, _) = try prepare(request, context, roles: [.admin, .client, .auditor])
+    private func get(_ request: Request, _ context: LedgerRequestContext) throws -> Response {
+        let (caller, token, _) = try prepare(context)
         let topic = try topicName(try context.parameters.decoded("topic"), field: "topic")
         let created: LedgerTime? = try server.ledger(for: caller.project).read { snapshot in
             guard let instance = try registeredInstance(token, snapshot),
@@ -90,8 +86,8 @@ struct TopicSubscriptionRoutes {
             subscriptionResource(project: caller.project, token: token, topic: topic, created: created))
     }
 
-    private func list(_ request: Request, _ context: BasicRequestContext) throws -> Response {
-        let (caller, token, _) = try prepare(request, context, roles: [.admin, .client, .auditor])
+    private func list(_ request: Request, _ context: LedgerRequestContext) throws -> Response {
+        let (caller, token, _) = try prepare(context)
         let pageRequest = try PageRequest(request, defaultSize: Self.defaultPageSize, maximumSize: Self.maximumPageSize)
         let pageSize = pageRequest.size
         let after = pageRequest.after

@@ -1,0 +1,85 @@
+import Hummingbird
+import LedgerCore
+
+/// The request context of every route: who is calling (set by ``ProjectAuthentication`` or
+/// ``InstanceIDAuthentication``) and, on routes with a `{token}` in the path, the registration it names (set
+/// by ``RegistrationInPath``). Handlers read them instead of repeating project → authorize → token.
+public struct LedgerRequestContext: RequestContext {
+    public var coreContext: CoreRequestContextStorage
+    var caller: Caller?
+    var registrationToken: RegistrationToken?
+
+    public init(source: Source) {
+        coreContext = .init(source: source)
+    }
+
+    /// The authenticated caller; a route without an authentication middleware is a programming error,
+    /// answered as a 500.
+    func requireCaller() throws -> Caller {
+        guard let caller else { throw RouteSetupError("route has no authentication middleware") }
+        return caller
+    }
+
+    /// The registration token of the path.
+    func requireToken() throws -> RegistrationToken {
+        guard let registrationToken else { throw RouteSetupError("route has no RegistrationInPath middleware") }
+        return registrationToken
+    }
+}
+
+/// A route registered without the middleware its handler relies on (a bug, never a client's fault).
+struct RouteSetupError: Error, CustomStringConvertible {
+    let description: String
+    init(_ description: String) { self.description = description }
+}
+
+/// Authenticates the caller of a `/v1/projects/{project}/…` route for that project with one of `roles`
+/// (401 without a valid credential, 403 for another project's or a role that may not call the route).
+struct ProjectAuthentication: RouterMiddleware {
+    typealias Context = LedgerRequestContext
+    let credentials: CredentialStore
+    let roles: Set<CredentialStore.Role>
+
+    func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response)
+        async throws -> Response
+    {
+        var context = context
+        let project = try context.parameters.project()
+        context.caller = try credentials.authorize(request, project: project, roles: roles)
+        return try await next(request, context)
+    }
+}
+
+/// Authenticates an admin bearer on the Instance ID routes, whose paths name no project: the credential
+/// does (errors in the Instance ID shape).
+struct InstanceIDAuthentication: RouterMiddleware {
+    typealias Context = LedgerRequestContext
+    let credentials: CredentialStore
+
+    func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response)
+        async throws -> Response
+    {
+        var context = context
+        context.caller = try credentials.authorizeAdmin(request)
+        return try await next(request, context)
+    }
+}
+
+/// Reads the registration token of the path (`{token}`, percent-decoded) once the caller is known:
+/// 400 INVALID_ARGUMENT naming "registration token" when it is malformed.
+struct RegistrationInPath: RouterMiddleware {
+    typealias Context = LedgerRequestContext
+
+    func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response)
+        async throws -> Response
+    {
+        var context = context
+        do {
+            context.registrationToken = try RegistrationToken(
+                try context.parameters.decoded("token"), field: "registration token")
+        } catch let error as LedgerCoreError {
+            throw FCMError.invalidArgument(error)
+        }
+        return try await next(request, context)
+    }
+}
