@@ -86,13 +86,25 @@ public func buildRouter(
         return try JSONResponse.make(["status": "ok"])
     }
     router.get("/metrics") { _, _ in
-        for (project, ledger) in ledgers.openLedgers() {
-            ledgers.metrics.recordHead(project: project, seq: try ledger.readLog { try $0.head().seq })
+        var events: UInt64 = 0
+        for ledger in ledgers.openLedgers().values {
+            events &+= try ledger.readLog { try $0.head().seq }
         }
+        ledgers.metrics.recordEvents(events)
         return Response(
             status: .ok, headers: [.contentType: "text/plain; version=0.0.4; charset=utf-8"],
             body: ResponseBody(byteBuffer: ByteBuffer(bytes: ledgers.metrics.exposition())))
     }
+    router.group("/v1/projects/:project")
+        .add(middleware: ProjectAuthentication(credentials: configuration.credentials, roles: [.admin, .auditor]))
+        .get("metrics") { _, context in
+            let statistics = try server.ledger(for: try context.requireCaller().project).readLog {
+                try $0.statistics()
+            }
+            return Response(
+                status: .ok, headers: [.contentType: "text/plain; version=0.0.4; charset=utf-8"],
+                body: ResponseBody(byteBuffer: ByteBuffer(bytes: ServerMetrics.projectExposition(statistics))))
+        }
     MessageRoutes(server: server).register(on: router)
     TopicSubscriptionRoutes(server: server).register(on: router)
     InstanceIDRoutes(server: server).register(on: router)

@@ -1,5 +1,6 @@
 import Hummingbird
 import LedgerCore
+import LedgerStore
 import Prometheus
 
 /// The server's Prometheus metrics (SPEC §4 item 6): requests by route and status, events appended,
@@ -52,11 +53,28 @@ public final class ServerMetrics: Sendable {
         ).increment()
     }
 
-    /// Sets the events-appended gauge of a project (its head seq) before a scrape.
-    func recordHead(project: ProjectID, seq: UInt64) {
-        registry.makeGauge(
-            name: "ledger_events", labels: [("project", project.rawValue)], help: "Events in the project's log"
-        ).set(Double(seq))
+    /// Sets the events gauge (the sum of the open projects' head seqs) before a scrape. No series carries a
+    /// project id: `/metrics` needs no credential, and which projects exist is never revealed to strangers.
+    /// A project's own numbers are at `GET /v1/projects/{p}/metrics`, behind its admin or auditor key.
+    func recordEvents(_ total: UInt64) {
+        registry.makeGauge(name: "ledger_events", help: "Events in the logs of the open projects").set(Double(total))
+    }
+
+    /// One project's series in the Prometheus text format (for its authenticated metrics route).
+    static func projectExposition(_ statistics: LedgerStatistics) -> [UInt8] {
+        let series: [(String, String, String)] = [
+            ("ledger_project_events", "Events in the project's log", String(statistics.events)),
+            ("ledger_project_instances_registered", "Registered instances now", String(statistics.registeredInstances)),
+            ("ledger_project_topics", "Topics ever subscribed to", String(statistics.topics)),
+            ("ledger_project_subscriptions", "Subscriptions now", String(statistics.subscriptions)),
+            ("ledger_project_messages", "Messages sent", String(statistics.messages)),
+            ("ledger_project_used_bytes", "Bytes of the ledger file in use", String(statistics.usedBytes)),
+        ]
+        var text = ""
+        for (name, help, value) in series {
+            text += "# HELP \(name) \(help)\n# TYPE \(name) gauge\n\(name) \(value)\n"
+        }
+        return Array(text.utf8)
     }
 
     /// The Prometheus text exposition.

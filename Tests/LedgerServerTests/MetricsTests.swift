@@ -25,8 +25,20 @@ struct MetricsTests {
             #expect(text.contains("ledger_operations_committed_total 2"))
             #expect(text.contains("ledger_commit_duration_seconds_count 2"))
             #expect(text.contains("ledger_group_commit_requests_count 2"))
-            #expect(text.contains(#"ledger_events{project="demo-project"} 2"#))
+            #expect(text.contains("ledger_events 2"))
             #expect(!text.contains(token))
+            // Unauthenticated: no project id anywhere.
+            #expect(!text.contains("demo-project"))
+            // A project's own series need its admin or auditor key.
+            let anonymous = try await client.call(.get, "/v1/projects/demo-project/metrics", headers: [:])
+            #expect(anonymous.status == .unauthorized)
+            let device = try await client.call(
+                .get, "/v1/projects/demo-project/metrics", headers: TestServer.Client.device)
+            #expect(device.status == .forbidden)
+            let own = try await client.call(
+                .get, "/v1/projects/demo-project/metrics", headers: TestServer.Client.auditor)
+            #expect(own.status == .ok)
+            #expect(own.text.contains("ledger_project_events 2") && own.text.contains("ledger_project_subscriptions 1"))
         }
     }
 }

@@ -251,7 +251,10 @@ def test_read_routes_answer_what_the_contract_says(server, register):
     assert {"name": "reads", "subscriberCount": 1} in topics
     info = get(f"/iid/info/{token}?details=true").json()
     assert list(info["rel"]["topics"]) == ["reads"] and info["platform"] == "IOS"
-    assert "ledger_http_requests_total" in get("/metrics", {}).text
+    metrics = get("/metrics", {}).text
+    assert "ledger_http_requests_total" in metrics and PROJECT not in metrics
+    assert "ledger_project_events" in get(f"/v1/projects/{PROJECT}/metrics", AUDITOR).text
+    assert get(f"/v1/projects/{PROJECT}/metrics", {}).status_code == 401
     assert requests.delete(server["base"] + f"/v1/projects/{PROJECT}/registrations/{token}",
                            headers=CLIENT).json() == {}
     assert get(f"/iid/info/{token}").status_code == 404
