@@ -122,8 +122,13 @@ public func buildApplication(configuration: ServerConfiguration, ledgers: Ledger
     -> some ApplicationProtocol
 {
     let router = buildRouter(configuration: configuration, ledgers: ledgers, logger: logger)
+    let limiter = ConnectionLimiter(maximum: configuration.maximumConnections)
     return Application(
         router: router,
+        server: .http1(
+            configuration: .init(
+                additionalChannelHandlers: [limiter.handler()],
+                idleTimeout: .seconds(Int64(configuration.idleTimeoutSeconds)))),
         configuration: .init(
             address: .hostname(configuration.host, port: configuration.port), serverName: "TopicLedger"),
         onServerRunning: { channel in

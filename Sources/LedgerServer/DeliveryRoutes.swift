@@ -83,17 +83,25 @@ struct DeliveryRoutes {
             wait = min(value, Self.maximumWaitSeconds)
         }
         let deadline = ContinuousClock.now + .seconds(wait)
-        while true {
-            let generation = device.notifier.current
-            let page = try inbox(device, instance, after: after)
-            after = page.through
-            if !page.messages.isEmpty || ContinuousClock.now >= deadline || Task.isCancelled {
-                return try JSONResponse.make([
-                    "messages": page.messages.map { Self.delivery($0, project: device.project) },
-                    "cursor": String(page.through),
-                ])
+        let stopping = StopFlag()
+        // A server that is stopping answers a waiting poll at once (with what there is) instead of holding
+        // SIGTERM for up to a minute.
+        return try await withGracefulShutdownHandler {
+            while true {
+                let generation = device.notifier.current
+                let page = try inbox(device, instance, after: after)
+                after = page.through
+                if !page.messages.isEmpty || ContinuousClock.now >= deadline || Task.isCancelled || stopping.isSet {
+                    return try JSONResponse.make([
+                        "messages": page.messages.map { Self.delivery($0, project: device.project) },
+                        "cursor": String(page.through),
+                    ])
+                }
+                await device.notifier.wait(for: instance, after: generation, timeout: deadline - ContinuousClock.now)
             }
-            await device.notifier.wait(for: instance, after: generation, timeout: deadline - ContinuousClock.now)
+        } onGracefulShutdown: {
+            stopping.set()
+            device.notifier.wakeAll()
         }
     }
 

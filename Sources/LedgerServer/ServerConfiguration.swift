@@ -21,6 +21,12 @@ public struct ServerConfiguration: Sendable {
     /// The LMDB map size each ledger is opened with, in bytes (`nil`: LMDBKit's default); it doubles
     /// whenever it fills. Small values let tests exercise map growth through the server.
     public var initialMapBytes: Int?
+    /// A connection that has not sent a whole request for this long — idle between requests, or stuck in
+    /// the middle of a request head — is closed. Long polls and streams are requests in progress, not idle.
+    public var idleTimeoutSeconds = 30
+    /// Connections held open at once; the ones beyond are closed on arrival. Keep it well under the
+    /// process's file-descriptor limit.
+    public var maximumConnections = 10_000
     /// Subscription changes per second per project, counted per token (FCM: 3000). A single change over the
     /// rate gets 429 RESOURCE_EXHAUSTED with Retry-After; in a batch, the tokens beyond the budget do.
     public var subscriptionChangesPerSecond = 3000
@@ -49,6 +55,8 @@ extension ServerConfiguration {
             ("subscriptionChangesPerSecond", \.subscriptionChangesPerSecond),
             ("sendsPerMinute", \.sendsPerMinute),
             ("maxRequestBodyBytes", \.maximumBodyBytes),
+            ("idleTimeoutSeconds", \.idleTimeoutSeconds),
+            ("maxConnections", \.maximumConnections),
         ]
     }
 

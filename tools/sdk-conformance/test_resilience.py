@@ -1,0 +1,92 @@
+"""Connections and shutdown (issue "Crash-proof server"): slow or idle connections are closed after the idle
+timeout, connections beyond the cap are refused at once while /healthz keeps answering, and SIGTERM ends a
+pending long poll at once instead of holding shutdown for a minute."""
+
+import json
+import signal
+import socket
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+import pytest
+import requests
+
+from conftest import PROJECT, start_server, stop_and_verify
+
+SAMPLE_CONFIG = Path(__file__).resolve().parents[2] / "samples" / "server-config.json"
+
+
+def _partial_request(base):
+    """A connection that sends half a request head and then nothing (a slowloris)."""
+    host, port = base.removeprefix("http://").split(":")
+    sock = socket.create_connection((host, int(port)), timeout=10)
+    sock.sendall(b"GET /healthz HTTP/1.1\r\nHo")
+    return sock
+
+
+def _closed_within(sock, seconds):
+    """Whether the server closes `sock` within `seconds`."""
+    sock.settimeout(seconds)
+    try:
+        return sock.recv(1) == b""
+    except (socket.timeout, TimeoutError):
+        return False
+    except ConnectionResetError:
+        return True
+
+
+@pytest.fixture(scope="module")
+def limited(contract):
+    config = json.loads(SAMPLE_CONFIG.read_text())
+    config["limits"].update({"idleTimeoutSeconds": 2, "maxConnections": 40})
+    path = Path(tempfile.mkdtemp(prefix="ledger-config-")) / "config.json"
+    path.write_text(json.dumps(config))
+    process, base, data, binary = start_server(["--config", str(path)])
+    yield {"base": base, "data": data, "binary": binary}
+    stop_and_verify(process, data, binary, projects=())
+
+
+def test_slow_connections_are_closed_and_health_answers(limited):
+    slow = [_partial_request(limited["base"]) for _ in range(30)]
+    # While they hang, the server answers on other connections.
+    assert requests.get(limited["base"] + "/healthz", timeout=5).status_code == 200
+    started = time.time()
+    closed = [_closed_within(sock, 6) for sock in slow]
+    assert all(closed), f"{closed.count(False)} half-sent requests were still open after the idle timeout"
+    assert time.time() - started < 6
+    assert requests.get(limited["base"] + "/healthz", timeout=5).status_code == 200
+
+
+def test_connections_beyond_the_cap_are_closed_at_once(limited):
+    held = [_partial_request(limited["base"]) for _ in range(38)]
+    extra = [_partial_request(limited["base"]) for _ in range(6)]
+    assert any(_closed_within(sock, 1) for sock in extra), "connections beyond the cap of 40 were kept"
+    for sock in held + extra:
+        sock.close()
+    time.sleep(0.5)
+    assert requests.get(limited["base"] + "/healthz", timeout=5).status_code == 200
+
+
+def test_sigterm_ends_a_pending_long_poll_at_once(contract):
+    process, base, data, binary = start_server()
+    token = requests.post(f"{base}/v1/projects/{PROJECT}/registrations", headers={"x-goog-api-key": "dev-client-key"},
+                          json={"platform": "ios"}).json()["token"]
+    answer = {}
+
+    def poll():
+        answer["reply"] = requests.get(f"{base}/v1/projects/{PROJECT}/registrations/{token}/messages?waitSeconds=60",
+                                       headers={"x-goog-api-key": "dev-client-key"}, timeout=70)
+
+    waiter = threading.Thread(target=poll)
+    waiter.start()
+    time.sleep(1)
+    started = time.time()
+    process.send_signal(signal.SIGTERM)
+    process.wait(timeout=30)
+    stopped = time.time() - started
+    waiter.join(timeout=10)
+    assert stopped < 5, f"SIGTERM took {stopped:.1f} s with a long poll pending"
+    assert answer["reply"].status_code == 200 and answer["reply"].json()["messages"] == []
+    stop_and_verify(process, data, binary)
