@@ -23,6 +23,9 @@ extension LedgerCommand {
         @Option(help: "Credentials file (JSON, keys as SHA-256 hashes); see docs/server.md.")
         var config: String?
 
+        @Flag(help: "Serve dev mode (no --config: published credentials) on an address other than loopback anyway.")
+        var allowDevModeOnNetwork = false
+
         @Option(
             name: .customLong("condition-precedence"),
             help: "Rule for conditions: left-to-right (FCM, the default) or standard. Overrides the config file.")
@@ -68,6 +71,12 @@ extension LedgerCommand {
                     throw InputError("\(error)")
                 }
             } else {
+                guard Self.isLoopback(host) || allowDevModeOnNetwork else {
+                    throw InputError(
+                        "dev mode (no --config) serves the published credentials (Bearer owner); it binds only a"
+                            + " loopback address, not \(host). Give --config with your own keys, or"
+                            + " --allow-dev-mode-on-network if you really mean it.")
+                }
                 configuration = .development
             }
             configuration.host = host
@@ -79,6 +88,12 @@ extension LedgerCommand {
             if let maxTopics { configuration.limits.maximumTopicsPerInstance = maxTopics }
             if let maxBodyBytes { configuration.maximumBodyBytes = maxBodyBytes }
             return configuration
+        }
+
+        /// Whether `host` names only this machine (127.0.0.0/8, ::1, localhost).
+        static func isLoopback(_ host: String) -> Bool {
+            host == "localhost" || host == "::1" || host == "[::1]"
+                || (host.hasPrefix("127.") && host.split(separator: ".").count == 4)
         }
 
         func run() async throws {

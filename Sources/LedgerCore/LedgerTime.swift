@@ -57,7 +57,8 @@ public struct LedgerTime: Hashable, Comparable, Sendable, CustomStringConvertibl
         var scanner = Scanner(Array(text.utf8))
         guard let year = scanner.number(digits: 4), scanner.skip("-"),
             let month = scanner.number(digits: 2), scanner.skip("-"),
-            let day = scanner.number(digits: 2), (1...12).contains(month), (1...31).contains(day)
+            let day = scanner.number(digits: 2), (1...12).contains(month),
+            (1...Self.daysInMonth(year: year, month: month)).contains(day)
         else { return nil }
         var micros = Self.days(year: year, month: month, day: day) * 86_400_000_000
         if scanner.atEnd {
@@ -86,8 +87,8 @@ public struct LedgerTime: Hashable, Comparable, Sendable, CustomStringConvertibl
         micros += ((hour * 60 + minute) * 60 + second) * 1_000_000 + fraction
         if scanner.skip("Z") || scanner.skip("z") {
         } else if let sign = scanner.sign() {
-            guard let offsetHour = scanner.number(digits: 2), scanner.skip(":"),
-                let offsetMinute = scanner.number(digits: 2)
+            guard let offsetHour = scanner.number(digits: 2), offsetHour < 24, scanner.skip(":"),
+                let offsetMinute = scanner.number(digits: 2), offsetMinute < 60
             else { return nil }
             micros -= sign * (offsetHour * 60 + offsetMinute) * 60_000_000
         } else {
@@ -95,6 +96,15 @@ public struct LedgerTime: Hashable, Comparable, Sendable, CustomStringConvertibl
         }
         guard scanner.atEnd else { return nil }
         self.microseconds = micros
+    }
+
+    /// The days of `month` (1…12) in `year` of the proleptic Gregorian calendar: 2026-02-30 is no date.
+    static func daysInMonth(year: Int64, month: Int64) -> Int64 {
+        switch month {
+        case 2: (year % 4 == 0 && year % 100 != 0) || year % 400 == 0 ? 29 : 28
+        case 4, 6, 9, 11: 30
+        default: 31
+        }
     }
 
     // Howard Hinnant's civil-from-days and days-from-civil algorithms.

@@ -36,12 +36,17 @@ extension CredentialStore {
     /// - Throws: 401 when no valid credential is given; 403 when the credential is for another project or
     ///   may not do this (an auditor on a write route). Which projects exist is never revealed.
     func authorize(_ request: Request, project: ProjectID, roles: Set<Role>) throws -> Caller {
-        let secrets = [request.bearerSecret, request.apiKey].compactMap { $0 }
-        guard !secrets.isEmpty else {
+        let bearer = request.bearerSecret
+        let apiKey = request.apiKey
+        guard bearer != nil || apiKey != nil else {
             throw FCMError.unauthenticated(
                 "Request is missing required authentication credential: a Bearer token or an x-goog-api-key header.")
         }
-        let granted = secrets.flatMap { grants(for: $0) }
+        // A credential works only in its own header: admin and auditor keys as a Bearer token, client API
+        // keys as x-goog-api-key (a client key, which every installed app holds, is never an admin's bearer).
+        let granted =
+            (bearer.map { grants(for: $0).filter { $0.role != .client } } ?? [])
+            + (apiKey.map { grants(for: $0).filter { $0.role == .client } } ?? [])
         guard !granted.isEmpty else { throw FCMError.unauthenticated("The credential given is not valid.") }
         let forProject = granted.filter { $0.project == project }
         guard !forProject.isEmpty else {
@@ -107,6 +112,9 @@ enum JSONBody {
         if buffer.readableBytes == 0 {
             if allowEmpty { return [:] }
             throw FCMError.invalidArgument("Request body is empty; a JSON object is expected.")
+        }
+        if let problem = StrictJSON.problem(in: buffer.readableBytesView) {
+            throw FCMError.invalidArgument("Invalid JSON payload received: \(problem).")
         }
         let data = Data(buffer.readableBytesView)
         guard let value = try? JSONSerialization.jsonObject(with: data, options: [.fragmentsAllowed]) else {

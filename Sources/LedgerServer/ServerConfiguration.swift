@@ -76,6 +76,9 @@ extension ServerConfiguration {
         guard let data = FileManager.default.contents(atPath: path) else {
             throw LedgerCoreError(.invalidArgument, field: path, "cannot read the config file")
         }
+        if let problem = StrictJSON.problem(in: data) {
+            throw LedgerCoreError(.invalidArgument, field: path, problem)
+        }
         guard let root = try? JSONSerialization.jsonObject(with: data) as? [String: Any] else {
             throw LedgerCoreError(.invalidArgument, field: path, "expected {\"projects\": {…}}")
         }

@@ -293,13 +293,15 @@ struct LedgerCLILimitTests {
             lines.append(#"{"op":"register","token":"\#(token)","time":"2026-03-02T10:00:00Z"}"#)
             for index in 0..<10 {
                 let name = "topic-\(index)-" + String(repeating: "n", count: 600)
-                lines.append(#"{"op":"subscribe","token":"\#(token)","topic":"\#(name)","time":"2026-03-02T10:00:00Z"}"#)
+                lines.append(
+                    #"{"op":"subscribe","token":"\#(token)","topic":"\#(name)","time":"2026-03-02T10:00:00Z"}"#)
             }
         }
         lines.append(#"{"op":"send","topic":"\#(topic)","message":{},"time":"2026-03-03T10:00:00Z"}"#)
         let tiny = ["--initial-map-size", "1048576"]
         let imported = try runProduct(
-            "ledger", ["import", "-", "--format", "json", "--data", data.path] + tiny, input: lines.joined(separator: "\n"))
+            "ledger", ["import", "-", "--format", "json", "--data", data.path] + tiny,
+            input: lines.joined(separator: "\n"))
         #expect(imported.status == 0, "\(imported.stderr)")
         #expect(jsonObject(Substring(imported.stdout))["appended"] as? Int == lines.count)
         let log = try runProduct("ledger", ["log", "--from-seq", "2", "--to-seq", "2", "--data", data.path])
@@ -313,7 +315,8 @@ struct LedgerCLILimitTests {
         let messages = try runProduct("ledger", ["log", "--format", "json", "--data", data.path])
         let sent = messages.stdout.split(separator: "\n").map(jsonObject).first { $0["kind"] as? String == "sent" }
         let messageID = try #require(sent?["messageId"] as? String)
-        let replay = try runProduct("ledger", ["replay", "--message", messageID, "--format", "json", "--data", data.path])
+        let replay = try runProduct(
+            "ledger", ["replay", "--message", messageID, "--format", "json", "--data", data.path])
         let answer = jsonObject(Substring(replay.stdout))
         #expect(answer["recipients"] as? [String] == [longToken])
         #expect(answer["recipientDigest"] as? String == sha256Hex(longToken + "\n"))
@@ -323,5 +326,29 @@ struct LedgerCLILimitTests {
         #expect(rebuilt.status == 0, "\(rebuilt.stderr)")
         let verified = try runProduct("ledger", ["verify", "--data", data.path] + tiny)
         #expect(verified.status == 0, "\(verified.stdout) \(verified.stderr)")
+    }
+}
+
+@Suite("ledger serve configuration")
+struct ServeConfigurationTests {
+    @Test("dev mode refuses a non-loopback address unless told; a misspelt config key is refused with its path")
+    func footGuns() throws {
+        let data = TemporaryDirectory()
+        defer { data.remove() }
+        let exposed = try runProduct("ledger", ["serve", "--host", "0.0.0.0", "--port", "0", "--data", data.path])
+        #expect(exposed.status != 0)
+        #expect(exposed.stderr.contains("--allow-dev-mode-on-network"))
+        let config = data.path + "/config.json"
+        let hash = "sha256:" + sha256Hex("secret")
+        for (text, path) in [
+            (#"{"projects":{"p1":{"adminKey":["\#(hash)"]}}}"#, "projects.p1.adminKey"),
+            (#"{"projects":{"p1":{"adminKeys":["\#(hash)"]}},"limits":{"topicsPerInstanse":5}}"#, "topicsPerInstanse"),
+            (#"{"projects":{"p1":{"adminKeys":["\#(hash)"]}},"projects":{}}"#, "appears twice"),
+        ] {
+            try text.write(toFile: config, atomically: true, encoding: .utf8)
+            let refused = try runProduct("ledger", ["serve", "--config", config, "--port", "0", "--data", data.path])
+            #expect(refused.status != 0)
+            #expect(refused.stderr.contains(path), "\(refused.stderr)")
+        }
     }
 }

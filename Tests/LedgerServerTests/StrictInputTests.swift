@@ -1,0 +1,101 @@
+import Foundation
+import HTTPTypes
+import LedgerCore
+import LedgerServer
+import LedgerStore
+import LedgerTestSupport
+import Testing
+
+/// Input a lax parser would take: BOMs, UTF-16, duplicate keys, impossible dates, credentials in the wrong
+/// header. Each is a clear 400 (or 401) that changes nothing.
+@Suite("Strict input")
+struct StrictInputTests {
+    static let send = "/v1/projects/demo-project/messages:send"
+
+    @Test("bodies must be UTF-8 without a BOM, with each key once per object")
+    func strictBodies() async throws {
+        try await TestServer().run { client in
+            let device = try await client.registerDevice()
+            let before = try client.headSeq()
+            let good = #"{"message":{"token":"\#(device)"}}"#
+            let utf16 = String(
+                decoding: Array(good.utf16).flatMap { [UInt8($0 & 0xFF), UInt8($0 >> 8)] }, as: UTF8.self)
+            let bodies = [
+                "\u{FEFF}" + good,
+                utf16,
+                #"{"message":{"token":"\#(device)"},"message":{"topic":"news"}}"#,
+                #"{"message":{"token":"\#(device)","data":{"k":"1","\u006b":"2"}}}"#,
+            ]
+            for body in bodies {
+                let reply = try await client.call(.post, Self.send, body: body)
+                #expect(reply.status == .badRequest, "\(body.prefix(40))")
+                #expect(reply.googleStatus == "INVALID_ARGUMENT")
+            }
+            // The same key in different objects is fine.
+            let nested = try await client.call(
+                .post, Self.send, body: #"{"message":{"token":"\#(device)","data":{"message":"x"}}}"#)
+            #expect(nested.status == .ok, "\(nested.text)")
+            #expect(try client.headSeq() == before + 2)  // the send and its audience
+        }
+    }
+
+    @Test("audit times must be real dates")
+    func realDates() async throws {
+        try await TestServer().run { client in
+            let device = try await client.registerDevice()
+            let subscribed = try await client.call(
+                .post, "/v1/projects/demo-project/registrations/\(device)/topicSubscriptions?topicName=news", body: "{}"
+            )
+            #expect(subscribed.status == .ok)
+            for at in [
+                "2026-02-30", "2026-02-29", "2026-04-31", "2026-13-01", "2026-03-01T24:00:00Z",
+                "2026-03-01T10:00:00+25:00",
+            ] {
+                let reply = try await client.call(
+                    .get, "/v1/projects/demo-project/audit/topics/news?at=\(at)", headers: TestServer.Client.auditor)
+                #expect(reply.status == .badRequest, "at=\(at)")
+            }
+            for at in ["2028-02-29", "2026-03-31", "2026-03-01T10:00:00+02:00"] {
+                let reply = try await client.call(
+                    .get, "/v1/projects/demo-project/audit/topics/news?at=\(at)", headers: TestServer.Client.auditor)
+                #expect(reply.status == .ok, "at=\(at): \(reply.text)")
+            }
+        }
+    }
+
+    @Test("a credential works only in its own header")
+    func credentialHeaders() async throws {
+        try await TestServer().run { client in
+            let device = try await client.registerDevice()
+            // The admin secret as an API key, the client key as a bearer: neither is accepted.
+            let adminAsKey = try await client.call(
+                .post, Self.send, headers: [HTTPField.Name("x-goog-api-key")!: "owner"],
+                body: #"{"message":{"token":"\#(device)"}}"#)
+            #expect(adminAsKey.status == .unauthorized)
+            let clientAsBearer = try await client.call(
+                .post, "/v1/projects/demo-project/registrations", headers: [.authorization: "Bearer dev-client-key"],
+                body: "{}")
+            #expect(clientAsBearer.status == .unauthorized)
+            let auditorAsKey = try await client.call(
+                .get, "/v1/projects/demo-project/topics", headers: [HTTPField.Name("x-goog-api-key")!: "auditor"])
+            #expect(auditorAsKey.status == .unauthorized)
+        }
+    }
+
+    @Test("the data file deleted under a running server stops writes with 503; /readyz says so")
+    func dataFileDeleted() async throws {
+        let server = TestServer()
+        try await server.run { client in
+            let device = try await client.registerDevice()
+            try FileManager.default.removeItem(atPath: server.directory.path + "/demo-project/data.mdb")
+            let reply = try await client.call(
+                .post, "/v1/projects/demo-project/registrations/\(device)/topicSubscriptions?topicName=news", body: "{}"
+            )
+            #expect(reply.status == .serviceUnavailable)
+            #expect(reply.text.contains("deleted") && !reply.text.contains(server.directory.path))
+            let ready = try await client.call(.get, "/readyz")
+            #expect(ready.status == .serviceUnavailable)
+            #expect(ready.text.contains("deleted"))
+        }
+    }
+}
