@@ -37,6 +37,11 @@ extension LedgerCommand {
         var subscriptionRate: Int?
 
         @Option(
+            name: .customLong("registration-rate"),
+            help: "Device registrations per second per project (default 100). Overrides the config file.")
+        var registrationRate: Int?
+
+        @Option(
             name: .customLong("send-quota"),
             help: "Sends per minute per project (default 600000). Overrides the config file.")
         var sendQuota: Int?
@@ -55,6 +60,7 @@ extension LedgerCommand {
             guard (0...65535).contains(port) else { throw ValidationError("--port must be 0…65535") }
             for (name, value) in [
                 ("--subscription-rate", subscriptionRate), ("--send-quota", sendQuota), ("--max-topics", maxTopics),
+                ("--registration-rate", registrationRate),
                 ("--max-body-bytes", maxBodyBytes),
             ] where (value ?? 1) < 1 {
                 throw ValidationError("\(name) must be at least 1")
@@ -84,6 +90,7 @@ extension LedgerCommand {
             configuration.dataDirectory = data
             if let conditionPrecedence { configuration.precedence = conditionPrecedence }
             if let subscriptionRate { configuration.subscriptionChangesPerSecond = subscriptionRate }
+            if let registrationRate { configuration.registrationsPerSecond = registrationRate }
             if let sendQuota { configuration.sendsPerMinute = sendQuota }
             if let maxTopics { configuration.limits.maximumTopicsPerInstance = maxTopics }
             if let maxBodyBytes { configuration.maximumBodyBytes = maxBodyBytes }

@@ -7,16 +7,37 @@ import Logging
 struct ServerContext: Sendable {
     let configuration: ServerConfiguration
     let ledgers: LedgerRegistry
-    let subscriptionRate: RateLimiter
-    let sendQuota: RateLimiter
+    let subscriptionRate: RateLimiter<ProjectID>
+    let sendQuota: RateLimiter<ProjectID>
+    let registrationRate: RateLimiter<ProjectID>
+    let deviceSubscriptionRate: RateLimiter<DeviceKey>
+    let deviceAcknowledgementRate: RateLimiter<DeviceKey>
 
     init(configuration: ServerConfiguration, ledgers: LedgerRegistry) {
         self.configuration = configuration
         self.ledgers = ledgers
+        let clock = configuration.rateClock
         let changes = Double(configuration.subscriptionChangesPerSecond)
-        subscriptionRate = RateLimiter(rate: changes, capacity: changes, now: configuration.rateClock)
+        subscriptionRate = RateLimiter(rate: changes, capacity: changes, now: clock)
         let sends = Double(configuration.sendsPerMinute)
-        sendQuota = RateLimiter(rate: sends / 60, capacity: sends, now: configuration.rateClock)
+        sendQuota = RateLimiter(rate: sends / 60, capacity: sends, now: clock)
+        let registrations = Double(configuration.registrationsPerSecond)
+        registrationRate = RateLimiter(rate: registrations, capacity: registrations, now: clock)
+        let deviceChanges = Double(configuration.deviceSubscriptionChangesPerMinute)
+        deviceSubscriptionRate = RateLimiter(rate: deviceChanges / 60, capacity: deviceChanges, now: clock)
+        let acknowledgements = Double(configuration.deviceAcknowledgementsPerMinute)
+        deviceAcknowledgementRate = RateLimiter(rate: acknowledgements / 60, capacity: acknowledgements, now: clock)
+    }
+
+    /// Takes one unit of `limiter`'s budget for `key`, or throws 429 RESOURCE_EXHAUSTED with Retry-After.
+    func take<Key>(_ limiter: RateLimiter<Key>, for key: Key, _ what: String) throws {
+        guard limiter.take(1, for: key) == 1 else {
+            var error = FCMError(
+                status: .tooManyRequests, googleStatus: "RESOURCE_EXHAUSTED", errorCode: "RESOURCE_EXHAUSTED",
+                message: "\(what) are over their rate; retry later.")
+            error.headers[.retryAfter] = String(limiter.retryAfter(for: key))
+            throw error
+        }
     }
 
     /// Takes one subscription change from the project's budget, or throws 429 RESOURCE_EXHAUSTED.

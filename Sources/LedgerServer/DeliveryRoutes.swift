@@ -173,6 +173,9 @@ struct DeliveryRoutes {
             throw FCMError.invalidArgument("through must be a cursor (a decimal string)", field: "through")
         }
         let through = try cursor(text, field: "through", device: device)
+        try server.take(
+            server.deviceAcknowledgementRate, for: DeviceKey(project: device.project, token: device.token),
+            "This device's acknowledgements")
         guard through > acknowledged else {
             return try JSONResponse.make(["acknowledgedThrough": String(acknowledged)])
         }

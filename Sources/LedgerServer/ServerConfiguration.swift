@@ -32,8 +32,17 @@ public struct ServerConfiguration: Sendable {
     public var subscriptionChangesPerSecond = 3000
     /// Sends per minute per project (FCM's default quota: 600,000). Over it: 429 QUOTA_EXCEEDED.
     public var sendsPerMinute = 600_000
+    /// Device registrations per second per project (burst: one second's worth). Every registration is an
+    /// event, and the client key that makes one ships in every app: this bounds how fast anyone can grow the
+    /// log through it.
+    public var registrationsPerSecond = 100
+    /// A device's own subscription changes per minute (calls with the client key on its own registration),
+    /// beside the project's budget.
+    public var deviceSubscriptionChangesPerMinute = 60
+    /// A device's acknowledgements per minute.
+    public var deviceAcknowledgementsPerMinute = 600
     /// The clock of the rate limits, in seconds (tests inject one).
-    public var rateClock: @Sendable () -> Double = RateLimiter.monotonicSeconds
+    public var rateClock: @Sendable () -> Double = monotonicSeconds
 
     public init(credentials: CredentialStore, isDevelopment: Bool) {
         self.credentials = credentials
@@ -56,6 +65,9 @@ extension ServerConfiguration {
             ("sendsPerMinute", \.sendsPerMinute),
             ("maxRequestBodyBytes", \.maximumBodyBytes),
             ("idleTimeoutSeconds", \.idleTimeoutSeconds),
+            ("registrationsPerSecond", \.registrationsPerSecond),
+            ("deviceSubscriptionChangesPerMinute", \.deviceSubscriptionChangesPerMinute),
+            ("deviceAcknowledgementsPerMinute", \.deviceAcknowledgementsPerMinute),
             ("maxConnections", \.maximumConnections),
         ]
     }

@@ -9,7 +9,9 @@ enum StrictJSON {
     /// What is wrong with `bytes` as a request body, or `nil`.
     static func problem(in bytes: some Collection<UInt8>) -> String? {
         let bytes = Array(bytes)
-        if bytes.starts(with: [0xEF, 0xBB, 0xBF]) { return "the body starts with a byte-order mark; send UTF-8 without one" }
+        if bytes.starts(with: [0xEF, 0xBB, 0xBF]) {
+            return "the body starts with a byte-order mark; send UTF-8 without one"
+        }
         if bytes.contains(0) || String(validating: bytes, as: UTF8.self) == nil {
             return "the body is not UTF-8"
         }

@@ -45,6 +45,11 @@ struct TopicSubscriptionRoutes {
         let query = request.uri.queryParameters
         let topic = try topicName((query["topicName"] ?? query["topic_name"]).map(String.init), field: "topicName")
         _ = try await JSONBody.object(request, limit: server.configuration.maximumBodyBytes, allowEmpty: true)
+        if caller.role == .client {
+            try server.take(
+                server.deviceSubscriptionRate, for: DeviceKey(project: caller.project, token: token),
+                "This device's subscription changes")
+        }
         try server.takeSubscriptionChange(for: caller.project)
         let receipt = try await server.append(
             WriteRequest(
@@ -61,6 +66,11 @@ struct TopicSubscriptionRoutes {
         let topic = try topicName(try context.parameters.decoded("topic"), field: "topic")
         let query = request.uri.queryParameters
         let allowMissing = (query["allowMissing"] ?? query["allow_missing"]).map { $0 == "true" || $0 == "1" } ?? false
+        if caller.role == .client {
+            try server.take(
+                server.deviceSubscriptionRate, for: DeviceKey(project: caller.project, token: token),
+                "This device's subscription changes")
+        }
         try server.takeSubscriptionChange(for: caller.project)
         let receipt = try await server.append(
             WriteRequest(

@@ -70,6 +70,7 @@ struct WritePathServerTests {
         try await TestServer {
             $0.initialMapBytes = 1 << 20
             $0.subscriptionChangesPerSecond = 1_000_000
+            $0.registrationsPerSecond = 1_000_000
         }.run { client in
             var devices: [String] = []
             for _ in 0..<300 { devices.append(try await client.registerDevice()) }

@@ -41,7 +41,7 @@ struct HTTPWorkload {
         server.executableURL = URL(fileURLWithPath: ledgerBinary)
         server.arguments = [
             "serve", "--data", data, "--port", String(port), "--subscription-rate", "1000000000", "--send-quota",
-            "1000000000",
+            "1000000000", "--registration-rate", "1000000000",
         ]
         server.standardOutput = FileHandle.nullDevice
         server.standardError = FileHandle.nullDevice
