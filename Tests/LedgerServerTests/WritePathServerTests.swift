@@ -160,6 +160,12 @@ struct WritePathServerTests {
             #expect(
                 ready.text.contains("damaged") && !ready.text.contains("demo-project") && !ready.text.contains("/tmp"))
             #expect(try await client.call(.get, "/healthz").status == .ok)
+            // verify names the damage and says what to do.
+            let reader = try openTestLedger(server.directory, mode: .readOnly)
+            let report = try reader.verify()
+            #expect(!report.isSound)
+            #expect(
+                report.problems.contains { $0.contains("head says seq 2") && $0.contains("Restore the last backup") })
         }
     }
 

@@ -93,14 +93,59 @@ struct WritePathIntegrityTests {
                     actor: "t", requestID: "sub-\(index)", operations: tokens.map { .subscribe($0, topic, via: .iid) }))
             #expect(receipt.outcomes.allSatisfy { $0.seq != nil })
         }
+        // Sends while the map keeps growing: each gets its audience (recorded through the writer).
+        for topic in topics.prefix(5) {
+            _ = try await ledger.append(
+                WriteRequest(
+                    actor: "t", requestID: "send-\(topic.rawValue.prefix(8))",
+                    operations: [.send(.topic(topic), precedence: .leftToRight, messageJSON: Array("{}".utf8))]))
+        }
+        ledger.waitForAudiences()
         let statistics = try ledger.readLog { try $0.statistics() }
-        #expect(statistics.events == UInt64(tokens.count * (topics.count + 1)))
+        #expect(statistics.events == UInt64(tokens.count * (topics.count + 1) + 10))
         #expect(statistics.mapBytes >= 32 << 20, "the map grew from 1 MiB past 32 MiB")
         #expect(statistics.usedBytes > 16 << 20)
         // verify folds into a scratch environment that starts at 1 MiB too.
-        #expect(try ledger.verify().isSound)
+        let report = try ledger.verify(checkAudiences: true)
+        #expect(report.isSound && report.sendsWithoutAudience == 0 && report.audiencesChecked == 5)
         try ledger.rebuildProjections()
         #expect(try ledger.verify().isSound)
+    }
+
+    @Test("a layout-2 ledger is upgraded in place to layout 3 by its first writer, then takes long names")
+    func upgradeFromLayoutTwo() async throws {
+        let directory = TemporaryDirectory()
+        defer { directory.remove() }
+        let token = try RegistrationToken("old-device")
+        do {
+            let ledger = try openTestLedger(directory)
+            _ = try await ledger.append(
+                WriteRequest(
+                    actor: "t", requestID: "r",
+                    operations: [
+                        .register(token, platform: nil, appID: nil), .subscribe(token, TopicName("n"), via: .iid),
+                    ]))
+            ledger.close()
+        }
+        let environment = try LMDBEnvironment(path: directory.path + "/demo-project")
+        try environment.write { txn throws in
+            try txn.put(try txn.openDatabase("meta"), key: "layoutVersion", value: UInt32(2))
+        }
+        #expect {
+            try openTestLedger(directory, mode: .readOnly)
+        } throws: { error in
+            "\(error)".contains("store layout 2")
+        }
+        let upgraded = try openTestLedger(directory)
+        defer { upgraded.close() }
+        let receipt = try await upgraded.append(
+            WriteRequest(actor: "t", requestID: "long", operations: [.subscribe(token, Self.longTopic, via: .v1)]))
+        #expect(receipt.outcomes.first?.seq == 3)
+        let version = try environment.read { txn throws in
+            try txn.value(in: try txn.openDatabase("meta"), forKey: "layoutVersion")
+        }
+        #expect(version == [0, 0, 0, 3])
+        #expect(try upgraded.verify().isSound)
     }
 
     @Test("rebuild grows the map on the thread that writes, holding no read transaction (no deadlock)")
