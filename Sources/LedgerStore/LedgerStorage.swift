@@ -37,12 +37,28 @@ struct LedgerStorage {
         } catch {
             throw StoreError(.unavailable, "cannot open the ledger in \(directory): \(error)")
         }
+        try checkNotTruncated(environment, directory: directory, project: project)
         let schema = try readOnly ? openSchema(environment, directory) : createOrUpgrade(environment, project)
         try checkIdentity(environment, schema, project: project, directory: directory)
         let storage = LedgerStorage(
             directory: directory, writerLock: writerLock, environment: environment, schema: schema)
         if !readOnly { try storage.checkHeadMatchesLog(project: project) }
         return storage
+    }
+
+    /// Refuses a data file shorter than the pages its last commit uses (a truncated copy or a damaged disk):
+    /// LMDB maps the file, and touching a page past its end is SIGBUS — a crash, not an error.
+    private static func checkNotTruncated(_ environment: LMDBEnvironment, directory: String, project: ProjectID)
+        throws
+    {
+        let path = directory + "/data.mdb"
+        let size = (try? FileManager.default.attributesOfItem(atPath: path)[.size] as? NSNumber)?.intValue ?? 0
+        guard size >= environment.usedBytes else {
+            throw StoreError(
+                .corrupt,
+                "the ledger of project \(project) is damaged: its data file holds \(size) bytes but its last commit"
+                    + " uses \(environment.usedBytes) (truncated?); restore the last backup (docs/operations.md)")
+        }
     }
 
     private static func openSchema(_ environment: LMDBEnvironment, _ directory: String) throws -> LedgerSchema {

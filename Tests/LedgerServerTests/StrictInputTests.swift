@@ -99,3 +99,33 @@ struct StrictInputTests {
         }
     }
 }
+
+@Suite("Damaged files")
+struct DamagedFileTests {
+    @Test("a truncated data.mdb is refused (503, /readyz), never mapped past its end")
+    func truncatedDataFile() async throws {
+        let server = TestServer()
+        do {
+            let ledger = try openTestLedger(server.directory)
+            for index in 0..<50 {
+                _ = try await ledger.append(
+                    WriteRequest(
+                        actor: "t", requestID: "r\(index)",
+                        operations: (0..<100).map {
+                            .register(try! RegistrationToken("device-\(index)-\($0)"), platform: nil, appID: nil)
+                        }))
+            }
+            ledger.close()
+        }
+        let path = server.directory.path + "/demo-project/data.mdb"
+        let size = try #require(try FileManager.default.attributesOfItem(atPath: path)[.size] as? NSNumber).intValue
+        #expect(truncate(path, off_t(size / 2)) == 0)
+        try await server.run { client in
+            let reply = try await client.call(
+                .get, "/v1/projects/demo-project/topics", headers: TestServer.Client.auditor)
+            #expect(reply.status == .serviceUnavailable)
+            #expect(reply.text.contains("damaged"))
+            #expect(try await client.call(.get, "/readyz").status == .serviceUnavailable)
+        }
+    }
+}
