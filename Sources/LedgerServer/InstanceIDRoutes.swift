@@ -124,8 +124,12 @@ struct InstanceIDRoutes {
             if details {
                 var topics: [String: Any] = [:]
                 for subscription in try snapshot.subscriptions(of: instance) {
-                    let name = try snapshot.topicName(of: subscription.topic)!.rawValue
-                    topics[name] = ["addDate": try snapshot.event(at: subscription.since)!.time.date]
+                    guard let name = try snapshot.topicName(of: subscription.topic),
+                        let event = try snapshot.event(at: subscription.since)
+                    else {
+                        throw StoreError(.corrupt, "subscription of topic \(subscription.topic) has no name or event")
+                    }
+                    topics[name.rawValue] = ["addDate": event.time.date]
                 }
                 body["rel"] = ["topics": topics]
             }

@@ -64,7 +64,7 @@ extension ServerConfiguration {
             ("subscriptionChangesPerSecond", \.subscriptionChangesPerSecond),
             ("sendsPerMinute", \.sendsPerMinute),
             ("maxRequestBodyBytes", \.maximumBodyBytes),
-            ("idleTimeoutSeconds", \.idleTimeoutSeconds),
+            ("idleTimeoutSeconds", \.idleTimeoutSeconds),  // at most a day: see `readLimits`
             ("registrationsPerSecond", \.registrationsPerSecond),
             ("deviceSubscriptionChangesPerMinute", \.deviceSubscriptionChangesPerMinute),
             ("deviceAcknowledgementsPerMinute", \.deviceAcknowledgementsPerMinute),
@@ -132,6 +132,11 @@ extension ServerConfiguration {
             else {
                 throw LedgerCoreError(
                     .invalidArgument, field: "\(path): limits.\(key)", "expected a whole number of at least 1")
+            }
+            // TimeAmount counts nanoseconds in an Int64: a timeout past a day is a mistake, not a wish.
+            if key == "idleTimeoutSeconds" && integer > 86_400 {
+                throw LedgerCoreError(
+                    .invalidArgument, field: "\(path): limits.\(key)", "expected at most 86400 seconds (a day)")
             }
             self[keyPath: keyPath] = integer
         }

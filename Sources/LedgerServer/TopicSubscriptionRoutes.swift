@@ -106,7 +106,10 @@ struct TopicSubscriptionRoutes {
                 throw FCMError.notFound("Requested entity was not found.")
             }
             return try snapshot.subscriptions(of: instance).map { entry in
-                (try snapshot.topicName(of: entry.topic)!, try snapshot.event(at: entry.since)!.time)
+                guard let name = try snapshot.topicName(of: entry.topic),
+                    let event = try snapshot.event(at: entry.since)
+                else { throw StoreError(.corrupt, "subscription of topic \(entry.topic) has no name or event") }
+                return (name, event.time)
             }
         }
         let sorted = subscriptions.sorted { $0.0 < $1.0 }.filter { after == nil || $0.0.rawValue > after! }

@@ -53,7 +53,8 @@ extension LedgerSnapshot {
             let sentAt = try cache.cached(at: first)?.time ?? event(at: first)?.time,
             now.microseconds.addingClamped(-defaultMessageLifetime) > sentAt.microseconds
         {
-            let oldestLive = try seq(atOrBefore: LedgerTime(microseconds: now.microseconds.addingClamped(-defaultMessageLifetime)))
+            let oldestLive = try seq(
+                atOrBefore: LedgerTime(microseconds: now.microseconds.addingClamped(-defaultMessageLifetime)))
             from = max(from, oldestLive + 1)
         }
         var messages: [InboxMessage] = []

@@ -10,10 +10,14 @@ struct InstanceRecord: Equatable {
 
     var encoded: [UInt8] {
         var writer = ByteWriter(capacity: 4 + token.utf8.count + platform.utf8.count + appID.utf8.count)
-        writer.append(UInt16(token.utf8.count))
-        writer.append(token)
-        writer.append(UInt16(platform.utf8.count))
-        writer.append(platform)
+        // Lengths are u16: requests and imports cap these fields far below that, and a value past it (only a
+        // hand-made log could hold one) is cut rather than allowed to trap during a rebuild.
+        let tokenBytes = Array(token.utf8.prefix(Int(UInt16.max)))
+        let platformBytes = Array(platform.utf8.prefix(Int(UInt16.max)))
+        writer.append(UInt16(tokenBytes.count))
+        writer.append(tokenBytes)
+        writer.append(UInt16(platformBytes.count))
+        writer.append(platformBytes)
         writer.append(appID)
         return writer.bytes
     }

@@ -113,7 +113,9 @@ struct LMDBProjection: LedgerProjection {
     }
 
     func recordAudience(messageID: UInt64, at seq: UInt64) throws {
-        guard let sendSeq = try txn.withValue(in: schema.messages, forKey: messageID, { $0.map(MessageState.init)?.sendSeq })
+        guard
+            let sendSeq = try txn.withValue(
+                in: schema.messages, forKey: messageID, { $0.map(MessageState.init)?.sendSeq })
         else { return }
         try txn.put(schema.messages, key: messageID, value: MessageState(sendSeq: sendSeq, audienceSeq: seq).encoded)
     }

@@ -116,7 +116,10 @@ public final class Ledger: Sendable {
             slot.recorder = recorder
             self.audienceRecorder = recorder
             // Sends a crash (or a rebuild) left without an audience get one now.
-            recorder.enqueue(try storage.environment.read { try LedgerSnapshot(txn: $0, schema: storage.schema).sendsWithoutAudience() })
+            recorder.enqueue(
+                try storage.environment.read {
+                    try LedgerSnapshot(txn: $0, schema: storage.schema).sendsWithoutAudience()
+                })
         } else {
             self.audienceRecorder = nil
         }
@@ -133,7 +136,8 @@ public final class Ledger: Sendable {
         let sendObserver = options.sendObserver
         let isolation = options.isolation
         let reported = ReportedOnce()
-        return GroupCommitter(maximumBatchOperations: options.maximumBatchOperations, observer: options.commitObserver) {
+        return GroupCommitter(maximumBatchOperations: options.maximumBatchOperations, observer: options.commitObserver)
+        {
             [environment = storage.environment, schema = storage.schema, logger, slot] batch in
             if let problem = fileProblem() {
                 if reported.first {

@@ -60,7 +60,12 @@ extension LedgerSnapshot {
         }
         var names: [TopicID: TopicName] = [:]
         for (topic, _) in subscriptions where names[topic] == nil { names[topic] = try topicName(of: topic) }
-        let named = subscriptions.map { (topic: names[$0.topic]!, interval: $0.interval) }.sorted {
+        let named = try subscriptions.map { subscription in
+            guard let name = names[subscription.topic] else {
+                throw StoreError(.corrupt, "topic \(subscription.topic) has no name")
+            }
+            return (topic: name, interval: subscription.interval)
+        }.sorted {
             ($0.interval.start, $0.topic.rawValue) < ($1.interval.start, $1.topic.rawValue)
         }
         return InstanceAudit(

@@ -88,7 +88,8 @@ struct LogAppender {
             let count = try projection.topicCount(of: instance)
             if count >= limits.maximumTopicsPerInstance {
                 return .rejected(
-                    OperationRejection(.tooManyTopics, "the instance is subscribed to \(count) topics, the most allowed"))
+                    OperationRejection(
+                        .tooManyTopics, "the instance is subscribed to \(count) topics, the most allowed"))
             }
             return .appended(seq: try append(.subscribed(token: token, topic: topic, via: via), request, time))
 

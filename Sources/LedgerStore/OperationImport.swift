@@ -88,6 +88,10 @@ public enum OperationImport {
         let operation: LedgerOperation
         switch try required("op") {
         case "register":
+            // The limits of the device API (`POST …/registrations`).
+            for key in ["platform", "appId"] where (try string(key))?.utf8.count ?? 0 > 256 {
+                throw fail("\(key) must be at most 256 bytes")
+            }
             operation = .register(try token(), platform: try string("platform"), appID: try string("appId"))
         case "unregister":
             operation = .unregister(try token(), reason: try string("reason") ?? "imported")

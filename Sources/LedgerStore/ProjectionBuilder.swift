@@ -171,7 +171,8 @@ extension Ledger {
         }
         progress(0, total)
         let projection = try environment.read { txn in
-            try ProjectionBuilder.fold(from: LedgerSnapshot(txn: txn, schema: schema), through: total, progress: progress)
+            try ProjectionBuilder.fold(
+                from: LedgerSnapshot(txn: txn, schema: schema), through: total, progress: progress)
         }
         try projection.write(to: environment, schema: schema)
         progress(total, total)
