@@ -1,5 +1,5 @@
 # TopicLedger — the two set-up commands (see README.md). Both install liblmdb-dev when missing.
-.PHONY: run test demo bench bench-full format-lint
+.PHONY: run test demo bench bench-full soak format-lint
 
 # Runs the server on the embedded default: the ledger in ./ledger-data, dev credentials printed,
 # listening on 127.0.0.1:8080.
@@ -8,14 +8,17 @@ run:
 	swift build --product ledger
 	"$$(swift build --show-bin-path)/ledger" serve --data ./ledger-data
 
-# Builds everything once and runs every test: Swift tests, then the firebase-admin SDK conformance suite
-# against the built server (pip installs firebase-admin 7.7.0).
+# Builds everything once and runs every test: Swift tests (fault injection included), the firebase-admin SDK
+# conformance suite and the raw-HTTP battery against the built server (pip installs firebase-admin 7.7.0),
+# the seeds scenario, schemathesis against docs/openapi.yaml (30 s), and the libFuzzer targets (10 s each).
 test:
 	@tools/install-deps.sh
 	swift build --build-tests
 	swift test --skip-build
 	tools/sdk-conformance/run.sh "$$(swift build --show-bin-path)/ledger"
 	samples/seeds-scenario.sh
+	tools/schemathesis/run.sh "$$(swift build --show-bin-path)/ledger" 30
+	tools/fuzz/run.sh 10
 
 # Loads the sample operations into ./ledger-data once (no server needed) and verifies the ledger.
 demo:
@@ -28,6 +31,12 @@ bench:
 
 bench-full:
 	tools/bench/run.sh full
+
+# 30 minutes of mixed load on a release build; a CSV and a plot in tools/soak/results/.
+soak:
+	@tools/install-deps.sh
+	swift build -c release --product ledger
+	tools/soak/run.sh "$$(swift build -c release --show-bin-path)/ledger" 30
 
 format-lint:
 	swift format lint --strict --recursive Sources Tests tools/bench/Sources tools/fuzz samples/DeviceClient

@@ -169,8 +169,9 @@ if Context.environment["TOPICLEDGER_BENCH"] == "1" {
         ))
 }
 
-// The condition-parser fuzz target (tools/fuzz) is built only by tools/fuzz/run.sh, with libFuzzer.
+// The fuzz targets (tools/fuzz) are built only by tools/fuzz/run.sh, with libFuzzer.
 if Context.environment["TOPICLEDGER_FUZZ"] == "1" {
-    package.targets.append(
-        .executableTarget(name: "ConditionFuzzer", dependencies: ["LedgerCore"], path: "tools/fuzz/ConditionFuzzer"))
+    for name in ["ConditionFuzzer", "MessageFuzzer", "EventFuzzer"] {
+        package.targets.append(.executableTarget(name: name, dependencies: ["LedgerCore"], path: "tools/fuzz/\(name)"))
+    }
 }

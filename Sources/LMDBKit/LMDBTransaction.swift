@@ -70,7 +70,8 @@ public final class LMDBTransaction {
             readOnly
             ? TransactionHealth(transactionNumber: 0, injector: nil)
             : TransactionHealth(
-                transactionNumber: environment.nextWriteTransactionNumber(), injector: environment.options.faultInjector)
+                transactionNumber: environment.nextWriteTransactionNumber(), injector: environment.options.faultInjector
+            )
     }
 
     deinit {

@@ -115,7 +115,9 @@ struct DeliveryTests {
             let acks = try client.events().filter { $0.kind == .acknowledged }
             #expect(acks.map(\.actor) == ["device", "device"])
             let numeric = [#"{"through":1.5}"#, #"{"through":1}"#, #"{"through":"1.5"}"#, #"{"through":"-1"}"#]
-            for body in numeric + [#"{"through":"x"}"#, #"{"through":true}"#, #"{"through":"99999"}"#, #"{"cursor":"1"}"#, "{"] {
+            for body in numeric + [
+                #"{"through":"x"}"#, #"{"through":true}"#, #"{"through":"99999"}"#, #"{"cursor":"1"}"#, "{",
+            ] {
                 let bad = try await client.call(
                     .post, Self.registrations(device) + "/messages:ack", headers: TestServer.Client.device, body: body)
                 #expect(bad.status == .badRequest, "\(body)")

@@ -9,9 +9,9 @@
 /// enum values, and answers `nil` for anything else — another kind, an unknown field, a repeated or
 /// out-of-order field, a bad enum. The caller then decodes with SwiftProtobuf, which accepts or rejects
 /// those bytes by the full rules. A property test checks both paths agree on random events and mutations.
-enum CanonicalEventDecoder {
+package enum CanonicalEventDecoder {
     /// Decodes `bytes` (the protobuf message, after the format-version byte), or `nil` to defer.
-    static func decode(_ bytes: UnsafeRawBufferPointer) -> LedgerEvent? {
+    package static func decode(_ bytes: UnsafeRawBufferPointer) -> LedgerEvent? {
         var reader = WireReader(bytes)
         var seq: UInt64 = 0
         var micros: Int64 = 0

@@ -85,7 +85,7 @@ public enum EventCodec {
 
     /// Decodes the protobuf message (after the version byte) by SwiftProtobuf's full rules: the path for
     /// whatever ``CanonicalEventDecoder`` defers, and the reference the tests compare it with.
-    static func decodeWithSwiftProtobuf(_ body: UnsafeRawBufferPointer) throws(LedgerCoreError) -> LedgerEvent {
+    package static func decodeWithSwiftProtobuf(_ body: UnsafeRawBufferPointer) throws(LedgerCoreError) -> LedgerEvent {
         let message: Topicledger_V1_Event
         do {
             message = try Topicledger_V1_Event(serializedBytes: RawSpan(_unsafeBytes: body))

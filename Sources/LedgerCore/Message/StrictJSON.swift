@@ -5,9 +5,9 @@
 /// systems and says names within an object should be unique; Google's APIs refuse both. No library among
 /// the project's dependencies reports duplicate names, so this scanner is written by hand: it walks the
 /// bytes once, tracking only strings and the nesting of objects, and leaves syntax to the decoder.
-enum StrictJSON {
+public enum StrictJSON {
     /// What is wrong with `bytes` as a request body, or `nil`.
-    static func problem(in bytes: some Collection<UInt8>) -> String? {
+    public static func problem(in bytes: some Collection<UInt8>) -> String? {
         let bytes = Array(bytes)
         if bytes.starts(with: [0xEF, 0xBB, 0xBF]) {
             return "the body starts with a byte-order mark; send UTF-8 without one"

@@ -1,0 +1,22 @@
+-- wrk script for the soak: per-token subscribe and unsubscribe (admin, v1) and topic sends, in turn.
+local tokens = {}
+for line in io.lines(os.getenv("SOAK_TOKENS")) do tokens[#tokens + 1] = line end
+local counter = 0
+
+request = function()
+    counter = counter + 1
+    local token = tokens[(counter % #tokens) + 1]
+    local topic = "churn-" .. (counter % 50)
+    local headers = { ["Authorization"] = "Bearer owner", ["Content-Type"] = "application/json" }
+    local kind = counter % 10
+    if kind < 4 then
+        return wrk.format("POST", "/v1/projects/demo-project/registrations/" .. token ..
+            "/topicSubscriptions?topicName=" .. topic, headers, "{}")
+    elseif kind < 8 then
+        return wrk.format("DELETE", "/v1/projects/demo-project/registrations/" .. token ..
+            "/topicSubscriptions/" .. topic .. "?allowMissing=true", headers, nil)
+    else
+        return wrk.format("POST", "/v1/projects/demo-project/messages:send", headers,
+            '{"message":{"topic":"soak","data":{"n":"' .. counter .. '"}}}')
+    end
+end
