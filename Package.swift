@@ -171,7 +171,9 @@ if Context.environment["TOPICLEDGER_BENCH"] == "1" {
 
 // The fuzz targets (tools/fuzz) are built only by tools/fuzz/run.sh, with libFuzzer.
 if Context.environment["TOPICLEDGER_FUZZ"] == "1" {
+    package.targets.append(.target(name: "FuzzDriver", path: "tools/fuzz/FuzzDriver"))
     for name in ["ConditionFuzzer", "MessageFuzzer", "EventFuzzer"] {
-        package.targets.append(.executableTarget(name: name, dependencies: ["LedgerCore"], path: "tools/fuzz/\(name)"))
+        package.targets.append(
+            .executableTarget(name: name, dependencies: ["LedgerCore", "FuzzDriver"], path: "tools/fuzz/\(name)"))
     }
 }

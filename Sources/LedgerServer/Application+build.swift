@@ -29,37 +29,33 @@ struct ServerContext: Sendable {
         deviceAcknowledgementRate = RateLimiter(rate: acknowledgements / 60, capacity: acknowledgements, now: clock)
     }
 
-    /// Takes one unit of `limiter`'s budget for `key`, or throws 429 RESOURCE_EXHAUSTED with Retry-After.
-    func take<Key>(_ limiter: RateLimiter<Key>, for key: Key, _ what: String) throws {
-        guard limiter.take(1, for: key) == 1 else {
-            var error = FCMError(
-                status: .tooManyRequests, googleStatus: "RESOURCE_EXHAUSTED", errorCode: "RESOURCE_EXHAUSTED",
-                message: "\(what) are over their rate; retry later.")
-            error.headers[.retryAfter] = String(limiter.retryAfter(for: key))
-            throw error
-        }
-    }
 
     /// Takes one subscription change from the project's budget, or throws 429 RESOURCE_EXHAUSTED.
     func takeSubscriptionChange(for project: ProjectID) throws {
-        guard subscriptionRate.take(1, for: project) == 1 else {
-            var error = FCMError(
-                status: .tooManyRequests, googleStatus: "RESOURCE_EXHAUSTED", errorCode: "RESOURCE_EXHAUSTED",
-                message:
-                    "Subscription changes for project \(project) are over the rate of \(configuration.subscriptionChangesPerSecond) per second."
-            )
-            error.headers[.retryAfter] = String(subscriptionRate.retryAfter(for: project))
-            throw error
-        }
+        try take(
+            subscriptionRate, for: project,
+            "Subscription changes for project \(project) are over the rate of \(configuration.subscriptionChangesPerSecond) per second"
+        )
     }
 
     /// Takes one send from the project's quota, or throws 429 QUOTA_EXCEEDED.
     func takeSend(for project: ProjectID) throws {
-        guard sendQuota.take(1, for: project) == 1 else {
+        try take(
+            sendQuota, for: project, errorCode: "QUOTA_EXCEEDED",
+            "Sending limit exceeded for project \(project): \(configuration.sendsPerMinute) per minute")
+    }
+
+    /// Takes one unit of `limiter`'s budget for `key`, or throws 429 (`errorCode`, RESOURCE_EXHAUSTED by
+    /// default) with `Retry-After`.
+    func take<Key>(
+        _ limiter: RateLimiter<Key>, for key: Key, errorCode: String = "RESOURCE_EXHAUSTED",
+        _ message: @autoclosure () -> String
+    ) throws {
+        guard limiter.take(1, for: key) == 1 else {
             var error = FCMError(
-                status: .tooManyRequests, googleStatus: "RESOURCE_EXHAUSTED", errorCode: "QUOTA_EXCEEDED",
-                message: "Sending limit exceeded for project \(project): \(configuration.sendsPerMinute) per minute.")
-            error.headers[.retryAfter] = String(sendQuota.retryAfter(for: project))
+                status: .tooManyRequests, googleStatus: "RESOURCE_EXHAUSTED", errorCode: errorCode,
+                message: message() + ".")
+            error.headers[.retryAfter] = String(limiter.retryAfter(for: key))
             throw error
         }
     }

@@ -175,7 +175,7 @@ struct DeliveryRoutes {
         let through = try cursor(text, field: "through", device: device)
         try server.take(
             server.deviceAcknowledgementRate, for: DeviceKey(project: device.project, token: device.token),
-            "This device's acknowledgements")
+            "This device's acknowledgements are over their rate; retry later")
         guard through > acknowledged else {
             return try JSONResponse.make(["acknowledgedThrough": String(acknowledged)])
         }

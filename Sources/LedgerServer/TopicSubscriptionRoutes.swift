@@ -48,7 +48,7 @@ struct TopicSubscriptionRoutes {
         if caller.role == .client {
             try server.take(
                 server.deviceSubscriptionRate, for: DeviceKey(project: caller.project, token: token),
-                "This device's subscription changes")
+                "This device's subscription changes are over their rate; retry later")
         }
         try server.takeSubscriptionChange(for: caller.project)
         let receipt = try await server.append(
@@ -69,7 +69,7 @@ struct TopicSubscriptionRoutes {
         if caller.role == .client {
             try server.take(
                 server.deviceSubscriptionRate, for: DeviceKey(project: caller.project, token: token),
-                "This device's subscription changes")
+                "This device's subscription changes are over their rate; retry later")
         }
         try server.takeSubscriptionChange(for: caller.project)
         let receipt = try await server.append(

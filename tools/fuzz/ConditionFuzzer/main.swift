@@ -4,17 +4,8 @@
 // same tree under the same rule; and set-algebra evaluation agrees with brute force on a small universe.
 
 import Foundation
+import FuzzDriver
 import LedgerCore
-
-typealias FuzzCallback = @convention(c) (UnsafePointer<UInt8>?, Int) -> CInt
-
-// libFuzzer's entry point for a program that keeps its own main (linked from clang_rt.fuzzer).
-@_silgen_name("LLVMFuzzerRunDriver")
-func LLVMFuzzerRunDriver(
-    _ argc: UnsafeMutablePointer<CInt>,
-    _ argv: UnsafeMutablePointer<UnsafeMutablePointer<UnsafeMutablePointer<CChar>?>>,
-    _ callback: FuzzCallback
-) -> CInt
 
 /// The small universe each parsed condition is evaluated over: instance i holds the topics whose bit is set.
 let names = ["A", "B", "C", "D", "E"].map { try! TopicName($0) }
@@ -49,6 +40,4 @@ public func fuzzOneInput(_ data: UnsafePointer<UInt8>?, _ size: Int) -> CInt {
     return 0
 }
 
-var argc = CommandLine.argc
-var argv = CommandLine.unsafeArgv
-exit(LLVMFuzzerRunDriver(&argc, &argv, fuzzOneInput))
+runFuzzer(fuzzOneInput)

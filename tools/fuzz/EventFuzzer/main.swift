@@ -6,16 +6,8 @@
 // that decode to the same event.
 
 import Foundation
+import FuzzDriver
 import LedgerCore
-
-typealias FuzzCallback = @convention(c) (UnsafePointer<UInt8>?, Int) -> CInt
-
-@_silgen_name("LLVMFuzzerRunDriver")
-func LLVMFuzzerRunDriver(
-    _ argc: UnsafeMutablePointer<CInt>,
-    _ argv: UnsafeMutablePointer<UnsafeMutablePointer<UnsafeMutablePointer<CChar>?>>,
-    _ callback: FuzzCallback
-) -> CInt
 
 @_cdecl("LLVMFuzzerTestOneInput")
 public func fuzzOneInput(_ data: UnsafePointer<UInt8>?, _ size: Int) -> CInt {
@@ -65,6 +57,4 @@ if CommandLine.arguments.count == 3, CommandLine.arguments[1] == "--write-seeds"
     exit(0)
 }
 
-var argc = CommandLine.argc
-var argv = CommandLine.unsafeArgv
-exit(LLVMFuzzerRunDriver(&argc, &argv, fuzzOneInput))
+runFuzzer(fuzzOneInput)

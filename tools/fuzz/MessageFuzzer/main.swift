@@ -8,16 +8,8 @@
 // FCM's 0…4 weeks.
 
 import Foundation
+import FuzzDriver
 import LedgerCore
-
-typealias FuzzCallback = @convention(c) (UnsafePointer<UInt8>?, Int) -> CInt
-
-@_silgen_name("LLVMFuzzerRunDriver")
-func LLVMFuzzerRunDriver(
-    _ argc: UnsafeMutablePointer<CInt>,
-    _ argv: UnsafeMutablePointer<UnsafeMutablePointer<UnsafeMutablePointer<CChar>?>>,
-    _ callback: FuzzCallback
-) -> CInt
 
 @_cdecl("LLVMFuzzerTestOneInput")
 public func fuzzOneInput(_ data: UnsafePointer<UInt8>?, _ size: Int) -> CInt {
@@ -51,6 +43,4 @@ public func fuzzOneInput(_ data: UnsafePointer<UInt8>?, _ size: Int) -> CInt {
     return 0
 }
 
-var argc = CommandLine.argc
-var argv = CommandLine.unsafeArgv
-exit(LLVMFuzzerRunDriver(&argc, &argv, fuzzOneInput))
+runFuzzer(fuzzOneInput)
