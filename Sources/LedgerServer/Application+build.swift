@@ -29,7 +29,6 @@ struct ServerContext: Sendable {
         deviceAcknowledgementRate = RateLimiter(rate: acknowledgements / 60, capacity: acknowledgements, now: clock)
     }
 
-
     /// Takes one subscription change from the project's budget, or throws 429 RESOURCE_EXHAUSTED.
     func takeSubscriptionChange(for project: ProjectID) throws {
         try take(

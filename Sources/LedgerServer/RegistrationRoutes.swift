@@ -23,7 +23,9 @@ struct RegistrationRoutes {
                     throw FCMError.invalidArgument("platform must be one of ios, android or web", field: "platform")
                 }
                 let appID = try optionalString(JSONBody.value(body, "appId", "app_id"), field: "appId")
-                try server.take(server.registrationRate, for: project, "Registrations for this project are over their rate; retry later")
+                try server.take(
+                    server.registrationRate, for: project,
+                    "Registrations for this project are over their rate; retry later")
                 let token = RegistrationToken.issue()
                 let receipt = try await server.append(
                     WriteRequest(
