@@ -38,8 +38,6 @@ public struct LMDBError: Error, CustomStringConvertible, Sendable {
         public static let accessDenied = Code(rawValue: EACCES)
         /// The resource is busy or locked (`EBUSY`).
         public static let busy = Code(rawValue: EBUSY)
-        /// The transaction cannot go on after an earlier failure (`MDB_BAD_TXN`).
-        public static let badTransaction = Code(rawValue: MDB_BAD_TXN)
 
         public var description: String { String(cString: mdb_strerror(rawValue)) }
     }

@@ -32,6 +32,8 @@ struct DeliveryRoutes {
         let token: RegistrationToken
         let ledger: Ledger
         let shared: DeliveryState
+        /// The head seq of the snapshot the device was looked up in: the end of the log a cursor may name.
+        let head: UInt64
         var notifier: DeliveryNotifier { shared.notifier }
     }
 
@@ -43,8 +45,7 @@ struct DeliveryRoutes {
             throw FCMError.invalidArgument(
                 "\(field) must be a cursor (a decimal string) from an earlier answer", field: field)
         }
-        let head = try device.ledger.readLog { try $0.head().seq }
-        guard value <= head else {
+        guard value <= device.head else {
             throw FCMError.invalidArgument(
                 "\(field) is past the end of the log; use a cursor from an earlier answer", field: field)
         }
@@ -55,14 +56,15 @@ struct DeliveryRoutes {
         let project = try context.requireCaller().project
         let token = try context.requireToken()
         let ledger = try server.ledger(for: project)
-        let (instance, acknowledged) = try ledger.read { snapshot -> (InstanceID, UInt64) in
+        let (instance, acknowledged, head) = try ledger.read { snapshot -> (InstanceID, UInt64, UInt64) in
             guard let instance = try snapshot.instanceID(of: token), try snapshot.isRegistered(instance) else {
                 throw FCMError.notFound("Requested entity was not found: the registration is not registered.")
             }
-            return (instance, try snapshot.acknowledgedThrough(instance))
+            return (instance, try snapshot.acknowledgedThrough(instance), try snapshot.head().seq)
         }
         let device = Device(
-            project: project, token: token, ledger: ledger, shared: server.ledgers.delivery(for: project))
+            project: project, token: token, ledger: ledger, shared: server.ledgers.delivery(for: project),
+            head: head)
         return (device, instance, acknowledged)
     }
 
