@@ -140,35 +140,10 @@ final class DeliveryNotifier: @unchecked Sendable {
 final class DeliveryState: Sendable {
     /// Wakes waiting devices when sends commit.
     let notifier = DeliveryNotifier()
-    /// Recent sends, decoded and with their audiences, for every device's inbox.
-    let sends = SendCache()
-    /// Recent sends' delivery JSON, the same bytes for every device.
-    let payloads = PayloadCache()
-}
+    /// Recent sends, decoded, with their audiences and payloads, for every device's inbox.
+    let sends: SendCache
 
-/// The delivery events of recent sends, by seq and expiry (the expiry depends on the device's platform; the
-/// rest is the same for every device that receives the send).
-final class PayloadCache: @unchecked Sendable {
-    // @unchecked: `entries` is only touched with `lock` held.
-    private struct Key: Hashable {
-        let seq: UInt64
-        let expires: Int64
-    }
-
-    private let lock = NSLock()
-    private var entries: [Key: [UInt8]] = [:]
-    private let capacity = 512
-
-    func bytes(for message: InboxMessage, make: () throws -> [UInt8]) rethrows -> [UInt8] {
-        let key = Key(seq: message.cursor, expires: message.expires.microseconds)
-        if let cached = lock.withLock({ entries[key] }) { return cached }
-        let bytes = try make()
-        lock.withLock {
-            entries[key] = bytes
-            if entries.count > capacity, let oldest = entries.keys.min(by: { $0.seq < $1.seq }) {
-                entries[oldest] = nil
-            }
-        }
-        return bytes
+    init(project: ProjectID) {
+        sends = SendCache(project: project)
     }
 }

@@ -94,10 +94,10 @@ struct DeliveryRoutes {
                 let page = try inbox(device, instance, after: after)
                 after = page.through
                 if !page.messages.isEmpty || ContinuousClock.now >= deadline || Task.isCancelled || stopping.isSet {
-                    return try JSONResponse.make([
-                        "messages": page.messages.map { Self.delivery($0, project: device.project) },
-                        "cursor": String(page.through),
-                    ])
+                    return Response(
+                        status: .ok, headers: [.contentType: "application/json; charset=UTF-8"],
+                        body: ResponseBody(
+                            byteBuffer: ByteBuffer(bytes: DeliveryJSON.page(page, project: device.project))))
                 }
                 await device.notifier.wait(for: instance, after: generation, timeout: deadline - ContinuousClock.now)
             }
@@ -132,19 +132,21 @@ struct DeliveryRoutes {
                             sends: device.shared.sends)
                     }
                     guard let page = read else { break }
+                    // A page is one write (one flush), not one per message: a device with a backlog gets it
+                    // in up to `pageSize` events per write.
+                    var events: [UInt8] = []
                     for message in page.messages {
-                        let event = try device.shared.payloads.bytes(for: message) {
-                            let data = try JSONSerialization.data(
-                                withJSONObject: Self.delivery(message, project: device.project),
-                                options: [.sortedKeys, .withoutEscapingSlashes])
-                            return Array("id: \(message.cursor)\nevent: message\ndata: ".utf8) + data
-                                + Array("\n\n".utf8)
-                        }
-                        try await writer.write(ByteBuffer(bytes: event))
+                        DeliveryJSON.event(message, project: device.project, to: &events)
                     }
+                    if !events.isEmpty { try await writer.write(ByteBuffer(bytes: events)) }
                     // Sends not for this device are not looked at again.
                     after = page.through
-                    if page.messages.count == Self.pageSize { continue }
+                    if page.messages.count == Self.pageSize {
+                        // A backlog is sent a page at a time; between pages the thread is left to other
+                        // requests, so a device replaying thousands of messages cannot starve them.
+                        await Task.yield()
+                        continue
+                    }
                     await device.notifier.wait(for: instance, after: generation, timeout: Self.keepAliveInterval)
                     if device.notifier.current == generation && !stopping.isSet {
                         try await writer.write(ByteBuffer(string: ": keep-alive\n\n"))
@@ -198,35 +200,6 @@ struct DeliveryRoutes {
             try snapshot.inbox(
                 of: instance, after: after, now: LedgerTime.now(), limit: Self.pageSize, sends: device.shared.sends)
         }
-    }
-
-    /// A delivered message: its cursor and id, and the payload an iOS app gets in
-    /// `didReceiveRemoteNotification` — `gcm.message_id`, `from` (`/topics/T` for topic sends, else the
-    /// project), `aps.alert` from the notification, data keys at the top level.
-    static func delivery(_ message: InboxMessage, project: ProjectID) -> [String: Any] {
-        let accepted = (try? JSONSerialization.jsonObject(with: Data(message.messageJSON))) as? [String: Any] ?? [:]
-        var payload: [String: Any] = [:]
-        for (key, value) in accepted["data"] as? [String: Any] ?? [:] { payload[key] = value }
-        payload["gcm.message_id"] = String(message.messageID)
-        if case .topic(let topic) = message.target {
-            payload["from"] = "/topics/\(topic.rawValue)"
-        } else {
-            payload["from"] = project.rawValue
-        }
-        if let notification = accepted["notification"] as? [String: Any] {
-            var alert: [String: Any] = [:]
-            if let title = notification["title"] { alert["title"] = title }
-            if let body = notification["body"] { alert["body"] = body }
-            payload["aps"] = ["alert": alert]
-        }
-        return [
-            "cursor": String(message.cursor),
-            "messageId": String(message.messageID),
-            "name": "projects/\(project)/messages/\(message.messageID)",
-            "sentTime": message.sentTime.description,
-            "expireTime": message.expires.description,
-            "payload": payload,
-        ]
     }
 }
 

@@ -112,7 +112,7 @@ public final class LedgerRegistry: @unchecked Sendable {
 
     private func deliveryLocked(for project: ProjectID) -> DeliveryState {
         if let delivery = deliveries[project] { return delivery }
-        let delivery = DeliveryState()
+        let delivery = DeliveryState(project: project)
         deliveries[project] = delivery
         return delivery
     }

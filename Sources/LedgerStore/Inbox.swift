@@ -11,6 +11,9 @@ public struct InboxMessage: Sendable, Equatable {
     public var target: MessageTarget
     /// The message as accepted (JSON).
     public var messageJSON: [UInt8]
+    /// What the app receives (``DevicePayload``) as JSON with sorted keys: rendered once per send and
+    /// shared by every device that gets it.
+    public var payloadJSON: [UInt8]
     /// When the message stops being delivered.
     public var expires: LedgerTime
 }
@@ -79,7 +82,7 @@ extension LedgerSnapshot {
                 messages.append(
                     InboxMessage(
                         cursor: seq, messageID: send.sent.messageID, sentTime: send.time, target: send.sent.target,
-                        messageJSON: send.sent.messageJSON, expires: expires))
+                        messageJSON: send.sent.messageJSON, payloadJSON: send.payloadJSON, expires: expires))
             }
         }
         return InboxPage(messages: messages, through: through)
@@ -96,13 +99,15 @@ extension LedgerSnapshot {
 }
 
 /// A send as delivery needs it: decoded once, its audience computed once (it never changes: it is the
-/// state at the send's own seq).
+/// state at the send's own seq), its device payload rendered once.
 public struct PreparedSend: Sendable {
     public let seq: UInt64
     public let sent: SentMessage
     public let time: LedgerTime
     public let audience: InstanceSet
-    let expiries: (android: LedgerTime, ios: LedgerTime, other: LedgerTime)
+    /// What the app receives, as JSON (``DevicePayload``).
+    public let payloadJSON: [UInt8]
+    let expiries: MessageLifetime.Expiries
 
     func expiry(platform: String?) -> LedgerTime {
         switch platform?.lowercased() {
@@ -122,8 +127,13 @@ public final class SendCache: @unchecked Sendable {
     private let lock = NSLock()
     private var entries: [UInt64: PreparedSend] = [:]
     private let capacity: Int
+    /// The project the sends belong to: the `from` of a payload that is not a topic send.
+    public let project: ProjectID
 
-    public init(capacity: Int = 256) { self.capacity = capacity }
+    public init(project: ProjectID, capacity: Int = 1024) {
+        self.project = project
+        self.capacity = capacity
+    }
 
     /// The send at `seq` if it is in the cache.
     public func cached(at seq: UInt64) -> PreparedSend? {
@@ -135,13 +145,12 @@ public final class SendCache: @unchecked Sendable {
         if let cached = cached(at: seq) { return cached }
         let (event, sent) = try snapshot.sentEvent(at: seq)
         let audience = try snapshot.audience(of: sent.target, precedence: sent.precedence, at: seq)
+        // The stored message is parsed once, for its lifetimes and its payload.
+        let message = (try? JSONSerialization.jsonObject(with: Data(sent.messageJSON))) as? [String: Any]
+        let payload = DevicePayload(of: message, messageID: sent.messageID, target: sent.target, project: project)
         let prepared = PreparedSend(
-            seq: seq, sent: sent, time: event.time, audience: audience,
-            expiries: (
-                MessageLifetime.expiry(of: sent.messageJSON, sentAt: event.time, platform: "android"),
-                MessageLifetime.expiry(of: sent.messageJSON, sentAt: event.time, platform: "ios"),
-                MessageLifetime.expiry(of: sent.messageJSON, sentAt: event.time, platform: nil)
-            ))
+            seq: seq, sent: sent, time: event.time, audience: audience, payloadJSON: payload.json,
+            expiries: MessageLifetime.expiries(of: message, sentAt: event.time))
         lock.withLock {
             entries[seq] = prepared
             if entries.count > capacity, let oldest = entries.keys.min() { entries[oldest] = nil }
@@ -155,30 +164,26 @@ public final class SendCache: @unchecked Sendable {
 /// other platforms whichever of them the message gives; 4 weeks when none applies. Never later than 4
 /// weeks (FCM's maximum).
 enum MessageLifetime {
-    static func expiry(of messageJSON: [UInt8], sentAt sent: LedgerTime, platform: String?) -> LedgerTime {
-        let fallback = LedgerTime(microseconds: sent.microseconds.addingClamped(defaultMessageLifetime))
-        guard let message = try? JSONSerialization.jsonObject(with: Data(messageJSON)) as? [String: Any] else {
-            return fallback
-        }
-        // Every number here comes from a stored message: parsed with range checks, never trapping (a TTL
-        // outside 0…4 weeks, which validation refuses today, counts as none).
-        let android = ((message["android"] as? [String: Any])?["ttl"] as? String)
-            .flatMap(MessageLifetimeBounds.microseconds(ofDuration:))
-            .map { LedgerTime(microseconds: sent.microseconds.addingClamped($0)) }
-        let apnsHeaders = (message["apns"] as? [String: Any])?["headers"] as? [String: Any]
-        let apns = (apnsHeaders?["apns-expiration"] as? String)
-            .flatMap(MessageLifetimeBounds.expiryMicroseconds(ofAPNsExpiration:))
-            .map { LedgerTime(microseconds: $0) }
-        let chosen: LedgerTime?
-        switch platform?.lowercased() {
-        case "android": chosen = android
-        case "ios": chosen = apns
-        default: chosen = android ?? apns
-        }
-        guard let chosen else { return fallback }
-        return min(chosen, fallback)
+    struct Expiries: Sendable {
+        var android: LedgerTime
+        var ios: LedgerTime
+        var other: LedgerTime
     }
 
+    /// - Parameter message: the stored message, parsed (nil if it is not a JSON object).
+    static func expiries(of message: [String: Any]?, sentAt sent: LedgerTime) -> Expiries {
+        let fallback = LedgerTime(microseconds: sent.microseconds.addingClamped(defaultMessageLifetime))
+        // Every number here comes from a stored message: parsed with range checks, never trapping (a TTL
+        // outside 0…4 weeks, which validation refuses today, counts as none).
+        let android = ((message?["android"] as? [String: Any])?["ttl"] as? String)
+            .flatMap(MessageLifetimeBounds.microseconds(ofDuration:))
+            .map { min(LedgerTime(microseconds: sent.microseconds.addingClamped($0)), fallback) }
+        let apnsHeaders = (message?["apns"] as? [String: Any])?["headers"] as? [String: Any]
+        let apns = (apnsHeaders?["apns-expiration"] as? String)
+            .flatMap(MessageLifetimeBounds.expiryMicroseconds(ofAPNsExpiration:))
+            .map { min(LedgerTime(microseconds: $0), fallback) }
+        return Expiries(android: android ?? fallback, ios: apns ?? fallback, other: android ?? apns ?? fallback)
+    }
 }
 
 extension Int64 {

@@ -248,6 +248,67 @@ struct DeliveryTests {
         }
     }
 
+    @Test("a backlog of several pages arrives complete, in order and once, over SSE and over paging long polls")
+    func backlogOfSeveralPages() async throws {
+        let directory = TemporaryDirectory("ledger-sse-backlog")
+        defer { directory.remove() }
+        var configuration = ServerConfiguration.development
+        configuration.dataDirectory = directory.path
+        configuration.port = 0
+        let ledgers = LedgerRegistry(configuration: configuration, logger: quietLogger)
+        defer { ledgers.closeAll() }
+        let app = buildApplication(configuration: configuration, ledgers: ledgers, logger: quietLogger)
+        try await app.test(.live) { client in
+            let port = try #require(client.port)
+            let server = TestServer.Client(client: client, ledgers: ledgers)
+            let token = try await server.registerDevice()
+            try await Self.subscribe(server, token, "backlog")
+            let pageSize = 100  // the server's page of messages (DeliveryRoutes.pageSize)
+            let count = 2 * pageSize + 37
+            var ids: [String] = []
+            for n in 0..<count {
+                ids.append(
+                    try await Self.send(
+                        server,
+                        #"{"topic":"backlog","data":{"n":"\#(n)","quote":"\"é\n"},"notification":{"title":"t\#(n)"}}"#))
+            }
+            // Long polls, paging with the cursor: every message once, in order.
+            var polled: [[String: Any]] = []
+            var cursor = "0"
+            while true {
+                let page = try await Self.poll(server, token, query: "?after=\(cursor)")
+                let messages = try #require(page.json["messages"] as? [[String: Any]])
+                #expect(messages.count <= pageSize)
+                if messages.isEmpty { break }
+                polled += messages
+                cursor = try #require(page.json["cursor"] as? String)
+            }
+            #expect(polled.compactMap { $0["messageId"] as? String } == ids)
+            // The stream sends the same backlog, message for message, with the same JSON.
+            let stream = try SSEReader(
+                port: port, path: Self.registrations(token) + "/messages:stream",
+                headers: ["x-goog-api-key": "dev-client-key"])
+            let events = await stream.events(count: count, timeout: 30)
+            #expect(events.count == count)
+            for (n, (event, message)) in zip(events, polled).enumerated() {
+                let streamed = try #require(
+                    try JSONSerialization.jsonObject(with: Data(event.data.utf8)) as? [String: Any])
+                #expect(NSDictionary(dictionary: streamed).isEqual(to: message), "message \(n)")
+                #expect(event.id == message["cursor"] as? String)
+                let payload = try #require(streamed["payload"] as? [String: Any])
+                #expect(payload["n"] as? String == String(n))
+                #expect(payload["quote"] as? String == "\"é\n")
+                #expect(payload["from"] as? String == "/topics/backlog")
+                #expect(payload["gcm.message_id"] as? String == ids[n])
+                #expect(
+                    ((payload["aps"] as? [String: Any])?["alert"] as? [String: Any])?["title"] as? String == "t\(n)")
+                #expect(streamed["name"] as? String == "projects/demo-project/messages/\(ids[n])")
+                #expect(LedgerTime(parsing: streamed["sentTime"] as? String ?? "") != nil)
+                #expect(LedgerTime(parsing: streamed["expireTime"] as? String ?? "") != nil)
+            }
+        }
+    }
+
     @Test("restart: every unacknowledged message is delivered after the server comes back")
     func restart() async throws {
         let directory = TemporaryDirectory("ledger-restart")

@@ -102,6 +102,7 @@ struct SendTests {
             (#"{"message":{"topic":"a","data":{"google.x":"x"}}}"#, "message.data.google.x", "reserved"),
             (#"{"message":{"topic":"a","data":{"gcm.y":"x"}}}"#, "message.data.gcm.y", "reserved"),
             (#"{"message":{"topic":"a","data":{"message_type":"x"}}}"#, "message.data.message_type", "reserved"),
+            (#"{"message":{"topic":"a","data":{"APS":"x"}}}"#, "message.data.APS", "reserved"),
             (#"{"message":{"topic":"a","data":{"n":1}}}"#, "message.data.n", "must be strings"),
             (#"{"message":{"topic":"a","data":"x"}}"#, "message.data", "object of strings"),
             (

@@ -38,14 +38,14 @@ struct InboxTests {
             }
         }
         // Four weeks after the early send it has expired; the late one has not.
-        let cold = SendCache()
+        let cold = SendCache(project: .default)
         #expect(try cursors(now: at(5 * week + 1), cache: cold) == [late])
-        let warm = SendCache()
+        let warm = SendCache(project: .default)
         _ = try ledger.read { snapshot in try warm.send(at: early, in: snapshot) }
         #expect(warm.cached(at: early) != nil)
         #expect(try cursors(now: at(5 * week + 1), cache: warm) == [late])
         // Before the early send expires, both; long after the late one, neither.
-        #expect(try cursors(now: at(3), cache: SendCache()) == [early, late])
+        #expect(try cursors(now: at(3), cache: SendCache(project: .default)) == [early, late])
         #expect(try cursors(now: at(10 * week), cache: warm).isEmpty)
     }
 }

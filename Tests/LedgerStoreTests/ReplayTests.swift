@@ -362,7 +362,7 @@ struct LayoutUpgradeTests {
         defer { upgraded.close() }
         let inbox = try upgraded.read { snapshot in
             try snapshot.inbox(
-                of: 1, after: 0, now: LedgerTime.now(), limit: 10, sends: SendCache())
+                of: 1, after: 0, now: LedgerTime.now(), limit: 10, sends: SendCache(project: .default))
         }
         #expect(inbox.messages.map(\.cursor) == sendSeqs)
         #expect(try upgraded.verify().isSound)

@@ -9,7 +9,9 @@ The load, all from other processes on loopback, bounded in time:
 
 import argparse
 import csv
+import multiprocessing
 import os
+import queue
 import random
 import subprocess
 import threading
@@ -62,7 +64,9 @@ def long_poll(base, token, stop):
             time.sleep(0.5)
 
 
-def probe(base, stop, latencies, lock):
+def probe(base, stop, latencies):
+    """Its own process (no GIL shared with the load generators): a /healthz every 50 ms, each latency put
+    on the `latencies` queue."""
     session = requests.Session()
     while not stop.is_set():
         started = time.perf_counter()
@@ -71,9 +75,18 @@ def probe(base, stop, latencies, lock):
             elapsed = time.perf_counter() - started
         except requests.RequestException:
             elapsed = 5.0
-        with lock:
-            latencies.append(elapsed)
+        latencies.put(elapsed)
         time.sleep(0.05)
+
+
+def devices(base, tokens, stop):
+    """Its own process: 8 threads of SSE churn and 16 long-polling devices."""
+    threads = [threading.Thread(target=sse_churn, args=(base, tokens, stop)) for _ in range(8)]
+    threads += [threading.Thread(target=long_poll, args=(base, token, stop)) for token in tokens[:16]]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
 
 
 def sample(pid):
@@ -98,13 +111,12 @@ def main():
     tokens = register(args.base, 300)
     with open(args.out + ".tokens", "w") as file:
         file.write("\n".join(tokens))
-    stop = threading.Event()
-    latencies, lock = [], threading.Lock()
-    threads = [threading.Thread(target=sse_churn, args=(args.base, tokens, stop)) for _ in range(8)]
-    threads += [threading.Thread(target=long_poll, args=(args.base, token, stop)) for token in tokens[:16]]
-    threads.append(threading.Thread(target=probe, args=(args.base, stop, latencies, lock)))
-    for thread in threads:
-        thread.start()
+    stop = multiprocessing.Event()
+    latencies = multiprocessing.Queue()
+    processes = [multiprocessing.Process(target=devices, args=(args.base, tokens, stop)),
+                 multiprocessing.Process(target=probe, args=(args.base, stop, latencies))]
+    for process in processes:
+        process.start()
     duration = int(args.minutes * 60)
     wrk = subprocess.Popen(
         ["wrk", "-t1", "-c8", f"-d{duration}s", "-s", args.wrk_script, args.base],
@@ -116,16 +128,23 @@ def main():
             ["seconds", "rss_bytes", "rss_anon_bytes", "open_fds", "healthz_p99_ms", "healthz_max_ms", "probes"])
         while time.time() - started < duration:
             time.sleep(10)
-            with lock:
-                window, latencies[:] = sorted(latencies), []
+            window = []
+            while True:
+                try:
+                    window.append(latencies.get_nowait())
+                except queue.Empty:
+                    break
+            window.sort()
             rss, anon, fds = sample(args.pid)
             p99 = window[max(0, int(len(window) * 0.99) - 1)] * 1000 if window else 0
             writer.writerow([round(time.time() - started), rss, anon, fds, round(p99, 2),
                              round(window[-1] * 1000, 2) if window else 0, len(window)])
             file.flush()
     stop.set()
-    for thread in threads:
-        thread.join(timeout=20)
+    for process in processes:
+        process.join(timeout=20)
+        if process.is_alive():
+            process.terminate()
     print(wrk.communicate()[0].decode())
 
 

@@ -12,8 +12,8 @@ public struct ValidatedMessage: Sendable, Equatable {
 /// Accepts lowerCamelCase and snake_case field names. Rules: exactly one of `token`, `fid`, `topic`,
 /// `condition` (`fid` is what firebase-admin 7.7 sends for `Message(fid=…)`, which replaces the deprecated
 /// `token`; here both name the instance by its registration token);
-/// `data` maps strings to strings and uses no reserved key (`from`, `message_type`, or anything starting
-/// with `google` or `gcm`); `notification` (title, body, image), `android`, `apns`, `webpush` and
+/// `data` maps strings to strings and uses no reserved key (`from`, `message_type`, `aps`, or anything
+/// starting with `google` or `gcm`; `aps` because an iOS app gets data keys beside the APNs dictionary); `notification` (title, body, image), `android`, `apns`, `webpush` and
 /// `fcm_options` are objects and kept as given; the serialized message is at most 4096 bytes.
 public enum MessageValidation {
     public static let maximumPayloadBytes = 4096
@@ -62,7 +62,7 @@ public enum MessageValidation {
                         .invalidArgument, field: "message.data.\(key)", "data values must be strings")
                 }
                 let lowered = key.lowercased()
-                if lowered == "from" || lowered == "message_type" || lowered.hasPrefix("google")
+                if lowered == "from" || lowered == "message_type" || lowered == "aps" || lowered.hasPrefix("google")
                     || lowered.hasPrefix("gcm")
                 {
                     throw LedgerCoreError(

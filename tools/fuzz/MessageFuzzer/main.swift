@@ -1,11 +1,13 @@
 // libFuzzer target for what a request body goes through before anything is appended: the strict body checks
 // (UTF-8, no BOM, unique keys), JSON decoding, FCM v1 message validation (targets, data, notification, the
-// platform fields with their TTLs and headers), and the lifetime parsers delivery reads back from stored
-// messages. Build and run with tools/fuzz/run.sh.
+// platform fields with their TTLs and headers), the lifetime parsers delivery reads back from stored
+// messages, and the payload mapping (what a device receives). Build and run with tools/fuzz/run.sh.
 //
 // For every input: nothing traps; a message that validates re-validates from its stored JSON to the same
 // target and the same bytes (what is stored is what was checked); every TTL the validator accepts is within
-// FCM's 0…4 weeks.
+// FCM's 0…4 weeks; the device payload of a validated message holds every data key as sent, the keys the
+// mapping owns are never data, and its JSON parses back; the mapping of any bytes (a damaged stored message)
+// does not trap and still renders JSON.
 
 import Foundation
 import FuzzDriver
@@ -24,6 +26,7 @@ public func fuzzOneInput(_ data: UnsafePointer<UInt8>?, _ size: Int) -> CInt {
     }
     _ = MessageLifetimeBounds.expiryMicroseconds(ofAPNsExpiration: text)
     _ = LedgerTime(parsing: text)
+    checkPayload(of: Array(bytes), data: nil)
     guard StrictJSON.problem(in: bytes) == nil,
         let object = try? JSONSerialization.jsonObject(with: Data(bytes), options: [.fragmentsAllowed]),
         let body = object as? [String: Any], let message = body["message"] as? [String: Any]
@@ -39,8 +42,30 @@ public func fuzzOneInput(_ data: UnsafePointer<UInt8>?, _ size: Int) -> CInt {
         {
             fatalError("a message with an out-of-range TTL was accepted: \(ttl)")
         }
+        checkPayload(of: validated.json, data: stored["data"] as? [String: Any] ?? [:])
     }
     return 0
+}
+
+/// Maps `json` as a stored message and checks what a device would get. `data`: the message's data when it
+/// was validated (every key must arrive as sent), nil for arbitrary bytes.
+func checkPayload(of json: [UInt8], data: [String: Any]?) {
+    let project = try! ProjectID("fuzz-project")
+    let rendered = DevicePayload(ofMessageJSON: json, messageID: .max, target: .condition("x"), project: project).json
+    guard let payload = (try? JSONSerialization.jsonObject(with: Data(rendered))) as? [String: Any] else {
+        fatalError("a device payload is not a JSON object")
+    }
+    guard payload["gcm.message_id"] as? String == String(UInt64.max), payload["from"] as? String == "fuzz-project"
+    else { fatalError("the mapping lost its own keys") }
+    if let aps = payload["aps"], !(aps is [String: Any]) { fatalError("aps is not a dictionary") }
+    guard let data else { return }
+    for (key, value) in data {
+        guard !DevicePayload.ownedKeys.contains(key) else { fatalError("validation accepted the data key \(key)") }
+        guard payload[key] as? String == value as? String else { fatalError("data key \(key) was not delivered") }
+    }
+    guard payload.count == data.count + 2 + (payload["aps"] == nil ? 0 : 1) else {
+        fatalError("the payload has keys that are neither data nor the mapping's")
+    }
 }
 
 runFuzzer(fuzzOneInput)

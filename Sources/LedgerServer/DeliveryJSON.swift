@@ -1,0 +1,64 @@
+import LedgerCore
+import LedgerStore
+
+/// The JSON of delivered messages, assembled from bytes.
+///
+/// The part that carries user data — the app's payload — is rendered once per send by the store
+/// (``InboxMessage/payloadJSON``, Foundation's serializer); what differs per device (its cursor and expiry) and
+/// the envelope around it are spliced here. Every spliced value is a decimal number, an RFC 3339 time or a
+/// project id (`[A-Za-z0-9._-]`), none of which needs escaping. Replaying a device's backlog so costs a
+/// copy per message instead of a JSON parse and serialization (which took three quarters of the server's CPU
+/// under SSE reconnect churn; docs/performance.md, Soak).
+///
+/// Keys are in sorted order, as everywhere else the server answers JSON.
+enum DeliveryJSON {
+    /// `{"cursor":…,"expireTime":…,"messageId":…,"name":…,"payload":{…},"sentTime":…}`
+    static func message(_ message: InboxMessage, project: ProjectID) -> [UInt8] {
+        var out: [UInt8] = []
+        out.reserveCapacity(message.payloadJSON.count + 192 + project.rawValue.utf8.count)
+        append(message, project: project, to: &out)
+        return out
+    }
+
+    /// One Server-Sent Event: `id:` the cursor, `event: message`, `data:` the message.
+    static func event(_ message: InboxMessage, project: ProjectID, to out: inout [UInt8]) {
+        out += "id: ".utf8
+        out += String(message.cursor).utf8
+        out += "\nevent: message\ndata: ".utf8
+        append(message, project: project, to: &out)
+        out += "\n\n".utf8
+    }
+
+    /// A long poll's answer: `{"cursor":"N","messages":[…]}`.
+    static func page(_ page: InboxPage, project: ProjectID) -> [UInt8] {
+        var out: [UInt8] = []
+        out.reserveCapacity(page.messages.reduce(64) { $0 + $1.payloadJSON.count + 256 })
+        out += #"{"cursor":""#.utf8
+        out += String(page.through).utf8
+        out += #"","messages":["#.utf8
+        for (index, message) in page.messages.enumerated() {
+            if index > 0 { out.append(UInt8(ascii: ",")) }
+            append(message, project: project, to: &out)
+        }
+        out += "]}".utf8
+        return out
+    }
+
+    private static func append(_ message: InboxMessage, project: ProjectID, to out: inout [UInt8]) {
+        out += #"{"cursor":""#.utf8
+        out += String(message.cursor).utf8
+        out += #"","expireTime":""#.utf8
+        out += message.expires.description.utf8
+        out += #"","messageId":""#.utf8
+        out += String(message.messageID).utf8
+        out += #"","name":"projects/"#.utf8
+        out += project.rawValue.utf8
+        out += "/messages/".utf8
+        out += String(message.messageID).utf8
+        out += #"","payload":"#.utf8
+        out += message.payloadJSON
+        out += #","sentTime":""#.utf8
+        out += message.sentTime.description.utf8
+        out += #""}"#.utf8
+    }
+}
