@@ -8,11 +8,13 @@ run:
 	swift build --product ledger
 	"$$(swift build --show-bin-path)/ledger" serve --data ./ledger-data
 
-# Builds everything once and runs every test: Swift tests (fault injection included), the firebase-admin SDK
+# Builds everything once and runs every test: Swift tests (fault injection included; the Merkle proofs are also
+# checked by tools/merkle/verify_proof.py, which needs Python's `cryptography`), the firebase-admin SDK
 # conformance suite and the raw-HTTP battery against the built server (pip installs firebase-admin 7.7.0),
 # the seeds scenario, schemathesis against docs/openapi.yaml (30 s), and the libFuzzer targets (10 s each).
 test:
 	@tools/install-deps.sh
+	python3 -m pip install --quiet --disable-pip-version-check -r tools/merkle/requirements.txt
 	swift build --build-tests
 	swift test --skip-build
 	tools/sdk-conformance/run.sh "$$(swift build --show-bin-path)/ledger"

@@ -72,6 +72,9 @@ public struct PackedBytes: LMDBBytes {
 
     public init() {}
 
+    @inlinable
+    public mutating func append(_ value: UInt8) { appendBytes(of: value) }
+
     /// Appends the big-endian bytes of `value`.
     @inlinable
     public mutating func append(_ value: UInt32) { appendBytes(of: value.bigEndian) }

@@ -127,6 +127,7 @@ public func buildRouter(
     RegistrationRoutes(server: server).register(on: router)
     AuditRoutes(server: server).register(on: router)
     DeliveryRoutes(server: server).register(on: router)
+    ProofRoutes(server: server).register(on: router)
     return router
 }
 

@@ -11,6 +11,7 @@ public final class LedgerRegistry: @unchecked Sendable {
     private let lock = NSLock()
     private var ledgers: [ProjectID: Ledger] = [:]
     private var deliveries: [ProjectID: DeliveryState] = [:]
+    private var signers: [ProjectID: CheckpointSigner] = [:]
     /// Projects that could not be opened: why, and when it was last tried (tried again after a second).
     private var refusals: [ProjectID: (error: StoreError, at: ContinuousClock.Instant)] = [:]
     private let configuration: ServerConfiguration
@@ -115,6 +116,17 @@ public final class LedgerRegistry: @unchecked Sendable {
         let delivery = DeliveryState(project: project)
         deliveries[project] = delivery
         return delivery
+    }
+
+    /// The checkpoint signer of `project` (its key made on first use: ``CheckpointKeeper``).
+    func checkpoints(for project: ProjectID) throws -> CheckpointSigner {
+        lock.lock()
+        defer { lock.unlock() }
+        if let signer = signers[project] { return signer }
+        let signer = CheckpointSigner(
+            keeper: try CheckpointKeeper.open(dataDirectory: configuration.dataDirectory, project: project))
+        signers[project] = signer
+        return signer
     }
 
     /// The ledgers opened so far.

@@ -36,6 +36,8 @@ struct BulkProjection: LedgerProjection {
     private var closedMemberships: [Interval] = []
     private var messages: [UInt64: (send: UInt64, audience: UInt64)] = [:]
     private var acknowledged: [InstanceID: UInt64] = [:]
+    /// The Merkle tree over the folded events (built from their chain hashes by the reading thread).
+    var merkle = MerkleBuilder()
 
     // MARK: LedgerProjection
 
@@ -177,6 +179,7 @@ struct BulkProjection: LedgerProjection {
         for (instance, through) in acknowledged.sorted(by: { $0.key < $1.key }) {
             try writer.put(schema.acknowledged, key: instance, value: through)
         }
+        try merkle.forEachStored { key, hash in try writer.put(schema.merkle, key: key, value: hash) }
         try writer.commit()
     }
 

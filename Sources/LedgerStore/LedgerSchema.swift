@@ -23,14 +23,16 @@ import LedgerCore
 /// | messages | message id u64 | ``MessageState``: send seq u64 ‖ audience seq u64 (0 until recorded) |
 /// | sends | send seq u64 | message id u64 (the sends in log order: a device's inbox reads from its cursor) |
 /// | acknowledged | instance u32 | seq u64: the delivery cursor (every message sent at or before it is acked) |
+/// | merkle | level u8 ‖ index u64 | SHA-256 (32): a complete subtree of the RFC 6962 tree (``MerkleStore``) |
 ///
 /// An interval `[start, end)` means: held after applying event `start`, no longer after applying `end`.
 /// Duplicate databases hold fixed-size values so that whole member sets are read a page at a time.
 struct LedgerSchema: Sendable {
     /// Version of this layout, stored in meta; bumped when a change needs a migration or a rebuild.
     /// Layout 2 added `sends` and `acknowledged`; layout 3 stores names over LMDB's key limit under their
-    /// hash (``NameKey``). A writer opening an older ledger upgrades it in place (see ``LedgerStorage``).
-    static let layoutVersion: UInt32 = 3
+    /// hash (``NameKey``); layout 4 keeps the Merkle tree over the log (`merkle`). A writer opening an older
+    /// ledger upgrades it in place (see ``LedgerStorage``).
+    static let layoutVersion: UInt32 = 4
 
     let meta: LMDBDatabase
     let log: LMDBDatabase
@@ -47,12 +49,13 @@ struct LedgerSchema: Sendable {
     let messages: LMDBDatabase
     let sends: LMDBDatabase
     let acknowledged: LMDBDatabase
+    let merkle: LMDBDatabase
 
     /// Every database derived from the log, in a fixed order (what `rebuild` clears and `verify` compares).
     var projections: [LMDBDatabase] {
         [
             tokens, instances, universe, universeHistory, topicIDs, topicNames, instanceTopics, topicMembers,
-            instanceTopicHistory, topicMemberHistory, messages, sends, acknowledged,
+            instanceTopicHistory, topicMemberHistory, messages, sends, acknowledged, merkle,
         ]
     }
 
@@ -75,6 +78,7 @@ struct LedgerSchema: Sendable {
         messages = try txn.openDatabase("messages", flags: create)
         sends = try txn.openDatabase("sends", flags: create)
         acknowledged = try txn.openDatabase("acknowledged", flags: create)
+        merkle = try txn.openDatabase("merkle", flags: create)
     }
 }
 

@@ -138,6 +138,7 @@ struct LedgerStorage {
     /// Layout 2 → 3 stores names longer than LMDB's key limit under their hash (``NameKey``); no layout-2
     /// ledger can hold such a name (its writes failed), so the step only records the new version — which
     /// keeps older builds, which would not find hashed keys, from opening the ledger.
+    /// Layout 3 → 4 builds the Merkle tree over the log (``MerkleStore``).
     private static func upgradeLayout(_ txn: LMDBTransaction, _ schema: LedgerSchema) throws {
         var version = try txn.withValue(in: schema.meta, forKey: MetaKey.layoutVersion) {
             $0?.loadBigEndianUInt32()
@@ -156,7 +157,17 @@ struct LedgerStorage {
             }
             version = 2
         }
-        if version == 2 {
+        if version == 2 { version = 3 }
+        if version == 3 {
+            // The Merkle tree over the log so far, from the chain hashes alone.
+            var builder = MerkleBuilder()
+            try txn.withCursor(schema.log) { cursor in
+                try cursor.forEach { entry in
+                    builder.add(chainHash: try HashChain.split(record: entry.value).hash)
+                    return true
+                }
+            }
+            try builder.forEachStored { key, hash in try txn.put(schema.merkle, key: key, value: hash) }
             try txn.put(schema.meta, key: MetaKey.layoutVersion, value: LedgerSchema.layoutVersion)
         }
     }

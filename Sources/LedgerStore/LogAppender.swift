@@ -2,7 +2,8 @@ import LMDBKit
 import LedgerCore
 
 /// Appends events inside one write transaction: checks each operation against the state it meets,
-/// encodes and chains the event, and folds it into the projections in the same transaction.
+/// encodes and chains the event, extends the Merkle tree, and folds the event into the projections in the
+/// same transaction.
 ///
 /// Holds no state beyond the transaction, so a transaction that is retried (map growth) or aborted
 /// leaves nothing behind.
@@ -163,6 +164,7 @@ struct LogAppender {
         let hash = encoded.withUnsafeBytes { HashChain.hash(previous: head.hash, encodedEvent: $0) }
         try txn.put(
             schema.log, key: event.seq, value: HashChain.record(hash: hash, encodedEvent: encoded), flags: .append)
+        try MerkleStore.didAppend(seq: event.seq, txn: txn, schema: schema)
         try EventFold.apply(event, to: &projection)
         head = LedgerHead(seq: event.seq, time: time, hash: hash)
         return event.seq

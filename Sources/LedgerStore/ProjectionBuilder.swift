@@ -18,7 +18,8 @@ enum ProjectionBuilder {
     ///
     /// Two threads: one walks the log and decodes (its own thread, holding `snapshot` alone until it is
     /// joined), the caller's folds; decoding and folding cost about the same, so a rebuild takes roughly
-    /// the longer of the two rather than their sum. The writing that follows is sequential.
+    /// the longer of the two rather than their sum. The reading thread also builds the Merkle tree from the
+    /// chain hashes it reads (``MerkleBuilder``). The writing that follows is sequential.
     static func fold(
         from snapshot: LedgerSnapshot, through: UInt64, progress: (UInt64, UInt64) -> Void = { _, _ in }
     ) throws -> BulkProjection {
@@ -32,7 +33,8 @@ enum ProjectionBuilder {
             do {
                 var batch: [LedgerEvent] = []
                 batch.reserveCapacity(batchSize)
-                try reader.snapshot.forEachEvent(from: 1, through: through) { event, _ in
+                try reader.snapshot.forEachEvent(from: 1, through: through) { event, hash in
+                    reader.merkle.add(chainHash: hash)
                     batch.append(event)
                     if batch.count == batchSize {
                         guard handoff.put(batch) else { return false }
@@ -68,14 +70,19 @@ enum ProjectionBuilder {
         guard expected == through + 1 else {
             throw StoreError(.corrupt, "the log ends at seq \(expected - 1), before its head \(through)")
         }
+        // The reader finished the handoff (under its lock) after its last `merkle.add`, and touches `merkle`
+        // no more.
+        projection.merkle = reader.merkle
         return projection
     }
 }
 
-/// Hands `snapshot` to the reading thread of ``ProjectionBuilder/build``.
-private struct SnapshotBox: @unchecked Sendable {
-    // @unchecked: only the reading thread touches the snapshot; the caller waits for it before going on.
+/// Hands `snapshot` to the reading thread of ``ProjectionBuilder/fold``, and its Merkle tree back.
+private final class SnapshotBox: @unchecked Sendable {
+    // @unchecked: only the reading thread touches the snapshot and `merkle` until the caller has waited for
+    // it to finish.
     let snapshot: LedgerSnapshot
+    var merkle = MerkleBuilder()
     init(_ snapshot: LedgerSnapshot) { self.snapshot = snapshot }
 }
 

@@ -352,3 +352,121 @@ struct ServeConfigurationTests {
         }
     }
 }
+
+@Suite("ledger checkpoint, prove and verify-proof")
+struct LedgerProofCLITests {
+    /// tools/merkle/verify_proof.py: the verifier outside Swift.
+    static let pythonVerifier = URL(fileURLWithPath: #filePath).deletingLastPathComponent()
+        .deletingLastPathComponent().deletingLastPathComponent().appendingPathComponent("tools/merkle/verify_proof.py")
+        .path
+
+    static func python(_ arguments: [String]) throws -> ProcessResult {
+        try runProcess("/usr/bin/env", ["python3", pythonVerifier] + arguments)
+    }
+
+    @Test("an auditor checks a message's proof with the public key alone, in Swift and in Python; tampering fails")
+    func messageProof() throws {
+        let data = TemporaryDirectory()
+        defer { data.remove() }
+        #expect(try ledger("import", "-", data: data, input: operations).status == 0)
+        let messageID = try #require(
+            try ledger("log", data: data).stdout.split(separator: "\n").compactMap {
+                jsonObject($0)["kind"] as? String == "sent" ? jsonObject($0)["messageId"] as? String : nil
+            }.first)
+
+        let keyLine = try ledger("checkpoint", "--public-key", data: data)
+        #expect(keyLine.status == 0, "\(keyLine.stderr)")
+        let key = keyLine.stdout.trimmingCharacters(in: .newlines)
+        #expect(key.hasPrefix("topicledger/demo-project+"))
+        // The signing key is the project's own file, readable by its owner alone.
+        let keyFile = data.path + "/demo-project/checkpoint.key"
+        let attributes = try FileManager.default.attributesOfItem(atPath: keyFile)
+        #expect((attributes[.posixPermissions] as? NSNumber)?.intValue == 0o600)
+        #expect(!keyLine.stdout.contains("PRIVATE") && !keyLine.stderr.contains("PRIVATE"))
+
+        let checkpoint = try ledger("checkpoint", data: data)
+        #expect(checkpoint.status == 0)
+        #expect(checkpoint.stdout.hasPrefix("topicledger/demo-project\n8\n"))
+        #expect(checkpoint.stdout.contains("\n\n\u{2014} topicledger/demo-project "))
+
+        let proof = try ledger("prove", "--message", messageID, "--format", "json", data: data)
+        #expect(proof.status == 0, "\(proof.stderr)")
+        let document = jsonObject(Substring(proof.stdout))
+        let entries = try #require(document["entries"] as? [[String: Any]])
+        #expect(entries.map { $0["kind"] as? String } == ["sent", "audience"])
+        #expect(entries.map { $0["seq"] as? Int } == [6, 7])
+        #expect(entries.map { $0["leafIndex"] as? Int } == [5, 6])
+        let file = data.path + "/proof.json"
+        try Data(proof.stdout.utf8).write(to: URL(fileURLWithPath: file))
+        let swiftCheck = try runProduct("ledger", ["verify-proof", file, "--public-key", key])
+        #expect(swiftCheck.status == 0 && swiftCheck.stdout.contains("verified: message \(messageID): 2 events"))
+        let pythonCheck = try Self.python([file, "--public-key", key])
+        #expect(pythonCheck.status == 0, "\(pythonCheck.stdout)\(pythonCheck.stderr)")
+
+        // Every kept checkpoint is in checkpoints.jsonl.
+        let kept = try String(contentsOfFile: data.path + "/demo-project/checkpoints.jsonl", encoding: .utf8)
+        #expect(kept.split(separator: "\n").count == 2)
+
+        // One flipped character in the event, a proof hash, the checkpoint's signature or root: both refuse.
+        let event = try #require(entries[0]["event"] as? String)
+        let proofHash = try #require((entries[1]["inclusionProof"] as? [String])?.first)
+        let note = try #require(document["checkpoint"] as? String)
+        let signature = try #require(note.split(separator: " ").last.map { String($0.dropLast()) })
+        let root = String(note.split(separator: "\n")[2])
+        for (original, name) in [(event, "event"), (proofHash, "proof"), (signature, "signature"), (root, "root")] {
+            let flipped =
+                String(original.prefix(4)) + (original.dropFirst(4).first == "A" ? "B" : "A")
+                + String(original.dropFirst(5))
+            let damaged = proof.stdout.replacingOccurrences(of: original, with: flipped)
+            #expect(damaged != proof.stdout)
+            try Data(damaged.utf8).write(to: URL(fileURLWithPath: file))
+            #expect(try runProduct("ledger", ["verify-proof", file, "--public-key", key]).status == 2, "\(name)")
+            #expect(try Self.python([file, "--public-key", key]).status == 2, "\(name)")
+        }
+        // Another key (another data directory's) does not verify this project's checkpoint.
+        let other = TemporaryDirectory()
+        defer { other.remove() }
+        #expect(try ledger("import", "-", data: other, input: operations).status == 0)
+        let otherKey = try ledger("checkpoint", "--public-key", data: other).stdout.trimmingCharacters(in: .newlines)
+        try Data(proof.stdout.utf8).write(to: URL(fileURLWithPath: file))
+        #expect(try runProduct("ledger", ["verify-proof", file, "--public-key", otherKey]).status == 2)
+        #expect(try Self.python([file, "--public-key", otherKey]).status == 2)
+    }
+
+    @Test("consistency proofs hold for a grown log and fail for a rewritten one")
+    func consistencyProof() throws {
+        let data = TemporaryDirectory()
+        defer { data.remove() }
+        #expect(try ledger("import", "-", data: data, input: operations).status == 0)
+        let key = try ledger("checkpoint", "--public-key", data: data).stdout.trimmingCharacters(in: .newlines)
+        let file = data.path + "/consistency.json"
+        for from in 1...8 {
+            let proof = try ledger("prove", "--consistency", "--from", String(from), "--format", "json", data: data)
+            #expect(proof.status == 0, "\(proof.stderr)")
+            #expect(jsonObject(Substring(proof.stdout))["to"] as? Int == 8)
+            try Data(proof.stdout.utf8).write(to: URL(fileURLWithPath: file))
+            #expect(try runProduct("ledger", ["verify-proof", file, "--public-key", key]).status == 0)
+            #expect(try Self.python([file, "--public-key", key]).status == 0)
+        }
+        // A root from a rewritten history (another log's tree of 4) is not consistent with this one's.
+        let other = TemporaryDirectory()
+        defer { other.remove() }
+        let rewritten = operations.replacingOccurrences(of: "com.example", with: "com.exampl3")
+        #expect(try ledger("import", "-", data: other, input: rewritten).status == 0)
+        let honest = jsonObject(
+            Substring(try ledger("prove", "--consistency", "--from", "4", "--format", "json", data: data).stdout))
+        let forgedRoot = try #require(
+            jsonObject(
+                Substring(
+                    try ledger("prove", "--consistency", "--from", "4", "--to", "4", "--format", "json", data: other)
+                        .stdout))["fromRoot"] as? String)
+        #expect(forgedRoot != honest["fromRoot"] as? String)
+        var forged = honest
+        forged["fromRoot"] = forgedRoot
+        try JSONSerialization.data(withJSONObject: forged).write(to: URL(fileURLWithPath: file))
+        #expect(try runProduct("ledger", ["verify-proof", file, "--public-key", key]).status == 2)
+        #expect(try Self.python([file, "--public-key", key]).status == 2)
+        // Sizes past the log are refused.
+        #expect(try ledger("prove", "--consistency", "--from", "9", data: data).status != 0)
+    }
+}

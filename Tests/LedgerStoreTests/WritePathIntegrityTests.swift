@@ -112,7 +112,7 @@ struct WritePathIntegrityTests {
         #expect(try ledger.verify().isSound)
     }
 
-    @Test("a layout-2 ledger is upgraded in place to layout 3 by its first writer, then takes long names")
+    @Test("a layout-2 ledger is upgraded in place to the current layout by its first writer, then takes long names")
     func upgradeFromLayoutTwo() async throws {
         let directory = TemporaryDirectory()
         defer { directory.remove() }
@@ -144,7 +144,7 @@ struct WritePathIntegrityTests {
         let version = try environment.read { txn throws in
             try txn.value(in: try txn.openDatabase("meta"), forKey: "layoutVersion")
         }
-        #expect(version == [0, 0, 0, 3])
+        #expect(version == [0, 0, 0, 4])
         #expect(try upgraded.verify().isSound)
     }
 

@@ -113,8 +113,13 @@ public struct ProcessResult: Sendable {
 
 /// Runs one of the package's executables with `arguments`, feeding `input` on standard input.
 public func runProduct(_ name: String, _ arguments: [String], input: String? = nil) throws -> ProcessResult {
+    try runProcess(builtProductsDirectory().appendingPathComponent(name).path, arguments, input: input)
+}
+
+/// Runs the executable at `path` with `arguments`, feeding `input` on standard input.
+public func runProcess(_ path: String, _ arguments: [String], input: String? = nil) throws -> ProcessResult {
     let process = Process()
-    process.executableURL = builtProductsDirectory().appendingPathComponent(name)
+    process.executableURL = URL(fileURLWithPath: path)
     process.arguments = arguments
     let stdout = Pipe()
     let stderr = Pipe()

@@ -5,6 +5,7 @@ the server keeps serving. Also every read route once on the happy path, so the c
 import json
 import pathlib
 import subprocess
+import sys
 import time
 
 import pytest
@@ -334,6 +335,52 @@ def test_audit_api_answers_the_auditor_and_refuses_the_rest(server, register):
         expect_rejected(server, "GET", path, headers=AUDITOR, status=status, code=code)
     for path in (replay_path, f"{audit}/instances/{tokens[0]}", f"{audit}/topics/audited",
                  f"{audit}/topics/audited/history", f"{audit}/events"):
+        expect_rejected(server, "GET", path, headers=CLIENT, status=403, code="SENDER_ID_MISMATCH")
+        expect_rejected(server, "GET", path, headers={}, status=401, code="THIRD_PARTY_AUTH_ERROR")
+
+
+def test_proofs_verify_with_the_independent_verifier(server, register):
+    """Signed checkpoint, message proof and consistency proof over HTTP, each checked by tools/merkle's Python
+    verifier with the key `ledger checkpoint --public-key` prints; tampering is refused."""
+    sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1] / "merkle"))
+    import verify_proof
+
+    token = register()
+    requests.post(server["base"] + f"/iid/v1/{token}/rel/topics/proved", headers=ADMIN).raise_for_status()
+    name = requests.post(server["base"] + SEND, headers=ADMIN, json={"message": {"topic": "proved"}}).json()["name"]
+    message_id = name.rsplit("/", 1)[1]
+    project = f"/v1/projects/{PROJECT}"
+    for _ in range(100):  # the audience is recorded moments after the send
+        if requests.get(server["base"] + f"{project}/audit/messages/{message_id}", headers=AUDITOR).json()[
+                "matchesRecord"]:
+            break
+        time.sleep(0.05)
+    note = requests.get(server["base"] + f"{project}/ledger:checkpoint", headers=AUDITOR)
+    assert note.status_code == 200 and note.headers["content-type"].startswith("text/plain")
+    key = subprocess.run([server["binary"], "checkpoint", "--public-key", "--data", server["data"]],
+                         check=True, capture_output=True, text=True).stdout.strip()
+    origin, size, root = verify_proof.verify_note(note.text, key)
+    assert origin == f"topicledger/{PROJECT}" and size == head_seq(server)
+    proof = requests.get(server["base"] + f"{project}/messages/{message_id}:proof", headers=ADMIN).json()
+    assert [entry["kind"] for entry in proof["entries"]] == ["sent", "audience"]
+    assert verify_proof.verify_message_proof(proof, key).startswith("2 events included")
+    tampered = json.loads(json.dumps(proof))
+    tampered["entries"][0]["inclusionProof"][0] = tampered["entries"][1]["inclusionProof"][0]
+    with pytest.raises(verify_proof.Refused):
+        verify_proof.verify_message_proof(tampered, key)
+    requests.post(server["base"] + f"/iid/v1/{token}/rel/topics/later", headers=ADMIN).raise_for_status()
+    consistency = requests.get(server["base"] + f"{project}/ledger:consistency?from={size}", headers=AUDITOR).json()
+    assert consistency["to"] == size + 1
+    assert verify_proof.verify_consistency_proof(consistency, key).endswith(f"size {size + 1}")
+    for path, status, code in [
+        (f"{project}/messages/1:proof", 404, "NOT_FOUND"),
+        (f"{project}/messages/abc:proof", 400, "INVALID_ARGUMENT"),
+        (f"{project}/ledger:consistency", 400, "INVALID_ARGUMENT"),
+        (f"{project}/ledger:consistency?from=5&to=99999", 400, "INVALID_ARGUMENT"),
+    ]:
+        expect_rejected(server, "GET", path, headers=AUDITOR, status=status, code=code)
+    for path in (f"{project}/ledger:checkpoint", f"{project}/messages/{message_id}:proof",
+                 f"{project}/ledger:consistency?from=1"):
         expect_rejected(server, "GET", path, headers=CLIENT, status=403, code="SENDER_ID_MISMATCH")
         expect_rejected(server, "GET", path, headers={}, status=401, code="THIRD_PARTY_AUTH_ERROR")
 

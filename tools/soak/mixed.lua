@@ -5,8 +5,12 @@ local counter = 0
 
 request = function()
     counter = counter + 1
-    local token = tokens[(counter % #tokens) + 1]
-    local topic = "churn-" .. (counter % 50)
+    -- The token moves with counter // 10 and the topic also with each pass over the tokens, so every
+    -- (token, topic) pair gets subscribes and unsubscribes over time. (Taking both from counter alone gave
+    -- each pair one fixed operation: all but its first subscribe answered 409, no unsubscribe changed anything.)
+    local step = math.floor(counter / 10)
+    local token = tokens[(step % #tokens) + 1]
+    local topic = "churn-" .. ((counter % 10 + 3 * math.floor(step / #tokens)) % 50)
     local headers = { ["Authorization"] = "Bearer owner", ["Content-Type"] = "application/json" }
     local kind = counter % 10
     if kind < 4 then

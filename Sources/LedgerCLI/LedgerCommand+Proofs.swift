@@ -1,0 +1,149 @@
+import ArgumentParser
+import Foundation
+import LedgerCore
+import LedgerStore
+
+extension LedgerCommand {
+    /// `ledger checkpoint`: a freshly signed checkpoint of the log (a C2SP signed note), or the verifier key.
+    struct CheckpointCommand: ParsableCommand {
+        static let configuration = CommandConfiguration(
+            commandName: "checkpoint",
+            abstract: "Sign a checkpoint of the project's log (tree size and Merkle root) and print it.",
+            discussion: """
+                The signing key is <data>/<project>/checkpoint.key (mode 0600), made on first use; every \
+                checkpoint signed is kept in <data>/<project>/checkpoints.jsonl. Works beside a running server. \
+                Formats: docs/event-format.md; what an auditor does with them: docs/compliance.md.
+                """)
+
+        @OptionGroup var location: LedgerLocation
+
+        @Flag(help: "Print the verifier key line (`<name>+<key hash>+<base64 key>`) instead.")
+        var publicKey = false
+
+        func run() throws {
+            let ledger = try location.open(.readOnly)
+            defer { ledger.close() }
+            let keeper = try CheckpointKeeper.open(dataDirectory: location.data, project: location.projectID)
+            if publicKey {
+                printNow(keeper.signer.verifier.keyLine)
+                return
+            }
+            let note = try ledger.read { try keeper.sign($0).note }
+            FileHandle.standardOutput.write(Data(note.utf8))
+        }
+    }
+
+    /// `ledger prove`: a message's inclusion proof, or a consistency proof between two tree sizes.
+    struct Prove: ParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Prove a message's events are in the signed log, or that an older log is a prefix of today's.",
+            discussion: """
+                --message ID: the message's `sent` and `audience` events with their inclusion proofs against a \
+                checkpoint signed now. --consistency --from M [--to N]: RFC 9162's consistency proof between the \
+                trees of the first M and N events (N: the whole log). Check either with `ledger verify-proof` or \
+                tools/merkle/verify_proof.py, knowing only the verifier key (`ledger checkpoint --public-key`).
+                """)
+
+        @OptionGroup var options: CommonOptions
+
+        @Option(help: "The message: its id or its name, projects/P/messages/ID.")
+        var message: String?
+
+        @Flag(help: "Prove consistency between two tree sizes instead.")
+        var consistency = false
+
+        @Option(help: "With --consistency: the older tree size.")
+        var from: UInt64?
+
+        @Option(help: "With --consistency: the newer tree size (default: the whole log).")
+        var to: UInt64?
+
+        func validate() throws {
+            guard (message != nil) != consistency else {
+                throw ValidationError("give either --message ID or --consistency --from M")
+            }
+            if consistency && from == nil { throw ValidationError("--consistency needs --from M") }
+            if !consistency && (from != nil || to != nil) {
+                throw ValidationError("--from and --to go with --consistency")
+            }
+        }
+
+        func run() throws {
+            let ledger = try options.open(.readOnly)
+            defer { ledger.close() }
+            let document: [String: Any]
+            if let message {
+                let messageID = try Replay.messageID(message, project: options.projectID)
+                let keeper = try CheckpointKeeper.open(dataDirectory: options.data, project: options.projectID)
+                let proof = try ledger.read { snapshot -> [String: Any]? in
+                    let signed = try keeper.sign(snapshot)
+                    return try LedgerProofs.messageProof(
+                        messageID, in: snapshot, checkpoint: signed.note, size: signed.checkpoint.size)
+                }
+                guard let proof else { throw InputError("no message \(messageID) in project \(options.projectID)") }
+                document = proof
+            } else {
+                document = try ledger.read { snapshot in
+                    let head = try snapshot.head().seq
+                    let to = self.to ?? head
+                    guard let from, from <= to, to <= head else {
+                        throw InputError("--from and --to must satisfy from ≤ to ≤ \(head) (the log's size)")
+                    }
+                    return try LedgerProofs.consistencyProof(from: from, to: to, in: snapshot)
+                }
+            }
+            switch options.format {
+            case .json:
+                let data = try JSONSerialization.data(
+                    withJSONObject: document, options: [.sortedKeys, .withoutEscapingSlashes])
+                printNow(String(decoding: data, as: UTF8.self))
+            case .text:
+                if let entries = document["entries"] as? [[String: Any]] {
+                    FileHandle.standardOutput.write(Data((document["checkpoint"] as? String ?? "").utf8))
+                    for entry in entries {
+                        printNow(
+                            "\(entry["kind"] ?? "") event at seq \(entry["seq"] ?? ""): "
+                                + "\((entry["inclusionProof"] as? [Any])?.count ?? 0) proof hashes")
+                    }
+                    printNow("(use --format json for the proof itself)")
+                } else {
+                    printNow(
+                        "consistency \(document["from"] ?? "") → \(document["to"] ?? ""): "
+                            + "\((document["proof"] as? [Any])?.count ?? 0) proof hashes (--format json for them)")
+                }
+            }
+        }
+    }
+
+    /// `ledger verify-proof FILE --public-key KEYLINE`: checks a proof offline.
+    struct VerifyProof: ParsableCommand {
+        static let configuration = CommandConfiguration(
+            commandName: "verify-proof",
+            abstract: "Check a proof from `ledger prove --format json` with only the verifier key.",
+            discussion: "Exit status: 0 when the proof holds; 2 when it does not; 1 for unreadable input.")
+
+        @Argument(help: "The proof file (JSON), or - for standard input.")
+        var file: String
+
+        @Option(help: "The verifier key line, from `ledger checkpoint --public-key`.")
+        var publicKey: String
+
+        func run() throws {
+            guard let key = NoteVerifier(keyLine: publicKey) else {
+                throw InputError("--public-key is not a verifier key line (<name>+<key hash>+<base64 key>)")
+            }
+            let data: Data? =
+                file == "-"
+                ? FileHandle.standardInput.readDataToEndOfFile() : FileManager.default.contents(atPath: file)
+            guard let data, let document = try? JSONSerialization.jsonObject(with: data) as? [String: Any] else {
+                throw InputError("\(file) is not a JSON proof")
+            }
+            do {
+                printNow("verified: " + (try LedgerProofs.verify(document, key: key)))
+            } catch {
+                printNow("not verified: \(error)")
+                throw ExitCode(2)
+            }
+        }
+    }
+}

@@ -1,0 +1,103 @@
+import Foundation
+import Hummingbird
+import LedgerCore
+import LedgerStore
+
+/// Signed checkpoints and proofs, for the auditor and admin credentials (docs/compliance.md):
+///
+/// - `GET /v1/projects/{p}/ledger:checkpoint`: a signed checkpoint of the log (text/plain, a C2SP note);
+/// - `GET /v1/projects/{p}/messages/{id}:proof`: the message's events with inclusion proofs (JSON, as
+///   `ledger prove --message`);
+/// - `GET /v1/projects/{p}/ledger:consistency?from=M&to=N`: a consistency proof (as `ledger prove
+///   --consistency`).
+///
+/// A checkpoint is signed at most once a second per project: within a second of the last one, or while the
+/// log has not grown, the last note is answered again.
+struct ProofRoutes {
+    let server: ServerContext
+
+    func register(on router: Router<LedgerRequestContext>) {
+        let project = router.group("/v1/projects/:project")
+            .add(
+                middleware: ProjectAuthentication(
+                    credentials: server.configuration.credentials, roles: [.auditor, .admin]))
+        project.get("ledger:checkpoint") { _, context in try checkpoint(context) }
+        project.get("ledger:consistency") { request, context in try consistency(request, context) }
+        project.get("messages/:messageProof") { _, context in try messageProof(context) }
+    }
+
+    private func checkpoint(_ context: LedgerRequestContext) throws -> Response {
+        let project = try context.requireCaller().project
+        let note = try server.ledgers.checkpoints(for: project).latest(of: server.ledger(for: project)).note
+        return Response(
+            status: .ok, headers: [.contentType: "text/plain; charset=utf-8"],
+            body: ResponseBody(byteBuffer: ByteBuffer(string: note)))
+    }
+
+    private func messageProof(_ context: LedgerRequestContext) throws -> Response {
+        let project = try context.requireCaller().project
+        let text = try context.parameters.decoded("messageProof")
+        guard text.hasSuffix(":proof") else { throw FCMError.notFound("Unknown route.") }
+        let idText = text.dropLast(":proof".count)
+        guard let id = UInt64(idText), id >= 1, id <= UInt64(Int64.max), idText.first != "+" else {
+            throw FCMError.invalidArgument("a message id is a decimal number from 1 to \(Int64.max)", field: "message")
+        }
+        let ledger = try server.ledger(for: project)
+        let signed = try server.ledgers.checkpoints(for: project).latest(of: ledger)
+        let body = try ledger.read { snapshot -> [String: Any] in
+            guard
+                let proof = try LedgerProofs.messageProof(
+                    id, in: snapshot, checkpoint: signed.note, size: signed.checkpoint.size)
+            else { throw FCMError.notFound("Message \(id) was not found in project \(project).") }
+            return proof
+        }
+        return try JSONResponse.make(body)
+    }
+
+    private func consistency(_ request: Request, _ context: LedgerRequestContext) throws -> Response {
+        let project = try context.requireCaller().project
+        let query = request.uri.queryParameters
+        func size(_ name: String) throws -> UInt64? {
+            guard let text = query[Substring(name)] else { return nil }
+            guard text.utf8.allSatisfy({ $0 >= UInt8(ascii: "0") && $0 <= UInt8(ascii: "9") }), let value = UInt64(text)
+            else { throw FCMError.invalidArgument("\(name) must be a tree size (a decimal number)", field: name) }
+            return value
+        }
+        guard let from = try size("from") else {
+            throw FCMError.invalidArgument("from is required: the older tree size", field: "from")
+        }
+        let to = try size("to")
+        let body = try server.ledger(for: project).read { snapshot -> [String: Any] in
+            let head = try snapshot.head().seq
+            let to = to ?? head
+            guard from <= to, to <= head else {
+                throw FCMError.invalidArgument(
+                    "from and to must satisfy from ≤ to ≤ \(head), the log's size", field: to > head ? "to" : "from")
+            }
+            return try LedgerProofs.consistencyProof(from: from, to: to, in: snapshot)
+        }
+        return try JSONResponse.make(body)
+    }
+}
+
+/// One project's checkpoint signer, signing at most once a second.
+final class CheckpointSigner: @unchecked Sendable {
+    // @unchecked: `last` is only touched with `lock` held.
+    private let lock = NSLock()
+    private let keeper: CheckpointKeeper
+    private var last: (checkpoint: Checkpoint, note: String, at: Double)?
+
+    init(keeper: CheckpointKeeper) { self.keeper = keeper }
+
+    /// The last signed checkpoint if it is under a second old or the log has not grown since; else a new one.
+    func latest(of ledger: Ledger) throws -> (checkpoint: Checkpoint, note: String) {
+        lock.lock()
+        defer { lock.unlock() }
+        let now = monotonicSeconds()
+        let head = try ledger.read { try $0.head().seq }
+        if let last, now - last.at < 1 || last.checkpoint.size == head { return (last.checkpoint, last.note) }
+        let signed = try ledger.read { try keeper.sign($0) }
+        last = (signed.checkpoint, signed.note, now)
+        return signed
+    }
+}

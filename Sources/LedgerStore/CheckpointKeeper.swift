@@ -1,0 +1,131 @@
+import Crypto
+import Foundation
+import LedgerCore
+
+/// A project's checkpoint signer and the checkpoints it has signed, beside its ledger:
+///
+/// - `<data>/<project>/checkpoint.key`: the Ed25519 signing key, created on first use with mode 0600, in Go's
+///   `note` signer-key format `PRIVATE+KEY+<name>+<key hash>+<base64(0x01 ‖ 32-byte seed)>`. A key file that
+///   others can read is refused. Never logged, never printed.
+/// - `<data>/<project>/checkpoints.jsonl`: every checkpoint signed, one JSON object a line
+///   (`{"size":N,"note":"…"}`), appended under an exclusive lock — what an auditor can ask for later.
+///
+/// Origin and key name are `topicledger/<project>` unless configured.
+public struct CheckpointKeeper: Sendable {
+    public let signer: NoteSigner
+    public let origin: String
+    let keptPath: String
+
+    public static func defaultName(for project: ProjectID) -> String { "topicledger/\(project)" }
+
+    /// Loads the project's key, creating it when `create` and absent.
+    ///
+    /// - Throws: `StoreError` `.notFound` (no key and not `create`), `.invalidArgument` (a key file others can
+    ///   read, or one that is not a signer key).
+    public static func open(
+        dataDirectory: String, project: ProjectID, name: String? = nil, origin: String? = nil, create: Bool = true
+    ) throws -> CheckpointKeeper {
+        let directory = (dataDirectory as NSString).appendingPathComponent(project.rawValue)
+        let keyPath = (directory as NSString).appendingPathComponent("checkpoint.key")
+        let name = name ?? defaultName(for: project)
+        let signer: NoteSigner
+        if FileManager.default.fileExists(atPath: keyPath) {
+            signer = try loadKey(keyPath)
+        } else {
+            guard create else {
+                throw StoreError(
+                    .notFound, "project \(project) has no checkpoint key yet (`ledger checkpoint` makes one)")
+            }
+            signer = try createKey(keyPath, name: name)
+        }
+        return CheckpointKeeper(
+            signer: signer, origin: origin ?? defaultName(for: project),
+            keptPath: (directory as NSString).appendingPathComponent("checkpoints.jsonl"))
+    }
+
+    /// Signs a checkpoint of `snapshot`'s whole log and keeps it.
+    public func sign(_ snapshot: LedgerSnapshot) throws -> (checkpoint: Checkpoint, note: String) {
+        let tree = try snapshot.merkleTree()
+        let checkpoint = Checkpoint(origin: origin, size: tree.size, root: try tree.root())
+        let note = try signer.sign(checkpoint)
+        try keep(size: checkpoint.size, note: note)
+        return (checkpoint, note)
+    }
+
+    /// The checkpoints kept so far, oldest first.
+    public func kept() throws -> [(size: UInt64, note: String)] {
+        guard let data = FileManager.default.contents(atPath: keptPath) else { return [] }
+        return try data.split(separator: UInt8(ascii: "\n")).map { line in
+            guard let object = try? JSONSerialization.jsonObject(with: Data(line)) as? [String: Any],
+                let size = (object["size"] as? NSNumber)?.uint64Value, let note = object["note"] as? String
+            else { throw StoreError(.corrupt, "\(keptPath) holds a line that is not a kept checkpoint") }
+            return (size, note)
+        }
+    }
+
+    private func keep(size: UInt64, note: String) throws {
+        var line = try JSONSerialization.data(withJSONObject: ["size": size, "note": note], options: [.sortedKeys])
+        line.append(UInt8(ascii: "\n"))
+        let fd = openFile(keptPath, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0o644)
+        guard fd >= 0 else { throw StoreError(.unavailable, "cannot write \(keptPath): errno \(errno)") }
+        defer { close(fd) }
+        flock(fd, LOCK_EX)
+        let written = line.withUnsafeBytes { write(fd, $0.baseAddress, $0.count) }
+        guard written == line.count, fsync(fd) == 0 else {
+            throw StoreError(.unavailable, "cannot write \(keptPath): errno \(errno)")
+        }
+    }
+
+    private static let keyPrefix = "PRIVATE+KEY+"
+
+    private static func createKey(_ path: String, name: String) throws -> NoteSigner {
+        let key = Curve25519.Signing.PrivateKey()
+        let signer = try NoteSigner(name: name, key: key)
+        let text =
+            "\(keyPrefix)\(name)+\(hex(signer.verifier.keyHash))+"
+            + Data([NoteVerifier.ed25519] + Array(key.rawRepresentation)).base64EncodedString() + "\n"
+        // O_EXCL: two processes creating the key at once do not overwrite each other's.
+        let fd = openFile(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o600)
+        guard fd >= 0 else {
+            if errno == EEXIST { return try loadKey(path) }
+            throw StoreError(.unavailable, "cannot create \(path): errno \(errno)")
+        }
+        defer { close(fd) }
+        let bytes = Array(text.utf8)
+        guard bytes.withUnsafeBytes({ write(fd, $0.baseAddress, $0.count) }) == bytes.count, fsync(fd) == 0 else {
+            throw StoreError(.unavailable, "cannot write \(path): errno \(errno)")
+        }
+        return signer
+    }
+
+    private static func loadKey(_ path: String) throws -> NoteSigner {
+        var status = stat()
+        guard stat(path, &status) == 0 else { throw StoreError(.unavailable, "cannot read \(path): errno \(errno)") }
+        guard status.st_mode & 0o077 == 0 else {
+            throw StoreError(
+                .invalidArgument,
+                "\(path) can be read by others (mode \(String(status.st_mode & 0o777, radix: 8))); `chmod 600` it")
+        }
+        guard let data = FileManager.default.contents(atPath: path),
+            let text = String(data: data, encoding: .utf8)?.trimmingCharacters(in: .newlines),
+            text.hasPrefix(keyPrefix)
+        else { throw StoreError(.invalidArgument, "\(path) is not a checkpoint signing key") }
+        // The name holds no '+'; the base64 seed may.
+        let parts = text.dropFirst(keyPrefix.count).split(
+            separator: "+", maxSplits: 2, omittingEmptySubsequences: false)
+        guard parts.count == 3, let blob = Data(base64Encoded: String(parts[2])), blob.count == 33,
+            blob.first == NoteVerifier.ed25519,
+            let key = try? Curve25519.Signing.PrivateKey(rawRepresentation: blob.dropFirst()),
+            let signer = try? NoteSigner(name: String(parts[0]), key: key),
+            hex(signer.verifier.keyHash) == parts[1]
+        else { throw StoreError(.invalidArgument, "\(path) is not a checkpoint signing key") }
+        return signer
+    }
+}
+
+private func hex(_ bytes: [UInt8]) -> String { bytes.map { String(format: "%02x", $0) }.joined() }
+
+/// `open(2)` (a file-level name: inside ``CheckpointKeeper``, `open` is its own factory).
+private func openFile(_ path: String, _ flags: Int32, _ mode: mode_t) -> Int32 {
+    open(path, flags, mode)
+}

@@ -1,0 +1,134 @@
+import LMDBKit
+import LedgerCore
+
+/// The RFC 6962 tree over a project's log (docs/event-format.md, "Merkle tree"), kept in the `merkle`
+/// database: the hash of every complete, aligned subtree of at least 16 leaves, under
+/// `level u8 ‖ index u64` (big-endian: level-major, then in log order). Leaf `i` is
+/// `SHA-256(0x00 ‖ chain hash of seq i+1)`.
+///
+/// Subtrees below 16 leaves are not stored: they are computed from the chain hashes in the log (at most
+/// 15 reads of 32 bytes), which keeps the tree's share of an append to one put every 8 events on average
+/// — the root of any size and any proof are still O(log n) reads.
+enum MerkleStore {
+    /// Subtrees of `2^lowestStoredLevel` leaves and more are stored.
+    static let lowestStoredLevel = 4
+
+    static func key(level: Int, index: UInt64) -> PackedBytes {
+        var key = PackedBytes()
+        key.append(UInt8(level))
+        key.append(index)
+        return key
+    }
+
+    /// Called by the appender after it stored the event at `seq` (leaf `seq - 1`), in the same transaction:
+    /// stores the subtrees that leaf completes.
+    static func didAppend(seq: UInt64, txn: LMDBTransaction, schema: LedgerSchema) throws {
+        let width = UInt64(1) << UInt64(lowestStoredLevel)
+        guard seq % width == 0 else { return }
+        let nodes = LedgerMerkleNodes(txn: txn, schema: schema)
+        var level = lowestStoredLevel
+        var index = seq / width - 1
+        var hash = try nodes.computed(level: level, index: index)
+        try txn.put(schema.merkle, key: key(level: level, index: index), value: hash)
+        while index & 1 == 1 {
+            hash = MerkleHash.node(try nodes.subtree(level: level, index: index - 1), hash)
+            level += 1
+            index >>= 1
+            try txn.put(schema.merkle, key: key(level: level, index: index), value: hash)
+        }
+    }
+}
+
+/// The tree's nodes as a read (or write) transaction sees them: stored subtrees from `merkle`, smaller ones
+/// computed from the log's chain hashes.
+public struct LedgerMerkleNodes: MerkleNodeSource {
+    let txn: LMDBTransaction
+    let schema: LedgerSchema
+
+    public func subtree(level: Int, index: UInt64) throws -> [UInt8] {
+        guard level >= MerkleStore.lowestStoredLevel else { return try computed(level: level, index: index) }
+        guard level < 64 else { throw StoreError(.corrupt, "no Merkle subtree at level \(level)") }
+        let stored = try txn.withValue(in: schema.merkle, forKey: MerkleStore.key(level: level, index: index)) {
+            $0.map { Array($0) }
+        }
+        guard let stored, stored.count == MerkleHash.size else {
+            throw StoreError(
+                .corrupt,
+                "the Merkle tree has no subtree \(level)/\(index); run `ledger verify`, then `ledger rebuild`")
+        }
+        return stored
+    }
+
+    /// A subtree computed from its leaves' chain hashes (levels below the stored ones, and the stored level
+    /// itself when the appender first stores it).
+    func computed(level: Int, index: UInt64) throws -> [UInt8] {
+        let width = UInt64(1) << UInt64(level)
+        var layer: [[UInt8]] = []
+        layer.reserveCapacity(Int(width))
+        for seq in (index * width + 1)...(index * width + width) {
+            layer.append(MerkleHash.leaf(try chainHash(at: seq)))
+        }
+        while layer.count > 1 {
+            layer = stride(from: 0, to: layer.count, by: 2).map { MerkleHash.node(layer[$0], layer[$0 + 1]) }
+        }
+        return layer[0]
+    }
+
+    /// The stored chain hash of the event at `seq`: the data of leaf `seq - 1`.
+    func chainHash(at seq: UInt64) throws -> [UInt8] {
+        let hash = try txn.withValue(in: schema.log, forKey: seq) { record in
+            try record.map { Array(try HashChain.split(record: $0).hash) }
+        }
+        guard let hash else { throw StoreError(.corrupt, "the log has no event at seq \(seq)") }
+        return hash
+    }
+}
+
+/// Builds the stored subtrees of a whole log in memory, one chain hash at a time in seq order (rebuild,
+/// verify and the layout upgrade), keeping the right edge's complete subtrees on a stack.
+struct MerkleBuilder {
+    /// The right edge: complete subtrees, largest first.
+    private var edge: [(level: Int, hash: [UInt8])] = []
+    /// `stored[l]`: the hashes of the complete subtrees at level `lowestStoredLevel + l`, in order, laid end
+    /// to end.
+    private(set) var stored: [[UInt8]] = []
+
+    mutating func add(chainHash: some Sequence<UInt8>) {
+        var level = 0
+        var hash = MerkleHash.leaf(chainHash)
+        while let last = edge.last, last.level == level {
+            edge.removeLast()
+            hash = MerkleHash.node(last.hash, hash)
+            level += 1
+            if level >= MerkleStore.lowestStoredLevel {
+                let row = level - MerkleStore.lowestStoredLevel
+                while stored.count <= row { stored.append([]) }
+                stored[row].append(contentsOf: hash)
+            }
+        }
+        edge.append((level, hash))
+    }
+
+    /// Calls `body` with every stored subtree in key order.
+    func forEachStored(_ body: (_ key: PackedBytes, _ hash: ArraySlice<UInt8>) throws -> Void) rethrows {
+        for (row, hashes) in stored.enumerated() {
+            let level = MerkleStore.lowestStoredLevel + row
+            for index in 0..<(hashes.count / MerkleHash.size) {
+                let start = index * MerkleHash.size
+                try body(MerkleStore.key(level: level, index: UInt64(index)), hashes[start..<start + MerkleHash.size])
+            }
+        }
+    }
+}
+
+extension LedgerSnapshot {
+    /// The Merkle tree over the first `size` events (default: the whole log).
+    public func merkleTree(size: UInt64? = nil) throws -> MerkleTree<LedgerMerkleNodes> {
+        let headSeq = try self.head().seq
+        let size = size ?? headSeq
+        guard size <= headSeq else {
+            throw StoreError(.notFound, "the log has \(headSeq) events; there is no tree of size \(size)")
+        }
+        return MerkleTree(size: size, source: LedgerMerkleNodes(txn: txn, schema: schema))
+    }
+}

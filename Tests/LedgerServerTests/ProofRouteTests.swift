@@ -1,0 +1,66 @@
+import Foundation
+import HTTPTypes
+import LedgerCore
+import LedgerStore
+import LedgerTestSupport
+import Testing
+
+@Suite("Checkpoints and proofs over HTTP")
+struct ProofRouteTests {
+    static let project = "/v1/projects/demo-project"
+
+    @Test("a signed checkpoint, a message's proof and a consistency proof, each checkable with the public key")
+    func checkpointAndProofs() async throws {
+        let server = TestServer()
+        let directory = server.configuration.dataDirectory
+        try await server.run { client in
+            let token = try await client.registerDevice()
+            _ = try await client.call(.post, "/iid/v1/\(token)/rel/topics/news")
+            let sent = try await client.call(
+                .post, "\(Self.project)/messages:send", body: #"{"message":{"topic":"news"}}"#)
+            let id = try #require((sent.json["name"] as? String)?.split(separator: "/").last)
+            let head = try client.headSeq()  // waits for the audience
+
+            let checkpoint = try await client.call(
+                .get, "\(Self.project)/ledger:checkpoint", headers: TestServer.Client.auditor)
+            #expect(checkpoint.status == .ok)
+            let key = try CheckpointKeeper.open(dataDirectory: directory, project: .default, create: false).signer
+                .verifier
+            let signed = try key.verify(note: checkpoint.text)
+            #expect(signed.size == head && signed.origin == "topicledger/demo-project")
+
+            let proof = try await client.call(
+                .get, "\(Self.project)/messages/\(id):proof", headers: TestServer.Client.admin)
+            #expect(proof.status == .ok, "\(proof.text)")
+            #expect((proof.json["entries"] as? [[String: Any]])?.map { $0["kind"] as? String } == ["sent", "audience"])
+            #expect(try LedgerProofs.verify(proof.json, key: key).contains("2 events included"))
+
+            // The log grows; the old checkpoint's tree is a prefix of the new one.
+            _ = try await client.call(.post, "/iid/v1/\(token)/rel/topics/sports")
+            let consistency = try await client.call(
+                .get, "\(Self.project)/ledger:consistency?from=\(head)", headers: TestServer.Client.auditor)
+            #expect(consistency.status == .ok, "\(consistency.text)")
+            #expect(consistency.json["to"] as? Int == Int(head) + 1)
+            #expect(consistency.json["fromRoot"] as? String == Data(signed.root).base64EncodedString())
+            #expect(try LedgerProofs.verify(consistency.json, key: key).contains("prefix"))
+
+            // Bad input, unknown messages, and credentials that may not see proofs.
+            for query in ["", "?from=x", "?from=1&to=999", "?from=3&to=2", "?from=-1"] {
+                let bad = try await client.call(
+                    .get, "\(Self.project)/ledger:consistency\(query)", headers: TestServer.Client.auditor)
+                #expect(bad.status == .badRequest && bad.errorCode == "INVALID_ARGUMENT", "\(query)")
+            }
+            let unknown = try await client.call(
+                .get, "\(Self.project)/messages/12345:proof", headers: TestServer.Client.auditor)
+            #expect(unknown.status == .notFound)
+            let malformed = try await client.call(
+                .get, "\(Self.project)/messages/99999999999999999999:proof", headers: TestServer.Client.auditor)
+            #expect(malformed.status == .badRequest)
+            let device = try await client.call(
+                .get, "\(Self.project)/ledger:checkpoint", headers: TestServer.Client.device)
+            #expect(device.status == .forbidden)
+            let nobody = try await client.call(.get, "\(Self.project)/messages/\(id):proof", headers: [:])
+            #expect(nobody.status == .unauthorized)
+        }
+    }
+}
