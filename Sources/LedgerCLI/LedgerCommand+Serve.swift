@@ -126,6 +126,8 @@ extension LedgerCommand {
             defer { ledgers.closeAll() }
             let app = buildApplication(configuration: configuration, ledgers: ledgers, logger: logger)
             try await app.runService()
+            // Stopped gracefully: the kept checkpoints end at the final head.
+            ledgers.signFinalCheckpoints()
         }
     }
 }

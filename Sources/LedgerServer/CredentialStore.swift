@@ -71,7 +71,7 @@ public struct CredentialStore: Sendable {
                         .invalidArgument, field: "\(path): projects.\(name).\(field)", "expected a list of strings")
                 }
                 for text in hashes {
-                    guard text.hasPrefix("sha256:"), let hash = hexBytes(text.dropFirst(7)), hash.count == 32 else {
+                    guard text.hasPrefix("sha256:"), let hash = Hex.decode(text.dropFirst(7)), hash.count == 32 else {
                         throw LedgerCoreError(
                             .invalidArgument, field: "\(path): projects.\(name).\(field)",
                             "keys must be given as sha256:<64 hex digits> of the secret")
@@ -104,18 +104,5 @@ public struct CredentialStore: Sendable {
         var difference: UInt8 = 0
         for index in a.indices { difference |= a[index] ^ b[index] }
         return difference == 0
-    }
-
-    private static func hexBytes(_ text: Substring) -> [UInt8]? {
-        guard text.count % 2 == 0 else { return nil }
-        var bytes: [UInt8] = []
-        var index = text.startIndex
-        while index < text.endIndex {
-            let next = text.index(index, offsetBy: 2)
-            guard let byte = UInt8(text[index..<next], radix: 16) else { return nil }
-            bytes.append(byte)
-            index = next
-        }
-        return bytes
     }
 }

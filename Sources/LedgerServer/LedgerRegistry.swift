@@ -143,4 +143,19 @@ public final class LedgerRegistry: @unchecked Sendable {
         for ledger in ledgers.values { ledger.close() }
         ledgers.removeAll()
     }
+
+    /// Signs a last checkpoint of every open ledger whose log grew since its last one (the server's
+    /// shutdown: the kept checkpoints then end at the final head). Failures are logged, not thrown: a
+    /// stopping server still closes its ledgers.
+    public func signFinalCheckpoints() {
+        for (project, ledger) in openLedgers() {
+            do {
+                try checkpoints(for: project).signIfGrown(ledger)
+            } catch {
+                logger.error(
+                    "could not sign the shutdown checkpoint",
+                    metadata: ["ledger.project": "\(project)", "error": "\(error)"])
+            }
+        }
+    }
 }

@@ -100,4 +100,14 @@ final class CheckpointSigner: @unchecked Sendable {
         last = (signed.checkpoint, signed.note, now)
         return signed
     }
+
+    /// Signs a checkpoint of the whole log unless the last one already covers it (or the log is empty).
+    func signIfGrown(_ ledger: Ledger) throws {
+        lock.lock()
+        defer { lock.unlock() }
+        let head = try ledger.read { try $0.head().seq }
+        guard head > 0, last?.checkpoint.size != head else { return }
+        let signed = try ledger.read { try keeper.sign($0) }
+        last = (signed.checkpoint, signed.note, monotonicSeconds())
+    }
 }

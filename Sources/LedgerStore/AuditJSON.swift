@@ -82,9 +82,7 @@ public enum AuditJSON {
         try JSONSerialization.data(withJSONObject: object, options: [.sortedKeys, .withoutEscapingSlashes])
     }
 
-    public static func hex(_ bytes: [UInt8]) -> String {
-        bytes.map { String(format: "%02x", $0) }.joined()
-    }
+    public static func hex(_ bytes: [UInt8]) -> String { Hex.encode(bytes) }
 }
 
 /// Times of events by seq, decoded once each.

@@ -82,7 +82,7 @@ public struct CheckpointKeeper: Sendable {
         let key = Curve25519.Signing.PrivateKey()
         let signer = try NoteSigner(name: name, key: key)
         let text =
-            "\(keyPrefix)\(name)+\(hex(signer.verifier.keyHash))+"
+            "\(keyPrefix)\(name)+\(Hex.encode(signer.verifier.keyHash))+"
             + Data([NoteVerifier.ed25519] + Array(key.rawRepresentation)).base64EncodedString() + "\n"
         // O_EXCL: two processes creating the key at once do not overwrite each other's.
         let fd = openFile(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o600)
@@ -117,13 +117,11 @@ public struct CheckpointKeeper: Sendable {
             blob.first == NoteVerifier.ed25519,
             let key = try? Curve25519.Signing.PrivateKey(rawRepresentation: blob.dropFirst()),
             let signer = try? NoteSigner(name: String(parts[0]), key: key),
-            hex(signer.verifier.keyHash) == parts[1]
+            Hex.encode(signer.verifier.keyHash) == parts[1]
         else { throw StoreError(.invalidArgument, "\(path) is not a checkpoint signing key") }
         return signer
     }
 }
-
-private func hex(_ bytes: [UInt8]) -> String { bytes.map { String(format: "%02x", $0) }.joined() }
 
 /// `open(2)` (a file-level name: inside ``CheckpointKeeper``, `open` is its own factory).
 private func openFile(_ path: String, _ flags: Int32, _ mode: mode_t) -> Int32 {

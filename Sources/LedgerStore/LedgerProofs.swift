@@ -24,8 +24,8 @@ public enum LedgerProofs {
             }
             entries.append([
                 "kind": kind, "seq": seq, "leafIndex": seq - 1,
-                "event": Data(stored.encoded).base64EncodedString(), "prevHash": hex(previous),
-                "hash": hex(stored.hash),
+                "event": Data(stored.encoded).base64EncodedString(), "prevHash": Hex.encode(previous),
+                "hash": Hex.encode(stored.hash),
                 "inclusionProof": try tree.inclusionProof(leaf: seq - 1).map { Data($0).base64EncodedString() },
             ])
         }
@@ -101,19 +101,8 @@ public enum LedgerProofs {
             "message \(messageID): \(entries.count) events included in \(checkpoint.origin) at size \(checkpoint.size)"
     }
 
-    static func hex(_ bytes: some Sequence<UInt8>) -> String { bytes.map { String(format: "%02x", $0) }.joined() }
-
     private static func hexBytes(_ value: Any?) -> [UInt8]? {
-        guard let text = value as? String, text.count == 64 else { return nil }
-        var bytes: [UInt8] = []
-        var index = text.startIndex
-        while index < text.endIndex {
-            let next = text.index(index, offsetBy: 2)
-            guard let byte = UInt8(text[index..<next], radix: 16) else { return nil }
-            bytes.append(byte)
-            index = next
-        }
-        return bytes
+        (value as? String).flatMap(Hex.decode).flatMap { $0.count == HashChain.hashSize ? $0 : nil }
     }
 
     private static func base64(_ value: Any?) -> [UInt8]? {

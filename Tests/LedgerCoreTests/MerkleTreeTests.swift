@@ -272,15 +272,5 @@ struct MerkleTreeTests {
 }
 
 extension [UInt8] {
-    /// Lowercase hex (a table, not `String(format:)`: the vector test renders millions of bytes).
-    var hex: String {
-        let digits = Array("0123456789abcdef".utf8)
-        var out: [UInt8] = []
-        out.reserveCapacity(count * 2)
-        for byte in self {
-            out.append(digits[Int(byte >> 4)])
-            out.append(digits[Int(byte & 0x0f)])
-        }
-        return String(decoding: out, as: UTF8.self)
-    }
+    var hex: String { Hex.encode(self) }
 }

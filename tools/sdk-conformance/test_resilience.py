@@ -89,4 +89,7 @@ def test_sigterm_ends_a_pending_long_poll_at_once(contract):
     waiter.join(timeout=10)
     assert stopped < 5, f"SIGTERM took {stopped:.1f} s with a long poll pending"
     assert answer["reply"].status_code == 200 and answer["reply"].json()["messages"] == []
+    # A graceful stop signs a last checkpoint of the final head (kept beside the ledger).
+    kept = [json.loads(line) for line in open(f"{data}/{PROJECT}/checkpoints.jsonl")]
+    assert kept[-1]["size"] == 1 and kept[-1]["note"].startswith(f"topicledger/{PROJECT}\n1\n")
     stop_and_verify(process, data, binary)

@@ -13,6 +13,9 @@ figure, (memory, latency) = plt.subplots(2, 1, figsize=(9, 6), sharex=True)
 memory.plot(minutes, [int(r["rss_bytes"]) / 2**20 for r in rows], label="RSS (MiB)")
 if "rss_anon_bytes" in rows[0]:
     memory.plot(minutes, [int(r["rss_anon_bytes"]) / 2**20 for r in rows], label="anonymous RSS, the heap (MiB)")
+if rows[0].get("ledger_file_bytes"):
+    memory.plot(minutes, [int(r["ledger_file_bytes"]) / 2**20 for r in rows], label="the ledger's data.mdb (MiB)",
+                linestyle="--")
 memory.plot(minutes, [int(r["open_fds"]) for r in rows], label="open file descriptors")
 memory.set_ylim(bottom=0)
 memory.legend()

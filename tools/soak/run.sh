@@ -23,7 +23,7 @@ for _ in $(seq 1 100); do curl -sf "http://127.0.0.1:$port/healthz" >/dev/null &
 mkdir -p tools/soak/results
 out="tools/soak/results/soak-$(date -u +%Y%m%dT%H%M%SZ)"
 python3 tools/soak/soak.py --base "http://127.0.0.1:$port" --pid "$server" --minutes "$minutes" \
-    --out "$out.csv" --wrk-script tools/soak/mixed.lua
+    --out "$out.csv" --wrk-script tools/soak/mixed.lua --ledger-file "$data/demo-project/data.mdb"
 python3 tools/soak/plot.py "$out.csv" "$out.png"
 kill -TERM $server
 wait $server || true

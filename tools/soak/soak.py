@@ -107,6 +107,7 @@ def main():
     parser.add_argument("--minutes", type=float, default=30)
     parser.add_argument("--out", required=True)
     parser.add_argument("--wrk-script", required=True)
+    parser.add_argument("--ledger-file", help="the ledger's data.mdb: its size is sampled beside the RSS")
     args = parser.parse_args()
     tokens = register(args.base, 300)
     with open(args.out + ".tokens", "w") as file:
@@ -125,7 +126,8 @@ def main():
     with open(args.out, "w", newline="") as file:
         writer = csv.writer(file)
         writer.writerow(
-            ["seconds", "rss_bytes", "rss_anon_bytes", "open_fds", "healthz_p99_ms", "healthz_max_ms", "probes"])
+            ["seconds", "rss_bytes", "rss_anon_bytes", "open_fds", "healthz_p99_ms", "healthz_max_ms", "probes",
+             "ledger_file_bytes"])
         while time.time() - started < duration:
             time.sleep(10)
             window = []
@@ -137,8 +139,9 @@ def main():
             window.sort()
             rss, anon, fds = sample(args.pid)
             p99 = window[max(0, int(len(window) * 0.99) - 1)] * 1000 if window else 0
+            ledger_bytes = os.path.getsize(args.ledger_file) if args.ledger_file else 0
             writer.writerow([round(time.time() - started), rss, anon, fds, round(p99, 2),
-                             round(window[-1] * 1000, 2) if window else 0, len(window)])
+                             round(window[-1] * 1000, 2) if window else 0, len(window), ledger_bytes])
             file.flush()
     stop.set()
     for process in processes:

@@ -80,7 +80,7 @@ public struct NoteVerifier: Equatable, Sendable {
     }
 
     public var keyLine: String {
-        "\(name)+\(keyHash.map { String(format: "%02x", $0) }.joined())+\(Data([Self.ed25519] + publicKey).base64EncodedString())"
+        "\(name)+\(Hex.encode(keyHash))+\(Data([Self.ed25519] + publicKey).base64EncodedString())"
     }
 
     /// Parses a key line; nil when malformed or when its key hash does not match its name and key.
@@ -91,7 +91,7 @@ public struct NoteVerifier: Equatable, Sendable {
             let blob = Data(base64Encoded: String(parts[2])), blob.count == 33, blob.first == Self.ed25519
         else { return nil }
         self.init(name: String(parts[0]), publicKey: Array(blob.dropFirst()))
-        guard keyHash.map({ String(format: "%02x", $0) }).joined() == parts[1] else { return nil }
+        guard Hex.encode(keyHash) == parts[1] else { return nil }
     }
 
     static func isValidName(_ name: String) -> Bool {
