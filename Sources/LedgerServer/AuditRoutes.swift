@@ -34,9 +34,7 @@ struct AuditRoutes {
     private func replay(_ request: Request, _ context: LedgerRequestContext) throws -> Response {
         let project = try authorize(request, context)
         let text = try context.parameters.decoded("message")
-        guard let id = UInt64(text), id >= 1, id <= UInt64(Int64.max) else {
-            throw FCMError.invalidArgument("a message id is a decimal number from 1 to \(Int64.max)", field: "message")
-        }
+        let id = try Parameters.messageID(text)
         let page = try PageRequest(request, defaultSize: Self.defaultPageSize, maximumSize: Self.maximumPageSize)
         let body: [String: Any] = try server.ledger(for: project).read { snapshot in
             guard let replay = try MessageReplay.replay(id, in: snapshot) else {

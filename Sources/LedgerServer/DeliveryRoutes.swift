@@ -94,10 +94,7 @@ struct DeliveryRoutes {
                 let page = try inbox(device, instance, after: after)
                 after = page.through
                 if !page.messages.isEmpty || ContinuousClock.now >= deadline || Task.isCancelled || stopping.isSet {
-                    return Response(
-                        status: .ok, headers: [.contentType: "application/json; charset=UTF-8"],
-                        body: ResponseBody(
-                            byteBuffer: ByteBuffer(bytes: DeliveryJSON.page(page, project: device.project))))
+                    return JSONResponse.bytes(DeliveryJSON.page(page, project: device.project))
                 }
                 await device.notifier.wait(for: instance, after: generation, timeout: deadline - ContinuousClock.now)
             }

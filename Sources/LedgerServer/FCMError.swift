@@ -87,9 +87,15 @@ struct InstanceIDError: HTTPResponseError {
 /// JSON responses built with `JSONSerialization` (bodies are small and shapes are dynamic).
 enum JSONResponse {
     static func make(_ object: Any, status: HTTPResponse.Status = .ok) throws -> Response {
-        let data = try JSONSerialization.data(withJSONObject: object, options: [.sortedKeys, .withoutEscapingSlashes])
-        return Response(
+        bytes(
+            try JSONSerialization.data(withJSONObject: object, options: [.sortedKeys, .withoutEscapingSlashes]),
+            status: status)
+    }
+
+    /// A body that is JSON already (assembled from bytes, as delivery pages are).
+    static func bytes(_ json: some Sequence<UInt8>, status: HTTPResponse.Status = .ok) -> Response {
+        Response(
             status: status, headers: [.contentType: "application/json; charset=UTF-8"],
-            body: ResponseBody(byteBuffer: ByteBuffer(bytes: data)))
+            body: ResponseBody(byteBuffer: ByteBuffer(bytes: json)))
     }
 }

@@ -39,9 +39,7 @@ struct ProofRoutes {
         let text = try context.parameters.decoded("messageProof")
         guard text.hasSuffix(":proof") else { throw FCMError.notFound("Unknown route.") }
         let idText = text.dropLast(":proof".count)
-        guard let id = UInt64(idText), id >= 1, id <= UInt64(Int64.max), idText.first != "+" else {
-            throw FCMError.invalidArgument("a message id is a decimal number from 1 to \(Int64.max)", field: "message")
-        }
+        let id = try Parameters.messageID(idText)
         let ledger = try server.ledger(for: project)
         let signed = try server.ledgers.checkpoints(for: project).latest(of: ledger)
         let body = try ledger.read { snapshot -> [String: Any] in

@@ -85,6 +85,17 @@ extension Parameters {
         return decoded
     }
 
+    /// A message id from a path (`text`, the parameter or a part of it): a decimal number from 1 to 2^63-1,
+    /// or 400 naming `message`.
+    static func messageID(_ text: some StringProtocol) throws -> UInt64 {
+        guard text.utf8.allSatisfy({ $0 >= UInt8(ascii: "0") && $0 <= UInt8(ascii: "9") }), let id = UInt64(text),
+            id >= 1, id <= UInt64(Int64.max)
+        else {
+            throw FCMError.invalidArgument("a message id is a decimal number from 1 to \(Int64.max)", field: "message")
+        }
+        return id
+    }
+
     /// The project of the path, validated.
     func project() throws -> ProjectID {
         do {
