@@ -164,6 +164,7 @@ if Context.environment["TOPICLEDGER_BENCH"] == "1" {
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "NIOHTTP1", package: "swift-nio"),
                 .product(name: "Logging", package: "swift-log"),
+                .product(name: "Crypto", package: "swift-crypto"),
             ],
             path: "tools/bench/Sources/LedgerBench"
         ))

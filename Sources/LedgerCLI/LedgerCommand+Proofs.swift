@@ -1,6 +1,7 @@
 import ArgumentParser
 import Foundation
 import LedgerCore
+import LedgerServer
 import LedgerStore
 
 extension LedgerCommand {
@@ -17,13 +18,15 @@ extension LedgerCommand {
 
         @OptionGroup var location: LedgerLocation
 
+        @OptionGroup var signing: CheckpointConfig
+
         @Flag(help: "Print the verifier key line (`<name>+<key hash>+<base64 key>`) instead.")
         var publicKey = false
 
         func run() throws {
             let ledger = try location.open(.readOnly)
             defer { ledger.close() }
-            let keeper = try CheckpointKeeper.open(dataDirectory: location.data, project: location.projectID)
+            let keeper = try signing.keeper(data: location.data, project: location.projectID)
             if publicKey {
                 printNow(keeper.signer.verifier.keyLine)
                 return
@@ -45,6 +48,8 @@ extension LedgerCommand {
                 """)
 
         @OptionGroup var options: CommonOptions
+
+        @OptionGroup var signing: CheckpointConfig
 
         @Option(help: "The message: its id or its name, projects/P/messages/ID.")
         var message: String?
@@ -74,7 +79,7 @@ extension LedgerCommand {
             let document: [String: Any]
             if let message {
                 let messageID = try Replay.messageID(message, project: options.projectID)
-                let keeper = try CheckpointKeeper.open(dataDirectory: options.data, project: options.projectID)
+                let keeper = try signing.keeper(data: options.data, project: options.projectID)
                 let proof = try ledger.read { snapshot -> [String: Any]? in
                     let signed = try keeper.sign(snapshot)
                     return try LedgerProofs.messageProof(
@@ -112,6 +117,29 @@ extension LedgerCommand {
                             + "\((document["proof"] as? [Any])?.count ?? 0) proof hashes (--format json for them)")
                 }
             }
+        }
+    }
+
+    /// Where `ledger checkpoint` and `ledger prove` find a project's signing settings: the server's config file.
+    struct CheckpointConfig: ParsableArguments {
+        @Option(
+            help: """
+                The server's config file: its projects.<project>.checkpoint sets the origin, key name and key \
+                file (docs/server.md). Give the one the server runs with, so that both sign alike.
+                """)
+        var config: String?
+
+        /// The project's checkpoint keeper, with the configured settings (the defaults without --config).
+        func keeper(data: String, project: ProjectID) throws -> CheckpointKeeper {
+            var settings = CheckpointSettings()
+            if let config {
+                do {
+                    settings = try ServerConfiguration.load(path: config).checkpoints[project] ?? settings
+                } catch let error as LedgerCoreError {
+                    throw InputError(error.description)
+                }
+            }
+            return try CheckpointKeeper.open(dataDirectory: data, project: project, settings: settings)
         }
     }
 

@@ -12,7 +12,7 @@ struct LedgerCommand: AsyncParsableCommand {
         abstract: "TopicLedger: an FCM-compatible topic-messaging server on an event-sourced LMDB ledger.",
         subcommands: [
             Serve.self, Log.self, Replay.self, Audit.self, Verify.self, Rebuild.self, Stats.self, Import.self,
-            Explain.self, Backup.self, CheckpointCommand.self, Prove.self, VerifyProof.self,
+            Explain.self, Backup.self, CheckpointCommand.self, Prove.self, VerifyProof.self, Topics.self,
         ]
     )
 }

@@ -58,11 +58,12 @@ public struct CredentialStore: Sendable {
             guard let keys = value as? [String: Any] else {
                 throw LedgerCoreError(.invalidArgument, field: "\(path): projects.\(name)", "expected an object")
             }
-            let known = ["adminKeys", "auditorKeys", "clientApiKeys"]
+            // `checkpoint` is the project's signing settings (``ServerConfiguration/load(path:)`` reads it).
+            let known = ["adminKeys", "auditorKeys", "clientApiKeys", "checkpoint"]
             if let unknown = keys.keys.sorted().first(where: { !known.contains($0) }) {
                 throw LedgerCoreError(
                     .invalidArgument, field: "\(path): projects.\(name).\(unknown)",
-                    "unknown key; expected adminKeys, auditorKeys or clientApiKeys")
+                    "unknown key; expected adminKeys, auditorKeys, clientApiKeys or checkpoint")
             }
             for (field, role) in [("adminKeys", Role.admin), ("auditorKeys", .auditor), ("clientApiKeys", .client)] {
                 guard let list = keys[field] else { continue }

@@ -13,7 +13,11 @@ struct InstanceIDRoutes {
         iid.post("v1:batchAdd") { request, context in try await batch(request, context, subscribe: true) }
         iid.post("v1:batchRemove") { request, context in try await batch(request, context, subscribe: false) }
         iid.post("v1/:token/rel/topics/:topic") { request, context in try await relate(request, context) }
-        iid.get("info/:token") { request, context in try info(request, context) }
+        // Reading an instance's subscriptions is also the auditor's (docs/server.md).
+        router.group("/iid").add(
+            middleware: InstanceIDAuthentication(
+                credentials: server.configuration.credentials, roles: [.admin, .auditor])
+        ).get("info/:token") { request, context in try info(request, context) }
     }
 
     private static let invalid = InstanceIDError(status: .badRequest, code: "INVALID_ARGUMENT")

@@ -124,7 +124,9 @@ public final class LedgerRegistry: @unchecked Sendable {
         defer { lock.unlock() }
         if let signer = signers[project] { return signer }
         let signer = CheckpointSigner(
-            keeper: try CheckpointKeeper.open(dataDirectory: configuration.dataDirectory, project: project))
+            keeper: try CheckpointKeeper.open(
+                dataDirectory: configuration.dataDirectory, project: project,
+                settings: configuration.checkpoints[project] ?? CheckpointSettings()))
         signers[project] = signer
         return signer
     }

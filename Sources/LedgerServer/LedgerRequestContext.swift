@@ -55,12 +55,13 @@ struct ProjectAuthentication: RouterMiddleware {
 struct InstanceIDAuthentication: RouterMiddleware {
     typealias Context = LedgerRequestContext
     let credentials: CredentialStore
+    var roles: Set<CredentialStore.Role> = [.admin]
 
     func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response)
         async throws -> Response
     {
         var context = context
-        context.caller = try credentials.authorizeAdmin(request)
+        context.caller = try credentials.authorizeBearer(request, roles: roles)
         return try await next(request, context)
     }
 }

@@ -14,13 +14,51 @@ struct MessageRoutes {
         .post("messages:send") { request, context in try await send(request, context) }
         router.group("/v1/projects/:project")
             .add(middleware: ProjectAuthentication(credentials: credentials, roles: [.admin, .auditor]))
-            .get("topics") { _, context in
-                let project = try context.requireCaller().project
-                let topics = try server.ledger(for: project).read { try $0.topicsWithCounts() }
-                return try JSONResponse.make([
-                    "topics": topics.map { ["name": $0.topic.rawValue, "subscriberCount": $0.subscribers] }
-                ])
+            .get("topics") { request, context in try listTopics(request, context) }
+    }
+
+    /// `GET …/topics?orderBy=name|subscriberCount desc&pageSize=&pageToken=`: topics with their subscriber
+    /// counts, a page at a time (default 1,000, at most 10,000). The page token names the last topic of the
+    /// previous page and its place in the order, so pages stay in order while counts change between calls.
+    private func listTopics(_ request: Request, _ context: LedgerRequestContext) throws -> Response {
+        let project = try context.requireCaller().project
+        let page = try PageRequest(request, defaultSize: 1000, maximumSize: 10_000)
+        let order: TopicOrder
+        switch request.uri.queryParameters["orderBy"].map(String.init) {
+        case nil, "name": order = .name
+        case "subscriberCount desc": order = .subscribers
+        default:
+            throw FCMError.invalidArgument("orderBy must be name or \"subscriberCount desc\"", field: "orderBy")
+        }
+        let topics = try server.ledger(for: project).read { try $0.topicsWithCounts(orderedBy: order) }
+        var start = 0
+        if let token = page.after {
+            guard let last = Self.topic(fromPageToken: token) else {
+                throw FCMError.invalidArgument("pageToken must come from a previous page", field: "pageToken")
             }
+            // Binary search: the first topic after `last` in the order.
+            var high = topics.count
+            while start < high {
+                let middle = (start + high) / 2
+                if order.precedes(last, topics[middle]) { high = middle } else { start = middle + 1 }
+            }
+        }
+        let slice = topics[start..<min(topics.count, start + page.size)]
+        var body: [String: Any] = [
+            "topics": slice.map { ["name": $0.topic.rawValue, "subscriberCount": $0.subscribers] }
+        ]
+        if slice.endIndex < topics.count, let last = slice.last { body["nextPageToken"] = Self.pageToken(after: last) }
+        return try JSONResponse.make(body)
+    }
+
+    /// `<subscribers>.<name>`: names may hold dots, so the count comes first and the name is the rest.
+    static func pageToken(after last: TopicCount) -> String { "\(last.subscribers).\(last.topic.rawValue)" }
+
+    static func topic(fromPageToken token: String) -> TopicCount? {
+        guard let dot = token.firstIndex(of: "."), let count = Int(token[..<dot]), count >= 0,
+            let name = try? TopicName(String(token[token.index(after: dot)...]))
+        else { return nil }
+        return TopicCount(topic: name, subscribers: count)
     }
 
     private func send(_ request: Request, _ context: LedgerRequestContext) async throws -> Response {

@@ -60,18 +60,20 @@ extension CredentialStore {
             "The \(forProject[0].role.rawValue) credential may not call this method.")
     }
 
-    /// Authenticates an admin bearer on a route without a project in its path (Instance ID): the
-    /// credential names the project.
-    func authorizeAdmin(_ request: Request) throws -> Caller {
+    /// Authenticates a bearer of one of `roles` on a route without a project in its path (Instance ID):
+    /// the credential names the project.
+    func authorizeBearer(_ request: Request, roles: Set<Role>) throws -> Caller {
         guard let secret = request.bearerSecret else {
             throw InstanceIDError(status: .unauthorized, code: "UNAUTHENTICATED")
         }
         let granted = grants(for: secret)
         guard !granted.isEmpty else { throw InstanceIDError(status: .unauthorized, code: "UNAUTHENTICATED") }
-        let admin = granted.filter { $0.role == .admin }
-        // A key that is valid but not an admin key (or, impossibly, admin of several projects) may not do this.
-        guard admin.count == 1 else { throw InstanceIDError(status: .forbidden, code: "PERMISSION_DENIED") }
-        return Caller(project: admin[0].project, role: .admin)
+        let allowed = granted.filter { roles.contains($0.role) }
+        // A key that is valid but not of these roles (or, impossibly, of several projects) may not do this.
+        guard let first = allowed.first, allowed.allSatisfy({ $0.project == first.project }) else {
+            throw InstanceIDError(status: .forbidden, code: "PERMISSION_DENIED")
+        }
+        return Caller(project: first.project, role: allowed.contains { $0.role == .admin } ? .admin : first.role)
     }
 }
 

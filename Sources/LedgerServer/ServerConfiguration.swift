@@ -41,6 +41,8 @@ public struct ServerConfiguration: Sendable {
     public var deviceSubscriptionChangesPerMinute = 60
     /// A device's acknowledgements per minute.
     public var deviceAcknowledgementsPerMinute = 600
+    /// How each project's checkpoints are signed, where not the defaults (origin, key name, key file).
+    public var checkpoints: [ProjectID: CheckpointSettings] = [:]
     /// The clock of the rate limits, in seconds (tests inject one).
     public var rateClock: @Sendable () -> Double = monotonicSeconds
 
@@ -79,7 +81,8 @@ extension ServerConfiguration {
     ///  "limits": {"topicsPerInstance": 2000, "tokensPerBatch": 1000, "subscriptionChangesPerSecond": 3000,
     ///             "sendsPerMinute": 600000, "maxRequestBodyBytes": 1048576},
     ///  "projects": {"my-project": {"adminKeys": ["sha256:…"], "auditorKeys": ["sha256:…"],
-    ///                              "clientApiKeys": ["sha256:…"]}}}
+    ///                              "clientApiKeys": ["sha256:…"],
+    ///                              "checkpoint": {"origin": "…", "keyName": "…", "keyFile": "/path"}}}}
     /// ```
     /// Limits left out keep FCM's defaults. Unknown keys are refused, so a misspelt limit is not silently ignored.
     ///
@@ -102,6 +105,7 @@ extension ServerConfiguration {
         }
         var configuration = ServerConfiguration(
             credentials: try CredentialStore.parse(root["projects"], path: path), isDevelopment: false)
+        configuration.checkpoints = try checkpointSettings(in: root["projects"], path: path)
         if let limits = root["limits"] {
             try configuration.readLimits(limits, path: path)
         }
@@ -113,6 +117,35 @@ extension ServerConfiguration {
             configuration.precedence = precedence
         }
         return configuration
+    }
+
+    /// Each project's `checkpoint` object (the projects were checked by ``CredentialStore/parse(_:path:)``).
+    private static func checkpointSettings(in projects: Any?, path: String) throws -> [ProjectID: CheckpointSettings] {
+        var settings: [ProjectID: CheckpointSettings] = [:]
+        for (name, value) in projects as? [String: Any] ?? [:] {
+            guard let section = (value as? [String: Any])?["checkpoint"] else { continue }
+            let field = "\(path): projects.\(name).checkpoint"
+            guard let object = section as? [String: Any] else {
+                throw LedgerCoreError(.invalidArgument, field: field, "expected an object")
+            }
+            let known = ["origin", "keyName", "keyFile"]
+            if let unknown = object.keys.sorted().first(where: { !known.contains($0) }) {
+                throw LedgerCoreError(
+                    .invalidArgument, field: "\(field).\(unknown)", "unknown key; expected origin, keyName or keyFile")
+            }
+            for key in known where object[key] != nil && !(object[key] is String) {
+                throw LedgerCoreError(.invalidArgument, field: "\(field).\(key)", "expected a string")
+            }
+            let project = try ProjectID(name, field: field)
+            do {
+                settings[project] = try CheckpointSettings(
+                    origin: object["origin"] as? String, keyName: object["keyName"] as? String,
+                    keyFile: object["keyFile"] as? String)
+            } catch {
+                throw LedgerCoreError(.invalidArgument, field: field, error.message)
+            }
+        }
+        return settings
     }
 
     private mutating func readLimits(_ value: Any, path: String) throws {

@@ -10,7 +10,7 @@ import LedgerCore
 /// - `<data>/<project>/checkpoints.jsonl`: every checkpoint signed, one JSON object a line
 ///   (`{"size":N,"note":"…"}`), appended under an exclusive lock — what an auditor can ask for later.
 ///
-/// Origin and key name are `topicledger/<project>` unless configured.
+/// Origin and key name are `topicledger/<project>` unless configured (``CheckpointSettings``).
 public struct CheckpointKeeper: Sendable {
     public let signer: NoteSigner
     public let origin: String
@@ -18,19 +18,28 @@ public struct CheckpointKeeper: Sendable {
 
     public static func defaultName(for project: ProjectID) -> String { "topicledger/\(project)" }
 
-    /// Loads the project's key, creating it when `create` and absent.
+    /// Loads the project's key (`settings.keyFile`, or `<data>/<project>/checkpoint.key`), creating it when
+    /// `create` and absent.
     ///
     /// - Throws: `StoreError` `.notFound` (no key and not `create`), `.invalidArgument` (a key file others can
-    ///   read, or one that is not a signer key).
+    ///   read, one that is not a signer key, or one whose name is not the configured key name).
     public static func open(
-        dataDirectory: String, project: ProjectID, name: String? = nil, origin: String? = nil, create: Bool = true
+        dataDirectory: String, project: ProjectID, settings: CheckpointSettings = CheckpointSettings(),
+        create: Bool = true
     ) throws -> CheckpointKeeper {
         let directory = (dataDirectory as NSString).appendingPathComponent(project.rawValue)
-        let keyPath = (directory as NSString).appendingPathComponent("checkpoint.key")
-        let name = name ?? defaultName(for: project)
+        let keyPath = settings.keyFile ?? (directory as NSString).appendingPathComponent("checkpoint.key")
+        let name = settings.keyName ?? defaultName(for: project)
         let signer: NoteSigner
         if FileManager.default.fileExists(atPath: keyPath) {
             signer = try loadKey(keyPath)
+            // A key keeps the name it was made with: its key hash covers the name.
+            guard signer.name == name else {
+                throw StoreError(
+                    .invalidArgument,
+                    "the checkpoint key \(keyPath) is named \(signer.name), not \(name) as configured; "
+                        + "configure keyName \(signer.name), or give a new keyFile for a key named \(name)")
+            }
         } else {
             guard create else {
                 throw StoreError(
@@ -39,7 +48,7 @@ public struct CheckpointKeeper: Sendable {
             signer = try createKey(keyPath, name: name)
         }
         return CheckpointKeeper(
-            signer: signer, origin: origin ?? defaultName(for: project),
+            signer: signer, origin: settings.origin ?? defaultName(for: project),
             keptPath: (directory as NSString).appendingPathComponent("checkpoints.jsonl"))
     }
 
@@ -121,6 +130,37 @@ public struct CheckpointKeeper: Sendable {
         else { throw StoreError(.invalidArgument, "\(path) is not a checkpoint signing key") }
         return signer
     }
+}
+
+/// How a project's checkpoints are signed, when not the defaults (the config file's
+/// `projects.<p>.checkpoint`: docs/server.md).
+public struct CheckpointSettings: Sendable, Equatable {
+    /// The checkpoint's first line (default `topicledger/<project>`).
+    public var origin: String?
+    /// The signing key's name (default `topicledger/<project>`); a key file made earlier keeps its own name.
+    public var keyName: String?
+    /// Where the signing key is (default `<data>/<project>/checkpoint.key`); made there on first use, mode 0600.
+    public var keyFile: String?
+
+    public init(origin: String? = nil, keyName: String? = nil, keyFile: String? = nil) throws(StoreError) {
+        if let origin {
+            // C2SP tlog-checkpoint: the origin is one non-empty line of printable text.
+            guard !origin.isEmpty, origin.unicodeScalars.allSatisfy({ $0.value >= 0x20 && $0.value != 0x7F }) else {
+                throw StoreError(.invalidArgument, "a checkpoint origin is one non-empty line of printable text")
+            }
+        }
+        if let keyName, !NoteVerifier.isValidName(keyName) {
+            throw StoreError(.invalidArgument, "a checkpoint key name is non-empty, without spaces or +")
+        }
+        if let keyFile, keyFile.isEmpty || keyFile.contains("\0") {
+            throw StoreError(.invalidArgument, "a checkpoint key file is a path")
+        }
+        self.origin = origin
+        self.keyName = keyName
+        self.keyFile = keyFile
+    }
+
+    public init() {}
 }
 
 /// `open(2)` (a file-level name: inside ``CheckpointKeeper``, `open` is its own factory).

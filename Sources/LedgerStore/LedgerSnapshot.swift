@@ -194,6 +194,12 @@ public struct LedgerSnapshot {
         }
     }
 
+    /// Every topic ever subscribed to, with its current subscriber count, in `order`.
+    public func topicsWithCounts(orderedBy order: TopicOrder) throws -> [TopicCount] {
+        let topics = try topicsWithCounts().map { TopicCount(topic: $0.topic, subscribers: $0.subscribers) }
+        return order == .name ? topics : topics.sorted { order.precedes($0, $1) }
+    }
+
     /// Every topic ever subscribed to, with its current subscriber count, by name.
     public func topicsWithCounts() throws -> [(topic: TopicName, subscribers: Int)] {
         var result: [(topic: TopicName, subscribers: Int)] = []
@@ -301,4 +307,31 @@ public struct LedgerStatistics: Sendable, Equatable {
     public var messages: Int
     public var usedBytes: Int
     public var mapBytes: Int
+}
+
+/// A topic and its subscriber count now (`ledger topics`, `GET /v1/projects/{p}/topics`).
+public struct TopicCount: Sendable, Equatable {
+    public var topic: TopicName
+    public var subscribers: Int
+
+    public init(topic: TopicName, subscribers: Int) {
+        self.topic = topic
+        self.subscribers = subscribers
+    }
+}
+
+/// How topics are listed.
+public enum TopicOrder: String, Sendable, CaseIterable {
+    /// By name, in byte order.
+    case name
+    /// Most subscribers first; equal counts by name.
+    case subscribers
+
+    /// Whether `a` comes before `b` in this order (a total order: names are unique).
+    public func precedes(_ a: TopicCount, _ b: TopicCount) -> Bool {
+        switch self {
+        case .name: a.topic < b.topic
+        case .subscribers: a.subscribers != b.subscribers ? a.subscribers > b.subscribers : a.topic < b.topic
+        }
+    }
 }

@@ -1,3 +1,4 @@
+import Crypto
 import LMDBKit
 import LedgerCore
 
@@ -63,24 +64,19 @@ public struct LedgerMerkleNodes: MerkleNodeSource {
     /// itself when the appender first stores it).
     func computed(level: Int, index: UInt64) throws -> [UInt8] {
         let width = UInt64(1) << UInt64(level)
-        var layer: [[UInt8]] = []
+        var layer: [SHA256Digest] = []
         layer.reserveCapacity(Int(width))
         for seq in (index * width + 1)...(index * width + width) {
-            layer.append(MerkleHash.leaf(try chainHash(at: seq)))
+            let leaf = try txn.withValue(in: schema.log, forKey: seq) { record in
+                try record.map { MerkleHash.leaf(try HashChain.split(record: $0).hash) }
+            }
+            guard let leaf else { throw StoreError(.corrupt, "the log has no event at seq \(seq)") }
+            layer.append(leaf)
         }
         while layer.count > 1 {
             layer = stride(from: 0, to: layer.count, by: 2).map { MerkleHash.node(layer[$0], layer[$0 + 1]) }
         }
-        return layer[0]
-    }
-
-    /// The stored chain hash of the event at `seq`: the data of leaf `seq - 1`.
-    func chainHash(at seq: UInt64) throws -> [UInt8] {
-        let hash = try txn.withValue(in: schema.log, forKey: seq) { record in
-            try record.map { Array(try HashChain.split(record: $0).hash) }
-        }
-        guard let hash else { throw StoreError(.corrupt, "the log has no event at seq \(seq)") }
-        return hash
+        return MerkleHash.bytes(layer[0])
     }
 }
 
@@ -88,14 +84,17 @@ public struct LedgerMerkleNodes: MerkleNodeSource {
 /// verify and the layout upgrade), keeping the right edge's complete subtrees on a stack.
 struct MerkleBuilder {
     /// The right edge: complete subtrees, largest first.
-    private var edge: [(level: Int, hash: [UInt8])] = []
+    private var edge: [(level: Int, hash: SHA256Digest)] = []
     /// `stored[l]`: the hashes of the complete subtrees at level `lowestStoredLevel + l`, in order, laid end
     /// to end.
     private(set) var stored: [[UInt8]] = []
 
-    mutating func add(chainHash: some Sequence<UInt8>) {
+    mutating func add(chainHash: UnsafeRawBufferPointer) { add(leaf: MerkleHash.leaf(chainHash)) }
+
+    /// Adds the next leaf, given as its leaf hash.
+    mutating func add(leaf: SHA256Digest) {
         var level = 0
-        var hash = MerkleHash.leaf(chainHash)
+        var hash = leaf
         while let last = edge.last, last.level == level {
             edge.removeLast()
             hash = MerkleHash.node(last.hash, hash)
@@ -103,7 +102,7 @@ struct MerkleBuilder {
             if level >= MerkleStore.lowestStoredLevel {
                 let row = level - MerkleStore.lowestStoredLevel
                 while stored.count <= row { stored.append([]) }
-                stored[row].append(contentsOf: hash)
+                hash.withUnsafeBytes { stored[row].append(contentsOf: $0) }
             }
         }
         edge.append((level, hash))

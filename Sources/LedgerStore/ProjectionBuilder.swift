@@ -1,3 +1,4 @@
+import Crypto
 import Foundation
 import LMDBKit
 import LedgerCore
@@ -18,24 +19,24 @@ enum ProjectionBuilder {
     ///
     /// Two threads: one walks the log and decodes (its own thread, holding `snapshot` alone until it is
     /// joined), the caller's folds; decoding and folding cost about the same, so a rebuild takes roughly
-    /// the longer of the two rather than their sum. The reading thread also builds the Merkle tree from the
-    /// chain hashes it reads (``MerkleBuilder``). The writing that follows is sequential.
+    /// the longer of the two rather than their sum. The Merkle tree (``MerkleBuilder``) is shared between
+    /// them the same way: the reader hashes each chain hash into its leaf, the folding thread combines the
+    /// leaves into the tree. The writing that follows is sequential.
     static func fold(
         from snapshot: LedgerSnapshot, through: UInt64, progress: (UInt64, UInt64) -> Void = { _, _ in }
     ) throws -> BulkProjection {
         var projection = BulkProjection()
         var expected: UInt64 = 1
-        let handoff = BatchHandoff<LedgerEvent>(capacity: 8)
+        let handoff = BatchHandoff<FoldItem>(capacity: 8)
         let reader = SnapshotBox(snapshot)
         let readerDone = DispatchSemaphore(value: 0)
         Thread.detachNewThread {
             defer { readerDone.signal() }
             do {
-                var batch: [LedgerEvent] = []
+                var batch: [FoldItem] = []
                 batch.reserveCapacity(batchSize)
                 try reader.snapshot.forEachEvent(from: 1, through: through) { event, hash in
-                    reader.merkle.add(chainHash: hash)
-                    batch.append(event)
+                    batch.append(FoldItem(event: event, leaf: MerkleHash.leaf(hash)))
                     if batch.count == batchSize {
                         guard handoff.put(batch) else { return false }
                         // Reuse a folded batch: its events are freed here, on this thread, not the folding one.
@@ -58,11 +59,13 @@ enum ProjectionBuilder {
         }
         while let batch = try handoff.take() {
             defer { handoff.giveBack(batch) }
-            for event in batch {
+            for item in batch {
+                let event = item.event
                 guard event.seq == expected else {
                     throw StoreError(.corrupt, "the log has no event at seq \(expected)")
                 }
                 try EventFold.apply(event, to: &projection)
+                projection.merkle.add(leaf: item.leaf)
                 if expected % progressStep == 0 { progress(expected, through) }
                 expected += 1
             }
@@ -70,20 +73,23 @@ enum ProjectionBuilder {
         guard expected == through + 1 else {
             throw StoreError(.corrupt, "the log ends at seq \(expected - 1), before its head \(through)")
         }
-        // The reader finished the handoff (under its lock) after its last `merkle.add`, and touches `merkle`
-        // no more.
-        projection.merkle = reader.merkle
         return projection
     }
 }
 
-/// Hands `snapshot` to the reading thread of ``ProjectionBuilder/fold``, and its Merkle tree back.
+/// Hands `snapshot` to the reading thread of ``ProjectionBuilder/fold``.
 private final class SnapshotBox: @unchecked Sendable {
-    // @unchecked: only the reading thread touches the snapshot and `merkle` until the caller has waited for
-    // it to finish.
+    // @unchecked: only the reading thread touches the snapshot until the caller has waited for it to finish.
     let snapshot: LedgerSnapshot
-    var merkle = MerkleBuilder()
     init(_ snapshot: LedgerSnapshot) { self.snapshot = snapshot }
+}
+
+/// An event decoded by the reading thread, with its Merkle leaf hash.
+private struct FoldItem: @unchecked Sendable {
+    // @unchecked: `SHA256Digest` is 32 bytes held inline, with no reference inside; swift-crypto does not
+    // declare it Sendable.
+    var event: LedgerEvent
+    var leaf: SHA256Digest
 }
 
 /// A bounded queue of batches from one producing thread to one consuming thread.

@@ -66,6 +66,55 @@ struct LedgerCLITests {
         #expect(range.stdout.split(separator: "\n").map { jsonObject($0)["seq"] as? Int } == [3, 4])
     }
 
+    @Test("log --format text: one readable line per event; user input is quoted and cannot reach the terminal raw")
+    func logAsText() throws {
+        let data = TemporaryDirectory()
+        defer { data.remove() }
+        let hostile = #"{"op":"register","token":"tokC","appId":"evil \u001b[31mred\u202e \"x=1\"","time":"2026-03-06T10:00:00Z"}"#
+        #expect(try ledger("import", "-", data: data, input: operations + "\n" + hostile + "\n").status == 0)
+        let json = try ledger("log", "--format", "json", data: data).stdout.split(separator: "\n")
+        let text = try ledger("log", "--format", "text", data: data)
+        #expect(text.status == 0)
+        let lines = text.stdout.split(separator: "\n").map(String.init)
+        #expect(lines.count == json.count && lines.count == 9)
+        let hash = try #require(jsonObject(json[2])["hash"] as? String)
+        #expect(
+            lines[2] == "3 2026-03-02T10:00:00.000000Z subscribed token=tokA topic=news via=iid actor=import "
+                + "request=\(jsonObject(json[2])["requestId"] as? String ?? "") hash=\(hash.prefix(12))")
+        #expect(lines[5].hasPrefix("6 2026-03-04T10:00:00.000000Z sent messageId="))
+        let messageBytes = #"{"notification":{"title":"hi"}}"#.utf8.count  // the message as imported
+        #expect(
+            lines[5].contains(#" condition="'news' in topics" precedence=left-to-right messageBytes=\#(messageBytes) "#))
+        #expect(lines[6].contains(" audience ") && lines[6].contains(" sendSeq=6 recipients=1 digest="))
+        #expect(lines[7].contains(" unregistered token=tokB reason=uninstalled "))
+        // The hostile app id: quoted, its escape and bidi override spelled out, its quotes escaped.
+        #expect(lines[8].contains(#" appId="evil \u{1b}[31mred\u{202e} \"x=1\"" "#), "\(lines[8])")
+        #expect(!text.stdout.contains("\u{1b}") && !text.stdout.contains("\u{202e}"))
+        // Without --format, the log is the JSON export it has always been.
+        #expect(try ledger("log", data: data).stdout.split(separator: "\n") == json)
+    }
+
+    @Test("topics: every topic with its count, by name or by subscribers, as text, JSON or CSV")
+    func topics() throws {
+        let data = TemporaryDirectory()
+        defer { data.remove() }
+        let input = ["t1", "t2", "t3"].map { #"{"op":"register","token":"\#($0)"}"# }
+            + [("sports", "t1"), ("sports", "t2"), ("sports", "t3"), ("news", "t1"), ("weather", "t2"), ("weather", "t3")]
+            .map { #"{"op":"subscribe","token":"\#($0.1)","topic":"\#($0.0)"}"# }
+            + [#"{"op":"unsubscribe","token":"t1","topic":"news"}"#]
+        #expect(try ledger("import", "-", data: data, input: input.joined(separator: "\n") + "\n").status == 0)
+        let csv = try ledger("topics", "--format", "csv", data: data)
+        #expect(csv.status == 0, "\(csv.stderr)")
+        #expect(csv.stdout == "topic,subscribers\nnews,0\nsports,3\nweather,2\n")
+        let bySubscribers = try ledger("topics", "--sort", "subscribers", "--format", "csv", data: data)
+        #expect(bySubscribers.stdout == "topic,subscribers\nsports,3\nweather,2\nnews,0\n")
+        let json = jsonObject(Substring(try ledger("topics", "--format", "json", data: data).stdout))
+        #expect((json["topics"] as? [[String: Any]])?.map { $0["subscriberCount"] as? Int } == [0, 3, 2])
+        let text = try ledger("topics", "--sort", "subscribers", data: data).stdout
+        #expect(text == "subscribers  topic\n          3  sports\n          2  weather\n          0  news\n")
+        #expect(try ledger("topics", "--sort", "size", data: data).status != 0)
+    }
+
     @Test("import refuses a malformed file before appending anything")
     func importMalformed() throws {
         let data = TemporaryDirectory()
@@ -431,6 +480,63 @@ struct LedgerProofCLITests {
         try Data(proof.stdout.utf8).write(to: URL(fileURLWithPath: file))
         #expect(try runProduct("ledger", ["verify-proof", file, "--public-key", otherKey]).status == 2)
         #expect(try Self.python([file, "--public-key", otherKey]).status == 2)
+    }
+
+    @Test("the config file sets the checkpoint origin, key name and key file; a key named otherwise is refused")
+    func configuredSigning() throws {
+        let data = TemporaryDirectory()
+        defer { data.remove() }
+        #expect(try ledger("import", "-", data: data, input: operations).status == 0)
+        let config = data.path + "/config.json"
+        let keyFile = data.path + "/keys/audit.key"
+        try FileManager.default.createDirectory(atPath: data.path + "/keys", withIntermediateDirectories: true)
+        let hash = "sha256:" + sha256Hex("secret")
+        func configure(_ checkpoint: String) throws {
+            try #"{"projects":{"demo-project":{"adminKeys":["\#(hash)"],"checkpoint":\#(checkpoint)}}}"#
+                .write(toFile: config, atomically: true, encoding: .utf8)
+        }
+        try configure(#"{"origin":"example.com/notify log","keyName":"example.com/notify","keyFile":"\#(keyFile)"}"#)
+
+        let keyLine = try ledger("checkpoint", "--public-key", "--config", config, data: data)
+        #expect(keyLine.status == 0, "\(keyLine.stderr)")
+        let key = keyLine.stdout.trimmingCharacters(in: .newlines)
+        #expect(key.hasPrefix("example.com/notify+"))
+        let mode = try FileManager.default.attributesOfItem(atPath: keyFile)[.posixPermissions] as? NSNumber
+        #expect(mode?.intValue == 0o600)
+        #expect(!FileManager.default.fileExists(atPath: data.path + "/demo-project/checkpoint.key"))
+
+        let checkpoint = try ledger("checkpoint", "--config", config, data: data)
+        #expect(checkpoint.stdout.hasPrefix("example.com/notify log\n8\n"), "\(checkpoint.stdout)")
+        #expect(checkpoint.stdout.contains("\n\n\u{2014} example.com/notify "))
+        let messageID = try #require(
+            try ledger("log", data: data).stdout.split(separator: "\n").compactMap {
+                jsonObject($0)["kind"] as? String == "sent" ? jsonObject($0)["messageId"] as? String : nil
+            }.first)
+        let proof = try ledger("prove", "--message", messageID, "--config", config, "--format", "json", data: data)
+        #expect(proof.status == 0, "\(proof.stderr)")
+        #expect((jsonObject(Substring(proof.stdout))["checkpoint"] as? String)?.hasPrefix("example.com/notify log\n") == true)
+        let file = data.path + "/proof.json"
+        try Data(proof.stdout.utf8).write(to: URL(fileURLWithPath: file))
+        #expect(try runProduct("ledger", ["verify-proof", file, "--public-key", key]).status == 0)
+        #expect(try Self.python([file, "--public-key", key]).status == 0)
+
+        // The key file names its key: a config that calls it something else is refused, not re-keyed.
+        try configure(#"{"keyName":"someone-else","keyFile":"\#(keyFile)"}"#)
+        let renamed = try ledger("checkpoint", "--config", config, data: data)
+        #expect(renamed.status != 0)
+        #expect(renamed.stderr.contains("is named example.com/notify, not someone-else"), "\(renamed.stderr)")
+        // Bad settings are refused by name, by the CLI and by the server alike.
+        for (checkpoint, complaint) in [
+            (#"{"origin":"two\nlines"}"#, "one non-empty line"), (#"{"keyName":"has space"}"#, "without spaces"),
+            (#"{"keyName":"a+b"}"#, "without spaces or +"), (#"{"origin":7}"#, "checkpoint.origin"),
+            (#"{"keyfile":"/x"}"#, "checkpoint.keyfile"), (#""x""#, "expected an object"),
+        ] {
+            try configure(checkpoint)
+            let refused = try ledger("checkpoint", "--config", config, data: data)
+            #expect(refused.status != 0 && refused.stderr.contains(complaint), "\(checkpoint): \(refused.stderr)")
+            let serve = try runProduct("ledger", ["serve", "--config", config, "--port", "0", "--data", data.path])
+            #expect(serve.status != 0 && serve.stderr.contains(complaint), "\(checkpoint): \(serve.stderr)")
+        }
     }
 
     @Test("consistency proofs hold for a grown log and fail for a rewritten one")

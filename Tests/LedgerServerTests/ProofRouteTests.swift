@@ -64,3 +64,30 @@ struct ProofRouteTests {
         }
     }
 }
+
+@Suite("Checkpoint settings from the config")
+struct CheckpointSettingsRouteTests {
+    @Test("the server signs with the configured origin, key name and key file")
+    func configuredCheckpoint() async throws {
+        let keys = TemporaryDirectory()
+        defer { keys.remove() }
+        let keyFile = keys.path + "/notify.key"
+        let settings = try CheckpointSettings(origin: "example.com/notify", keyName: "notify-2026", keyFile: keyFile)
+        let server = TestServer { $0.checkpoints[.default] = settings }
+        try await server.run { client in
+            _ = try await client.registerDevice()
+            let checkpoint = try await client.call(
+                .get, "\(ProofRouteTests.project)/ledger:checkpoint", headers: TestServer.Client.auditor)
+            #expect(checkpoint.status == .ok, "\(checkpoint.text)")
+            let key = try CheckpointKeeper.open(
+                dataDirectory: server.configuration.dataDirectory, project: .default, settings: settings, create: false
+            ).signer.verifier
+            #expect(key.name == "notify-2026")
+            let signed = try key.verify(note: checkpoint.text)
+            let head = try client.headSeq()
+            #expect(signed.origin == "example.com/notify" && signed.size == head)
+            let mode = try FileManager.default.attributesOfItem(atPath: keyFile)[.posixPermissions] as? NSNumber
+            #expect(mode?.intValue == 0o600)
+        }
+    }
+}

@@ -113,6 +113,50 @@ struct TopicManagementTests {
         }
     }
 
+    @Test("the project's topics, paged, by name or by subscriber count")
+    func topicListing() async throws {
+        try await TestServer().run { client in
+            var tokens: [String] = []
+            for _ in 0..<3 { tokens.append(try await client.registerDevice()) }
+            // b.x: 3 subscribers, c: 2, a: 1, d: none any more (a dot in a name survives the page token).
+            for (topic, count) in [("a", 1), ("b.x", 3), ("c", 2), ("d", 1)] {
+                for token in tokens.prefix(count) {
+                    _ = try await client.call(.post, base(token) + "?topicName=\(topic)", body: "{}")
+                }
+            }
+            _ = try await client.call(.delete, base(tokens[0]) + "/d")
+            func list(_ query: String) async throws -> (names: [String], counts: [Int], next: String?) {
+                var names: [String] = []
+                var counts: [Int] = []
+                var pageToken: String?
+                repeat {
+                    let reply = try await client.call(
+                        .get, "/v1/projects/demo-project/topics?pageSize=2\(query)"
+                            + (pageToken.map { "&pageToken=\($0.addingPercentEncoding(withAllowedCharacters: .alphanumerics)!)" } ?? ""),
+                        headers: TestServer.Client.auditor)
+                    #expect(reply.status == .ok, "\(reply.text)")
+                    let page = reply.json["topics"] as? [[String: Any]] ?? []
+                    #expect(page.count <= 2)
+                    names += page.compactMap { $0["name"] as? String }
+                    counts += page.compactMap { $0["subscriberCount"] as? Int }
+                    pageToken = reply.json["nextPageToken"] as? String
+                } while pageToken != nil && names.count < 10
+                return (names, counts, pageToken)
+            }
+            let byName = try await list("")
+            #expect(byName.names == ["a", "b.x", "c", "d"] && byName.counts == [1, 3, 2, 0])
+            let byCount = try await list("&orderBy=subscriberCount%20desc")
+            #expect(byCount.names == ["b.x", "c", "a", "d"] && byCount.counts == [3, 2, 1, 0])
+            // Without pageSize: the first 1,000 (here all), no next page.
+            let all = try await client.call(.get, "/v1/projects/demo-project/topics")
+            #expect((all.json["topics"] as? [Any])?.count == 4 && all.json["nextPageToken"] == nil)
+            for query in ["orderBy=size", "pageToken=nonsense", "pageToken=1.bad%20name", "pageSize=0"] {
+                let bad = try await client.call(.get, "/v1/projects/demo-project/topics?\(query)")
+                #expect(bad.status == .badRequest && bad.errorCode == "INVALID_ARGUMENT", "\(query)")
+            }
+        }
+    }
+
     @Test("a device manages its own subscriptions with its client key (via client)")
     func deviceSelfService() async throws {
         try await TestServer().run { client in
@@ -196,6 +240,15 @@ struct InstanceIDTests {
             #expect(info.json["platform"] as? String == "IOS")
             let topics = (info.json["rel"] as? [String: Any])?["topics"] as? [String: [String: String]]
             #expect(topics?["news"]?["addDate"] == LedgerTime.now().date)
+            // The auditor reads it too (and may not write through Instance ID); a device key may not read it.
+            let audited = try await client.call(
+                .get, "/iid/info/\(token)?details=true", headers: TestServer.Client.auditor)
+            #expect(audited.status == .ok && audited.text == info.text)
+            let auditorWrite = try await client.call(
+                .post, "/iid/v1/\(token)/rel/topics/sports", headers: TestServer.Client.auditor, body: "")
+            #expect(auditorWrite.status == .forbidden)
+            let device = try await client.call(.get, "/iid/info/\(token)", headers: TestServer.Client.device)
+            #expect(device.status == .unauthorized)
             let unknown = try await client.call(.get, "/iid/info/unknown-token")
             #expect(unknown.status == .notFound)
             #expect(unknown.text == #"{"error":"NOT_FOUND"}"#)

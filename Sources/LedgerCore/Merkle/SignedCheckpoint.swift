@@ -94,7 +94,7 @@ public struct NoteVerifier: Equatable, Sendable {
         guard Hex.encode(keyHash) == parts[1] else { return nil }
     }
 
-    static func isValidName(_ name: String) -> Bool {
+    public static func isValidName(_ name: String) -> Bool {
         !name.isEmpty && !name.unicodeScalars.contains { $0 == " " || $0 == "+" || $0 == "\n" || $0.value < 0x20 }
     }
 

@@ -27,7 +27,7 @@ struct LedgerBench: AsyncParsableCommand {
 
     @Option(
         help:
-            "Run only these workloads (comma-separated: append, rebuild, scan, audience, parse, http, replay, delivery, peers; peers adds Redis and SQLite beside append and audience)."
+            "Run only these workloads (comma-separated: append, rebuild, scan, audience, parse, http, replay, proofs, delivery, peers; peers adds Redis and SQLite beside append and audience)."
     )
     var only: String?
 
@@ -104,6 +104,13 @@ struct LedgerBench: AsyncParsableCommand {
                 try await ReplayWorkload(
                     instances: full ? 1_000_000 : 100_000, largeEvents: full ? 10_000_000 : 500_000, seed: seed,
                     scratch: scratch, ledgerBinary: ledgerBinary
+                ).run()
+            }
+        }
+        if wants("proofs") {
+            try await section("proofs") {
+                try await ProofWorkload(
+                    largeEvents: full ? 10_000_000 : 1_000_000, smallEvents: 100_000, seed: seed, scratch: scratch
                 ).run()
             }
         }
@@ -402,7 +409,7 @@ struct LedgerBench: AsyncParsableCommand {
     }
 
     func format(_ value: Double) -> String {
-        value >= 10_000 ? String(format: "%.0f", value) : String(format: "%.1f", value)
+        value >= 10_000 ? String(format: "%.0f", value) : String(format: value < 10 ? "%.2f" : "%.1f", value)
     }
 
     func scratchDirectory(_ label: String) -> String {

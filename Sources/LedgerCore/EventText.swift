@@ -1,0 +1,73 @@
+/// Renders an event as one line for people (`ledger log --format text`):
+///
+/// ```
+/// 12 2026-11-23T17:54:14.123456Z subscribed token=dGVzdA topic=news via=iid actor=admin request=r-1 hash=1a2b3c4d5e6f
+/// ```
+///
+/// Seq, time and kind, then the kind's fields as `name=value`, who did it, and the first 12 hex digits of
+/// the chain hash. A value that holds a space, a quote, a backslash, `=` or anything unprintable is quoted
+/// with escapes, so that app ids, reasons and conditions (user input) can neither split a line nor send a
+/// terminal control sequence. The message itself and whole hashes are in `--format json`. Audit data: it
+/// carries tokens by design and must never be sent to a log.
+public enum EventText {
+    public static func line(_ event: LedgerEvent, hash: some Sequence<UInt8>) -> String {
+        var fields: [(String, String)] = []
+        switch event.body {
+        case .registered(let token, let platform, let appID):
+            fields.append(("token", token.rawValue))
+            if let platform { fields.append(("platform", platform)) }
+            if let appID { fields.append(("appId", appID)) }
+        case .unregistered(let token, let reason):
+            fields += [("token", token.rawValue), ("reason", reason)]
+        case .subscribed(let token, let topic, let via), .unsubscribed(let token, let topic, let via):
+            fields += [("token", token.rawValue), ("topic", topic.rawValue), ("via", via.rawValue)]
+        case .sent(let sent):
+            fields += [
+                ("messageId", String(sent.messageID)), (sent.target.kindName, sent.target.text),
+                ("precedence", sent.precedence.rawValue), ("messageBytes", String(sent.messageJSON.count)),
+            ]
+        case .audience(let audience):
+            fields += [
+                ("messageId", String(audience.messageID)), ("sendSeq", String(audience.sendSeq)),
+                ("recipients", String(audience.recipientCount)),
+                ("digest", String(Hex.encode(audience.recipientDigest).prefix(12))),
+            ]
+        case .acknowledged(let token, let through):
+            fields += [("token", token.rawValue), ("throughSeq", String(through))]
+        }
+        fields += [
+            ("actor", event.actor), ("request", event.requestID), ("hash", String(Hex.encode(Array(hash)).prefix(12))),
+        ]
+        var line = "\(event.seq) \(event.time.rfc3339) \(event.kind.rawValue)"
+        for (name, value) in fields {
+            line += " \(name)=\(quoted(value))"
+        }
+        return line
+    }
+
+    /// `value` as is when it is plain printable ASCII without spaces, quotes, backslashes or `=`; otherwise
+    /// in double quotes, with `\"` and `\\`, printable letters of any script kept, and `\u{…}` for every
+    /// control, separator or format scalar (bidi overrides included).
+    public static func quoted(_ value: String) -> String {
+        let plain = !value.isEmpty && value.unicodeScalars.allSatisfy { scalar in
+            scalar.value > 0x20 && scalar.value < 0x7F && !"\"\\=".unicodeScalars.contains(scalar)
+        }
+        if plain { return value }
+        var out = "\""
+        for scalar in value.unicodeScalars {
+            switch scalar {
+            case "\"": out += "\\\""
+            case "\\": out += "\\\\"
+            case " ", "=": out.unicodeScalars.append(scalar)
+            case _ where scalar.value >= 0x20 && scalar.value < 0x7F: out.unicodeScalars.append(scalar)
+            case _ where scalar.value > 0x9F && scalar.properties.generalCategory != .format
+                && scalar.properties.generalCategory != .lineSeparator
+                && scalar.properties.generalCategory != .paragraphSeparator:
+                // Printable non-ASCII (names in other scripts) stays readable.
+                out.unicodeScalars.append(scalar)
+            default: out += "\\u{\(String(scalar.value, radix: 16))}"
+            }
+        }
+        return out + "\""
+    }
+}
