@@ -47,9 +47,10 @@ extension LedgerCommand {
 
             static func describe(_ audit: InstanceAudit, in snapshot: LedgerSnapshot) throws -> [String] {
                 let json = try AuditJSON.instance(audit, in: snapshot)
+                // Platform and app id are the device's input: quoted and escaped, never raw on a terminal.
                 var header = "instance \(audit.token.rawValue)"
-                if let platform = audit.platform { header += ", platform \(platform)" }
-                if let appID = audit.appID { header += ", app \(appID)" }
+                if let platform = audit.platform { header += ", platform \(EventText.quoted(platform))" }
+                if let appID = audit.appID { header += ", app \(EventText.quoted(appID))" }
                 let state = audit.registeredAt ? "registered, \(audit.topicsAt.count) topic(s)" : "not registered"
                 var lines = [header, "at \(momentText(json["at"])): \(state)"]
                 lines += audit.topicsAt.map { "  \($0.rawValue)" }
@@ -58,6 +59,16 @@ extension LedgerCommand {
                 lines.append("subscriptions:")
                 for entry in json["subscriptions"] as? [[String: Any]] ?? [] {
                     lines.append("  \(entry["topic"] as? String ?? "?")  \(span(entry))")
+                }
+                let acknowledged = audit.deliveries.filter(\.acknowledged).count
+                lines.append(
+                    "deliveries: \(audit.deliveries.count) message(s), \(acknowledged) acknowledged "
+                        + "(cursor at seq \(audit.acknowledgedThrough))")
+                for delivery in audit.deliveries {
+                    lines.append(
+                        "  message \(delivery.messageID)  seq \(delivery.seq)  \(delivery.time)  "
+                            + "\(delivery.target.kindName) \(EventText.quoted(delivery.target.text))  "
+                            + (delivery.acknowledged ? "acknowledged" : "not acknowledged"))
                 }
                 return lines
             }

@@ -53,6 +53,15 @@ public enum AuditJSON {
         ]
         if let platform = audit.platform { object["platform"] = platform }
         if let appID = audit.appID { object["appId"] = appID }
+        object["acknowledgedThroughSeq"] = audit.acknowledgedThrough
+        object["deliveries"] = audit.deliveries.map { delivery in
+            var target: [String: Any] = [:]
+            target[delivery.target.kindName] = delivery.target.text
+            return [
+                "messageId": String(delivery.messageID), "seq": delivery.seq, "time": delivery.time.description,
+                "target": target, "acknowledged": delivery.acknowledged,
+            ] as [String: Any]
+        }
         return object
     }
 

@@ -30,6 +30,22 @@ public struct InstanceAudit: Sendable {
     public var registeredAt: Bool
     /// The instance's topics at `at`, by name.
     public var topicsAt: [TopicName]
+    /// Every message addressed to the instance up to `at`, oldest first: the sends whose audience (the
+    /// state at their own seq) contained it.
+    public var deliveries: [InstanceDelivery]
+    /// The device's delivery cursor now: every message sent at or before this seq is acknowledged (0: none).
+    public var acknowledgedThrough: UInt64
+}
+
+/// A message addressed to one instance (``InstanceAudit/deliveries``).
+public struct InstanceDelivery: Sendable, Equatable {
+    public var messageID: UInt64
+    /// The seq of the `sent` event.
+    public var seq: UInt64
+    public var time: LedgerTime
+    public var target: MessageTarget
+    /// Acknowledged by the device (now): its cursor has reached the send.
+    public var acknowledged: Bool
 }
 
 /// One topic's subscribers at a moment and its count over time (`ledger audit topic`, the audit API).
@@ -68,11 +84,62 @@ extension LedgerSnapshot {
         }.sorted {
             ($0.interval.start, $0.topic.rawValue) < ($1.interval.start, $1.topic.rawValue)
         }
+        let acknowledgedThrough = try self.acknowledgedThrough(instance)
         return InstanceAudit(
             token: token, instance: instance, platform: info.platform, appID: info.appID,
             registrations: registrations, subscriptions: named, at: at,
             registeredAt: registrations.contains { $0.contains(at) },
-            topicsAt: named.filter { $0.interval.contains(at) }.map(\.topic).sorted { $0.rawValue < $1.rawValue })
+            topicsAt: named.filter { $0.interval.contains(at) }.map(\.topic).sorted { $0.rawValue < $1.rawValue },
+            deliveries: try deliveries(
+                to: token, registrations: registrations, subscriptions: named, through: at,
+                acknowledgedThrough: acknowledgedThrough),
+            acknowledgedThrough: acknowledgedThrough)
+    }
+
+    /// The sends up to `through` that reached the instance: each send in a registration is decoded and its
+    /// target evaluated against the instance's own topics at the send's seq — the same state
+    /// ``audience(of:precedence:at:)`` computes for every instance at once (the tests compare the two).
+    /// O(sends while registered), never the whole log.
+    private func deliveries(
+        to token: RegistrationToken, registrations: [HeldInterval],
+        subscriptions: [(topic: TopicName, interval: HeldInterval)], through: UInt64, acknowledgedThrough: UInt64
+    ) throws -> [InstanceDelivery] {
+        var deliveries: [InstanceDelivery] = []
+        var conditions: [String: Condition] = [:]
+        for registration in registrations.sorted(by: { $0.start < $1.start }) where registration.start <= through {
+            let last = min(through, (registration.end ?? .max) - 1)
+            var seqs: [UInt64] = []
+            try txn.withCursor(schema.sends) { cursor in
+                var entry = try cursor.seek(registration.start)
+                while let current = entry {
+                    let seq = current.key.loadBigEndianUInt64()
+                    guard seq <= last else { break }
+                    seqs.append(seq)
+                    entry = try cursor.next()
+                }
+            }
+            for seq in seqs {
+                let (event, sent) = try sentEvent(at: seq)
+                let topics = Set(subscriptions.filter { $0.interval.contains(seq) }.map(\.topic))
+                let reached: Bool
+                switch sent.target {
+                case .topic(let topic): reached = topics.contains(topic)
+                case .token(let target): reached = target == token
+                case .condition(let text):
+                    let key = "\(sent.precedence.rawValue) \(text)"
+                    if conditions[key] == nil {
+                        conditions[key] = try Condition(parsing: text, precedence: sent.precedence)
+                    }
+                    reached = conditions[key]?.isSatisfied(byTopics: topics) ?? false
+                }
+                guard reached else { continue }
+                deliveries.append(
+                    InstanceDelivery(
+                        messageID: sent.messageID, seq: seq, time: event.time, target: sent.target,
+                        acknowledged: seq <= acknowledgedThrough))
+            }
+        }
+        return deliveries
     }
 
     /// `topic`'s subscribers at `seq` (now, when `nil`), with its count history, or `nil` when the topic

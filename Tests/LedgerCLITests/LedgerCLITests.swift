@@ -305,6 +305,11 @@ struct LedgerCLITests {
         #expect(subscriptions?.first?["fromSeq"] as? Int == 3 && subscriptions?.first?["untilSeq"] as? Int == 5)
         let after = try ledger("audit", "instance", "tokA", data: data)
         #expect(after.stdout.contains("registered, 0 topic(s)"))
+        // The condition send at seq 6 reached tokB (tokA had left news), which never acknowledged it.
+        #expect(after.stdout.contains("deliveries: 0 message(s), 0 acknowledged (cursor at seq 0)"))
+        let tokB = try ledger("audit", "instance", "tokB", data: data).stdout
+        #expect(tokB.contains("deliveries: 1 message(s), 0 acknowledged (cursor at seq 0)"), "\(tokB)")
+        #expect(tokB.contains(#"  seq 6  2026-03-04T10:00:00.000000Z  condition "'news' in topics"  not acknowledged"#))
         let topic = try ledger("audit", "topic", "/topics/news", "--at-seq", "4", "--members", data: data)
         #expect(topic.stdout.contains("at seq 4 (2026-03-02T10:00:00.000000Z): 2 subscriber(s)"))
         #expect(topic.stdout.contains("  tokA\n  tokB\n"))

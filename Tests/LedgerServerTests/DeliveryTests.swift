@@ -98,6 +98,16 @@ struct DeliveryTests {
                 body: #"{"through":"\#(cursors[0])"}"#)
             #expect(ack.status == .ok && ack.json["acknowledgedThrough"] as? String == cursors[0])
             #expect(Self.ids(try await Self.poll(client, device)) == [second])
+            // The auditor sees both deliveries, the first acknowledged (a send to sports did not reach it).
+            _ = try await Self.send(client, #"{"topic":"sports"}"#)
+            let audit = try await client.call(
+                .get, "/v1/projects/demo-project/audit/instances/\(device)", headers: TestServer.Client.auditor)
+            let deliveries = audit.json["deliveries"] as? [[String: Any]] ?? []
+            #expect(deliveries.map { $0["messageId"] as? String } == [first, second], "\(audit.text)")
+            #expect(deliveries.map { $0["acknowledged"] as? Bool } == [true, false])
+            #expect(deliveries.map { ($0["target"] as? [String: String])?["topic"] } == ["news", "news"])
+            #expect(deliveries.map { String($0["seq"] as? Int ?? 0) } == cursors)
+            #expect(String(audit.json["acknowledgedThroughSeq"] as? Int ?? 0) == cursors[0])
             // `after` reads past what the device has seen without acknowledging it.
             #expect(Self.ids(try await Self.poll(client, device, query: "?after=\(cursors[1])")).isEmpty)
             _ = try await client.call(

@@ -73,6 +73,7 @@ struct ReplayTests {
         let topics = (0..<8).map { try! TopicName("t\($0)") }
         var model = Model()
         var expected: [UInt64: (recipients: [String], target: MessageTarget)] = [:]
+        var sendSeqs: [UInt64: UInt64] = [:]
         // Everyone registers first; then thousands of random changes interleaved with sends.
         _ = try await ledger.append(
             WriteRequest(
@@ -115,8 +116,9 @@ struct ReplayTests {
                 }
                 let accepted = model.apply(operation)
                 #expect(accepted == (outcome.rejection == nil), "\(operation) → \(outcome)")
-                if case .sent(_, let messageID) = outcome, case .send(let target, _, _) = operation {
+                if case .sent(let seq, let messageID) = outcome, case .send(let target, _, _) = operation {
                     expected[messageID] = (expectation!, target)
+                    sendSeqs[messageID] = seq
                 }
             }
         }
@@ -131,6 +133,16 @@ struct ReplayTests {
                 #expect(hex(replay.recipientDigest) == expectedDigest(expectation.recipients))
                 #expect(replay.matchesRecord, "message \(messageID): \(String(describing: replay.recorded))")
                 #expect(replay.recorded?.record.recipientCount == UInt64(expectation.recipients.count))
+            }
+            // Every instance's audited deliveries are exactly the messages whose recipients hold it, in order
+            // (each instance evaluated alone against its own topics, the replay over everyone at once).
+            for token in tokens {
+                let audit = try #require(try snapshot.instanceAudit(token))
+                let reached = expected.filter { $0.value.recipients.contains(token.rawValue) }
+                    .map { (seq: sendSeqs[$0.key]!, id: $0.key) }.sorted { $0.seq < $1.seq }
+                #expect(audit.deliveries.map(\.messageID) == reached.map(\.id), "\(token.rawValue)")
+                #expect(audit.deliveries.map(\.seq) == reached.map(\.seq))
+                #expect(audit.deliveries.allSatisfy { !$0.acknowledged } && audit.acknowledgedThrough == 0)
             }
             // The naive path folds the whole log for each message: check a sample.
             for messageID in expected.keys.sorted().prefix(40) {
