@@ -58,6 +58,17 @@ final class DeliveryNotifier: @unchecked Sendable {
         if start { Task.detached { self.dispatch() } }
     }
 
+    /// Wakes `instance`'s waiters: its registration has ended, and its streams and polls must see that now
+    /// rather than at their next keep-alive. The generation moves too, so a stream that read "registered"
+    /// just before the unregistration committed does not start waiting.
+    func wake(_ instance: InstanceID) {
+        let woken = lock.withLock { () -> [Waiter] in
+            generation &+= 1
+            return take { $0.instance == instance }
+        }
+        for waiter in woken { waiter.continuation.resume() }
+    }
+
     /// Wakes every waiter (the server is stopping).
     func wakeAll() {
         let woken = lock.withLock { () -> [Waiter] in

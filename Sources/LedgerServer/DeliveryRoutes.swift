@@ -58,7 +58,7 @@ struct DeliveryRoutes {
         let ledger = try server.ledger(for: project)
         let (instance, acknowledged, head) = try ledger.read { snapshot -> (InstanceID, UInt64, UInt64) in
             guard let instance = try snapshot.instanceID(of: token), try snapshot.isRegistered(instance) else {
-                throw FCMError.notFound("Requested entity was not found: the registration is not registered.")
+                throw FCMError.notFound(Self.unregistered)
             }
             return (instance, try snapshot.acknowledgedThrough(instance), try snapshot.head().seq)
         }
@@ -91,7 +91,10 @@ struct DeliveryRoutes {
         return try await withGracefulShutdownHandler {
             while true {
                 let generation = device.notifier.current
-                let page = try inbox(device, instance, after: after)
+                // Unregistered while waiting (the DELETE wakes it): 404, as a new poll would get.
+                guard let page = try inbox(device, instance, after: after) else {
+                    throw FCMError.notFound(Self.unregistered)
+                }
                 after = page.through
                 if !page.messages.isEmpty || ContinuousClock.now >= deadline || Task.isCancelled || stopping.isSet {
                     return JSONResponse.bytes(DeliveryJSON.page(page, project: device.project))
@@ -121,14 +124,9 @@ struct DeliveryRoutes {
                 try await writer.write(ByteBuffer(string: "retry: 1000\n\n"))
                 while !Task.isCancelled && !stopping.isSet {
                     let generation = device.notifier.current
-                    // One snapshot per wake: still registered, and what is new.
-                    let read = try device.ledger.read { snapshot -> InboxPage? in
-                        guard try snapshot.isRegistered(instance) else { return nil }
-                        return try snapshot.inbox(
-                            of: instance, after: after, now: LedgerTime.now(), limit: Self.pageSize,
-                            sends: device.shared.sends)
-                    }
-                    guard let page = read else { break }
+                    // One snapshot per wake: still registered, and what is new. The DELETE of the
+                    // registration wakes the stream, so it ends at once.
+                    guard let page = try inbox(device, instance, after: after) else { break }
                     // A page is one write (one flush), not one per message: a device with a backlog gets it
                     // in up to `pageSize` events per write.
                     var events: [UInt8] = []
@@ -192,12 +190,16 @@ struct DeliveryRoutes {
         return try JSONResponse.make(["acknowledgedThrough": String(through)])
     }
 
-    private func inbox(_ device: Device, _ instance: InstanceID, after: UInt64) throws -> InboxPage {
+    /// One snapshot: `nil` once the device is no longer registered, else its inbox after `after`.
+    private func inbox(_ device: Device, _ instance: InstanceID, after: UInt64) throws -> InboxPage? {
         try device.ledger.read { snapshot in
-            try snapshot.inbox(
+            guard try snapshot.isRegistered(instance) else { return nil }
+            return try snapshot.inbox(
                 of: instance, after: after, now: LedgerTime.now(), limit: Self.pageSize, sends: device.shared.sends)
         }
     }
+
+    static let unregistered = "Requested entity was not found: the registration is not registered."
 }
 
 /// Set once, read by a stream's loop.

@@ -255,6 +255,18 @@ struct DeliveryTests {
             let fresh = try SSEReader(port: port, path: path, headers: ["x-goog-api-key": "dev-client-key"])
             let freshEvents = await fresh.events(count: 1, timeout: 10)
             #expect(freshEvents.map(\.id) == [rest[1].id])
+            // Unregistering ends the device's stream and its waiting long poll at once, not at the next
+            // keep-alive (15 s) or the poll's deadline (30 s).
+            #expect(!fresh.ended)
+            let poll = try SSEReader(
+                port: port, path: "/v1/projects/demo-project/registrations/\(token)/messages?after=\(rest[1].id)"
+                    + "&waitSeconds=30", headers: ["x-goog-api-key": "dev-client-key"])
+            #expect(await poll.responseStatus(timeout: 0.5) == 0)  // waiting: nothing for it yet
+            let deleted = try await client.execute(
+                uri: "/v1/projects/demo-project/registrations/\(token)", method: .delete, headers: device)
+            #expect(deleted.status == .ok)
+            #expect(await fresh.end(timeout: 5), "the stream outlived its registration")
+            #expect(await poll.responseStatus(timeout: 5) == 404, "the long poll outlived its registration")
         }
     }
 

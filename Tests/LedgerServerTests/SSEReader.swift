@@ -5,7 +5,8 @@ import Foundation
 #endif
 
 /// A Server-Sent Events connection over a plain socket, for tests: sends one GET, decodes the chunked
-/// response as it arrives and hands out `message` events. (The router test client collects whole bodies, and a
+/// response as it arrives and hands out `message` events. Also a request on its own connection that a
+/// test can wait on while it makes others (a long poll). (The router test client collects whole bodies, and a
 /// stream never ends on its own.)
 final class SSEReader: @unchecked Sendable {
     // @unchecked: used by one test at a time, one read at a time.
@@ -19,6 +20,8 @@ final class SSEReader: @unchecked Sendable {
     private var body: [UInt8] = []
     private var headersDone = false
     private(set) var status = 0
+    /// The server ended the response (its last chunk came, or the connection closed).
+    private(set) var ended = false
 
     init(port: Int, path: String, headers: [String: String]) throws {
         socket = Glibc.socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
@@ -43,16 +46,35 @@ final class SSEReader: @unchecked Sendable {
     /// Reads until `count` message events arrived or `timeout` seconds passed; returns those seen so far.
     /// The blocking reads run on a dispatch thread, never on the cooperative pool the server's handlers need.
     func events(count: Int, timeout: Double) async -> [Event] {
+        await read(timeout: timeout) { $0.parsedEvents().count >= count }
+        return parsedEvents()
+    }
+
+    /// Reads until the server ends the response or `timeout` seconds passed; whether it ended.
+    func end(timeout: Double) async -> Bool {
+        await read(timeout: timeout) { _ in false }
+        return ended
+    }
+
+    /// Reads until the response's head has come (any response, not only a stream) or `timeout` seconds
+    /// passed; its status (0: none yet).
+    func responseStatus(timeout: Double) async -> Int {
+        await read(timeout: timeout) { $0.headersDone }
+        return status
+    }
+
+    private func read(timeout: Double, until done: @escaping @Sendable (SSEReader) -> Bool) async {
         await withCheckedContinuation { continuation in
             DispatchQueue.global().async {
-                continuation.resume(returning: self.readEvents(count: count, timeout: timeout))
+                self.readBlocking(timeout: timeout, until: done)
+                continuation.resume()
             }
         }
     }
 
-    private func readEvents(count: Int, timeout: Double) -> [Event] {
+    private func readBlocking(timeout: Double, until done: (SSEReader) -> Bool) {
         let deadline = Date().addingTimeInterval(timeout)
-        while parsedEvents().count < count, Date() < deadline {
+        while !done(self), !ended, Date() < deadline {
             var descriptor = pollfd(fd: socket, events: Int16(POLLIN), revents: 0)
             let remaining = Int32(max(1, deadline.timeIntervalSinceNow * 1000))
             // Other tests' child processes send this process SIGCHLD: an interrupted call is retried.
@@ -62,11 +84,13 @@ final class SSEReader: @unchecked Sendable {
             var chunk = [UInt8](repeating: 0, count: 65536)
             let read = recv(socket, &chunk, chunk.count, 0)
             if read < 0 && errno == EINTR { continue }
-            guard read > 0 else { break }
+            guard read > 0 else {
+                ended = true
+                break
+            }
             buffer += chunk[..<read]
             decode()
         }
-        return parsedEvents()
     }
 
     /// The response headers and chunked body so far, decoded into `body`.
@@ -84,6 +108,7 @@ final class SSEReader: @unchecked Sendable {
         {
             body += buffer[(lineEnd + 2)..<(lineEnd + 2 + size)]
             buffer.removeFirst(lineEnd + 2 + size + 2)
+            if size == 0 { ended = true }
         }
     }
 
