@@ -23,16 +23,17 @@ import LedgerCore
 /// | messages | message id u64 | ``MessageState``: send seq u64 ‖ audience seq u64 (0 until recorded) |
 /// | sends | send seq u64 | message id u64 (the sends in log order: a device's inbox reads from its cursor) |
 /// | acknowledged | instance u32 | seq u64: the delivery cursor (every message sent at or before it is acked) |
-/// | merkle | level u8 ‖ index u64 | SHA-256 (32): a complete subtree of the RFC 6962 tree (``MerkleStore``) |
+/// | merkle | end seq u64 ‖ level u8 | SHA-256 (32): a complete subtree of the RFC 6962 tree (``MerkleStore``) |
 ///
 /// An interval `[start, end)` means: held after applying event `start`, no longer after applying `end`.
 /// Duplicate databases hold fixed-size values so that whole member sets are read a page at a time.
 struct LedgerSchema: Sendable {
     /// Version of this layout, stored in meta; bumped when a change needs a migration or a rebuild.
     /// Layout 2 added `sends` and `acknowledged`; layout 3 stores names over LMDB's key limit under their
-    /// hash (``NameKey``); layout 4 keeps the Merkle tree over the log (`merkle`). A writer opening an older
-    /// ledger upgrades it in place (see ``LedgerStorage``).
-    static let layoutVersion: UInt32 = 4
+    /// hash (``NameKey``); layout 4 keeps the Merkle tree over the log (`merkle`); layout 5 keys its subtrees
+    /// by the seq that completes them, so that appends write one page. A writer opening an older ledger
+    /// upgrades it in place (see ``LedgerStorage``).
+    static let layoutVersion: UInt32 = 5
 
     let meta: LMDBDatabase
     let log: LMDBDatabase

@@ -138,7 +138,8 @@ struct LedgerStorage {
     /// Layout 2 → 3 stores names longer than LMDB's key limit under their hash (``NameKey``); no layout-2
     /// ledger can hold such a name (its writes failed), so the step only records the new version — which
     /// keeps older builds, which would not find hashed keys, from opening the ledger.
-    /// Layout 3 → 4 builds the Merkle tree over the log (``MerkleStore``).
+    /// Layout 3 → 5 builds the Merkle tree over the log (``MerkleStore``); 4 → 5 builds it again under keys
+    /// that grow with the log.
     private static func upgradeLayout(_ txn: LMDBTransaction, _ schema: LedgerSchema) throws {
         var version = try txn.withValue(in: schema.meta, forKey: MetaKey.layoutVersion) {
             $0?.loadBigEndianUInt32()
@@ -158,8 +159,10 @@ struct LedgerStorage {
             version = 2
         }
         if version == 2 { version = 3 }
-        if version == 3 {
-            // The Merkle tree over the log so far, from the chain hashes alone.
+        if version == 3 || version == 4 {
+            // The Merkle tree over the log so far, from the chain hashes alone (layout 4 kept it under
+            // level-major keys: it is made again under layout 5's).
+            try txn.clear(schema.merkle)
             var builder = MerkleBuilder()
             try txn.withCursor(schema.log) { cursor in
                 try cursor.forEach { entry in

@@ -4,7 +4,9 @@ import LedgerCore
 
 /// The RFC 6962 tree over a project's log (docs/event-format.md, "Merkle tree"), kept in the `merkle`
 /// database: the hash of every complete, aligned subtree of at least 16 leaves, under
-/// `level u8 ‖ index u64` (big-endian: level-major, then in log order). Leaf `i` is
+/// `end seq u64 ‖ level u8` (big-endian), where the end seq is the seq of the subtree's last leaf — the
+/// event that completes it. Keys therefore grow with the log: every put an append lands on the same
+/// rightmost page, one dirty page per commit rather than one per level. Leaf `i` is
 /// `SHA-256(0x00 ‖ chain hash of seq i+1)`.
 ///
 /// Subtrees below 16 leaves are not stored: they are computed from the chain hashes in the log (at most
@@ -14,12 +16,17 @@ enum MerkleStore {
     /// Subtrees of `2^lowestStoredLevel` leaves and more are stored.
     static let lowestStoredLevel = 4
 
+    /// The key of subtree `index` of `2^level` leaves (leaves `index·2^level …`): the seq of its last leaf,
+    /// then the level. Wrapping arithmetic: a level or index past any real tree gives a key that is not
+    /// there, never a trap.
     static func key(level: Int, index: UInt64) -> PackedBytes {
         var key = PackedBytes()
-        key.append(UInt8(level))
-        key.append(index)
+        key.append(endSeq(level: level, index: index))
+        key.append(UInt8(truncatingIfNeeded: level))
         return key
     }
+
+    static func endSeq(level: Int, index: UInt64) -> UInt64 { (index &+ 1) &<< UInt64(truncatingIfNeeded: level) }
 
     /// Called by the appender after it stored the event at `seq` (leaf `seq - 1`), in the same transaction:
     /// stores the subtrees that leaf completes.
@@ -108,14 +115,22 @@ struct MerkleBuilder {
         edge.append((level, hash))
     }
 
-    /// Calls `body` with every stored subtree in key order.
+    /// Calls `body` with every stored subtree in key order (end seq, then level).
     func forEachStored(_ body: (_ key: PackedBytes, _ hash: ArraySlice<UInt8>) throws -> Void) rethrows {
+        var entries: [(end: UInt64, row: Int, index: Int)] = []
+        entries.reserveCapacity(stored.reduce(0) { $0 + $1.count / MerkleHash.size })
         for (row, hashes) in stored.enumerated() {
-            let level = MerkleStore.lowestStoredLevel + row
             for index in 0..<(hashes.count / MerkleHash.size) {
-                let start = index * MerkleHash.size
-                try body(MerkleStore.key(level: level, index: UInt64(index)), hashes[start..<start + MerkleHash.size])
+                let level = MerkleStore.lowestStoredLevel + row
+                entries.append((MerkleStore.endSeq(level: level, index: UInt64(index)), row, index))
             }
+        }
+        entries.sort { ($0.end, $0.row) < ($1.end, $1.row) }
+        for entry in entries {
+            let start = entry.index * MerkleHash.size
+            try body(
+                MerkleStore.key(level: MerkleStore.lowestStoredLevel + entry.row, index: UInt64(entry.index)),
+                stored[entry.row][start..<start + MerkleHash.size])
         }
     }
 }

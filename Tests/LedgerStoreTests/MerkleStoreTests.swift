@@ -51,19 +51,36 @@ struct MerkleStoreTests {
         }
     }
 
-    @Test("a layout-3 ledger gets its tree when a writer opens it; verify catches a damaged node, rebuild mends it")
-    func upgradeVerifyRebuild() async throws {
+    @Test(
+        "a layout-3 (no tree) or layout-4 (level-major keys) ledger gets its tree when a writer opens it; verify catches a damaged node, rebuild mends it",
+        arguments: [UInt32(3), 4])
+    func upgradeVerifyRebuild(layout: UInt32) async throws {
         let directory = TemporaryDirectory()
         defer { directory.remove() }
         do {
             let ledger = try await Self.filledLedger(directory, requests: 80)
             ledger.close()
         }
-        // Make it what layout 3 was: no tree.
+        // Make it what layout 3 was (no tree), or layout 4 (the same subtrees under `level u8 ‖ index u64`).
         let environment = try LMDBEnvironment(path: directory.path + "/demo-project")
         try environment.write { txn throws in
-            try txn.clear(try txn.openDatabase("merkle"))
-            try txn.put(try txn.openDatabase("meta"), key: "layoutVersion", value: UInt32(3))
+            let merkle = try txn.openDatabase("merkle")
+            var layout4: [(key: PackedBytes, value: [UInt8])] = []
+            try txn.withCursor(merkle) { cursor in
+                try cursor.forEach { entry in
+                    let end = entry.key.loadBigEndianUInt64()
+                    let level = entry.key[8]
+                    var key = PackedBytes()
+                    key.append(level)
+                    key.append((end >> UInt64(level)) - 1)
+                    layout4.append((key, Array(entry.value)))
+                    return true
+                }
+            }
+            #expect(layout4.count >= 8)  // 150+ events: subtrees of 16, 32, 64 and 128 leaves
+            try txn.clear(merkle)
+            if layout == 4 { for entry in layout4 { try txn.put(merkle, key: entry.key, value: entry.value) } }
+            try txn.put(try txn.openDatabase("meta"), key: "layoutVersion", value: layout)
         }
         let ledger = try openTestLedger(directory)
         defer { ledger.close() }
@@ -75,9 +92,9 @@ struct MerkleStoreTests {
         // One flipped byte in a stored subtree: verify names the tree; the proofs through it change.
         try environment.write { txn throws in
             let merkle = try txn.openDatabase("merkle")
-            var key = PackedBytes()
+            var key = PackedBytes()  // the second subtree of 16 leaves: it ends at seq 32
+            key.append(UInt64(32))
             key.append(UInt8(4))
-            key.append(UInt64(1))
             guard var node = try txn.value(in: merkle, forKey: key) else {
                 throw MissingNode()
             }
