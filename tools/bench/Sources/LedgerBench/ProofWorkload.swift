@@ -74,10 +74,7 @@ struct ProofWorkload {
     func format(_ seconds: Double?) -> String { String(format: "%.3f ms", (seconds ?? 0) * 1000) }
 
     func build(events target: Int) async throws -> Built {
-        let directory = (scratch as NSString).appendingPathComponent("ledger-bench-proofs-\(UUID().uuidString)")
-        var options = Ledger.Options()
-        options.environment.mapSize = 1 << 34
-        let ledger = try Ledger.open(dataDirectory: directory, project: .default, options: options, logger: silent)
+        let (directory, ledger) = try openScratchLedger(scratch: scratch, label: "proofs")
         let start = ContinuousClock.now
         var generator = SplitMix(seed: seed)
         let instances = min(100_000, max(1_000, target / 20))

@@ -64,10 +64,7 @@ struct ReplayWorkload {
     /// A ledger of `instances` registrations, the operand topics' members, `churnEvents / 2` subscription
     /// changes on 1,000 other topics, the send, then the rest of the churn.
     func build(churnEvents: Int) async throws -> Built {
-        let directory = (scratch as NSString).appendingPathComponent("ledger-bench-replay-\(UUID().uuidString)")
-        var options = Ledger.Options()
-        options.environment.mapSize = 1 << 34
-        let ledger = try Ledger.open(dataDirectory: directory, project: .default, options: options, logger: silent)
+        let (directory, ledger) = try openScratchLedger(scratch: scratch, label: "replay")
         let start = ContinuousClock.now
         var generator = SplitMix(seed: seed)
         let tokens = try (0..<instances).map {
