@@ -88,24 +88,33 @@ final class CheckpointSigner: @unchecked Sendable {
     init(keeper: CheckpointKeeper) { self.keeper = keeper }
 
     /// The last signed checkpoint if it is under a second old or the log has not grown since; else a new one.
+    /// One snapshot for the head and the signature.
     func latest(of ledger: Ledger) throws -> (checkpoint: Checkpoint, note: String) {
         lock.lock()
         defer { lock.unlock() }
         let now = monotonicSeconds()
-        let head = try ledger.read { try $0.head().seq }
-        if let last, now - last.at < 1 || last.checkpoint.size == head { return (last.checkpoint, last.note) }
-        let signed = try ledger.read { try keeper.sign($0) }
-        last = (signed.checkpoint, signed.note, now)
-        return signed
+        return try ledger.read { snapshot in
+            let head = try snapshot.head().seq
+            if let last, now - last.at < 1 || last.checkpoint.size == head { return (last.checkpoint, last.note) }
+            return try keepSigned(snapshot, at: now)
+        }
     }
 
     /// Signs a checkpoint of the whole log unless the last one already covers it (or the log is empty).
     func signIfGrown(_ ledger: Ledger) throws {
         lock.lock()
         defer { lock.unlock() }
-        let head = try ledger.read { try $0.head().seq }
-        guard head > 0, last?.checkpoint.size != head else { return }
-        let signed = try ledger.read { try keeper.sign($0) }
-        last = (signed.checkpoint, signed.note, monotonicSeconds())
+        try ledger.read { snapshot in
+            let head = try snapshot.head().seq
+            guard head > 0, last?.checkpoint.size != head else { return }
+            _ = try keepSigned(snapshot, at: monotonicSeconds())
+        }
+    }
+
+    /// Signs `snapshot`'s whole log and remembers it as the last (with `lock` held).
+    private func keepSigned(_ snapshot: LedgerSnapshot, at time: Double) throws -> (checkpoint: Checkpoint, note: String) {
+        let signed = try keeper.sign(snapshot)
+        last = (signed.checkpoint, signed.note, time)
+        return signed
     }
 }

@@ -36,7 +36,7 @@ struct BulkProjection: LedgerProjection {
     private var closedMemberships: [Interval] = []
     private var messages: [UInt64: (send: UInt64, audience: UInt64)] = [:]
     private var acknowledged: [InstanceID: UInt64] = [:]
-    /// The Merkle tree over the folded events (built from their chain hashes by the reading thread).
+    /// The Merkle tree over the folded events (their leaf hashes come from the reading thread).
     var merkle = MerkleBuilder()
 
     // MARK: LedgerProjection

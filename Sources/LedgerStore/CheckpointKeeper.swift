@@ -79,20 +79,12 @@ public struct CheckpointKeeper: Sendable {
         guard fd >= 0 else { throw StoreError(.unavailable, "cannot write \(keptPath): errno \(errno)") }
         defer { close(fd) }
         flock(fd, LOCK_EX)
-        let written = line.withUnsafeBytes { write(fd, $0.baseAddress, $0.count) }
-        guard written == line.count, fsync(fd) == 0 else {
-            throw StoreError(.unavailable, "cannot write \(keptPath): errno \(errno)")
-        }
+        try writeDurably(fd, Array(line), path: keptPath)
     }
 
-    private static let keyPrefix = "PRIVATE+KEY+"
-
     private static func createKey(_ path: String, name: String) throws -> NoteSigner {
-        let key = Curve25519.Signing.PrivateKey()
-        let signer = try NoteSigner(name: name, key: key)
-        let text =
-            "\(keyPrefix)\(name)+\(Hex.encode(signer.verifier.keyHash))+"
-            + Data([NoteVerifier.ed25519] + Array(key.rawRepresentation)).base64EncodedString() + "\n"
+        let signer = try NoteSigner(name: name, key: Curve25519.Signing.PrivateKey())
+        let text = signer.signerKeyLine + "\n"
         // O_EXCL: two processes creating the key at once do not overwrite each other's.
         let fd = openFile(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o600)
         guard fd >= 0 else {
@@ -100,10 +92,7 @@ public struct CheckpointKeeper: Sendable {
             throw StoreError(.unavailable, "cannot create \(path): errno \(errno)")
         }
         defer { close(fd) }
-        let bytes = Array(text.utf8)
-        guard bytes.withUnsafeBytes({ write(fd, $0.baseAddress, $0.count) }) == bytes.count, fsync(fd) == 0 else {
-            throw StoreError(.unavailable, "cannot write \(path): errno \(errno)")
-        }
+        try writeDurably(fd, Array(text.utf8), path: path)
         return signer
     }
 
@@ -117,16 +106,7 @@ public struct CheckpointKeeper: Sendable {
         }
         guard let data = FileManager.default.contents(atPath: path),
             let text = String(data: data, encoding: .utf8)?.trimmingCharacters(in: .newlines),
-            text.hasPrefix(keyPrefix)
-        else { throw StoreError(.invalidArgument, "\(path) is not a checkpoint signing key") }
-        // The name holds no '+'; the base64 seed may.
-        let parts = text.dropFirst(keyPrefix.count).split(
-            separator: "+", maxSplits: 2, omittingEmptySubsequences: false)
-        guard parts.count == 3, let blob = Data(base64Encoded: String(parts[2])), blob.count == 33,
-            blob.first == NoteVerifier.ed25519,
-            let key = try? Curve25519.Signing.PrivateKey(rawRepresentation: blob.dropFirst()),
-            let signer = try? NoteSigner(name: String(parts[0]), key: key),
-            Hex.encode(signer.verifier.keyHash) == parts[1]
+            let signer = NoteSigner(signerKeyLine: text)
         else { throw StoreError(.invalidArgument, "\(path) is not a checkpoint signing key") }
         return signer
     }
@@ -161,6 +141,13 @@ public struct CheckpointSettings: Sendable, Equatable {
     }
 
     public init() {}
+}
+
+/// Writes all of `bytes` to `fd` and fsyncs it, or throws naming `path`.
+private func writeDurably(_ fd: Int32, _ bytes: [UInt8], path: String) throws {
+    guard bytes.withUnsafeBytes({ write(fd, $0.baseAddress, $0.count) }) == bytes.count, fsync(fd) == 0 else {
+        throw StoreError(.unavailable, "cannot write \(path): errno \(errno)")
+    }
 }
 
 /// `open(2)` (a file-level name: inside ``CheckpointKeeper``, `open` is its own factory).

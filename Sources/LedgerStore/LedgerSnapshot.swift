@@ -196,17 +196,17 @@ public struct LedgerSnapshot {
 
     /// Every topic ever subscribed to, with its current subscriber count, in `order`.
     public func topicsWithCounts(orderedBy order: TopicOrder) throws -> [TopicCount] {
-        let topics = try topicsWithCounts().map { TopicCount(topic: $0.topic, subscribers: $0.subscribers) }
+        let topics = try topicsWithCounts()
         return order == .name ? topics : topics.sorted { order.precedes($0, $1) }
     }
 
     /// Every topic ever subscribed to, with its current subscriber count, by name.
-    public func topicsWithCounts() throws -> [(topic: TopicName, subscribers: Int)] {
-        var result: [(topic: TopicName, subscribers: Int)] = []
+    public func topicsWithCounts() throws -> [TopicCount] {
+        var result: [TopicCount] = []
         try txn.withCursor(schema.topicNames) { cursor in
             try cursor.forEach { entry in
                 let name = TopicName(trusted: String(decoding: entry.value, as: UTF8.self))
-                result.append((name, try subscriberCount(of: entry.key.loadBigEndianUInt32())))
+                result.append(TopicCount(topic: name, subscribers: try subscriberCount(of: entry.key.loadBigEndianUInt32())))
                 return true
             }
         }

@@ -6,8 +6,9 @@ import Crypto
 public enum MerkleHash {
     public static let size = 32
 
-    // Two hashes per appended event (and per event of a rebuild): the digests stay `SHA256Digest` values
-    // (inline, no heap) until a caller wants bytes, and the prefix byte and the data go in without copies.
+    // Two hashes per appended event (and per event of a rebuild): one-shot hashing of one stack buffer
+    // holding the prefix byte and the data (a hasher fed piece by piece cost twice as much), and digests
+    // kept as `SHA256Digest` values (inline, no heap) until a caller wants bytes.
 
     public static func leaf(_ data: some Sequence<UInt8>) -> [UInt8] {
         let digest: SHA256Digest? = data.withContiguousStorageIfAvailable { leaf(UnsafeRawBufferPointer($0)) }
@@ -15,37 +16,30 @@ public enum MerkleHash {
     }
 
     public static func node(_ left: [UInt8], _ right: [UInt8]) -> [UInt8] {
-        var hasher = SHA256()
-        update(&hasher, prefix: 0x01)
-        left.withUnsafeBytes { hasher.update(bufferPointer: $0) }
-        right.withUnsafeBytes { hasher.update(bufferPointer: $0) }
-        return bytes(hasher.finalize())
+        bytes(left.withUnsafeBytes { left in right.withUnsafeBytes { hash(prefix: 0x01, left, $0) } })
     }
 
     /// `SHA-256(0x00 ‖ data)`.
-    public static func leaf(_ data: UnsafeRawBufferPointer) -> SHA256Digest {
-        // One-shot hashing of one stack buffer: a third of the cost of a hasher fed piece by piece.
-        withUnsafeTemporaryAllocation(byteCount: data.count + 1, alignment: 1) { buffer in
-            buffer[0] = 0x00
-            UnsafeMutableRawBufferPointer(rebasing: buffer[1...]).copyMemory(from: data)
-            return SHA256.hash(data: UnsafeRawBufferPointer(buffer))
-        }
-    }
+    public static func leaf(_ data: UnsafeRawBufferPointer) -> SHA256Digest { hash(prefix: 0x00, data) }
 
     /// `SHA-256(0x01 ‖ left ‖ right)`.
     public static func node(_ left: SHA256Digest, _ right: SHA256Digest) -> SHA256Digest {
-        withUnsafeTemporaryAllocation(byteCount: 1 + 2 * size, alignment: 1) { buffer in
-            buffer[0] = 0x01
-            left.withUnsafeBytes { UnsafeMutableRawBufferPointer(rebasing: buffer[1...size]).copyMemory(from: $0) }
-            right.withUnsafeBytes { UnsafeMutableRawBufferPointer(rebasing: buffer[(size + 1)...]).copyMemory(from: $0) }
-            return SHA256.hash(data: UnsafeRawBufferPointer(buffer))
-        }
+        left.withUnsafeBytes { left in right.withUnsafeBytes { hash(prefix: 0x01, left, $0) } }
     }
 
     public static func bytes(_ digest: SHA256Digest) -> [UInt8] { digest.withUnsafeBytes { Array($0) } }
 
-    private static func update(_ hasher: inout SHA256, prefix: UInt8) {
-        withUnsafeBytes(of: prefix) { hasher.update(bufferPointer: $0) }
+    /// `SHA-256(prefix ‖ first ‖ second)`.
+    private static func hash(
+        prefix: UInt8, _ first: UnsafeRawBufferPointer, _ second: UnsafeRawBufferPointer = UnsafeRawBufferPointer(
+            start: nil, count: 0)
+    ) -> SHA256Digest {
+        withUnsafeTemporaryAllocation(byteCount: 1 + first.count + second.count, alignment: 1) { buffer in
+            buffer[0] = prefix
+            UnsafeMutableRawBufferPointer(rebasing: buffer[1...]).copyMemory(from: first)
+            UnsafeMutableRawBufferPointer(rebasing: buffer[(1 + first.count)...]).copyMemory(from: second)
+            return SHA256.hash(data: UnsafeRawBufferPointer(buffer))
+        }
     }
 
     public static var empty: [UInt8] { Array(SHA256.hash(data: [UInt8]())) }

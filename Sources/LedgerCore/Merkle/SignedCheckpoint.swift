@@ -52,6 +52,25 @@ public struct NoteSigner: Sendable {
         NoteVerifier(name: name, publicKey: Array(key.publicKey.rawRepresentation))
     }
 
+    /// Go `note`'s signer key: `PRIVATE+KEY+<name>+<8 hex digits of the key hash>+<base64(0x01 ‖ seed)>`.
+    /// Secret: never logged or printed.
+    public var signerKeyLine: String {
+        Self.signerPrefix + NoteVerifier.keyLine(name: name, keyHash: verifier.keyHash, key: seed)
+    }
+
+    /// Parses a signer key line; nil when malformed or when its key hash does not match its name and key.
+    public init?(signerKeyLine: String) {
+        guard signerKeyLine.hasPrefix(Self.signerPrefix),
+            let parts = NoteVerifier.splitKeyLine(signerKeyLine.dropFirst(Self.signerPrefix.count)),
+            let key = try? Curve25519.Signing.PrivateKey(rawRepresentation: parts.key),
+            let signer = try? NoteSigner(name: parts.name, key: key),
+            Hex.encode(signer.verifier.keyHash) == parts.keyHash
+        else { return nil }
+        self = signer
+    }
+
+    private static let signerPrefix = "PRIVATE+KEY+"
+
     /// The signed note: the checkpoint's body, a blank line, and one signature line
     /// `— <name> <base64(key hash ‖ signature)>`.
     public func sign(_ checkpoint: Checkpoint) throws -> String {
@@ -79,19 +98,28 @@ public struct NoteVerifier: Equatable, Sendable {
         Array(SHA256.hash(data: Array(name.utf8) + [0x0A, Self.ed25519] + publicKey).prefix(4))
     }
 
-    public var keyLine: String {
-        "\(name)+\(Hex.encode(keyHash))+\(Data([Self.ed25519] + publicKey).base64EncodedString())"
-    }
+    public var keyLine: String { Self.keyLine(name: name, keyHash: keyHash, key: publicKey) }
 
     /// Parses a key line; nil when malformed or when its key hash does not match its name and key.
     public init?(keyLine: String) {
+        guard let parts = Self.splitKeyLine(Substring(keyLine)) else { return nil }
+        self.init(name: parts.name, publicKey: parts.key)
+        guard Hex.encode(keyHash) == parts.keyHash else { return nil }
+    }
+
+    /// `<name>+<8 hex digits of the key hash>+<base64(0x01 ‖ key)>`: the shape of both key lines.
+    static func keyLine(name: String, keyHash: [UInt8], key: [UInt8]) -> String {
+        "\(name)+\(Hex.encode(keyHash))+\(Data([ed25519] + key).base64EncodedString())"
+    }
+
+    /// The parts of a key line (the key hash as written, unchecked); nil when malformed.
+    static func splitKeyLine(_ line: Substring) -> (name: String, keyHash: Substring, key: [UInt8])? {
         // The name holds no '+'; the base64 key may.
-        let parts = keyLine.split(separator: "+", maxSplits: 2, omittingEmptySubsequences: false)
-        guard parts.count == 3, Self.isValidName(String(parts[0])), parts[1].count == 8,
-            let blob = Data(base64Encoded: String(parts[2])), blob.count == 33, blob.first == Self.ed25519
+        let parts = line.split(separator: "+", maxSplits: 2, omittingEmptySubsequences: false)
+        guard parts.count == 3, isValidName(String(parts[0])), parts[1].count == 8,
+            let blob = Data(base64Encoded: String(parts[2])), blob.count == 33, blob.first == ed25519
         else { return nil }
-        self.init(name: String(parts[0]), publicKey: Array(blob.dropFirst()))
-        guard Hex.encode(keyHash) == parts[1] else { return nil }
+        return (String(parts[0]), parts[1], Array(blob.dropFirst()))
     }
 
     public static func isValidName(_ name: String) -> Bool {
