@@ -36,8 +36,8 @@ struct BulkProjection: LedgerProjection {
     private var closedMemberships: [Interval] = []
     private var messages: [UInt64: (send: UInt64, audience: UInt64)] = [:]
     private var acknowledged: [InstanceID: UInt64] = [:]
-    /// The Merkle tree over the folded events (their leaf hashes come from the reading thread).
-    var merkle = MerkleBuilder()
+    /// The Merkle tree over the folded events, built on its own thread (nil: a tree of no events).
+    var tree: TreeBuilderThread?
 
     // MARK: LedgerProjection
 
@@ -179,6 +179,8 @@ struct BulkProjection: LedgerProjection {
         for (instance, through) in acknowledged.sorted(by: { $0.key < $1.key }) {
             try writer.put(schema.acknowledged, key: instance, value: through)
         }
+        // Last: the tree's thread may still be hashing while the projections above are written.
+        let merkle = tree?.finish() ?? MerkleBuilder()
         try merkle.forEachStored { key, hash in try writer.put(schema.merkle, key: key, value: hash) }
         try writer.commit()
     }

@@ -84,9 +84,10 @@ func rawDump(directory: String, databases: [String]) throws -> [String: [[UInt8]
     return dump
 }
 
+/// Every database derived from the log (what `rebuild` clears and writes again).
 let projectionDatabases = [
     "tokens", "instances", "universe", "universeHistory", "topicIDs", "topicNames", "instanceTopics", "topicMembers",
-    "instanceTopicHistory", "topicMemberHistory", "messages",
+    "instanceTopicHistory", "topicMemberHistory", "messages", "sends", "acknowledged", "merkle",
 ]
 
 /// Runs `body` on the ledger's raw log database (the ledger must be closed and released).
