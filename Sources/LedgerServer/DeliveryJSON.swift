@@ -6,13 +6,15 @@ import LedgerStore
 /// The part that carries user data — the app's payload — is rendered once per send by the store
 /// (``InboxMessage/payloadJSON``, Foundation's serializer); what differs per device (its cursor and expiry) and
 /// the envelope around it are spliced here. Every spliced value is a decimal number, an RFC 3339 time or a
-/// project id (`[A-Za-z0-9._-]`), none of which needs escaping. Replaying a device's backlog so costs a
+/// project id (`[A-Za-z0-9._-]`), none of which needs escaping — but for the collapse key and push type,
+/// which are escaped. Replaying a device's backlog so costs a
 /// copy per message instead of a JSON parse and serialization (which took three quarters of the server's CPU
 /// under SSE reconnect churn; docs/performance.md, Soak).
 ///
 /// Keys are in sorted order, as everywhere else the server answers JSON.
 enum DeliveryJSON {
-    /// `{"cursor":…,"expireTime":…,"messageId":…,"name":…,"payload":{…},"sentTime":…}`
+    /// `{"collapseKey":…,"cursor":…,"expireTime":…,"messageId":…,"name":…,"payload":{…},"priority":…,
+    /// "pushType":…,"sentTime":…}` (`collapseKey` and `pushType` only when the message has them).
     static func message(_ message: InboxMessage, project: ProjectID) -> [UInt8] {
         var out: [UInt8] = []
         out.reserveCapacity(message.payloadJSON.count + 192 + project.rawValue.utf8.count)
@@ -45,7 +47,14 @@ enum DeliveryJSON {
     }
 
     private static func append(_ message: InboxMessage, project: ProjectID, to out: inout [UInt8]) {
-        out += #"{"cursor":""#.utf8
+        out += "{".utf8
+        if let collapseKey = message.collapseKey {
+            // User input: escaped by the JSON encoder.
+            out += #""collapseKey":"#.utf8
+            out += JSONValue.string(collapseKey).json
+            out += ",".utf8
+        }
+        out += #""cursor":""#.utf8
         out += String(message.cursor).utf8
         out += #"","expireTime":""#.utf8
         out += message.expires.description.utf8
@@ -57,7 +66,17 @@ enum DeliveryJSON {
         out += String(message.messageID).utf8
         out += #"","payload":"#.utf8
         out += message.payloadJSON
-        out += #","sentTime":""#.utf8
+        out += #","priority":""#.utf8
+        out += message.priority.rawValue.utf8
+        if let pushType = message.pushType {
+            // One of the APNs push types validation allows (letters only), or what a stored message says:
+            // escaped all the same.
+            out += #"","pushType":"#.utf8
+            out += JSONValue.string(pushType).json
+            out += #","sentTime":""#.utf8
+        } else {
+            out += #"","sentTime":""#.utf8
+        }
         out += message.sentTime.description.utf8
         out += #""}"#.utf8
     }

@@ -11,11 +11,16 @@ public struct InboxMessage: Sendable, Equatable {
     public var target: MessageTarget
     /// The message as accepted (JSON).
     public var messageJSON: [UInt8]
-    /// What the app receives (``DevicePayload``) as JSON with sorted keys: rendered once per send and
-    /// shared by every device that gets it.
+    /// What the app receives (``DevicePayload``, for the device's platform) as JSON with sorted keys:
+    /// rendered once per send and platform, and shared by every device of that platform that gets it.
     public var payloadJSON: [UInt8]
     /// When the message stops being delivered.
     public var expires: LedgerTime
+    /// A newer undelivered message with the same key replaces this one (``DevicePayload/collapseKey``).
+    public var collapseKey: String?
+    public var priority: DevicePayload.Priority
+    /// The APNs push type, for iOS devices.
+    public var pushType: String?
 }
 
 /// A page of a device's inbox.
@@ -60,6 +65,7 @@ extension LedgerSnapshot {
                 atOrBefore: LedgerTime(microseconds: now.microseconds.addingClamped(-defaultMessageLifetime)))
             from = max(from, oldestLive + 1)
         }
+        let platform = DevicePlatform(registered: info.platform)
         var messages: [InboxMessage] = []
         var through = cursor
         while messages.count < limit {
@@ -79,13 +85,52 @@ extension LedgerSnapshot {
                 guard send.audience.contains(instance) else { continue }
                 let expires = send.expiry(platform: info.platform)
                 guard now < expires else { continue }
+                let delivery = send.delivery(for: platform)
                 messages.append(
                     InboxMessage(
                         cursor: seq, messageID: send.sent.messageID, sentTime: send.time, target: send.sent.target,
-                        messageJSON: send.sent.messageJSON, payloadJSON: send.payloadJSON, expires: expires))
+                        messageJSON: send.sent.messageJSON, payloadJSON: delivery.payloadJSON, expires: expires,
+                        collapseKey: delivery.collapseKey, priority: delivery.priority, pushType: delivery.pushType))
             }
         }
+        try dropCollapsed(
+            &messages, of: instance, info: info, platform: platform, after: through, now: now, sends: cache)
         return InboxPage(messages: messages, through: through)
+    }
+
+    /// Removes each message with a collapse key for which a newer message with the same key awaits the device
+    /// — later in `messages` or among the sends after `through` (read to the head: only when a message of
+    /// the page has a key). The cursor still moves past the removed ones: they are replaced, not pending.
+    private func dropCollapsed(
+        _ messages: inout [InboxMessage], of instance: InstanceID, info: InstanceInfo, platform: DevicePlatform,
+        after through: UInt64, now: LedgerTime, sends cache: SendCache
+    ) throws {
+        var newest: [String: UInt64] = [:]
+        for message in messages {
+            if let key = message.collapseKey { newest[key] = max(newest[key] ?? 0, message.cursor) }
+        }
+        guard !newest.isEmpty else { return }
+        var from = through + 1
+        while true {
+            var batch: [UInt64] = []
+            try txn.withCursor(schema.sends) { sendCursor in
+                var entry = try sendCursor.seek(from)
+                while let current = entry, batch.count < 512 {
+                    batch.append(current.key.loadBigEndianUInt64())
+                    entry = try sendCursor.next()
+                }
+            }
+            guard let last = batch.last else { break }
+            from = last + 1
+            for seq in batch {
+                let send = try cache.send(at: seq, in: self)
+                guard let key = send.delivery(for: platform).collapseKey, newest[key] != nil,
+                    send.audience.contains(instance), now < send.expiry(platform: info.platform)
+                else { continue }
+                newest[key] = seq
+            }
+        }
+        messages.removeAll { message in message.collapseKey.map { newest[$0] ?? 0 > message.cursor } ?? false }
     }
 
     /// The seq of the instance's first registration, if it was ever registered.
@@ -105,16 +150,39 @@ public struct PreparedSend: Sendable {
     public let sent: SentMessage
     public let time: LedgerTime
     public let audience: InstanceSet
-    /// What the app receives, as JSON (``DevicePayload``).
-    public let payloadJSON: [UInt8]
+    /// What a device of each platform receives (``DevicePayload``), rendered once.
+    let deliveries: [PlatformDelivery]
     let expiries: MessageLifetime.Expiries
+
+    /// What a device of `platform` receives.
+    public func delivery(for platform: DevicePlatform) -> PlatformDelivery {
+        deliveries.first { $0.platform == platform } ?? deliveries[0]
+    }
 
     func expiry(platform: String?) -> LedgerTime {
         switch platform?.lowercased() {
         case "android": expiries.android
         case "ios": expiries.ios
+        case "web": expiries.web
         default: expiries.other
         }
+    }
+}
+
+/// A send's payload for one platform, as JSON, with its delivery attributes.
+public struct PlatformDelivery: Sendable {
+    public let platform: DevicePlatform
+    public let payloadJSON: [UInt8]
+    public let collapseKey: String?
+    public let priority: DevicePayload.Priority
+    public let pushType: String?
+
+    init(_ payload: DevicePayload) {
+        platform = payload.platform
+        payloadJSON = payload.json
+        collapseKey = payload.collapseKey
+        priority = payload.priority
+        pushType = payload.pushType
     }
 }
 
@@ -147,9 +215,13 @@ public final class SendCache: @unchecked Sendable {
         let audience = try snapshot.audience(of: sent.target, precedence: sent.precedence, at: seq)
         // The stored message is parsed once, for its lifetimes and its payload.
         let message = (try? JSONSerialization.jsonObject(with: Data(sent.messageJSON))) as? [String: Any]
-        let payload = DevicePayload(of: message, messageID: sent.messageID, target: sent.target, project: project)
+        let deliveries = DevicePlatform.allCases.map { platform in
+            PlatformDelivery(
+                DevicePayload(
+                    of: message, messageID: sent.messageID, target: sent.target, project: project, platform: platform))
+        }
         let prepared = PreparedSend(
-            seq: seq, sent: sent, time: event.time, audience: audience, payloadJSON: payload.json,
+            seq: seq, sent: sent, time: event.time, audience: audience, deliveries: deliveries,
             expiries: MessageLifetime.expiries(of: message, sentAt: event.time))
         lock.withLock {
             entries[seq] = prepared
@@ -160,13 +232,15 @@ public final class SendCache: @unchecked Sendable {
 }
 
 /// When a message stops being delivered: `android.ttl` (`"3.5s"`) for Android devices, the
-/// `apns-expiration` header (UNIX seconds) for iOS devices — each platform honours only its own — and for
-/// other platforms whichever of them the message gives; 4 weeks when none applies. Never later than 4
-/// weeks (FCM's maximum).
+/// `apns-expiration` header (UNIX seconds) for iOS devices, the Web Push `TTL` header (seconds) for web
+/// devices — each platform honours only its own — and for a device registered without a platform
+/// whichever of the first two the message gives; 4 weeks when none applies. Never later than 4 weeks
+/// (FCM's maximum).
 enum MessageLifetime {
     struct Expiries: Sendable {
         var android: LedgerTime
         var ios: LedgerTime
+        var web: LedgerTime
         var other: LedgerTime
     }
 
@@ -182,7 +256,13 @@ enum MessageLifetime {
         let apns = (apnsHeaders?["apns-expiration"] as? String)
             .flatMap(MessageLifetimeBounds.expiryMicroseconds(ofAPNsExpiration:))
             .map { min(LedgerTime(microseconds: $0), fallback) }
-        return Expiries(android: android ?? fallback, ios: apns ?? fallback, other: android ?? apns ?? fallback)
+        let webHeaders = (message?["webpush"] as? [String: Any])?["headers"] as? [String: Any] ?? [:]
+        let web = webHeaders.first { $0.key.lowercased() == "ttl" }.flatMap { $0.value as? String }
+            .flatMap(MessageLifetimeBounds.seconds(ofWebPushTTL:))
+            .map { min(LedgerTime(microseconds: sent.microseconds.addingClamped($0 * 1_000_000)), fallback) }
+        return Expiries(
+            android: android ?? fallback, ios: apns ?? fallback, web: web ?? fallback,
+            other: android ?? apns ?? fallback)
     }
 }
 

@@ -175,6 +175,63 @@ struct DeliveryTests {
         }
     }
 
+    @Test(
+        "each platform gets its own payload and delivery attributes; a newer message with the same collapse key replaces an undelivered older one, pages later too"
+    )
+    func platformsAndCollapse() async throws {
+        try await TestServer().run { client in
+            let ios = try await client.registerDevice(platform: "ios")
+            let android = try await client.registerDevice(platform: "android")
+            let web = try await client.registerDevice(platform: "web")
+            let unspecified = try await client.registerDevice()
+            for device in [ios, android, web, unspecified] { try await Self.subscribe(client, device, "scores") }
+            func scoreMessage(_ title: String) -> String {
+                #"{"topic":"scores","notification":{"title":"\#(title)"},"apns":{"headers":{"apns-collapse-id":"score","apns-priority":"5"},"payload":{"aps":{"badge":2}}},"android":{"collapse_key":"score","priority":"high"},"webpush":{"headers":{"Topic":"score"}}}"#
+            }
+            let first = try await Self.send(client, scoreMessage("1-0"))
+            func only(_ device: String) async throws -> [String: Any] {
+                let messages = try await Self.poll(client, device).json["messages"] as? [[String: Any]]
+                #expect(messages?.count == 1)
+                return messages?.first ?? [:]
+            }
+            let onIOS = try await only(ios)
+            #expect(onIOS["messageId"] as? String == first)
+            #expect(onIOS["collapseKey"] as? String == "score")
+            #expect(onIOS["priority"] as? String == "normal")
+            #expect(onIOS["pushType"] as? String == "alert")
+            let aps = (onIOS["payload"] as? [String: Any])?["aps"] as? [String: Any]
+            #expect(aps?["badge"] as? Int == 2)
+            #expect((aps?["alert"] as? [String: Any])?["title"] as? String == "1-0")
+            let onAndroid = try await only(android)
+            #expect(onAndroid["priority"] as? String == "high")
+            #expect(onAndroid["pushType"] == nil)
+            let androidPayload = onAndroid["payload"] as? [String: Any]
+            #expect((androidPayload?["notification"] as? [String: Any])?["title"] as? String == "1-0")
+            #expect(androidPayload?["collapseKey"] as? String == "score")
+            let onWeb = try await only(web)
+            #expect(onWeb["priority"] as? String == "normal")
+            #expect(((onWeb["payload"] as? [String: Any])?["notification"] as? [String: Any])?["title"] as? String == "1-0")
+            #expect((try await only(unspecified)["payload"] as? [String: Any])?["aps"] != nil, "no platform: the iOS shape")
+
+            // 100 more sends, then a newer score: the first is replaced although the newer one is a page later.
+            var fillers: [String] = []
+            for index in 0..<100 { fillers.append(try await Self.send(client, #"{"topic":"scores","data":{"n":"\#(index)"}}"#)) }
+            let newer = try await Self.send(client, scoreMessage("2-0"))
+            for device in [ios, android, web] {
+                var received: [String] = []
+                var cursor = "0"
+                while true {
+                    let page = try await Self.poll(client, device, query: "?after=\(cursor)")
+                    let ids = Self.ids(page)
+                    if ids.isEmpty { break }
+                    received += ids
+                    cursor = try #require(page.json["cursor"] as? String)
+                }
+                #expect(received == fillers + [newer], "\(received.first ?? "-") … \(received.count) messages")
+            }
+        }
+    }
+
     @Test("unregistered devices get 404; other projects' keys 403; no key 401; one device never sees another's")
     func isolation() async throws {
         try await TestServer().run { client in

@@ -111,6 +111,34 @@ struct SendTests {
             ),
             (#"{"message":{"topic":"a","notification":{"sound":"x"}}}"#, "message.notification.sound", "unknown field"),
             (#"{"message":{"topic":"a","android":"x"}}"#, "message.android", "must be an object"),
+            // The platform configurations, by the v1 proto types (issue 15).
+            (#"{"message":{"topic":"a","apns":{"payload":"x"}}}"#, "message.apns.payload", "must be an object"),
+            (
+                #"{"message":{"topic":"a","apns":{"headers":{"apns-priority":7}}}}"#,
+                "message.apns.headers.apns-priority", "must be strings"
+            ),
+            (
+                #"{"message":{"topic":"a","apns":{"headers":{"apns-priority":"7"}}}}"#,
+                "message.apns.headers.apns-priority", "must be \"10\", \"5\" or \"1\""
+            ),
+            (
+                #"{"message":{"topic":"a","apns":{"payload":{"aps":{"badge":"3"}}}}}"#,
+                "message.apns.payload.aps.badge", "must be an integer"
+            ),
+            (#"{"message":{"topic":"a","apns":{"payload":{"from":"x"}}}}"#, "message.apns.payload.from", "reserved"),
+            (
+                #"{"message":{"topic":"a","android":{"priority":"urgent"}}}"#, "message.android.priority",
+                "must be one of high, normal"
+            ),
+            (
+                ##"{"message":{"topic":"a","android":{"notification":{"colour":"#ff0000"}}}}"##,
+                "message.android.notification.colour", "unknown field"
+            ),
+            (
+                #"{"message":{"topic":"a","webpush":{"fcm_options":{"link":"http://example.com"}}}}"#,
+                "message.webpush.fcm_options.link", "HTTPS"
+            ),
+            (#"{"message":{"topic":"a","data":{"fcm_options":"x"}}}"#, "message.data.fcm_options", "reserved"),
             (#"{"message":{"topic":"a","bogus":1}}"#, "message.bogus", "unknown field"),
             (
                 #"{"message":{"topic":"a","data":{"k":"\#(String(repeating: "v", count: 4100))"}}}"#, "message",

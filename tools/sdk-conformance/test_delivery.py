@@ -122,3 +122,82 @@ def test_after_kill_9_and_restart_every_unacknowledged_message_is_delivered(cont
         assert [m["messageId"] for m in again["messages"]] == sent[1:]
     finally:
         stop_and_verify(restarted, data, binary)
+
+
+def test_platform_configs_built_by_the_sdk_reach_each_platform_mapped(server, app, register):
+    # Everything the Admin SDK can put in AndroidConfig, APNSConfig and WebpushConfig is accepted (the
+    # server checks the v1 proto types), and each platform's device gets FCM's mapping of it.
+    ios, android, web = register("ios"), register("android"), register("web")
+    messaging.subscribe_to_topic([ios, android, web], "match", app=app)
+    message = messaging.Message(
+        topic="match",
+        data={"score": "2-1"},
+        notification=messaging.Notification("Goal", "2-1", image="https://img.example/goal.png"),
+        fcm_options=messaging.FCMOptions(analytics_label="goal"),
+        android=messaging.AndroidConfig(
+            collapse_key="score", priority="high", ttl=3600, restricted_package_name="com.example",
+            data={"score": "2-1", "minute": "90"}, direct_boot_ok=True,
+            fcm_options=messaging.AndroidFCMOptions(analytics_label="goal-a"),
+            notification=messaging.AndroidNotification(
+                title="GOAL", icon="ball", color="#22aa44", sound="whistle", tag="score", click_action="OPEN_MATCH",
+                body_loc_key="goal_body", body_loc_args=["2", "1"], title_loc_key="goal_title", title_loc_args=["x"],
+                channel_id="live", image="https://img.example/goal-a.png", ticker="Goal!", sticky=True,
+                event_timestamp=__import__("datetime").datetime(2026, 11, 23, 20, 0, 0), local_only=False,
+                priority="high", vibrate_timings_millis=[100, 200], default_vibrate_timings=False,
+                default_sound=False, default_light_settings=False,
+                light_settings=messaging.LightSettings(color="#22aa44", light_on_duration_millis=100,
+                                                       light_off_duration_millis=200),
+                visibility="public", notification_count=3, proxy="allow")),
+        apns=messaging.APNSConfig(
+            headers={"apns-priority": "10", "apns-collapse-id": "score", "apns-push-type": "alert"},
+            payload=messaging.APNSPayload(
+                aps=messaging.Aps(alert=messaging.ApsAlert(title="GOAL!", body="2-1 in the 90th"), badge=1,
+                                  sound=messaging.CriticalSound("whistle.caf", critical=True, volume=0.5),
+                                  content_available=False, mutable_content=True, category="SCORE",
+                                  thread_id="match-7", custom_data={"target-content-id": "m7"}),
+                match="7"),
+            fcm_options=messaging.APNSFCMOptions(analytics_label="goal-i", image="https://img.example/goal-i.png")),
+        webpush=messaging.WebpushConfig(
+            headers={"Urgency": "high", "TTL": "600", "Topic": "score"}, data={"score": "2-1"},
+            notification=messaging.WebpushNotification(
+                title="Goal (web)", icon="/ball.png", badge="/badge.png", require_interaction=True,
+                actions=[messaging.WebpushNotificationAction("open", "Open")]),
+            fcm_options=messaging.WebpushFCMOptions(link="https://match.example/7")))
+    message_id = messaging.send(message, app=app).rsplit("/", 1)[1]
+
+    [on_ios] = inbox(server, ios)["messages"]
+    payload = on_ios["payload"]
+    assert payload["gcm.message_id"] == message_id and payload["from"] == "/topics/match"
+    assert payload["aps"]["alert"] == {"title": "GOAL!", "body": "2-1 in the 90th"}
+    assert payload["aps"]["badge"] == 1 and payload["aps"]["mutable-content"] == 1
+    assert payload["aps"]["sound"] == {"name": "whistle.caf", "critical": 1, "volume": 0.5}
+    assert payload["aps"]["thread-id"] == "match-7" and payload["aps"]["target-content-id"] == "m7"
+    assert payload["match"] == "7" and payload["score"] == "2-1"
+    assert payload["fcm_options"] == {"image": "https://img.example/goal-i.png"}
+    assert (on_ios["collapseKey"], on_ios["priority"], on_ios["pushType"]) == ("score", "high", "alert")
+
+    [on_android] = inbox(server, android)["messages"]
+    payload = on_android["payload"]
+    assert payload["data"] == {"score": "2-1", "minute": "90"}
+    assert payload["notification"]["title"] == "GOAL" and payload["notification"]["body"] == "2-1"
+    assert payload["notification"]["channelId"] == "live" and payload["notification"]["clickAction"] == "OPEN_MATCH"
+    assert payload["notification"]["image"] == "https://img.example/goal-a.png"
+    assert (payload["collapseKey"], payload["priority"], payload["ttl"]) == ("score", "high", 3600)
+    assert payload["messageId"] == message_id and "pushType" not in on_android
+
+    [on_web] = inbox(server, web)["messages"]
+    payload = on_web["payload"]
+    assert payload["notification"]["title"] == "Goal (web)" and payload["notification"]["body"] == "2-1"
+    assert payload["notification"]["requireInteraction"] is True
+    assert payload["fcmOptions"] == {"link": "https://match.example/7"}
+    assert payload["collapseKey"] == "score" and on_web["priority"] == "high"
+
+
+def test_platform_configs_fcm_refuses_are_refused(server, app, register):
+    # The v1 proto types: nothing is appended for any of these.
+    for bad in ({"apns": {"payload": "x"}}, {"apns": {"headers": {"apns-priority": 7}}},
+                {"android": {"notification": {"sticky": "yes"}}}, {"webpush": {"headers": {"Urgency": "now"}}}):
+        reply = requests.post(f"{server['base']}/v1/projects/{PROJECT}/messages:send",
+                              headers={"Authorization": "Bearer owner"}, json={"message": {"topic": "t", **bad}})
+        assert reply.status_code == 400, (bad, reply.text)
+        assert reply.json()["error"]["status"] == "INVALID_ARGUMENT"

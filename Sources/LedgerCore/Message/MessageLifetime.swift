@@ -32,6 +32,17 @@ public enum MessageLifetimeBounds {
         return seconds * 1_000_000 + micros
     }
 
+    /// The seconds of a Web Push `TTL` header (a non-negative decimal integer), at most ``maximumSeconds``;
+    /// `nil` unless it is one.
+    public static func seconds(ofWebPushTTL text: String) -> Int64? {
+        guard !text.isEmpty, text.utf8.allSatisfy({ $0 >= UInt8(ascii: "0") && $0 <= UInt8(ascii: "9") }) else {
+            return nil
+        }
+        // Any length of digits is a valid TTL; past 4 weeks it is 4 weeks (and Int64 is never asked to hold more).
+        guard let seconds = Int64(text.count > 12 ? String(maximumSeconds) : text) else { return nil }
+        return min(seconds, maximumSeconds)
+    }
+
     /// Microseconds since the UNIX epoch of an `apns-expiration` header (decimal UNIX seconds), clamped to
     /// what `LedgerTime` can hold; `nil` unless it is a decimal integer.
     public static func expiryMicroseconds(ofAPNsExpiration text: String) -> Int64? {

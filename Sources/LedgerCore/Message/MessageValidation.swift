@@ -12,9 +12,11 @@ public struct ValidatedMessage: Sendable, Equatable {
 /// Accepts lowerCamelCase and snake_case field names. Rules: exactly one of `token`, `fid`, `topic`,
 /// `condition` (`fid` is what firebase-admin 7.7 sends for `Message(fid=…)`, which replaces the deprecated
 /// `token`; here both name the instance by its registration token);
-/// `data` maps strings to strings and uses no reserved key (`from`, `message_type`, `aps`, or anything
-/// starting with `google` or `gcm`; `aps` because an iOS app gets data keys beside the APNs dictionary); `notification` (title, body, image), `android`, `apns`, `webpush` and
-/// `fcm_options` are objects and kept as given; the serialized message is at most 4096 bytes.
+/// `data` maps strings to strings and uses no reserved key (`from`, `message_type`, `aps`, `fcm_options`,
+/// or anything starting with `google` or `gcm`; `aps` and `fcm_options` because an iOS app gets data keys
+/// beside the APNs dictionary); `notification` has title, body, image; `android`, `apns`, `webpush` and
+/// `fcm_options` follow the v1 proto types (``PlatformValidation``) and are kept as given; the serialized
+/// message is at most 4096 bytes.
 public enum MessageValidation {
     public static let maximumPayloadBytes = 4096
     static let knownFields: Set<String> = [
@@ -52,24 +54,7 @@ public enum MessageValidation {
             _ = try Condition(parsing: text, precedence: precedence, field: "message.condition")
             target = .condition(text)
         }
-        if let data = message["data"] {
-            guard let data = data as? [String: Any] else {
-                throw LedgerCoreError(.invalidArgument, field: "message.data", "data must be an object of strings")
-            }
-            for (key, value) in data {
-                guard value is String else {
-                    throw LedgerCoreError(
-                        .invalidArgument, field: "message.data.\(key)", "data values must be strings")
-                }
-                let lowered = key.lowercased()
-                if lowered == "from" || lowered == "message_type" || lowered == "aps" || lowered.hasPrefix("google")
-                    || lowered.hasPrefix("gcm")
-                {
-                    throw LedgerCoreError(
-                        .invalidArgument, field: "message.data.\(key)", "data key \"\(key)\" is reserved")
-                }
-            }
-        }
+        if let data = message["data"] { try checkDataKeys(data, path: "message.data") }
         for field in ["notification", "android", "apns", "webpush", "fcm_options", "fcmOptions"] {
             if let value = message[field], !(value is [String: Any]) {
                 throw LedgerCoreError(.invalidArgument, field: "message.\(field)", "\(field) must be an object")
@@ -88,7 +73,7 @@ public enum MessageValidation {
                 }
             }
         }
-        try validatePlatformFields(message)
+        try PlatformValidation.validate(message)
         var stored = message
         stored.removeValue(forKey: "name")
         guard let json = try? JSONSerialization.data(withJSONObject: stored, options: [.sortedKeys]) else {
@@ -102,37 +87,27 @@ public enum MessageValidation {
         return ValidatedMessage(target: target, json: Array(json))
     }
 
-    /// The platform fields whose values the server reads back (TTLs, headers, the APNs payload), checked
-    /// against the FCM v1 proto types: `android.ttl` is a `Duration` within 0…4 weeks, `apns.headers` is
-    /// `map<string, string>` (with `apns-expiration` a decimal UNIX time), `apns.payload` is a `Struct`.
-    static func validatePlatformFields(_ message: [String: Any]) throws(LedgerCoreError) {
-        if let android = message["android"] as? [String: Any], let ttl = android["ttl"] {
-            guard let text = ttl as? String, MessageLifetimeBounds.microseconds(ofDuration: text) != nil else {
-                throw LedgerCoreError(
-                    .invalidArgument, field: "message.android.ttl",
-                    "ttl must be a duration in seconds like \"3600s\" or \"3.5s\", from 0 to 2419200s (4 weeks)")
+    /// Checks that `data` maps strings to strings with no reserved key.
+    static func checkDataKeys(_ data: Any, path: String) throws(LedgerCoreError) {
+        guard let data = data as? [String: Any] else {
+            throw LedgerCoreError(.invalidArgument, field: path, "data must be an object of strings")
+        }
+        for (key, value) in data {
+            guard value is String else {
+                throw LedgerCoreError(.invalidArgument, field: "\(path).\(key)", "data values must be strings")
+            }
+            if isReservedDataKey(key) {
+                throw LedgerCoreError(.invalidArgument, field: "\(path).\(key)", "data key \"\(key)\" is reserved")
             }
         }
-        guard let apns = message["apns"] as? [String: Any] else { return }
-        if let headers = apns["headers"] {
-            guard let headers = headers as? [String: Any] else {
-                throw LedgerCoreError(
-                    .invalidArgument, field: "message.apns.headers", "headers must be an object of strings")
-            }
-            for (name, value) in headers {
-                guard let text = value as? String else {
-                    throw LedgerCoreError(
-                        .invalidArgument, field: "message.apns.headers.\(name)", "header values must be strings")
-                }
-                if name.lowercased() == "apns-expiration", Int64(text).map({ $0 >= 0 }) != true {
-                    throw LedgerCoreError(
-                        .invalidArgument, field: "message.apns.headers.apns-expiration",
-                        "apns-expiration must be a UNIX time in seconds (a non-negative decimal integer)")
-                }
-            }
-        }
-        if let payload = apns["payload"], !(payload is [String: Any]) {
-            throw LedgerCoreError(.invalidArgument, field: "message.apns.payload", "payload must be an object")
-        }
+    }
+
+    /// FCM's reserved words (`from`, `message_type`, anything starting with `google` or `gcm`), and the keys
+    /// an iOS payload's mapping writes beside the data keys (`aps`, `fcm_options`): a data key of that name
+    /// would replace or fake them (``DevicePayload``).
+    static func isReservedDataKey(_ key: String) -> Bool {
+        let lowered = key.lowercased()
+        return lowered == "from" || lowered == "message_type" || lowered == "aps" || lowered == "fcm_options"
+            || lowered.hasPrefix("google") || lowered.hasPrefix("gcm")
     }
 }

@@ -26,7 +26,7 @@ public func fuzzOneInput(_ data: UnsafePointer<UInt8>?, _ size: Int) -> CInt {
     }
     _ = MessageLifetimeBounds.expiryMicroseconds(ofAPNsExpiration: text)
     _ = LedgerTime(parsing: text)
-    checkPayload(of: Array(bytes), data: nil)
+    checkPayload(of: Array(bytes), message: nil)
     guard StrictJSON.problem(in: bytes) == nil,
         let object = try? JSONSerialization.jsonObject(with: Data(bytes), options: [.fragmentsAllowed]),
         let body = object as? [String: Any], let message = body["message"] as? [String: Any]
@@ -42,30 +42,46 @@ public func fuzzOneInput(_ data: UnsafePointer<UInt8>?, _ size: Int) -> CInt {
         {
             fatalError("a message with an out-of-range TTL was accepted: \(ttl)")
         }
-        checkPayload(of: validated.json, data: stored["data"] as? [String: Any] ?? [:])
+        checkPayload(of: validated.json, message: stored)
     }
     return 0
 }
 
-/// Maps `json` as a stored message and checks what a device would get. `data`: the message's data when it
-/// was validated (every key must arrive as sent), nil for arbitrary bytes.
-func checkPayload(of json: [UInt8], data: [String: Any]?) {
+/// Maps `json` as a stored message and checks what a device of each platform would get. `message`: the
+/// stored message when it was validated (every data key must arrive as sent, unless the platform's own
+/// data or payload replaces it), nil for arbitrary bytes.
+func checkPayload(of json: [UInt8], message: [String: Any]?) {
     let project = try! ProjectID("fuzz-project")
-    let rendered = DevicePayload(ofMessageJSON: json, messageID: .max, target: .condition("x"), project: project).json
-    guard let payload = (try? JSONSerialization.jsonObject(with: Data(rendered))) as? [String: Any] else {
-        fatalError("a device payload is not a JSON object")
-    }
-    guard payload["gcm.message_id"] as? String == String(UInt64.max), payload["from"] as? String == "fuzz-project"
-    else { fatalError("the mapping lost its own keys") }
-    if let aps = payload["aps"], !(aps is [String: Any]) { fatalError("aps is not a dictionary") }
-    guard let data else { return }
-    for (key, value) in data {
-        guard !DevicePayload.ownedKeys.contains(key) else { fatalError("validation accepted the data key \(key)") }
-        guard payload[key] as? String == value as? String else { fatalError("data key \(key) was not delivered") }
-    }
-    guard payload.count == data.count + 2 + (payload["aps"] == nil ? 0 : 1) else {
-        fatalError("the payload has keys that are neither data nor the mapping's")
+    for platform in DevicePlatform.allCases {
+        let rendered = DevicePayload(
+            ofMessageJSON: json, messageID: .max, target: .condition("x"), project: project, platform: platform)
+        guard let payload = (try? JSONSerialization.jsonObject(with: Data(rendered.json))) as? [String: Any] else {
+            fatalError("a device payload is not a JSON object")
+        }
+        switch platform {
+        case .ios:
+            guard payload["gcm.message_id"] as? String == String(UInt64.max),
+                payload["from"] as? String == "fuzz-project"
+            else { fatalError("the iOS mapping lost its own keys") }
+            if let aps = payload["aps"], !(aps is [String: Any]) { fatalError("aps is not a dictionary") }
+        case .android, .web:
+            guard payload["messageId"] as? String == String(UInt64.max), payload["from"] as? String == "fuzz-project"
+            else { fatalError("the \(platform) mapping lost its own keys") }
+            if let data = payload["data"], !(data is [String: String]) { fatalError("data is not strings") }
+        }
+        guard let message else { continue }
+        let data = message["data"] as? [String: Any] ?? [:]
+        for key in data.keys where DevicePayload.ownedKeys.contains(key) {
+            fatalError("validation accepted the data key \(key)")
+        }
+        guard platform == .ios else { continue }
+        let apnsPayload = ((message["apns"] as? [String: Any])?["payload"] as? [String: Any]) ?? [:]
+        for (key, value) in data where apnsPayload[key] == nil {
+            guard payload[key] as? String == value as? String else { fatalError("data key \(key) was not delivered") }
+        }
+        for key in payload.keys
+        where !DevicePayload.ownedKeys.contains(key) && data[key] == nil && apnsPayload[key] == nil {
+            fatalError("the payload has a key that is neither data, apns.payload nor the mapping's: \(key)")
+        }
     }
 }
-
-runFuzzer(fuzzOneInput)
