@@ -16,7 +16,9 @@ struct DevicePayloadTests {
         try #require(try JSONSerialization.jsonObject(with: Data(payload.json)) as? [String: Any])
     }
 
-    @Test("a topic send: data keys at the top level, from /topics/T, aps.alert from the notification, its image as fcm_options")
+    @Test(
+        "a topic send: data keys at the top level, from /topics/T, aps.alert from the notification, its image as fcm_options"
+    )
     func topicSend() throws {
         let message = try validated(
             #"{"topic":"news","data":{"story":"42","kind":"breaking \"now\" é\n"},"notification":{"title":"T","body":"B","image":"https://x/i.png"}}"#
@@ -93,7 +95,9 @@ struct PlatformPayloadTests {
                     "fcm_options":{"link":"https://weather.example/lyon"}}}
         """#
 
-    @Test("iOS: apns.payload.aps merged into aps with the notification's alert, apns.payload keys beside data (and winning), the image as fcm_options, headers as delivery attributes")
+    @Test(
+        "iOS: apns.payload.aps merged into aps with the notification's alert, apns.payload keys beside data (and winning), the image as fcm_options, headers as delivery attributes"
+    )
     func ios() throws {
         let (payload, parsed) = try payload(Self.rich, .ios)
         let aps = try #require(parsed["aps"] as? [String: Any])
@@ -118,7 +122,9 @@ struct PlatformPayloadTests {
         #expect(String(decoding: payload.json, as: UTF8.self).contains(#""badge":3"#))
     }
 
-    @Test("iOS: apns.payload.aps.alert wins over the notification; notification.image is the image without apns.fcm_options")
+    @Test(
+        "iOS: apns.payload.aps.alert wins over the notification; notification.image is the image without apns.fcm_options"
+    )
     func iosAlertWins() throws {
         let (_, parsed) = try payload(
             #"{"topic":"t","notification":{"title":"N","image":"https://i.example/n.png"},"apns":{"payload":{"aps":{"alert":"from apns"}}}}"#,
@@ -141,7 +147,9 @@ struct PlatformPayloadTests {
         #expect(urgent.priority == .high)
     }
 
-    @Test("Android: RemoteMessage's fields; android.notification overrides the notification (in lowerCamelCase), android.data replaces data")
+    @Test(
+        "Android: RemoteMessage's fields; android.notification overrides the notification (in lowerCamelCase), android.data replaces data"
+    )
     func android() throws {
         let (payload, parsed) = try payload(Self.rich, .android)
         #expect(parsed["data"] as? [String: String] == ["only": "android"])
@@ -171,7 +179,9 @@ struct PlatformPayloadTests {
         #expect(plain.priority == .normal)
     }
 
-    @Test("Web: the JavaScript SDK's MessagePayload; webpush.notification over the notification, fcmOptions.link, the Topic header as collapse key")
+    @Test(
+        "Web: the JavaScript SDK's MessagePayload; webpush.notification over the notification, fcmOptions.link, the Topic header as collapse key"
+    )
     func web() throws {
         let (payload, parsed) = try payload(Self.rich, .web)
         #expect(parsed["data"] as? [String: String] == ["only": "web"])
@@ -192,7 +202,10 @@ struct PlatformPayloadTests {
     @Test("a damaged stored message maps to each platform's fixed keys without trapping")
     func damaged() throws {
         for platform in DevicePlatform.allCases {
-            for json in ["", "[1]", #"{"android":"x","apns":{"payload":[1],"headers":7},"webpush":{"data":{"a":1}},"notification":5}"#] {
+            for json in [
+                "", "[1]",
+                #"{"android":"x","apns":{"payload":[1],"headers":7},"webpush":{"data":{"a":1}},"notification":5}"#,
+            ] {
                 let payload = DevicePayload(
                     ofMessageJSON: Array(json.utf8), messageID: 1, target: .condition("x"), project: project,
                     platform: platform)
@@ -207,7 +220,10 @@ struct PlatformPayloadTests {
     func badConfigurations() throws {
         let cases: [(String, String)] = [
             (#"{"apns":{"headers":{"apns-push-type":"shout"}}}"#, "message.apns.headers.apns-push-type"),
-            (#"{"apns":{"headers":{"apns-collapse-id":"\#(String(repeating: "k", count: 65))"}}}"#, "message.apns.headers.apns-collapse-id"),
+            (
+                #"{"apns":{"headers":{"apns-collapse-id":"\#(String(repeating: "k", count: 65))"}}}"#,
+                "message.apns.headers.apns-collapse-id"
+            ),
             (#"{"apns":{"payload":{"aps":"x"}}}"#, "message.apns.payload.aps"),
             (#"{"apns":{"payload":{"aps":{"content-available":true}}}}"#, "message.apns.payload.aps.content-available"),
             (#"{"apns":{"payload":{"aps":{"sound":5}}}}"#, "message.apns.payload.aps.sound"),
@@ -215,9 +231,15 @@ struct PlatformPayloadTests {
             (#"{"apns":{"fcmOptions":{"colour":"x"}}}"#, "message.apns.fcm_options.colour"),
             (#"{"apns":{"extra":1}}"#, "message.apns.extra"),
             (#"{"android":{"notification":{"sticky":"yes"}}}"#, "message.android.notification.sticky"),
-            (#"{"android":{"notification":{"notification_count":1.5}}}"#, "message.android.notification.notification_count"),
+            (
+                #"{"android":{"notification":{"notification_count":1.5}}}"#,
+                "message.android.notification.notification_count"
+            ),
             (#"{"android":{"notification":{"visibility":"HIDDEN"}}}"#, "message.android.notification.visibility"),
-            (#"{"android":{"notification":{"vibrate_timings":["1s","x"]}}}"#, "message.android.notification.vibrate_timings[1]"),
+            (
+                #"{"android":{"notification":{"vibrate_timings":["1s","x"]}}}"#,
+                "message.android.notification.vibrate_timings[1]"
+            ),
             (#"{"android":{"data":{"k":1}}}"#, "message.android.data.k"),
             (#"{"android":{"data":{"gcm.x":"1"}}}"#, "message.android.data.gcm.x"),
             (#"{"android":{"collapse_key":"a","collapseKey":"b"}}"#, "message.android"),

@@ -210,12 +210,16 @@ struct DeliveryTests {
             #expect(androidPayload?["collapseKey"] as? String == "score")
             let onWeb = try await only(web)
             #expect(onWeb["priority"] as? String == "normal")
-            #expect(((onWeb["payload"] as? [String: Any])?["notification"] as? [String: Any])?["title"] as? String == "1-0")
-            #expect((try await only(unspecified)["payload"] as? [String: Any])?["aps"] != nil, "no platform: the iOS shape")
+            #expect(
+                ((onWeb["payload"] as? [String: Any])?["notification"] as? [String: Any])?["title"] as? String == "1-0")
+            #expect(
+                (try await only(unspecified)["payload"] as? [String: Any])?["aps"] != nil, "no platform: the iOS shape")
 
             // 100 more sends, then a newer score: the first is replaced although the newer one is a page later.
             var fillers: [String] = []
-            for index in 0..<100 { fillers.append(try await Self.send(client, #"{"topic":"scores","data":{"n":"\#(index)"}}"#)) }
+            for index in 0..<100 {
+                fillers.append(try await Self.send(client, #"{"topic":"scores","data":{"n":"\#(index)"}}"#))
+            }
             let newer = try await Self.send(client, scoreMessage("2-0"))
             for device in [ios, android, web] {
                 var received: [String] = []
@@ -316,7 +320,8 @@ struct DeliveryTests {
             // keep-alive (15 s) or the poll's deadline (30 s).
             #expect(!fresh.ended)
             let poll = try SSEReader(
-                port: port, path: "/v1/projects/demo-project/registrations/\(token)/messages?after=\(rest[1].id)"
+                port: port,
+                path: "/v1/projects/demo-project/registrations/\(token)/messages?after=\(rest[1].id)"
                     + "&waitSeconds=30", headers: ["x-goog-api-key": "dev-client-key"])
             #expect(await poll.responseStatus(timeout: 0.5) == 0)  // waiting: nothing for it yet
             let deleted = try await client.execute(

@@ -67,7 +67,8 @@ struct LedgerPropertyTests {
             while try ledger.readLog({ try $0.head().seq }) < 14_000 {
                 request += 1
                 let operations = (0..<1000).map { _ in history.operation(using: &generator) }
-                _ = try await ledger.append(WriteRequest(actor: "test", requestID: "bulk-\(request)", operations: operations))
+                _ = try await ledger.append(
+                    WriteRequest(actor: "test", requestID: "bulk-\(request)", operations: operations))
             }
             ledger.close()  // after the audiences of the sends are recorded
             head = try openTestLedger(directory, mode: .readOnly).readLog { try $0.head().seq }

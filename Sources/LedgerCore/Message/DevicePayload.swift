@@ -109,7 +109,8 @@ public struct DevicePayload: Equatable, Sendable {
         let notification = message["notification"]?.object
         if let notification, aps["alert"] == nil {
             // An empty alert for a notification with only an image, as FCM sends it.
-            aps["alert"] = .object(notification.filter { ["title", "body"].contains($0.key) && $0.value.string != nil })
+            aps["alert"] = .object(
+                notification.filter { ["title", "body"].contains($0.key) && $0.value.string != nil })
         }
         let image = options(apns)?["image"]?.string ?? notification?["image"]?.string
         top["fcm_options"] = image.map { .object(["image": .string($0)]) }

@@ -10,6 +10,8 @@ import Foundation
 /// dictionary, the Web Push link. `Struct` fields (`apns.payload`, `webpush.notification`) may hold any
 /// JSON object.
 enum PlatformValidation {
+    // The field tables are built per call, not kept in globals: an indirect enum's boxes, referenced from a
+    // global through tagged pointers, read as leaks to LeakSanitizer (which the fuzz targets run under).
     indirect enum FieldType {
         case string
         case bool
@@ -24,42 +26,53 @@ enum PlatformValidation {
         case object([String: FieldType])
     }
 
-    static let androidNotification: [String: FieldType] = [
-        "title": .string, "body": .string, "icon": .string, "color": .string, "sound": .string, "tag": .string,
-        "click_action": .string, "body_loc_key": .string, "body_loc_args": .stringArray, "title_loc_key": .string,
-        "title_loc_args": .stringArray, "channel_id": .string, "ticker": .string, "sticky": .bool,
-        "event_time": .string, "local_only": .bool,
-        "notification_priority": .oneOf(
-            ["PRIORITY_UNSPECIFIED", "PRIORITY_MIN", "PRIORITY_LOW", "PRIORITY_DEFAULT", "PRIORITY_HIGH", "PRIORITY_MAX"],
-            caseInsensitive: false),
-        "default_sound": .bool, "default_vibrate_timings": .bool, "default_light_settings": .bool,
-        "vibrate_timings": .durationArray,
-        "visibility": .oneOf(["VISIBILITY_UNSPECIFIED", "PRIVATE", "PUBLIC", "SECRET"], caseInsensitive: false),
-        "notification_count": .int32, "light_settings": .anyObject, "image": .string,
-        "bypass_proxy_notification": .bool,
-        "proxy": .oneOf(["PROXY_UNSPECIFIED", "ALLOW", "DENY", "IF_PRIORITY_LOWERED"], caseInsensitive: false),
-    ]
+    static var androidNotification: [String: FieldType] {
+        [
+            "title": .string, "body": .string, "icon": .string, "color": .string, "sound": .string, "tag": .string,
+            "click_action": .string, "body_loc_key": .string, "body_loc_args": .stringArray, "title_loc_key": .string,
+            "title_loc_args": .stringArray, "channel_id": .string, "ticker": .string, "sticky": .bool,
+            "event_time": .string, "local_only": .bool,
+            "notification_priority": .oneOf(
+                [
+                    "PRIORITY_UNSPECIFIED", "PRIORITY_MIN", "PRIORITY_LOW", "PRIORITY_DEFAULT", "PRIORITY_HIGH",
+                    "PRIORITY_MAX",
+                ],
+                caseInsensitive: false),
+            "default_sound": .bool, "default_vibrate_timings": .bool, "default_light_settings": .bool,
+            "vibrate_timings": .durationArray,
+            "visibility": .oneOf(["VISIBILITY_UNSPECIFIED", "PRIVATE", "PUBLIC", "SECRET"], caseInsensitive: false),
+            "notification_count": .int32, "light_settings": .anyObject, "image": .string,
+            "bypass_proxy_notification": .bool,
+            "proxy": .oneOf(["PROXY_UNSPECIFIED", "ALLOW", "DENY", "IF_PRIORITY_LOWERED"], caseInsensitive: false),
+        ]
+    }
 
-    static let android: [String: FieldType] = [
-        "collapse_key": .string,
-        // The proto's enum is NORMAL/HIGH; the Admin SDKs send "normal"/"high", which FCM accepts.
-        "priority": .oneOf(["normal", "high"], caseInsensitive: true),
-        "ttl": .duration, "restricted_package_name": .string, "data": .stringMap,
-        "notification": .object(androidNotification), "fcm_options": .object(["analytics_label": .string]),
-        "direct_boot_ok": .bool, "bandwidth_constrained_ok": .bool, "restricted_satellite_ok": .bool,
-    ]
+    static var android: [String: FieldType] {
+        [
+            "collapse_key": .string,
+            // The proto's enum is NORMAL/HIGH; the Admin SDKs send "normal"/"high", which FCM accepts.
+            "priority": .oneOf(["normal", "high"], caseInsensitive: true),
+            "ttl": .duration, "restricted_package_name": .string, "data": .stringMap,
+            "notification": .object(androidNotification), "fcm_options": .object(["analytics_label": .string]),
+            "direct_boot_ok": .bool, "bandwidth_constrained_ok": .bool, "restricted_satellite_ok": .bool,
+        ]
+    }
 
-    static let apns: [String: FieldType] = [
-        "headers": .stringMap, "payload": .anyObject,
-        "fcm_options": .object(["analytics_label": .string, "image": .string]), "live_activity_token": .string,
-    ]
+    static var apns: [String: FieldType] {
+        [
+            "headers": .stringMap, "payload": .anyObject,
+            "fcm_options": .object(["analytics_label": .string, "image": .string]), "live_activity_token": .string,
+        ]
+    }
 
-    static let webpush: [String: FieldType] = [
-        "headers": .stringMap, "data": .stringMap, "notification": .anyObject,
-        "fcm_options": .object(["link": .string, "analytics_label": .string]),
-    ]
+    static var webpush: [String: FieldType] {
+        [
+            "headers": .stringMap, "data": .stringMap, "notification": .anyObject,
+            "fcm_options": .object(["link": .string, "analytics_label": .string]),
+        ]
+    }
 
-    static let fcmOptions: [String: FieldType] = ["analytics_label": .string]
+    static var fcmOptions: [String: FieldType] { ["analytics_label": .string] }
 
     /// APNs push types (the `apns-push-type` header).
     static let pushTypes: Set<String> = [
@@ -71,7 +84,9 @@ enum PlatformValidation {
     static func validate(_ message: [String: Any]) throws(LedgerCoreError) {
         if let android = message["android"] {
             try check(android, as: .object(Self.android), path: "message.android")
-            if let data = field(android, "data") { try MessageValidation.checkDataKeys(data, path: "message.android.data") }
+            if let data = field(android, "data") {
+                try MessageValidation.checkDataKeys(data, path: "message.android.data")
+            }
         }
         if let apns = message["apns"] {
             try check(apns, as: .object(Self.apns), path: "message.apns")
@@ -112,7 +127,8 @@ enum PlatformValidation {
         case .stringMap:
             guard let map = value as? [String: Any] else { throw refuse("an object of strings") }
             for (key, member) in map where !(member is String) {
-                throw LedgerCoreError(.invalidArgument, field: "\(path).\(key)", "the values of \(path) must be strings")
+                throw LedgerCoreError(
+                    .invalidArgument, field: "\(path).\(key)", "the values of \(path) must be strings")
             }
         case .stringArray, .durationArray:
             guard let array = value as? [Any] else { throw refuse("an array") }
@@ -136,7 +152,8 @@ enum PlatformValidation {
                 }
                 guard seen.insert(name).inserted else {
                     throw LedgerCoreError(
-                        .invalidArgument, field: "\(path).\(key)", "\(path).\(name) is given twice (snake_case and camelCase)")
+                        .invalidArgument, field: "\(path).\(key)",
+                        "\(path).\(name) is given twice (snake_case and camelCase)")
                 }
                 try check(member, as: fieldType, path: "\(path).\(name)")
             }

@@ -85,3 +85,5 @@ func checkPayload(of json: [UInt8], message: [String: Any]?) {
         }
     }
 }
+
+runFuzzer(fuzzOneInput)
