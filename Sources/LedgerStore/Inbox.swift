@@ -68,17 +68,7 @@ extension LedgerSnapshot {
         let platform = DevicePlatform(registered: info.platform)
         var messages: [InboxMessage] = []
         var through = cursor
-        while messages.count < limit {
-            var batch: [UInt64] = []
-            try txn.withCursor(schema.sends) { sendCursor in
-                var entry = try sendCursor.seek(from)
-                while let current = entry, batch.count < 512 {
-                    batch.append(current.key.loadBigEndianUInt64())
-                    entry = try sendCursor.next()
-                }
-            }
-            guard let last = batch.last else { break }
-            from = last + 1
+        try forEachSendBatch(from: from) { batch in
             for seq in batch where messages.count < limit {
                 through = max(through, seq)
                 let send = try cache.send(at: seq, in: self)
@@ -92,6 +82,7 @@ extension LedgerSnapshot {
                         messageJSON: send.sent.messageJSON, payloadJSON: delivery.payloadJSON, expires: expires,
                         collapseKey: delivery.collapseKey, priority: delivery.priority, pushType: delivery.pushType))
             }
+            return messages.count < limit
         }
         try dropCollapsed(
             &messages, of: instance, info: info, platform: platform, after: through, now: now, sends: cache)
@@ -110,7 +101,23 @@ extension LedgerSnapshot {
             if let key = message.collapseKey { newest[key] = max(newest[key] ?? 0, message.cursor) }
         }
         guard !newest.isEmpty else { return }
-        var from = through + 1
+        try forEachSendBatch(from: through + 1) { batch in
+            for seq in batch {
+                let send = try cache.send(at: seq, in: self)
+                guard let key = send.delivery(for: platform).collapseKey, newest[key] != nil,
+                    send.audience.contains(instance), now < send.expiry(platform: info.platform)
+                else { continue }
+                newest[key] = seq
+            }
+            return true
+        }
+        messages.removeAll { message in message.collapseKey.map { newest[$0] ?? 0 > message.cursor } ?? false }
+    }
+
+    /// Calls `body` with the seqs of the sends from `start` on, up to 512 at a time (each batch read in a
+    /// cursor pass of its own, so that `body` may read the log), until it returns `false` or they end.
+    private func forEachSendBatch(from start: UInt64, _ body: ([UInt64]) throws -> Bool) throws {
+        var from = start
         while true {
             var batch: [UInt64] = []
             try txn.withCursor(schema.sends) { sendCursor in
@@ -120,17 +127,10 @@ extension LedgerSnapshot {
                     entry = try sendCursor.next()
                 }
             }
-            guard let last = batch.last else { break }
+            guard let last = batch.last else { return }
+            guard try body(batch), last < UInt64.max else { return }
             from = last + 1
-            for seq in batch {
-                let send = try cache.send(at: seq, in: self)
-                guard let key = send.delivery(for: platform).collapseKey, newest[key] != nil,
-                    send.audience.contains(instance), now < send.expiry(platform: info.platform)
-                else { continue }
-                newest[key] = seq
-            }
         }
-        messages.removeAll { message in message.collapseKey.map { newest[$0] ?? 0 > message.cursor } ?? false }
     }
 
     /// The seq of the instance's first registration, if it was ever registered.
