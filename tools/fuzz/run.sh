@@ -37,4 +37,10 @@ for target in "${targets[@]}"; do
         ".build-fuzz/$target.log" || true
     echo "$target: $(( $(date +%s) - started )) s, exit $status"
     if [ "$status" -ne 0 ]; then tail -40 ".build-fuzz/$target.log"; exit "$status"; fi
+    # A target whose main never starts libFuzzer exits 0 having run nothing: that is a failure too.
+    units=$(sed -n 's/^stat::number_of_executed_units: *//p' ".build-fuzz/$target.log")
+    if [ -z "$units" ] || [ "$units" -eq 0 ]; then
+        echo "$target ran no inputs (does its main call runFuzzer?)"
+        exit 1
+    fi
 done
