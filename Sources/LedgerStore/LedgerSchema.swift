@@ -31,9 +31,10 @@ struct LedgerSchema: Sendable {
     /// Version of this layout, stored in meta; bumped when a change needs a migration or a rebuild.
     /// Layout 2 added `sends` and `acknowledged`; layout 3 stores names over LMDB's key limit under their
     /// hash (``NameKey``); layout 4 keeps the Merkle tree over the log (`merkle`); layout 5 keys its subtrees
-    /// by the seq that completes them, so that appends write one page. A writer opening an older ledger
+    /// by the seq that completes them, so that appends write one page; layout 6 stores subtrees from 256
+    /// leaves instead of 16, so that most commits write no page of it. A writer opening an older ledger
     /// upgrades it in place (see ``LedgerStorage``).
-    static let layoutVersion: UInt32 = 5
+    static let layoutVersion: UInt32 = 6
 
     let meta: LMDBDatabase
     let log: LMDBDatabase

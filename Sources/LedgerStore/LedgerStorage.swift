@@ -138,8 +138,8 @@ struct LedgerStorage {
     /// Layout 2 → 3 stores names longer than LMDB's key limit under their hash (``NameKey``); no layout-2
     /// ledger can hold such a name (its writes failed), so the step only records the new version — which
     /// keeps older builds, which would not find hashed keys, from opening the ledger.
-    /// Layout 3 → 5 builds the Merkle tree over the log (``MerkleStore``); 4 → 5 builds it again under keys
-    /// that grow with the log.
+    /// Layout 3 → 6 builds the Merkle tree over the log (``MerkleStore``); 4 → 6 builds it again under keys
+    /// that grow with the log, 5 → 6 again from subtrees of 256 leaves.
     private static func upgradeLayout(_ txn: LMDBTransaction, _ schema: LedgerSchema) throws {
         var version = try txn.withValue(in: schema.meta, forKey: MetaKey.layoutVersion) {
             $0?.loadBigEndianUInt32()
@@ -159,9 +159,9 @@ struct LedgerStorage {
             version = 2
         }
         if version == 2 { version = 3 }
-        if version == 3 || version == 4 {
+        if version == 3 || version == 4 || version == 5 {
             // The Merkle tree over the log so far, from the chain hashes alone (layout 4 kept it under
-            // level-major keys: it is made again under layout 5's).
+            // level-major keys, layout 5 from subtrees of 16 leaves: it is made again as layout 6 keeps it).
             try txn.clear(schema.merkle)
             var builder = MerkleBuilder()
             try txn.withCursor(schema.log) { cursor in

@@ -3,18 +3,21 @@ import LMDBKit
 import LedgerCore
 
 /// The RFC 6962 tree over a project's log (docs/event-format.md, "Merkle tree"), kept in the `merkle`
-/// database: the hash of every complete, aligned subtree of at least 16 leaves, under
+/// database: the hash of every complete, aligned subtree of at least 256 leaves, under
 /// `end seq u64 ‖ level u8` (big-endian), where the end seq is the seq of the subtree's last leaf — the
 /// event that completes it. Keys therefore grow with the log: every put an append lands on the same
 /// rightmost page, one dirty page per commit rather than one per level. Leaf `i` is
 /// `SHA-256(0x00 ‖ chain hash of seq i+1)`.
 ///
-/// Subtrees below 16 leaves are not stored: they are computed from the chain hashes in the log (at most
-/// 15 reads of 32 bytes), which keeps the tree's share of an append to one put every 8 events on average
-/// — the root of any size and any proof are still O(log n) reads.
+/// Subtrees below 256 leaves are not stored: they are computed from the chain hashes in the log (at most
+/// 255 reads of 32 bytes, about 0.2 ms), so the tree writes one put every 128 events on average and most
+/// commits write no page of `merkle` at all — the pages a commit writes, not the hashing, were the tree's
+/// cost on durable appends (layout 5 stored subtrees from 16 leaves: 0.86 of append without the tree at 64
+/// writers; layout 6: 0.97). The root of any size and any proof are still O(log n) reads of stored subtrees
+/// plus at most 255 reads of the log per level below 256 leaves on its path (docs/performance.md).
 enum MerkleStore {
     /// Subtrees of `2^lowestStoredLevel` leaves and more are stored.
-    static let lowestStoredLevel = 4
+    static let lowestStoredLevel = 8
 
     /// The key of subtree `index` of `2^level` leaves (leaves `index·2^level …`): the seq of its last leaf,
     /// then the level. Wrapping arithmetic: a level or index past any real tree gives a key that is not

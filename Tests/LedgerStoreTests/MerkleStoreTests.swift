@@ -7,11 +7,18 @@ import Testing
 
 @Suite("The Merkle tree over the log, in the store")
 struct MerkleStoreTests {
-    /// A ledger with a few hundred events from random requests.
-    static func filledLedger(_ directory: TemporaryDirectory, requests: Int = 150) async throws -> Ledger {
+    /// A ledger of at least `events` events from random operations (stored subtrees start at 256 leaves).
+    static func filledLedger(_ directory: TemporaryDirectory, events: UInt64 = 1300) async throws -> Ledger {
         let ledger = try openTestLedger(directory)
         var generator = SeededGenerator(seed: 11)
-        _ = try await appendAll(RandomHistory().requests(count: requests, using: &generator), to: ledger)
+        let history = RandomHistory(tokenCount: 40, topicCount: 8)
+        var request = 0
+        while try ledger.readLog({ try $0.head().seq }) < events {
+            request += 1
+            let operations = (0..<200).map { _ in history.operation(using: &generator) }
+            _ = try await ledger.append(WriteRequest(actor: "test", requestID: "fill-\(request)", operations: operations))
+        }
+        ledger.waitForAudiences()
         return ledger
     }
 
@@ -31,17 +38,17 @@ struct MerkleStoreTests {
         let ledger = try await Self.filledLedger(directory)
         defer { ledger.close() }
         let (head, source) = try Self.reference(ledger)
-        #expect(head > 200)
+        #expect(head > 1024)  // stored subtrees of 256, 512 and 1024 leaves
         try ledger.read { snapshot in
             for size in 1...head {
                 let stored = try snapshot.merkleTree(size: size)
                 let expected = MerkleTree(size: size, source: source)
                 #expect(try stored.root() == expected.root(), "size \(size)")
-                if size % 37 == 0 || size == head {
-                    for leaf in stride(from: 0, to: size, by: 13) {
+                if size % 97 == 0 || [255, 256, 257, 511, 512, 1024, head].contains(size) {
+                    for leaf in stride(from: 0, to: size, by: 29) {
                         #expect(try stored.inclusionProof(leaf: leaf) == expected.inclusionProof(leaf: leaf))
                     }
-                    for old in stride(from: 1, through: size, by: 11) {
+                    for old in stride(from: 1, through: size, by: 31) {
                         #expect(try stored.consistencyProof(from: old) == expected.consistencyProof(from: old))
                     }
                 }
@@ -52,39 +59,44 @@ struct MerkleStoreTests {
     }
 
     @Test(
-        "a layout-3 (no tree) or layout-4 (level-major keys) ledger gets its tree when a writer opens it; verify catches a damaged node, rebuild mends it",
-        arguments: [UInt32(3), 4])
+        "a layout-3 (no tree), layout-4 (level-major keys) or layout-5 (subtrees from 16 leaves) ledger gets its tree when a writer opens it; verify catches a damaged node, rebuild mends it",
+        arguments: [UInt32(3), 4, 5])
     func upgradeVerifyRebuild(layout: UInt32) async throws {
         let directory = TemporaryDirectory()
         defer { directory.remove() }
+        let (head, source): (UInt64, InMemoryMerkleLeaves)
         do {
-            let ledger = try await Self.filledLedger(directory, requests: 80)
+            let ledger = try await Self.filledLedger(directory, events: 600)
+            (head, source) = try Self.reference(ledger)
             ledger.close()
         }
-        // Make it what layout 3 was (no tree), or layout 4 (the same subtrees under `level u8 ‖ index u64`).
+        // Make it what an older layout kept: layouts 4 and 5 stored every complete subtree from 16 leaves,
+        // layout 4 under `level u8 ‖ index u64`, layout 5 under `end seq u64 ‖ level u8`; layout 3 none.
+        let older = try (4...9).flatMap { level in
+            try (0..<(head >> UInt64(level))).map { index in
+                (level: level, index: index, hash: try source.subtree(level: level, index: index))
+            }
+        }
+        #expect(older.count >= 40)  // 600+ events: subtrees of 16 … 512 leaves
         let environment = try LMDBEnvironment(path: directory.path + "/demo-project")
         try environment.write { txn throws in
             let merkle = try txn.openDatabase("merkle")
-            var layout4: [(key: PackedBytes, value: [UInt8])] = []
-            try txn.withCursor(merkle) { cursor in
-                try cursor.forEach { entry in
-                    let end = entry.key.loadBigEndianUInt64()
-                    let level = entry.key[8]
-                    var key = PackedBytes()
-                    key.append(level)
-                    key.append((end >> UInt64(level)) - 1)
-                    layout4.append((key, Array(entry.value)))
-                    return true
-                }
-            }
-            #expect(layout4.count >= 8)  // 150+ events: subtrees of 16, 32, 64 and 128 leaves
             try txn.clear(merkle)
-            if layout == 4 { for entry in layout4 { try txn.put(merkle, key: entry.key, value: entry.value) } }
+            for node in older where layout >= 4 {
+                var key = PackedBytes()
+                if layout == 4 {
+                    key.append(UInt8(node.level))
+                    key.append(node.index)
+                } else {
+                    key.append((node.index + 1) << UInt64(node.level))
+                    key.append(UInt8(node.level))
+                }
+                try txn.put(merkle, key: key, value: node.hash)
+            }
             try txn.put(try txn.openDatabase("meta"), key: "layoutVersion", value: layout)
         }
         let ledger = try openTestLedger(directory)
         defer { ledger.close() }
-        let (head, source) = try Self.reference(ledger)
         let expectedRoot = try MerkleTree(size: head, source: source).root()
         #expect(try ledger.read { try $0.merkleTree().root() } == expectedRoot)
         #expect(try ledger.verify().isSound)
@@ -92,9 +104,9 @@ struct MerkleStoreTests {
         // One flipped byte in a stored subtree: verify names the tree; the proofs through it change.
         try environment.write { txn throws in
             let merkle = try txn.openDatabase("merkle")
-            var key = PackedBytes()  // the second subtree of 16 leaves: it ends at seq 32
-            key.append(UInt64(32))
-            key.append(UInt8(4))
+            var key = PackedBytes()  // the second subtree of 256 leaves: it ends at seq 512
+            key.append(UInt64(512))
+            key.append(UInt8(8))
             guard var node = try txn.value(in: merkle, forKey: key) else {
                 throw MissingNode()
             }
