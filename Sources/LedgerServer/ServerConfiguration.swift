@@ -160,7 +160,7 @@ extension ServerConfiguration {
                     "unknown limit; expected one of \(Self.limitKeys.map(\.key).joined(separator: ", "))")
             }
             // JSONSerialization gives NSNumber, and `true` would bridge to 1: only integer encodings count.
-            guard let number = value as? NSNumber, String(cString: number.objCType) != "c",
+            guard let number = value as? NSNumber, !JSONValue.isBoolean(number),
                 let integer = Int(exactly: number.doubleValue), integer >= 1
             else {
                 throw LedgerCoreError(

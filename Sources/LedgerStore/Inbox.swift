@@ -215,10 +215,12 @@ public final class SendCache: @unchecked Sendable {
         let audience = try snapshot.audience(of: sent.target, precedence: sent.precedence, at: seq)
         // The stored message is parsed once, for its lifetimes and its payload.
         let message = (try? JSONSerialization.jsonObject(with: Data(sent.messageJSON))) as? [String: Any]
+        let object = DevicePayload.object(message)
         let deliveries = DevicePlatform.allCases.map { platform in
             PlatformDelivery(
                 DevicePayload(
-                    of: message, messageID: sent.messageID, target: sent.target, project: project, platform: platform))
+                    ofObject: object, messageID: sent.messageID, target: sent.target, project: project,
+                    platform: platform))
         }
         let prepared = PreparedSend(
             seq: seq, sent: sent, time: event.time, audience: audience, deliveries: deliveries,

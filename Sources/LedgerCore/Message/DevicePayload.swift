@@ -55,7 +55,16 @@ public struct DevicePayload: Equatable, Sendable {
         of message: [String: Any]?, messageID: UInt64, target: MessageTarget, project: ProjectID,
         platform: DevicePlatform = .ios
     ) {
-        let message = message.flatMap { JSONValue($0)?.object } ?? [:]
+        self.init(
+            ofObject: Self.object(message), messageID: messageID, target: target, project: project,
+            platform: platform)
+    }
+
+    /// The stored message as the mappings read it (``object(_:)``): converted once per send, not per platform.
+    public init(
+        ofObject message: [String: JSONValue], messageID: UInt64, target: MessageTarget, project: ProjectID,
+        platform: DevicePlatform
+    ) {
         let from: String
         if case .topic(let topic) = target {
             from = "/topics/\(topic.rawValue)"
@@ -82,6 +91,11 @@ public struct DevicePayload: Equatable, Sendable {
         self.init(
             of: (try? JSONSerialization.jsonObject(with: Data(messageJSON))) as? [String: Any], messageID: messageID,
             target: target, project: project, platform: platform)
+    }
+
+    /// A parsed stored message as the mappings read it; empty for anything but a JSON object.
+    public static func object(_ message: [String: Any]?) -> [String: JSONValue] {
+        message.flatMap { JSONValue($0)?.object } ?? [:]
     }
 
     /// The payload as JSON (UTF-8, keys sorted by code point).

@@ -22,8 +22,7 @@ public enum JSONValue: Equatable, Sendable, Encodable {
         switch any {
         case let string as String: self = .string(string)
         case let number as NSNumber:
-            // JSONSerialization's booleans are NSNumbers of ObjC type "c"; `as? Bool` would take 0 and 1 too.
-            if String(cString: number.objCType) == "c" {
+            if Self.isBoolean(number) {
                 self = .bool(number.boolValue)
             } else if let integer = Int64(exactly: number) {
                 self = .integer(integer)
@@ -51,6 +50,12 @@ public enum JSONValue: Equatable, Sendable, Encodable {
             self = .object(values)
         default: return nil
         }
+    }
+
+    /// Whether `value`, from `JSONSerialization`, was `true` or `false` in the JSON: its booleans are
+    /// NSNumbers of ObjC type "c", and `as? Bool` would take the numbers 0 and 1 too.
+    public static func isBoolean(_ value: Any) -> Bool {
+        (value as? NSNumber).map { String(cString: $0.objCType) == "c" } ?? false
     }
 
     /// The members of an object, `nil` for any other value.

@@ -38,9 +38,8 @@ public enum MessageLifetimeBounds {
         guard !text.isEmpty, text.utf8.allSatisfy({ $0 >= UInt8(ascii: "0") && $0 <= UInt8(ascii: "9") }) else {
             return nil
         }
-        // Any length of digits is a valid TTL; past 4 weeks it is 4 weeks (and Int64 is never asked to hold more).
-        guard let seconds = Int64(text.count > 12 ? String(maximumSeconds) : text) else { return nil }
-        return min(seconds, maximumSeconds)
+        // Any length of digits is a valid TTL; past 4 weeks (or past Int64) it is 4 weeks.
+        return Int64(text).map { min($0, maximumSeconds) } ?? maximumSeconds
     }
 
     /// Microseconds since the UNIX epoch of an `apns-expiration` header (decimal UNIX seconds), clamped to

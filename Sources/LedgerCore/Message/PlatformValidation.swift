@@ -115,9 +115,9 @@ enum PlatformValidation {
         case .string:
             guard value is String else { throw refuse("a string") }
         case .bool:
-            guard isBool(value) else { throw refuse("true or false") }
+            guard JSONValue.isBoolean(value) else { throw refuse("true or false") }
         case .int32:
-            guard let number = value as? NSNumber, !isBool(value), Int32(exactly: number) != nil else {
+            guard let number = value as? NSNumber, !JSONValue.isBoolean(value), Int32(exactly: number) != nil else {
                 throw refuse("a 32-bit integer")
             }
         case .duration:
@@ -207,7 +207,7 @@ enum PlatformValidation {
                     throw LedgerCoreError(.invalidArgument, field: path, "\(key) must be a string or an object")
                 }
             case "badge", "content-available", "mutable-content":
-                guard let number = value as? NSNumber, !isBool(value), Int64(exactly: number) != nil else {
+                guard let number = value as? NSNumber, !JSONValue.isBoolean(value), Int64(exactly: number) != nil else {
                     throw LedgerCoreError(.invalidArgument, field: path, "\(key) must be an integer")
                 }
             case "category", "thread-id", "target-content-id", "interruption-level", "filter-criteria":
@@ -249,11 +249,6 @@ enum PlatformValidation {
     }
 
     // MARK: Helpers
-
-    /// JSONSerialization's booleans are NSNumbers of ObjC type "c" (`as? Bool` would take 0 and 1 too).
-    static func isBool(_ value: Any) -> Bool {
-        (value as? NSNumber).map { String(cString: $0.objCType) == "c" } ?? false
-    }
 
     /// A field of a JSON object by its proto name or its lowerCamelCase name.
     static func field(_ value: Any, _ snakeCaseName: String) -> Any? {
