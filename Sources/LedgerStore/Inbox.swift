@@ -254,18 +254,23 @@ enum MessageLifetime {
         let android = ((message?["android"] as? [String: Any])?["ttl"] as? String)
             .flatMap(MessageLifetimeBounds.microseconds(ofDuration:))
             .map { min(LedgerTime(microseconds: sent.microseconds.addingClamped($0)), fallback) }
-        let apnsHeaders = (message?["apns"] as? [String: Any])?["headers"] as? [String: Any]
-        let apns = (apnsHeaders?["apns-expiration"] as? String)
+        let apns = header("apns-expiration", of: "apns", in: message)
             .flatMap(MessageLifetimeBounds.expiryMicroseconds(ofAPNsExpiration:))
             .map { min(LedgerTime(microseconds: $0), fallback) }
-        let webHeaders = (message?["webpush"] as? [String: Any])?["headers"] as? [String: Any] ?? [:]
-        let web = webHeaders.first { $0.key.lowercased() == "ttl" }.flatMap { $0.value as? String }
+        let web = header("ttl", of: "webpush", in: message)
             .flatMap(MessageLifetimeBounds.seconds(ofWebPushTTL:))
             .map { min(LedgerTime(microseconds: sent.microseconds.addingClamped($0 * 1_000_000)), fallback) }
         return Expiries(
             android: android ?? fallback, ios: apns ?? fallback, web: web ?? fallback,
             other: android ?? apns ?? fallback)
     }
+}
+
+/// A header of `message[config].headers` by its lowercased name: HTTP header names are case-insensitive,
+/// and validation and the payload mapping read them so.
+private func header(_ lowercasedName: String, of config: String, in message: [String: Any]?) -> String? {
+    let headers = (message?[config] as? [String: Any])?["headers"] as? [String: Any] ?? [:]
+    return headers.first { $0.key.lowercased() == lowercasedName }?.value as? String
 }
 
 extension Int64 {

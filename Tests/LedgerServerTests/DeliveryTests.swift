@@ -157,7 +157,7 @@ struct DeliveryTests {
         }
     }
 
-    @Test("expired messages are skipped: apns-expiration for iOS, android.ttl for Android")
+    @Test("expired messages are skipped: apns-expiration for iOS, android.ttl for Android, the TTL header for the web")
     func expiry() async throws {
         try await TestServer().run { client in
             let ios = try await client.registerDevice(platform: "ios")
@@ -172,6 +172,16 @@ struct DeliveryTests {
             #expect(Self.ids(try await Self.poll(client, ios)) == [live, forIOSOnly])
             #expect(Self.ids(try await Self.poll(client, android)) == [live])
             #expect(!Self.ids(try await Self.poll(client, ios)).contains(expired))
+            // Header names in any case (HTTP's rule, and validation's); web devices honour the TTL header.
+            let web = try await client.registerDevice(platform: "web")
+            try await Self.subscribe(client, web, "flash")
+            try await Self.subscribe(client, ios, "flash")
+            _ = try await Self.send(
+                client,
+                #"{"topic":"flash","apns":{"headers":{"APNS-Expiration":"1"}},"webpush":{"headers":{"Ttl":"0"}}}"#)
+            let lasting = try await Self.send(client, #"{"topic":"flash","webpush":{"headers":{"TTL":"3600"}}}"#)
+            #expect(Self.ids(try await Self.poll(client, web)) == [lasting])
+            #expect(Self.ids(try await Self.poll(client, ios)) == [live, forIOSOnly, lasting])
         }
     }
 
