@@ -409,7 +409,10 @@ struct LedgerBench: AsyncParsableCommand {
         value >= 10_000 ? String(format: "%.0f", value) : String(format: value < 10 ? "%.2f" : "%.1f", value)
     }
 
-    func scratchDirectory(_ label: String) -> String {
+    func scratchDirectory(_ label: String) -> String { LedgerBench.scratchDirectory(in: scratch, label: label) }
+
+    /// A fresh directory name under `scratch` for one workload's files.
+    static func scratchDirectory(in scratch: String, label: String) -> String {
         (scratch as NSString).appendingPathComponent("ledger-bench-\(label)-\(UUID().uuidString)")
     }
 }
@@ -419,7 +422,7 @@ struct LedgerBench: AsyncParsableCommand {
 func openScratchLedger(scratch: String, label: String, mapSize: Int = 1 << 34) throws -> (
     directory: String, ledger: Ledger
 ) {
-    let directory = (scratch as NSString).appendingPathComponent("ledger-bench-\(label)-\(UUID().uuidString)")
+    let directory = LedgerBench.scratchDirectory(in: scratch, label: label)
     var options = Ledger.Options()
     options.environment.mapSize = mapSize
     return (directory, try Ledger.open(dataDirectory: directory, project: .default, options: options, logger: silent))
