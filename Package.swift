@@ -4,10 +4,11 @@ import PackageDescription
 // Dependencies point one way: LedgerCLI → LedgerServer → LedgerStore → LedgerCore / LMDBKit → CLMDB.
 let package = Package(
     name: "TopicLedger",
-    platforms: [.macOS(.v14)],
+    platforms: [.macOS(.v14), .iOS(.v15)],
     products: [
         .executable(name: "ledger", targets: ["LedgerCLI"]),
         .executable(name: "ledger-device", targets: ["ledger-device"]),
+        .library(name: "TopicLedgerMessaging", targets: ["TopicLedgerMessaging"]),
         .library(name: "LedgerServer", targets: ["LedgerServer"]),
         .library(name: "LedgerStore", targets: ["LedgerStore"]),
         .library(name: "LedgerCore", targets: ["LedgerCore"]),
@@ -32,6 +33,8 @@ let package = Package(
             pkgConfig: "lmdb",
             providers: [.apt(["liblmdb-dev"])]
         ),
+        // The app side: Foundation and URLSession only, so an iOS app can depend on it (docs/ios.md).
+        .target(name: "TopicLedgerMessaging"),
         .target(
             name: "LMDBKit",
             dependencies: ["CLMDB"]
@@ -79,13 +82,12 @@ let package = Package(
                 .product(name: "Logging", package: "swift-log"),
             ]
         ),
-        // A sample device (samples/DeviceClient): register, subscribe, poll or stream, acknowledge.
+        // A sample device on TopicLedgerMessaging (samples/DeviceClient): register, subscribe, poll or stream, acknowledge.
         .executableTarget(
             name: "ledger-device",
             dependencies: [
+                "TopicLedgerMessaging",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
-                .product(name: "AsyncHTTPClient", package: "async-http-client"),
-                .product(name: "NIOHTTP1", package: "swift-nio"),
             ],
             path: "samples/DeviceClient"
         ),
@@ -138,6 +140,17 @@ let package = Package(
                 "LedgerTestSupport",
                 .product(name: "HummingbirdTesting", package: "hummingbird"),
                 .product(name: "HTTPTypes", package: "swift-http-types"),
+            ]
+        ),
+        .testTarget(
+            name: "TopicLedgerMessagingTests",
+            dependencies: [
+                "TopicLedgerMessaging",
+                "LedgerServer",
+                "LedgerTestSupport",
+                .product(name: "HummingbirdTesting", package: "hummingbird"),
+                .product(name: "HTTPTypes", package: "swift-http-types"),
+                .product(name: "NIOCore", package: "swift-nio"),
             ]
         ),
         .testTarget(

@@ -31,7 +31,8 @@ for try in 1 2 3; do
   server=""
   if [ "$try" -eq 3 ]; then echo "FAIL: the server never came up" >&2; exit 1; fi
 done
-device() { "$bin/ledger-device" "$@" --server "$server_url"; }
+# Each device is a store file, as each app install keeps its token and topics (TopicLedgerMessaging).
+device() { local name=$1; shift; "$bin/ledger-device" "$@" --server "$server_url" --store "$data/$name.json"; }
 send() {  # the backend: firebase-admin would do the same with messaging.send(...)
   curl -sf -X POST "$server_url/v1/projects/demo-project/messages:send" -H 'Authorization: Bearer owner' \
     -H 'content-type: application/json' -d "$1" | sed -e 's/.*messages\///' -e 's/".*//'
@@ -39,17 +40,18 @@ send() {  # the backend: firebase-admin would do the same with messaging.send(..
 
 declare -A token
 for name in alice bob carol dave; do
-  token[$name]=$(device register --platform ios)
+  token[$name]=$(device $name register --platform ios)
   [[ "${token[$name]}" == [c-f]*:APA91b* ]] || { echo "FAIL: register gave \"${token[$name]}\"" >&2; exit 1; }
 done
-device subscribe "${token[alice]}" weather TopicA TopicB
-device subscribe "${token[bob]}" weather TopicA
-device subscribe "${token[carol]}" TopicA TopicC
-device subscribe "${token[dave]}" TopicB
+device alice subscribe weather TopicA TopicB
+device bob subscribe weather TopicA
+device carol subscribe TopicA TopicC TopicD
+device carol unsubscribe TopicD
+device dave subscribe TopicB
 echo "alice: weather TopicA TopicB | bob: weather TopicA | carol: TopicA TopicC | dave: TopicB"
 
 # Alice listens with Server-Sent Events while the messages are sent.
-device stream "${token[alice]}" --count 2 >"$data/alice-stream.jsonl" &
+device alice stream --count 2 >"$data/alice-stream.jsonl" &
 streaming=$!
 sleep 0.5
 
@@ -62,7 +64,7 @@ echo "sent weather=$weather and condition=$goal"
 echo "alice's stream received: $(sed -e 's/.*"messageId":"\([0-9]*\)".*/\1/' "$data/alice-stream.jsonl" | tr '\n' ' ')"
 declare -A expected=([alice]="$weather $goal " [bob]="$weather " [carol]="$goal " [dave]="")
 for name in alice bob carol dave; do
-  ids=$(device poll "${token[$name]}" --ack | sed -e 's/.*"messageId":"\([0-9]*\)".*/\1/' | tr '\n' ' ')
+  ids=$(device $name poll --ack | sed -e 's/.*"messageId":"\([0-9]*\)".*/\1/' | tr '\n' ' ')
   printf '%-6s inbox: %s\n' "$name" "${ids:-(nothing)}"
   if [ "$ids" != "${expected[$name]}" ]; then echo "FAIL: $name should have received: ${expected[$name]:-nothing}" >&2; exit 1; fi
 done

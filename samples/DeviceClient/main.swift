@@ -1,130 +1,212 @@
-// ledger-device: a small device client for TopicLedger — what an app does, from a terminal.
+// ledger-device: a device from a terminal, built on TopicLedgerMessaging — what an app does with the library.
 //
-//   ledger-device register [--platform ios]          → prints the registration token the server issued
-//   ledger-device subscribe TOKEN TOPIC...           → the device subscribes itself (via = client)
-//   ledger-device poll TOKEN [--wait 5] [--ack]      → long poll: prints waiting messages as JSON lines
-//   ledger-device stream TOKEN [--count N] [--ack]   → Server-Sent Events: prints messages as they arrive
-//   ledger-device unregister TOKEN
+//   ledger-device register [--platform ios]       → registers (once) and prints the device's token
+//   ledger-device subscribe TOPIC...              → subscribes the device (retried until the server has it)
+//   ledger-device unsubscribe TOPIC...
+//   ledger-device poll [--wait 5] [--ack]         → prints what is waiting, as JSON lines
+//   ledger-device stream [--count N] [--ack]      → prints messages as they arrive (Server-Sent Events)
+//   ledger-device unregister
 //
-// Common options: --server http://127.0.0.1:8080, --project demo-project, --key dev-client-key.
-// The token is the device's secret: this sample prints it because a terminal is its only storage.
+// A device is its store file (`--store`, default ./ledger-device.json): its token, its topics and its pending
+// topic operations, as an app keeps them. Common options: --server, --project, --key.
+// The token is the device's secret: this sample prints it because a terminal is its only screen.
 
 import ArgumentParser
-import AsyncHTTPClient
 import Foundation
-import NIOCore
-import NIOHTTP1
+import TopicLedgerMessaging
 
-struct Connection: ParsableArguments {
+struct Device: ParsableArguments {
     @Option(help: "The server.") var server = "http://127.0.0.1:8080"
     @Option(help: "The project.") var project = "demo-project"
     @Option(help: "The project's client API key.") var key = "dev-client-key"
+    @Option(help: "The device's store file: its token, topics and pending operations.")
+    var store = "ledger-device.json"
 
-    func url(_ path: String) -> String { "\(server)/v1/projects/\(project)/registrations\(path)" }
+    func validate() throws {
+        guard let url = URL(string: server), url.scheme == "http" || url.scheme == "https", url.host != nil else {
+            throw ValidationError("--server must be an http or https URL, not \"\(server)\"")
+        }
+    }
 
-    /// One JSON request with the client key; returns the JSON object, or fails with the server's message.
-    func call(_ method: HTTPMethod, _ path: String, body: String? = nil) async throws -> [String: Any] {
-        var request = HTTPClientRequest(url: url(path))
-        request.method = method
-        request.headers.add(name: "x-goog-api-key", value: key)
-        if let body {
-            request.headers.add(name: "content-type", value: "application/json")
-            request.body = .bytes(ByteBuffer(string: body))
-        }
-        let response = try await HTTPClient.shared.execute(request, timeout: .seconds(90))
-        let bytes = try await response.body.collect(upTo: 1 << 24)
-        let object = (try? JSONSerialization.jsonObject(with: Data(bytes.readableBytesView))) as? [String: Any] ?? [:]
-        guard response.status == .ok else {
-            let message = (object["error"] as? [String: Any])?["message"] as? String ?? String(buffer: bytes)
-            throw ValidationError("\(response.status.code): \(message)")
-        }
-        return object
+    func messaging(platform: MessagingConfiguration.Platform = .ios, appID: String? = nil) throws -> Messaging {
+        let configuration = MessagingConfiguration(
+            serverURL: URL(string: server)!, projectID: project, apiKey: key, platform: platform,
+            appID: appID ?? "com.example.ledger-device", storeURL: URL(fileURLWithPath: store),
+            callbackQueue: DispatchQueue(label: "ledger-device"))
+        return try Failure.exiting { try Messaging(configuration: configuration) }
     }
 }
 
-/// Prints one delivery as a JSON line.
-func show(_ delivery: [String: Any]) throws {
-    let data = try JSONSerialization.data(withJSONObject: delivery, options: [.sortedKeys, .withoutEscapingSlashes])
-    FileHandle.standardOutput.write(data + Data("\n".utf8))
+/// Exit statuses from sysexits.h, so scripts can tell a refused request from a server that is away.
+enum Failure {
+    static func exitCode(for error: MessagingError) -> Int32 {
+        switch error {
+        case .invalidTopicName, .invalidArgument, .tooManyTopics: 65  // EX_DATAERR
+        case .unregistered: 67  // EX_NOUSER
+        case .authentication: 77  // EX_NOPERM
+        case .quotaExceeded, .unavailable, .network: 69  // EX_UNAVAILABLE
+        case .store: 74  // EX_IOERR
+        case .internalError, .unexpectedResponse: 76  // EX_PROTOCOL
+        }
+    }
+
+    /// Runs `body`; a `MessagingError` becomes a message on stderr and its exit status.
+    static func exiting<T>(_ body: () async throws -> T) async throws -> T {
+        do {
+            return try await body()
+        } catch let error as MessagingError {
+            FileHandle.standardError.write(Data("ledger-device: \(error)\n".utf8))
+            throw ExitCode(exitCode(for: error))
+        }
+    }
+
+    static func exiting<T>(_ body: () throws -> T) throws -> T {
+        do {
+            return try body()
+        } catch let error as MessagingError {
+            FileHandle.standardError.write(Data("ledger-device: \(error)\n".utf8))
+            throw ExitCode(exitCode(for: error))
+        }
+    }
+}
+
+/// One message as a JSON line: the server's delivery (`cursor`, `messageId`, `payload`, …).
+func show(_ message: RemoteMessage) throws {
+    let encoder = JSONEncoder()
+    encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
+    FileHandle.standardOutput.write(try encoder.encode(message) + Data("\n".utf8))
+}
+
+/// Waits for `operation`, at most `timeout` seconds; past that the operation stays in the store and the next
+/// run of any command sends it.
+func finish(within timeout: Double, _ what: String, _ operation: @escaping @Sendable () async throws -> Void)
+    async throws
+{
+    try await withThrowingTaskGroup(of: Bool.self) { group in
+        group.addTask {
+            try await operation()
+            return true
+        }
+        group.addTask {
+            try await Task.sleep(for: .seconds(timeout))
+            return false
+        }
+        let done = try await group.next()!
+        group.cancelAll()
+        if !done {
+            FileHandle.standardError.write(
+                Data("ledger-device: \(what) is still pending after \(Int(timeout)) s; the next run retries it\n".utf8))
+            throw ExitCode(69)
+        }
+    }
 }
 
 @main
 struct DeviceClient: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "ledger-device",
-        abstract: "A sample TopicLedger device: register, subscribe, receive, acknowledge.",
-        subcommands: [Register.self, Subscribe.self, Poll.self, Stream.self, Unregister.self])
+        abstract: "A TopicLedger device on the TopicLedgerMessaging library: register, subscribe, receive.",
+        discussion: """
+            A device is its store file (--store): its registration token, its topics and the topic operations \
+            the server has not confirmed yet. Exit status: 0 done; 64 usage; 65 refused input (a bad topic \
+            name, too many topics); 67 not registered; 69 the server is unavailable (operations stay pending \
+            and the next run retries them); 74 the store cannot be read or written; 76 an answer that is not \
+            the server's; 77 a wrong key or project.
+            """,
+        subcommands: [
+            Register.self, Subscribe.self, Unsubscribe.self, Poll.self, Stream.self, Unregister.self,
+        ])
 
     struct Register: AsyncParsableCommand {
-        @OptionGroup var connection: Connection
-        @Option(help: "ios, android or web.") var platform = "ios"
+        static let configuration = CommandConfiguration(
+            abstract: "Register the device (once per store) and print its registration token.")
+        @OptionGroup var device: Device
+        @Option(help: "ios, android or web: the payload shape the device receives.")
+        var platform: MessagingConfiguration.Platform = .ios
         @Option(help: "The app's bundle id.") var appId = "com.example.app"
 
         func run() async throws {
-            let reply = try await connection.call(.POST, "", body: #"{"platform":"\#(platform)","appId":"\#(appId)"}"#)
-            print(reply["token"] as? String ?? "")
+            let messaging = try device.messaging(platform: platform, appID: appId)
+            print(try await Failure.exiting { try await messaging.token() })
         }
     }
 
     struct Subscribe: AsyncParsableCommand {
-        @OptionGroup var connection: Connection
-        @Argument var token: String
-        @Argument var topics: [String]
+        static let configuration = CommandConfiguration(
+            abstract: "Subscribe the device to topics (registering it first if it has no token).")
+        @OptionGroup var device: Device
+        @Argument(help: "Topic names ([a-zA-Z0-9-_.~%], a leading /topics/ accepted).") var topics: [String]
+        @Option(help: "Seconds to wait for the server before leaving the rest pending.") var timeout = 30.0
 
         func run() async throws {
+            let messaging = try device.messaging()
             for topic in topics {
-                do {
-                    _ = try await connection.call(.POST, "/\(token)/topicSubscriptions?topicName=\(topic)", body: "{}")
-                } catch let error as ValidationError where error.message.hasPrefix("409") {
-                    // Already subscribed: what the SDK re-confirms on every app start.
+                try await Failure.exiting {
+                    try await finish(within: timeout, "subscribing to \(topic)") {
+                        try await messaging.subscribe(toTopic: topic)
+                    }
+                }
+            }
+        }
+    }
+
+    struct Unsubscribe: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(abstract: "Unsubscribe the device from topics.")
+        @OptionGroup var device: Device
+        @Argument(help: "Topic names.") var topics: [String]
+        @Option(help: "Seconds to wait for the server before leaving the rest pending.") var timeout = 30.0
+
+        func run() async throws {
+            let messaging = try device.messaging()
+            for topic in topics {
+                try await Failure.exiting {
+                    try await finish(within: timeout, "unsubscribing from \(topic)") {
+                        try await messaging.unsubscribe(fromTopic: topic)
+                    }
                 }
             }
         }
     }
 
     struct Poll: AsyncParsableCommand {
-        @OptionGroup var connection: Connection
-        @Argument var token: String
-        @Option(help: "Seconds to wait for a message.") var wait = 0
-        @Flag(help: "Acknowledge what was received.") var ack = false
+        static let configuration = CommandConfiguration(
+            abstract: "Print the messages waiting for the device as JSON lines (one long poll).")
+        @OptionGroup var device: Device
+        @Option(help: "Seconds to wait for a message (0–60).") var wait = 0
+        @Flag(help: "Acknowledge what was printed: it is not delivered again.") var ack = false
+
+        func validate() throws {
+            guard (0...60).contains(wait) else { throw ValidationError("--wait must be 0 to 60 seconds") }
+        }
 
         func run() async throws {
-            let reply = try await connection.call(.GET, "/\(token)/messages?waitSeconds=\(wait)")
-            let messages = reply["messages"] as? [[String: Any]] ?? []
-            for message in messages { try show(message) }
-            if ack, let last = messages.last?["cursor"] as? String {
-                _ = try await connection.call(.POST, "/\(token)/messages:ack", body: #"{"through":"\#(last)"}"#)
+            let messaging = try device.messaging()
+            try await Failure.exiting {
+                let messages = try await messaging.fetchMessages(waitSeconds: wait)
+                for message in messages { try show(message) }
+                if ack, let last = messages.last { try await messaging.acknowledge(last) }
             }
         }
     }
 
     struct Stream: AsyncParsableCommand {
-        @OptionGroup var connection: Connection
-        @Argument var token: String
+        static let configuration = CommandConfiguration(
+            abstract: "Print messages as they arrive (Server-Sent Events, else long poll), as JSON lines.")
+        @OptionGroup var device: Device
         @Option(help: "Stop after this many messages (default: run until stopped).") var count: Int?
         @Flag(help: "Acknowledge each message once printed.") var ack = false
 
+        func validate() throws {
+            if let count, count < 1 { throw ValidationError("--count must be 1 or more") }
+        }
+
         func run() async throws {
-            var request = HTTPClientRequest(url: connection.url("/\(token)/messages:stream"))
-            request.headers.add(name: "x-goog-api-key", value: connection.key)
-            let response = try await HTTPClient.shared.execute(request, timeout: .hours(24))
-            guard response.status == .ok else { throw ValidationError("\(response.status.code): cannot stream") }
-            var pending = ""
-            var received = 0
-            for try await buffer in response.body {
-                pending += String(buffer: buffer)
-                while let end = pending.range(of: "\n\n") {
-                    let event = pending[..<end.lowerBound]
-                    pending.removeSubrange(..<end.upperBound)
-                    guard let line = event.split(separator: "\n").first(where: { $0.hasPrefix("data: ") }),
-                        let delivery = try? JSONSerialization.jsonObject(with: Data(line.dropFirst(6).utf8))
-                            as? [String: Any]
-                    else { continue }
-                    try show(delivery)
-                    if ack, let cursor = delivery["cursor"] as? String {
-                        _ = try await connection.call(
-                            .POST, "/\(token)/messages:ack", body: #"{"through":"\#(cursor)"}"#)
-                    }
+            let messaging = try device.messaging()
+            try await Failure.exiting {
+                var received = 0
+                for try await message in messaging.messages(acknowledgement: .manual) {
+                    try show(message)
+                    if ack { try await messaging.acknowledge(message) }
                     received += 1
                     if let count, received >= count { return }
                 }
@@ -133,9 +215,15 @@ struct DeviceClient: AsyncParsableCommand {
     }
 
     struct Unregister: AsyncParsableCommand {
-        @OptionGroup var connection: Connection
-        @Argument var token: String
+        static let configuration = CommandConfiguration(
+            abstract: "Delete the device's registration on the server and forget its token and topics.")
+        @OptionGroup var device: Device
 
-        func run() async throws { _ = try await connection.call(.DELETE, "/\(token)") }
+        func run() async throws {
+            let messaging = try device.messaging()
+            try await Failure.exiting { try await messaging.deleteToken() }
+        }
     }
 }
+
+extension MessagingConfiguration.Platform: ExpressibleByArgument {}

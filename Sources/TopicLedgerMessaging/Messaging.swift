@@ -1,0 +1,451 @@
+import Foundation
+
+#if canImport(FoundationNetworking)
+    import FoundationNetworking
+#endif
+
+/// A device's messaging: its registration token, its topics and its messages — FirebaseMessaging's shape
+/// (`Messaging.messaging().subscribe(toTopic:)`), against a TopicLedger server.
+///
+/// - Topic operations are checked as the iOS SDK checks them, written to the store before anything is sent, and
+///   sent in the order they were asked for by one background worker, which retries what may succeed later
+///   (network, 429, 5xx) with exponential backoff and jitter, never sooner than `Retry-After`, until it succeeds
+///   — across launches: a new instance with the same store finishes what the last one left.
+/// - The token is registered when there is something to do (or when ``token()`` is called, when auto-init is
+///   off), kept in the store, and replaced when the server says it is not registered; after a new token the
+///   topics the app wants are subscribed again, and ``tokenUpdates()`` announces it.
+/// - ``messages()`` delivers the device's messages as an `AsyncSequence` (Server-Sent Events, else long poll),
+///   each acknowledged once the app asks for the next one.
+///
+/// Thread-safe; completion handlers are called on ``MessagingConfiguration``'s callback queue.
+public final class Messaging: @unchecked Sendable {
+    // @unchecked: every `var` below is read and written with `lock` held, and the lock is never held across an
+    // `await`.
+    public let configuration: MessagingConfiguration
+    let api: ServerAPI
+    let streamSessionConfiguration: URLSessionConfiguration
+    private let store: MessagingStore
+    private let issuer: String
+    private let lock = NSLock()
+    private var state: MessagingState
+    private var waiters: [UUID: [@Sendable (MessagingError?) -> Void]] = [:]
+    private var worker: Task<Void, Never>?
+    private var mayRegister: Bool
+    private var permissionWaiters: [CheckedContinuation<Void, Never>] = []
+    private var tokenObservers: [UUID: AsyncStream<String>.Continuation] = [:]
+    private var registration: Task<String, Error>?
+    private var isClosed = false
+
+    /// Loads the store (throws ``MessagingError/store(_:)`` when it exists and cannot be read) and resumes any
+    /// topic operations a previous instance left pending.
+    public init(configuration: MessagingConfiguration) throws {
+        self.configuration = configuration
+        let session = URLSessionConfiguration.ephemeral
+        session.requestCachePolicy = .reloadIgnoringLocalCacheData
+        session.urlCache = nil
+        api = ServerAPI(configuration: configuration, session: URLSession(configuration: session))
+        let stream = URLSessionConfiguration.ephemeral
+        stream.requestCachePolicy = .reloadIgnoringLocalCacheData
+        stream.urlCache = nil
+        stream.timeoutIntervalForRequest = configuration.streamIdleTimeout
+        streamSessionConfiguration = stream
+        store = MessagingStore(url: configuration.storeURL)
+        issuer = "\(configuration.serverURL.absoluteString) \(configuration.projectID)"
+        var state = try store.load()
+        if state.issuer != issuer {
+            // A token is only good on the server and project that issued it.
+            state.token = nil
+            state.issuer = issuer
+        }
+        self.state = state
+        mayRegister = configuration.isAutoInitEnabled || state.token != nil
+        lock.locked { startWorkerIfNeeded() }
+    }
+
+    // MARK: Token
+
+    /// The registration token, if the device has one (FirebaseMessaging's `fcmToken`).
+    public var registrationToken: String? { lock.locked { state.token } }
+
+    /// The registration token, registering the device first if it has none. Allows registration when auto-init
+    /// is off.
+    public func token() async throws -> String {
+        allowRegistration()
+        if let token = registrationToken { return token }
+        return try await newToken(replacing: nil)
+    }
+
+    public func token(completion: @escaping @Sendable (String?, Error?) -> Void) {
+        Task {
+            do {
+                let token = try await token()
+                configuration.callbackQueue.async { completion(token, nil) }
+            } catch {
+                configuration.callbackQueue.async { completion(nil, error) }
+            }
+        }
+    }
+
+    /// Every token the device gets from now on: after the first registration, and after the server said the
+    /// last one was not registered (the delegate's `didReceiveRegistrationToken`).
+    public func tokenUpdates() -> AsyncStream<String> {
+        let (stream, continuation) = AsyncStream.makeStream(of: String.self)
+        let id = UUID()
+        lock.locked { tokenObservers[id] = continuation }
+        continuation.onTermination = { [weak self] _ in
+            guard let self else { return }
+            _ = self.lock.locked { self.tokenObservers.removeValue(forKey: id) }
+        }
+        return stream
+    }
+
+    /// Unregisters the device on the server and forgets its token and topics. Pending topic operations fail
+    /// with ``MessagingError/unregistered``. A later ``token()`` (or, with auto-init, a later topic operation)
+    /// registers a new token.
+    public func deleteToken() async throws {
+        let token = registrationToken
+        if let token {
+            do {
+                try await api.unregister(token)
+            } catch .unregistered {
+                // Gone already.
+            }
+        }
+        let dropped = try lock.locked { () throws(MessagingError) -> [@Sendable (MessagingError?) -> Void] in
+            var next = state
+            next.token = nil
+            next.topics = []
+            next.pending = []
+            try store.save(next)
+            state = next
+            mayRegister = configuration.isAutoInitEnabled
+            let dropped = waiters.values.flatMap { $0 }
+            waiters = [:]
+            return dropped
+        }
+        for waiter in dropped { waiter(.unregistered) }
+    }
+
+    // MARK: Topics
+
+    /// Subscribes the device to `topic` (a leading `/topics/` is accepted). Returns once the server has the
+    /// subscription, retrying what may succeed later; throws ``MessagingError/invalidTopicName(_:)`` at once
+    /// for a name the server would refuse, or the server's error when it refuses.
+    public func subscribe(toTopic topic: String) async throws {
+        try await enqueue(.subscribe, topic)
+    }
+
+    public func subscribe(toTopic topic: String, completion: (@Sendable (Error?) -> Void)?) {
+        enqueue(.subscribe, topic, completion: completion)
+    }
+
+    /// Unsubscribes the device from `topic`; not subscribed counts as done.
+    public func unsubscribe(fromTopic topic: String) async throws {
+        try await enqueue(.unsubscribe, topic)
+    }
+
+    public func unsubscribe(fromTopic topic: String, completion: (@Sendable (Error?) -> Void)?) {
+        enqueue(.unsubscribe, topic, completion: completion)
+    }
+
+    /// The topics the app wants: what the server will have once every pending operation is through.
+    public var topics: Set<String> { lock.locked { state.topics } }
+
+    /// The topic operations not confirmed by the server yet, oldest first.
+    public var pendingTopicOperations: [TopicOperation] { lock.locked { state.pending } }
+
+    /// Stops the background work (as when the app is terminated); pending operations stay in the store for the
+    /// next instance. Callers still waiting get `CancellationError`-free silence: their operation is not lost.
+    public func close() {
+        let waiting = lock.locked {
+            isClosed = true
+            worker?.cancel()
+            worker = nil
+            registration?.cancel()
+            defer { permissionWaiters = [] }
+            return permissionWaiters
+        }
+        for continuation in waiting { continuation.resume() }
+    }
+
+    // MARK: Messages
+
+    /// The device's messages, oldest first, each once (at least once across launches): a message is
+    /// acknowledged when the app asks for the next one — after its handler returned — or by ``acknowledge(_:)``.
+    /// Registers the device if it has no token.
+    ///
+    /// With `.manual` nothing is acknowledged by the sequence: the app calls ``acknowledge(_:)`` when it has
+    /// made a message safe (acknowledging a message acknowledges every one before it).
+    public func messages(acknowledgement: MessageSequence.Acknowledgement = .automatic) -> MessageSequence {
+        MessageSequence(messaging: self, acknowledgement: acknowledgement)
+    }
+
+    /// What is waiting for the device now (up to 100 messages from its acknowledgement cursor), after waiting
+    /// up to `waitSeconds` (at most 60) for one to arrive — one long poll, for a background fetch. Nothing is
+    /// acknowledged. Registers the device if it has no token.
+    public func fetchMessages(waitSeconds: Int = 0) async throws -> [RemoteMessage] {
+        let token = try await token()
+        do {
+            let page = try await api.poll(token, after: nil, wait: min(max(waitSeconds, 0), 60))
+            return page.messages.map { message in
+                var message = message
+                message.registrationToken = token
+                return message
+            }
+        } catch {
+            if error == .unregistered { forget(token) }
+            throw error
+        }
+    }
+
+    /// Acknowledges `message` and every message before it: the server will not deliver them again.
+    public func acknowledge(_ message: RemoteMessage) async throws {
+        try await api.acknowledge(message.registrationToken, through: message.cursor)
+    }
+
+    // MARK: - The worker
+
+    /// Cancelling the caller ends its wait with `CancellationError`, not the operation: it stays pending and is
+    /// sent all the same.
+    private func enqueue(_ action: TopicOperation.Action, _ topic: String) async throws {
+        let name = try Topic.validated(topic)
+        let outcome = Outcome()
+        try await withTaskCancellationHandler {
+            try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Void, Error>) in
+                outcome.wait(continuation)
+                do {
+                    try append(action, name) { error in outcome.resume(error.map { .failure($0) } ?? .success(())) }
+                } catch {
+                    outcome.resume(.failure(error))
+                }
+            }
+        } onCancel: {
+            outcome.resume(.failure(CancellationError()))
+        }
+    }
+
+    private func enqueue(
+        _ action: TopicOperation.Action, _ topic: String, completion: (@Sendable (Error?) -> Void)?
+    ) {
+        let queue = configuration.callbackQueue
+        let done: @Sendable (MessagingError?) -> Void = { error in queue.async { completion?(error) } }
+        do {
+            try append(action, try Topic.validated(topic), then: done)
+        } catch {
+            done(error)
+        }
+    }
+
+    /// Records the operation in the store — before anything is sent — and wakes the worker.
+    private func append(
+        _ action: TopicOperation.Action, _ topic: String, then done: @escaping @Sendable (MessagingError?) -> Void
+    ) throws(MessagingError) {
+        try lock.locked { () throws(MessagingError) in
+            let operation = TopicOperation(id: UUID(), action: action, topic: topic)
+            var next = state
+            next.pending.append(operation)
+            if action == .subscribe { next.topics.insert(topic) } else { next.topics.remove(topic) }
+            try store.save(next)
+            state = next
+            waiters[operation.id, default: []].append(done)
+            startWorkerIfNeeded()
+        }
+    }
+
+    /// Call with `lock` held.
+    private func startWorkerIfNeeded() {
+        guard worker == nil, !isClosed, !state.pending.isEmpty else { return }
+        worker = Task { await self.drain() }
+    }
+
+    /// Sends the pending operations in order until none is left.
+    private func drain() async {
+        var failures = 0
+        while !Task.isCancelled {
+            let next = lock.locked { () -> (TopicOperation, String?, Bool)? in
+                guard let operation = state.pending.first else {
+                    worker = nil
+                    return nil
+                }
+                return (operation, state.token, mayRegister)
+            }
+            guard let (operation, token, mayRegister) = next else { return }
+            do {
+                if token == nil && !mayRegister {
+                    await waitForPermission()
+                    continue
+                }
+                let current: String
+                if let token { current = token } else { current = try await newToken(replacing: nil) }
+                // A new token rewrites the list: the operation may be gone.
+                guard lock.locked({ state.pending.first?.id == operation.id }) else { continue }
+                switch operation.action {
+                case .subscribe: try await api.subscribe(current, to: operation.topic)
+                case .unsubscribe: try await api.unsubscribe(current, from: operation.topic)
+                }
+                failures = 0
+                complete(operation, error: nil)
+            } catch let error as MessagingError {
+                if error == .unregistered, let token {
+                    forget(token)
+                } else if error.isRetryable {
+                    do {
+                        try await sleep(seconds: configuration.retry.delay(afterFailure: failures, retryAfter: error.retryAfter))
+                    } catch {
+                        return
+                    }
+                    failures += 1
+                } else {
+                    failures = 0
+                    complete(operation, error: error)
+                }
+            } catch {
+                return  // cancelled
+            }
+        }
+    }
+
+    private func waitForPermission() async {
+        await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+            let now = lock.locked {
+                if mayRegister || isClosed { return true }
+                permissionWaiters.append(continuation)
+                return false
+            }
+            if now { continuation.resume() }
+        }
+    }
+
+    private func allowRegistration() {
+        let waiting = lock.locked {
+            mayRegister = true
+            defer { permissionWaiters = [] }
+            return permissionWaiters
+        }
+        for continuation in waiting { continuation.resume() }
+    }
+
+    /// Removes a finished operation and tells whoever waits for it. An operation the server refused leaves the
+    /// app's wanted topics as they were before it (unless a later operation changes the same topic).
+    private func complete(_ operation: TopicOperation, error: MessagingError?) {
+        let done = lock.locked { () -> [@Sendable (MessagingError?) -> Void] in
+            // A closed instance no longer writes the store: the next launch owns it.
+            guard !isClosed else { return [] }
+            var next = state
+            next.pending.removeAll { $0.id == operation.id }
+            if error != nil, !next.pending.contains(where: { $0.topic == operation.topic }) {
+                if operation.action == .subscribe { next.topics.remove(operation.topic) } else { next.topics.insert(operation.topic) }
+            }
+            // If the store cannot be written, the operation is sent again by the next launch: harmless, both
+            // are idempotent on the server.
+            try? store.save(next)
+            state = next
+            return waiters.removeValue(forKey: operation.id) ?? []
+        }
+        for waiter in done { waiter(error) }
+    }
+
+    // MARK: - Registration
+
+    /// The server no longer knows `token`: forget it, so that the next step registers a new one.
+    func forget(_ token: String) {
+        lock.locked {
+            guard state.token == token, !isClosed else { return }
+            var next = state
+            next.token = nil
+            try? store.save(next)
+            state = next
+        }
+    }
+
+    /// A new token, unless the device already has one other than `old`. One registration at a time.
+    func newToken(replacing old: String?) async throws -> String {
+        let pending = lock.locked { () -> Result<String, Never>? in
+            if let token = state.token, token != old { return .success(token) }
+            return nil
+        }
+        if case .success(let token) = pending { return token }
+        let task = lock.locked { () -> Task<String, Error> in
+            if let registration { return registration }
+            let task = Task { [api] in
+                do {
+                    let token = try await api.register()
+                    self.adopt(token)
+                    return token
+                } catch {
+                    self.lock.locked { self.registration = nil }
+                    throw error
+                }
+            }
+            registration = task
+            return task
+        }
+        return try await task.value
+    }
+
+    /// Takes a newly registered token: the pending operations become one subscribe per wanted topic (a new
+    /// token has no subscriptions, so the unsubscribes are done and the wanted topics are re-applied), and the
+    /// observers hear of it.
+    private func adopt(_ token: String) {
+        let (done, observers) = lock.locked { () -> ([@Sendable (MessagingError?) -> Void], [AsyncStream<String>.Continuation]) in
+            registration = nil
+            guard !isClosed else { return ([], []) }
+            var next = state
+            next.token = token
+            next.issuer = issuer
+            var kept: [TopicOperation] = []
+            var done: [@Sendable (MessagingError?) -> Void] = []
+            let wanted = next.topics
+            var covered: Set<String> = []
+            for operation in next.pending {
+                if operation.action == .subscribe, wanted.contains(operation.topic), covered.insert(operation.topic).inserted {
+                    kept.append(operation)
+                } else {
+                    done += waiters.removeValue(forKey: operation.id) ?? []
+                }
+            }
+            for topic in wanted.subtracting(covered).sorted() {
+                kept.append(TopicOperation(id: UUID(), action: .subscribe, topic: topic))
+            }
+            next.pending = kept
+            try? store.save(next)
+            state = next
+            startWorkerIfNeeded()
+            return (done, Array(tokenObservers.values))
+        }
+        for waiter in done { waiter(nil) }
+        for observer in observers { observer.yield(token) }
+    }
+}
+
+/// Resumes one continuation once, with whichever outcome comes first (the operation's, or cancellation's).
+private final class Outcome: @unchecked Sendable {
+    // @unchecked: guarded by `lock`.
+    private let lock = NSLock()
+    private var continuation: CheckedContinuation<Void, Error>?
+    private var early: Result<Void, Error>?
+    private var resumed = false
+
+    func wait(_ continuation: CheckedContinuation<Void, Error>) {
+        let ready = lock.locked { () -> Result<Void, Error>? in
+            if let early { return early }
+            self.continuation = continuation
+            return nil
+        }
+        if let ready { continuation.resume(with: ready) }
+    }
+
+    func resume(_ result: Result<Void, Error>) {
+        let waiting = lock.locked { () -> CheckedContinuation<Void, Error>? in
+            guard !resumed else { return nil }
+            resumed = true
+            guard let continuation else {
+                early = result
+                return nil
+            }
+            self.continuation = nil
+            return continuation
+        }
+        waiting?.resume(with: result)
+    }
+}

@@ -1,0 +1,139 @@
+import Foundation
+
+#if canImport(FoundationNetworking)
+    import FoundationNetworking
+#endif
+
+/// The device side of the TopicLedger HTTP API (docs/server.md, *Devices*), one call per method. Every call
+/// carries the client API key; the registration token is in the path, percent-encoded.
+struct ServerAPI: Sendable {
+    let configuration: MessagingConfiguration
+    let session: URLSession
+
+    /// `POST /v1/projects/{p}/registrations` → a new registration token.
+    func register() async throws(MessagingError) -> String {
+        struct Body: Encodable {
+            let platform: String
+            let appId: String?
+        }
+        struct Reply: Decodable { let token: String }
+        let body = Body(platform: configuration.platform.rawValue, appId: configuration.appID)
+        let data = try await call("POST", registrations: "", body: try? JSONEncoder().encode(body))
+        guard let reply = try? JSONDecoder().decode(Reply.self, from: data), !reply.token.isEmpty else {
+            throw .unexpectedResponse(status: 200, "a registration answer without a token")
+        }
+        return reply.token
+    }
+
+    /// Subscribes the device; subscribed already counts as done (409 `ALREADY_EXISTS`).
+    func subscribe(_ token: String, to topic: String) async throws(MessagingError) {
+        do {
+            _ = try await call(
+                "POST", registrations: "/\(escaped(token))/topicSubscriptions?topicName=\(Topic.percentEncoded(topic))",
+                body: Data("{}".utf8))
+        } catch .unexpectedResponse(status: 409, _) {
+            return
+        }
+    }
+
+    /// Unsubscribes the device; not subscribed counts as done (`allowMissing`).
+    func unsubscribe(_ token: String, from topic: String) async throws(MessagingError) {
+        _ = try await call(
+            "DELETE", registrations: "/\(escaped(token))/topicSubscriptions/\(Topic.percentEncoded(topic))?allowMissing=true")
+    }
+
+    /// `DELETE …/registrations/{token}`.
+    func unregister(_ token: String) async throws(MessagingError) {
+        _ = try await call("DELETE", registrations: "/\(escaped(token))")
+    }
+
+    /// A long poll: the messages after `after` (default: the acknowledgement cursor), waiting up to `wait`
+    /// seconds for one.
+    func poll(_ token: String, after: String?, wait: Int) async throws(MessagingError) -> PollPage {
+        var query = "?waitSeconds=\(wait)"
+        if let after { query += "&after=\(after)" }
+        let data = try await call("GET", registrations: "/\(escaped(token))/messages\(query)", timeout: Double(wait) + 30)
+        do {
+            return try PollPage(data)
+        } catch {
+            throw .unexpectedResponse(status: 200, "a long poll answer that is not a page of messages")
+        }
+    }
+
+    /// Acknowledges every message up to and including `cursor`.
+    func acknowledge(_ token: String, through cursor: String) async throws(MessagingError) {
+        let body = try? JSONEncoder().encode(["through": cursor])
+        _ = try await call("POST", registrations: "/\(escaped(token))/messages:ack", body: body)
+    }
+
+    /// The request of `GET …/messages:stream`, from `lastEventID` when given.
+    func streamRequest(_ token: String, lastEventID: String?) -> URLRequest {
+        var request = self.request("GET", registrations: "/\(escaped(token))/messages:stream")
+        request.setValue("text/event-stream", forHTTPHeaderField: "Accept")
+        if let lastEventID { request.setValue(lastEventID, forHTTPHeaderField: "Last-Event-ID") }
+        request.timeoutInterval = configuration.streamIdleTimeout
+        return request
+    }
+
+    // MARK: -
+
+    private func escaped(_ token: String) -> String {
+        token.addingPercentEncoding(withAllowedCharacters: Self.unreserved) ?? token
+    }
+
+    private static let unreserved = CharacterSet(
+        charactersIn: "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-._~:")
+
+    private func request(_ method: String, registrations path: String) -> URLRequest {
+        let project = configuration.projectID.addingPercentEncoding(withAllowedCharacters: Self.unreserved) ?? ""
+        let base = configuration.serverURL.absoluteString.hasSuffix("/")
+            ? String(configuration.serverURL.absoluteString.dropLast()) : configuration.serverURL.absoluteString
+        // The path is assembled from escaped pieces; URL(string:) only fails on a server URL that was not one.
+        let url = URL(string: "\(base)/v1/projects/\(project)/registrations\(path)") ?? configuration.serverURL
+        var request = URLRequest(url: url)
+        request.httpMethod = method
+        request.setValue(configuration.apiKey, forHTTPHeaderField: "x-goog-api-key")
+        return request
+    }
+
+    /// One request; the body of a 2xx answer, or the error the answer stands for.
+    private func call(
+        _ method: String, registrations path: String, body: Data? = nil, timeout: TimeInterval = 60
+    ) async throws(MessagingError) -> Data {
+        var request = request(method, registrations: path)
+        request.timeoutInterval = timeout
+        if let body {
+            request.httpBody = body
+            request.setValue("application/json", forHTTPHeaderField: "Content-Type")
+        }
+        let data: Data
+        let response: URLResponse
+        do {
+            (data, response) = try await session.data(for: request)
+        } catch {
+            throw MessagingError.from(transport: error)
+        }
+        guard let http = response as? HTTPURLResponse else {
+            throw .unexpectedResponse(status: 0, "not an HTTP answer")
+        }
+        guard (200..<300).contains(http.statusCode) else {
+            throw MessagingError.from(
+                status: http.statusCode, body: data, retryAfterHeader: http.value(forHTTPHeaderField: "Retry-After"))
+        }
+        return data
+    }
+}
+
+/// A long poll's answer: `{"cursor":"N","messages":[…]}`.
+struct PollPage {
+    let cursor: String
+    let messages: [RemoteMessage]
+
+    init(_ data: Data) throws {
+        guard case .object(let object) = try JSONDecoder().decode(PayloadValue.self, from: data),
+            case .string(let cursor) = object["cursor"], case .array(let items) = object["messages"]
+        else { throw MessagingError.unexpectedResponse(status: 200, "not a page") }
+        self.cursor = cursor
+        messages = try items.map { try RemoteMessage(delivery: $0) }
+    }
+}
