@@ -154,18 +154,22 @@ public final class Messaging: @unchecked Sendable {
     /// The topic operations not confirmed by the server yet, oldest first.
     public var pendingTopicOperations: [TopicOperation] { lock.locked { state.pending } }
 
-    /// Stops the background work (as when the app is terminated); pending operations stay in the store for the
-    /// next instance. Callers still waiting get `CancellationError`-free silence: their operation is not lost.
+    /// Stops the background work (as when the app is terminated). Pending operations stay in the store for the
+    /// next instance; callers still waiting for one get ``MessagingError/closed``.
     public func close() {
-        let waiting = lock.locked {
+        let (permissions, callers) = lock.locked {
             isClosed = true
             worker?.cancel()
             worker = nil
             registration?.cancel()
-            defer { permissionWaiters = [] }
-            return permissionWaiters
+            defer {
+                permissionWaiters = []
+                waiters = [:]
+            }
+            return (permissionWaiters, waiters.values.flatMap { $0 })
         }
-        for continuation in waiting { continuation.resume() }
+        for continuation in permissions { continuation.resume() }
+        for caller in callers { caller(.closed) }
     }
 
     // MARK: Messages
@@ -360,13 +364,13 @@ public final class Messaging: @unchecked Sendable {
 
     /// A new token, unless the device already has one other than `old`. One registration at a time.
     func newToken(replacing old: String?) async throws -> String {
-        let pending = lock.locked { () -> Result<String, Never>? in
-            if let token = state.token, token != old { return .success(token) }
-            return nil
+        enum Next {
+            case token(String)
+            case registration(Task<String, Error>)
         }
-        if case .success(let token) = pending { return token }
-        let task = lock.locked { () -> Task<String, Error> in
-            if let registration { return registration }
+        let next = lock.locked { () -> Next in
+            if let token = state.token, token != old { return .token(token) }
+            if let registration { return .registration(registration) }
             let task = Task { [api] in
                 do {
                     let token = try await api.register()
@@ -378,9 +382,12 @@ public final class Messaging: @unchecked Sendable {
                 }
             }
             registration = task
-            return task
+            return .registration(task)
         }
-        return try await task.value
+        switch next {
+        case .token(let token): return token
+        case .registration(let task): return try await task.value
+        }
     }
 
     /// Takes a newly registered token: the pending operations become one subscribe per wanted topic (a new

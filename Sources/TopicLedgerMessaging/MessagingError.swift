@@ -27,6 +27,9 @@ public enum MessagingError: Error, Equatable, Sendable, CustomStringConvertible 
     case unexpectedResponse(status: Int, String)
     /// The library's store file exists but cannot be read or written.
     case store(String)
+    /// ``Messaging/close()`` was called while the caller waited; the operation stays in the store and the next
+    /// instance sends it.
+    case closed
 
     /// Whether the same request may succeed later. Topic operations with such an error are retried with
     /// backoff until they succeed.
@@ -59,6 +62,7 @@ public enum MessagingError: Error, Equatable, Sendable, CustomStringConvertible 
         case .network(let message): "network: \(message)"
         case .unexpectedResponse(let status, let message): "unexpected response \(status): \(message)"
         case .store(let message): "store: \(message)"
+        case .closed: "closed before the server confirmed; the operation stays pending in the store"
         }
     }
 }

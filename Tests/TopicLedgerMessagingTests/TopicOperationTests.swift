@@ -85,20 +85,23 @@ struct TopicOperationTests {
             server.front.on(.post, "/topicSubscriptions", times: 1000, .status(503))
             let first = try Messaging(configuration: server.messagingConfiguration(port: admin.port))
             let token = try await first.token()
-            first.subscribe(toTopic: "news", completion: nil)
+            let waiting = Task { try await first.subscribe(toTopic: "news") }
+            #expect(await eventually { first.pendingTopicOperations.count == 1 })
             first.subscribe(toTopic: "sports", completion: nil)
             first.unsubscribe(fromTopic: "sports", completion: nil)
+            first.subscribe(toTopic: "weather", completion: nil)
             #expect(await eventually { server.front.requests(.post, "/topicSubscriptions").count >= 2 })
-            first.close()  // the app is terminated with three operations pending
-            #expect(first.pendingTopicOperations.count == 3)
+            first.close()  // the app is terminated with four operations pending
+            await #expect(throws: MessagingError.closed) { try await waiting.value }
+            #expect(first.pendingTopicOperations.count == 4)
             server.front.clearRules()
 
             let second = try Messaging(configuration: server.messagingConfiguration(port: admin.port))
             #expect(second.registrationToken == token)
-            #expect(second.pendingTopicOperations.map(\.topic) == ["news", "sports", "sports"])
+            #expect(second.pendingTopicOperations.map(\.topic) == ["news", "sports", "sports", "weather"])
             #expect(await eventually { second.pendingTopicOperations.isEmpty })
-            #expect(try await admin.topics(of: token) == ["news"])
-            #expect(second.topics == ["news"])
+            #expect(try await admin.topics(of: token) == ["news", "weather"])
+            #expect(second.topics == ["news", "weather"])
         }
     }
 

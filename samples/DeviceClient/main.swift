@@ -44,7 +44,7 @@ enum Failure {
         case .invalidTopicName, .invalidArgument, .tooManyTopics: 65  // EX_DATAERR
         case .unregistered: 67  // EX_NOUSER
         case .authentication: 77  // EX_NOPERM
-        case .quotaExceeded, .unavailable, .network: 69  // EX_UNAVAILABLE
+        case .quotaExceeded, .unavailable, .network, .closed: 69  // EX_UNAVAILABLE
         case .store: 74  // EX_IOERR
         case .internalError, .unexpectedResponse: 76  // EX_PROTOCOL
         }
