@@ -45,6 +45,8 @@ public final class LMDBCursor {
     public func last() throws(LMDBError) -> LMDBEntry? { try get(MDB_LAST) }
     /// The next entry (the next duplicate, or the first of the next key).
     public func next() throws(LMDBError) -> LMDBEntry? { try get(MDB_NEXT) }
+    /// The entry before the current one.
+    public func previous() throws(LMDBError) -> LMDBEntry? { try get(MDB_PREV) }
     /// The next value of the current key (duplicate-sorted databases).
     public func nextDuplicate() throws(LMDBError) -> LMDBEntry? { try get(MDB_NEXT_DUP) }
 

@@ -38,8 +38,8 @@ extension LedgerCommand {
             var output = BufferedOutput()
             switch format {
             case .csv:
-                output.write { $0.append(contentsOf: Array("token".utf8)) }
-                for token in replay.recipients { output.write { $0.append(contentsOf: Array(token.rawValue.utf8)) } }
+                // The console's download is the same bytes (MessageReplay.csv); `write` adds the last newline.
+                output.write { $0 += replay.csv.dropLast() }
             case .json:
                 let object = AuditJSON.replay(replay, project: location.projectID, recipients: replay.recipients[...])
                 let data = try AuditJSON.data(object)

@@ -128,6 +128,7 @@ public func buildRouter(
     AuditRoutes(server: server).register(on: router)
     DeliveryRoutes(server: server).register(on: router)
     ProofRoutes(server: server).register(on: router)
+    ConsoleRoutes(server: server).register(on: router)
     return router
 }
 

@@ -1,0 +1,263 @@
+import Foundation
+import HTTPTypes
+import Hummingbird
+import LedgerCore
+import LedgerStore
+import Mustache
+
+/// `/console`: the read-only audit console for a project's auditor and admin keys (docs/compliance.md).
+/// Server-rendered HTML that works without JavaScript; CSS from the server itself; every page under a
+/// Content-Security-Policy of `default-src 'self'`. Signing in trades the key, sent once in a form body, for an
+/// HttpOnly, SameSite=Strict session cookie; the key never appears in a URL, a page or a log.
+struct ConsoleRoutes {
+    let server: ServerContext
+    let sessions = ConsoleSessions()
+    let library: MustacheLibrary
+    static let cookie = "tl_console"
+    static let messagesPerPage = 50
+    static let recipientsPerPage = 100
+
+    init(server: ServerContext) {
+        self.server = server
+        // The templates are constants of this file's module: a failure to compile them is a programming error
+        // that every console test catches.
+        library = (try? ConsoleTemplates.library()) ?? MustacheLibrary()
+    }
+
+    func register(on router: Router<LedgerRequestContext>) {
+        let console = router.group("/console")
+        console.get { request, _ in try answer { try overview(request) } }
+        console.get("sign-in") { request, _ in signInPage(request) }
+        console.post("sign-in") { request, _ in try await signIn(request) }
+        console.post("sign-out") { request, _ in signOut(request) }
+        console.get("messages") { request, _ in try answer { try messages(request) } }
+        console.get("messages/:message") { request, context in try answer { try message(request, context) } }
+        console.get("messages/:message/recipients.csv") { request, context in
+            try answer { try recipientsCSV(request, context) }
+        }
+        console.get("static/console.css") { _, _ in
+            Response(
+                status: .ok, headers: Self.headers(contentType: "text/css; charset=utf-8", cache: "max-age=3600"),
+                body: ResponseBody(byteBuffer: ByteBuffer(string: ConsoleTemplates.css)))
+        }
+    }
+
+    // MARK: Sessions
+
+    private func session(_ request: Request) -> (id: String, session: ConsoleSessions.Session)? {
+        guard let id = request.cookies[Self.cookie]?.value, let session = sessions.session(id) else { return nil }
+        return (id, session)
+    }
+
+    private func signInPage(_ request: Request, error: String? = nil, status: HTTPResponse.Status = .ok) -> Response {
+        var model: [String: Any] = ["title": "Sign in"]
+        if let error { model["error"] = error }
+        return page("sign-in", model, status: status)
+    }
+
+    private func signIn(_ request: Request) async throws -> Response {
+        let body = try await request.body.collect(upTo: 4096)
+        struct Form: Decodable { let key: String }
+        guard let form = try? URLEncodedFormDecoder().decode(Form.self, from: String(buffer: body)) else {
+            return signInPage(request, error: "Enter the project's auditor or admin key.", status: .badRequest)
+        }
+        let grants = server.configuration.credentials.grants(for: form.key)
+            .filter { $0.role == .auditor || $0.role == .admin }
+            .sorted { ($0.project.rawValue, $0.role.rawValue) < ($1.project.rawValue, $1.role.rawValue) }
+        guard let grant = grants.first else {
+            // The same answer for a wrong key and for a device's key: nothing to learn from it.
+            return signInPage(request, error: "That key does not open the audit console.", status: .unauthorized)
+        }
+        let id = sessions.open(project: grant.project, role: grant.role)
+        var response = redirect(to: "/console")
+        let maxAge = Int(ConsoleSessions.lifetime.components.seconds)
+        response.headers[.setCookie] = "\(Self.cookie)=\(id); Path=/console; Max-Age=\(maxAge); HttpOnly; SameSite=Strict"
+        return response
+    }
+
+    private func signOut(_ request: Request) -> Response {
+        if let (id, _) = session(request) { sessions.close(id) }
+        var response = redirect(to: "/console/sign-in")
+        response.headers[.setCookie] = "\(Self.cookie)=; Path=/console; Max-Age=0; HttpOnly; SameSite=Strict"
+        return response
+    }
+
+    /// A page answered before its end (the redirect to sign in, a not-found page).
+    private struct Early: Error {
+        let response: Response
+    }
+
+    /// `body`'s page, or the one it answered early with.
+    private func answer(_ body: () throws -> Response) throws -> Response {
+        do {
+            return try body()
+        } catch let early as Early {
+            return early.response
+        }
+    }
+
+    /// The signed-in project's ledger and the page model's common part; else the redirect to sign in.
+    private func signedIn(_ request: Request) throws -> (Ledger, [String: Any]) {
+        guard let (_, session) = session(request) else { throw Early(response: redirect(to: "/console/sign-in")) }
+        let model: [String: Any] = [
+            "signedIn": true, "project": session.project.rawValue, "role": session.role.rawValue,
+        ]
+        return (try server.ledger(for: session.project), model)
+    }
+
+    // MARK: Pages
+
+    private func overview(_ request: Request) throws -> Response {
+        let (ledger, base) = try signedIn(request)
+        let statistics = try ledger.read { try $0.statistics() }
+        var model = base
+        model["title"] = "Overview"
+        model["events"] = statistics.events
+        model["headTime"] = statistics.headTime?.description as Any
+        model["headHash"] = statistics.headHash
+        model["registered"] = statistics.registeredInstances
+        model["instances"] = statistics.instances
+        model["topics"] = statistics.topics
+        model["subscriptions"] = statistics.subscriptions
+        model["messages"] = statistics.messages
+        return page("overview", model)
+    }
+
+    /// `/console/messages?target=&from=&to=&before=`: newest first, 50 a page.
+    private func messages(_ request: Request) throws -> Response {
+        let (ledger, base) = try signedIn(request)
+        let query = request.uri.queryParameters
+        let target = query["target"].map(String.init) ?? ""
+        let fromText = query["from"].map(String.init) ?? ""
+        let toText = query["to"].map(String.init) ?? ""
+        var model = base
+        model["title"] = "Messages"
+        model["target"] = target
+        model["from"] = fromText
+        model["to"] = toText
+        let from = fromText.isEmpty ? nil : LedgerTime(parsing: fromText)
+        let to = toText.isEmpty ? nil : LedgerTime(parsing: toText)
+        if (!fromText.isEmpty && from == nil) || (!toText.isEmpty && to == nil) {
+            model["error"] = "Times are RFC 3339 (2026-11-01T00:00:00Z) or a date (2026-11-01)."
+            model["sends"] = [[String: Any]]()
+            return page("messages", model, status: .badRequest)
+        }
+        let before = query["before"].flatMap { UInt64(String($0)) }
+        let result = try ledger.read { snapshot in
+            try snapshot.sends(before: before, limit: Self.messagesPerPage) { send in
+                (target.isEmpty || send.target.text.contains(target))
+                    && (from.map { send.time >= $0 } ?? true) && (to.map { send.time < $0 } ?? true)
+            }
+        }
+        model["sends"] = result.sends.map { send -> [String: Any] in
+            [
+                "time": send.time.description, "messageID": String(send.messageID), "kind": send.target.kindName,
+                "target": send.target.text,
+                "recipients": send.recordedCount.map { String($0) } ?? "not recorded yet",
+            ]
+        }
+        if let next = result.nextBefore {
+            var components = URLComponents()
+            components.path = "/console/messages"
+            components.queryItems = [
+                URLQueryItem(name: "target", value: target), URLQueryItem(name: "from", value: fromText),
+                URLQueryItem(name: "to", value: toText), URLQueryItem(name: "before", value: String(next)),
+            ]
+            model["next"] = components.string ?? "/console/messages"
+        }
+        return page("messages", model)
+    }
+
+    private func replay(_ request: Request, _ context: LedgerRequestContext) throws -> (MessageReplay, [String: Any]) {
+        let (ledger, base) = try signedIn(request)
+        let text = context.parameters.get("message") ?? ""
+        guard let id = UInt64(text), let replay = try ledger.read({ try MessageReplay.replay(id, in: $0) }) else {
+            var model = base
+            model["title"] = "Not found"
+            model["detail"] = "There is no message \(text) in this project."
+            throw Early(response: page("not-found", model, status: .notFound))
+        }
+        return (replay, base)
+    }
+
+    /// `/console/messages/{id}?start=N`: the replay beside the record, recipients 100 a page.
+    private func message(_ request: Request, _ context: LedgerRequestContext) throws -> Response {
+        let (replay, base) = try self.replay(request, context)
+        let start = min(
+            request.uri.queryParameters["start"].flatMap { Int(String($0)) }.map { max($0, 0) } ?? 0,
+            replay.recipientCount)
+        let end = min(start + Self.recipientsPerPage, replay.recipientCount)
+        var model = base
+        model["title"] = "Message \(replay.messageID)"
+        model["messageID"] = String(replay.messageID)
+        model["matches"] = replay.matchesRecord
+        model["verdict"] =
+            replay.recorded == nil
+            ? "No audience is recorded for this message yet"
+            : "Does not match: the replayed recipients differ from the audience recorded when it was sent"
+        model["seq"] = replay.seq
+        model["time"] = replay.time.description
+        model["kind"] = replay.target.kindName
+        model["target"] = replay.target.text
+        model["rule"] = replay.precedence.rawValue
+        model["recipientCount"] = replay.recipientCount
+        model["replayDigest"] = Hex.encode(replay.recipientDigest)
+        if let recorded = replay.recorded {
+            model["recorded"] = true
+            model["recordedCount"] = recorded.record.recipientCount
+            model["recordedDigest"] = Hex.encode(recorded.record.recipientDigest)
+            model["audienceSeq"] = recorded.seq
+        }
+        model["acknowledgedCount"] = replay.acknowledgedCount
+        model["firstShown"] = replay.recipientCount == 0 ? 0 : start + 1
+        model["lastShown"] = end
+        model["recipients"] = (start..<end).map { index -> [String: Any] in
+            ["token": replay.recipients[index].rawValue, "acknowledged": replay.acknowledged[index]]
+        }
+        if end < replay.recipientCount { model["next"] = "/console/messages/\(replay.messageID)?start=\(end)" }
+        model["messageJSON"] = Self.prettyJSON(replay.messageJSON)
+        return page("message", model)
+    }
+
+    private func recipientsCSV(_ request: Request, _ context: LedgerRequestContext) throws -> Response {
+        let (replay, _) = try self.replay(request, context)
+        var headers = Self.headers(contentType: "text/csv; charset=utf-8")
+        headers[.contentDisposition] = "attachment; filename=\"message-\(replay.messageID)-recipients.csv\""
+        return Response(status: .ok, headers: headers, body: ResponseBody(byteBuffer: ByteBuffer(bytes: replay.csv)))
+    }
+
+    // MARK: Rendering
+
+    private func page(_ name: String, _ model: [String: Any], status: HTTPResponse.Status = .ok) -> Response {
+        let html = library.render(model, withTemplate: name) ?? "template \(name) is missing"
+        return Response(
+            status: status, headers: Self.headers(contentType: "text/html; charset=utf-8"),
+            body: ResponseBody(byteBuffer: ByteBuffer(string: html)))
+    }
+
+    private func redirect(to location: String) -> Response {
+        var headers = Self.headers(contentType: "text/plain; charset=utf-8")
+        headers[.location] = location
+        return Response(status: .seeOther, headers: headers)
+    }
+
+    /// Every console answer: only the server's own resources, no framing, no sniffing, no referrer, no caching
+    /// of pages that carry audit data.
+    static func headers(contentType: String, cache: String = "no-store") -> HTTPFields {
+        [
+            .contentType: contentType, .cacheControl: cache,
+            .contentSecurityPolicy: "default-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'",
+            HTTPField.Name("X-Content-Type-Options")!: "nosniff", HTTPField.Name("Referrer-Policy")!: "no-referrer",
+            HTTPField.Name("X-Frame-Options")!: "DENY",
+        ]
+    }
+
+    /// The message as accepted, indented for reading (the bytes as stored when they are not JSON).
+    static func prettyJSON(_ bytes: [UInt8]) -> String {
+        guard let object = try? JSONSerialization.jsonObject(with: Data(bytes)),
+            let data = try? JSONSerialization.data(
+                withJSONObject: object, options: [.prettyPrinted, .sortedKeys, .withoutEscapingSlashes])
+        else { return String(decoding: bytes, as: UTF8.self) }
+        return String(decoding: data, as: UTF8.self)
+    }
+}

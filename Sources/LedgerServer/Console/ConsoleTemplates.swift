@@ -1,0 +1,152 @@
+import Mustache
+
+/// The console's pages: mustache templates compiled into the binary (no files to find at run time, no
+/// network fonts or scripts). `{{value}}` is HTML-escaped (`& < > " '`), so user input — app ids, topic
+/// names, message data — is shown as text; the templates never use the unescaped `{{{…}}}` form.
+enum ConsoleTemplates {
+    static func library() throws -> MustacheLibrary {
+        var library = MustacheLibrary()
+        for (name, text) in templates { try library.register(text, named: name) }
+        return library
+    }
+
+    static let templates: [(String, String)] = [
+        ("header", header), ("footer", footer), ("sign-in", signIn), ("overview", overview),
+        ("messages", messages), ("message", message), ("not-found", notFound),
+    ]
+
+    static let header = """
+        <!doctype html>
+        <html lang="en">
+        <head><meta charset="utf-8"><meta name="viewport" content="width=device-width, initial-scale=1">
+        <title>{{title}} · TopicLedger audit</title>
+        <link rel="stylesheet" href="/console/static/console.css"></head>
+        <body>
+        <header class="bar"><a class="brand" href="/console">TopicLedger audit</a>
+        {{#signedIn}}<nav aria-label="Console"><a href="/console">Overview</a> <a href="/console/messages">Messages</a></nav>
+        <span class="who">{{project}} · {{role}}</span>
+        <form method="post" action="/console/sign-out"><button type="submit">Sign out</button></form>{{/signedIn}}
+        </header>
+        <main>
+
+        """
+
+    static let footer = """
+        </main>
+        </body>
+        </html>
+
+        """
+
+    static let signIn = """
+        {{> header}}
+        <h1>Sign in</h1>
+        {{#error}}<p class="error" role="alert">{{error}}</p>{{/error}}
+        <form method="post" action="/console/sign-in" class="sign-in">
+        <label for="key">Auditor or admin key</label>
+        <input id="key" name="key" type="password" autocomplete="current-password" required autofocus>
+        <button type="submit">Sign in</button>
+        </form>
+        <p class="hint">The key is sent once, in the body of this form. The console keeps a session cookie for
+        8 hours, never the key.</p>
+        {{> footer}}
+        """
+
+    static let overview = """
+        {{> header}}
+        <h1>Project {{project}}</h1>
+        <dl class="facts">
+        <dt>Head</dt><dd>seq {{events}}{{#headTime}} at <time>{{headTime}}</time>{{/headTime}}</dd>
+        <dt>Head hash</dt><dd><code>{{headHash}}</code></dd>
+        <dt>Devices</dt><dd>{{registered}} registered ({{instances}} ever)</dd>
+        <dt>Topics</dt><dd>{{topics}}</dd>
+        <dt>Subscriptions</dt><dd>{{subscriptions}}</dd>
+        <dt>Messages</dt><dd><a href="/console/messages">{{messages}}</a></dd>
+        </dl>
+        {{> footer}}
+        """
+
+    static let messages = """
+        {{> header}}
+        <h1>Messages</h1>
+        <form method="get" action="/console/messages" class="filters">
+        <label>Target contains <input name="target" value="{{target}}"></label>
+        <label>Sent from <input name="from" value="{{from}}" placeholder="2026-11-01T00:00:00Z"></label>
+        <label>until <input name="to" value="{{to}}" placeholder="2026-12-01T00:00:00Z"></label>
+        <button type="submit">Filter</button>
+        </form>
+        {{#error}}<p class="error" role="alert">{{error}}</p>{{/error}}
+        <table>
+        <thead><tr><th scope="col">Sent</th><th scope="col">Message</th><th scope="col">Target</th><th scope="col">Recipients</th></tr></thead>
+        <tbody>
+        {{#sends}}<tr><td><time>{{time}}</time></td><td><a href="/console/messages/{{messageID}}">{{messageID}}</a></td><td>{{kind}} <code>{{target}}</code></td><td class="num">{{recipients}}</td></tr>
+        {{/sends}}
+        {{^sends}}<tr><td colspan="4">No messages here.</td></tr>{{/sends}}
+        </tbody>
+        </table>
+        {{#next}}<p><a rel="next" href="{{next}}">Older messages</a></p>{{/next}}
+        {{> footer}}
+        """
+
+    static let message = """
+        {{> header}}
+        <h1>Message {{messageID}}</h1>
+        {{#matches}}<p class="badge ok">Matches: the replayed recipients are the audience recorded when it was sent</p>{{/matches}}
+        {{^matches}}<p class="badge bad">{{verdict}}</p>{{/matches}}
+        <dl class="facts">
+        <dt>Sent</dt><dd>seq {{seq}} at <time>{{time}}</time></dd>
+        <dt>Target</dt><dd>{{kind}} <code>{{target}}</code></dd>
+        <dt>Rule</dt><dd>{{rule}}</dd>
+        <dt>Recipients, replayed</dt><dd>{{recipientCount}} · digest <code>{{replayDigest}}</code></dd>
+        <dt>Recorded at send time</dt><dd>{{#recorded}}{{recordedCount}} · digest <code>{{recordedDigest}}</code> (audience event at seq {{audienceSeq}}){{/recorded}}{{^recorded}}not recorded yet{{/recorded}}</dd>
+        <dt>Acknowledged</dt><dd>{{acknowledgedCount}} of {{recipientCount}}</dd>
+        </dl>
+        <p><a href="/console/messages/{{messageID}}/recipients.csv">Download the recipients (CSV, as <code>ledger replay --format csv</code>)</a></p>
+        <h2>Recipients {{firstShown}}–{{lastShown}} of {{recipientCount}}</h2>
+        <table>
+        <thead><tr><th scope="col">Registration token</th><th scope="col">Acknowledged</th></tr></thead>
+        <tbody>
+        {{#recipients}}<tr><td><code>{{token}}</code></td><td>{{#acknowledged}}<span class="ack">acknowledged</span>{{/acknowledged}}{{^acknowledged}}not yet{{/acknowledged}}</td></tr>
+        {{/recipients}}
+        </tbody>
+        </table>
+        {{#next}}<p><a rel="next" href="{{next}}">Next recipients</a></p>{{/next}}
+        <h2>The message as accepted</h2>
+        <pre class="json">{{messageJSON}}</pre>
+        {{> footer}}
+        """
+
+    static let notFound = """
+        {{> header}}
+        <h1>Not found</h1>
+        <p>{{detail}}</p>
+        {{> footer}}
+        """
+
+    static let css = """
+        :root { color-scheme: light dark; --accent: #2557a7; --ok: #1d7a3a; --bad: #b3261e; }
+        body { font: 15px/1.45 system-ui, sans-serif; margin: 0; }
+        .bar { display: flex; gap: 1.5em; align-items: center; padding: .6em 1.2em; border-bottom: 1px solid #8884; }
+        .bar form { margin-left: auto; }
+        .brand { font-weight: 600; text-decoration: none; }
+        main { padding: 1em 1.2em; max-width: 80em; }
+        a { color: var(--accent); }
+        a:focus, button:focus, input:focus { outline: 3px solid var(--accent); outline-offset: 2px; }
+        code, pre { font: 13px/1.4 ui-monospace, monospace; overflow-wrap: anywhere; }
+        pre.json { white-space: pre-wrap; background: #8881; padding: .8em; }
+        table { border-collapse: collapse; width: 100%; }
+        th, td { text-align: left; padding: .3em .6em; border-bottom: 1px solid #8883; vertical-align: top; }
+        td.num { text-align: right; }
+        .facts { display: grid; grid-template-columns: max-content 1fr; gap: .3em 1.2em; }
+        .facts dt { font-weight: 600; }
+        .facts dd { margin: 0; }
+        .badge { display: inline-block; padding: .3em .7em; border-radius: .3em; color: #fff; font-weight: 600; }
+        .badge.ok { background: var(--ok); }
+        .badge.bad { background: var(--bad); }
+        .ack { color: var(--ok); font-weight: 600; }
+        .error { color: var(--bad); font-weight: 600; }
+        .filters { display: flex; flex-wrap: wrap; gap: .8em; align-items: end; margin-bottom: 1em; }
+        .sign-in { display: grid; gap: .5em; max-width: 24em; }
+        .hint { color: #888; }
+        """
+}

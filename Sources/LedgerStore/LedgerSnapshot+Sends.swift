@@ -1,0 +1,66 @@
+import LMDBKit
+import LedgerCore
+
+/// One send as the audit console lists it.
+public struct SendSummary: Sendable, Equatable {
+    public var seq: UInt64
+    public var messageID: UInt64
+    public var time: LedgerTime
+    public var target: MessageTarget
+    /// The recorded audience's size, once the audience event is written.
+    public var recordedCount: UInt64?
+}
+
+/// A page of sends, newest first, and where the next page starts.
+public struct SendPage: Sendable, Equatable {
+    public var sends: [SendSummary]
+    /// The `before` of the next page; `nil` when the log holds no older send.
+    public var nextBefore: UInt64?
+}
+
+extension LedgerSnapshot {
+    /// The sends before seq `before` (from the head when `nil`), newest first: up to `limit` of them that
+    /// `matching` accepts, looking at no more than `scanLimit` sends — so a filter that matches nothing in a
+    /// long log answers in bounded time with where to go on (`nextBefore`).
+    public func sends(
+        before: UInt64?, limit: Int, scanLimit: Int = 100_000, matching: (SendSummary) -> Bool = { _ in true }
+    ) throws -> SendPage {
+        var scanned = 0
+        var older: UInt64?
+        var page: [SendSummary] = []
+        try txn.withCursor(schema.sends) { cursor in
+            // Before `before`: the entry before the first at or after it, or the last when none is.
+            var entry = try before.flatMap { try cursor.seek($0) } != nil ? try cursor.previous() : try cursor.last()
+            while let current = entry, page.count < limit, scanned < max(scanLimit, limit) {
+                let seq = current.key.loadBigEndianUInt64()
+                scanned += 1
+                let (event, sent) = try sentEvent(at: seq)
+                let recorded = try message(sent.messageID)?.audienceSeq
+                var recordedCount: UInt64?
+                if let recorded, case .audience(let record)? = try self.event(at: recorded)?.body {
+                    recordedCount = record.recipientCount
+                }
+                let summary = SendSummary(
+                    seq: seq, messageID: sent.messageID, time: event.time, target: sent.target,
+                    recordedCount: recordedCount)
+                if matching(summary) { page.append(summary) }
+                entry = try cursor.previous()
+            }
+            if let current = entry { older = current.key.loadBigEndianUInt64() + 1 }
+        }
+        return SendPage(sends: page, nextBefore: older)
+    }
+}
+
+extension MessageReplay {
+    /// `ledger replay --format csv` and the console's download: a `token` header, then one recipient per line in
+    /// byte order.
+    public var csv: [UInt8] {
+        var out = Array("token\n".utf8)
+        for token in recipients {
+            out += token.rawValue.utf8
+            out.append(UInt8(ascii: "\n"))
+        }
+        return out
+    }
+}
