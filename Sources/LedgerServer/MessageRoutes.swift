@@ -31,19 +31,14 @@ struct MessageRoutes {
             throw FCMError.invalidArgument("orderBy must be name or \"subscriberCount desc\"", field: "orderBy")
         }
         let topics = try server.ledger(for: project).read { try $0.topicsWithCounts(orderedBy: order) }
-        var start = 0
+        var last: TopicCount?
         if let token = page.after {
-            guard let last = Self.topic(fromPageToken: token) else {
+            guard let topic = Self.topic(fromPageToken: token) else {
                 throw FCMError.invalidArgument("pageToken must come from a previous page", field: "pageToken")
             }
-            // Binary search: the first topic after `last` in the order.
-            var high = topics.count
-            while start < high {
-                let middle = (start + high) / 2
-                if order.precedes(last, topics[middle]) { high = middle } else { start = middle + 1 }
-            }
+            last = topic
         }
-        let slice = topics[start..<min(topics.count, start + page.size)]
+        let slice = order.page(of: topics, after: last, size: page.size)
         var body: [String: Any] = [
             "topics": slice.map { ["name": $0.topic.rawValue, "subscriberCount": $0.subscribers] }
         ]

@@ -320,6 +320,22 @@ public struct TopicCount: Sendable, Equatable {
     }
 }
 
+extension TopicOrder {
+    /// The page of `topics` (sorted in this order) that follows `last`, up to `size` long: the first topic after
+    /// `last` found by binary search, so pages stay in order while counts change between calls.
+    public func page(of topics: [TopicCount], after last: TopicCount?, size: Int) -> ArraySlice<TopicCount> {
+        var start = 0
+        if let last {
+            var high = topics.count
+            while start < high {
+                let middle = (start + high) / 2
+                if precedes(last, topics[middle]) { high = middle } else { start = middle + 1 }
+            }
+        }
+        return topics[start..<min(topics.count, start + max(size, 0))]
+    }
+}
+
 /// How topics are listed.
 public enum TopicOrder: String, Sendable, CaseIterable {
     /// By name, in byte order.

@@ -36,6 +36,25 @@ struct ConditionPropertyTests {
         }
     }
 
+    @Test("a page of a bitmap's ids after any id is the sorted ids filtered, word boundaries included")
+    func idPages() async {
+        await propertyCheck(count: 300, input: Gen.uint64()) { seed in
+            var generator = SeededGenerator(seed: seed)
+            let capacity = Int.random(in: 1...400, using: &generator)
+            var set = InstanceSet(capacity: capacity)
+            let density = Int.random(in: 0...10, using: &generator)
+            for id in 0..<set.capacity where Int.random(in: 0..<10, using: &generator) < density {
+                set.insert(InstanceID(id))
+            }
+            let all = set.ids
+            let after: InstanceID? =
+                Bool.random(using: &generator) ? nil : InstanceID(Int.random(in: 0..<set.capacity + 70, using: &generator))
+            let limit = Int.random(in: 0...40, using: &generator)
+            let expected = Array(all.filter { after == nil || $0 > after! }.prefix(limit))
+            #expect(set.ids(after: after, limit: limit) == expected, "after \(String(describing: after)) limit \(limit)")
+        }
+    }
+
     @Test("text parsed under each rule evaluates like the tree that rule builds")
     func rulesDifferOnlyByGrouping() async {
         await propertyCheck(count: 300, input: Gen.uint64()) { seed in

@@ -147,6 +147,142 @@ struct ConsoleTests {
         }
     }
 
+    @Test("a device page: a hostile app id as text, topics at a past time, its history, deliveries and acknowledgements")
+    func devicePage() async throws {
+        try await TestServer().run { client in
+            let hostile = "<script>alert(1)</script>"
+            let registered = try await client.call(
+                .post, "/v1/projects/demo-project/registrations", headers: TestServer.Client.device,
+                body: #"{"platform":"ios","appId":"\#(hostile)"}"#)
+            let token = try #require(registered.json["token"] as? String)
+            let admin = TestServer.Client.admin
+            _ = try await client.call(
+                .post, "/iid/v1:batchAdd", headers: admin,
+                body: #"{"to":"/topics/early","registration_tokens":["\#(token)"]}"#)
+            let sent = try await client.call(
+                .post, "/v1/projects/demo-project/messages:send", headers: admin,
+                body: #"{"message":{"topic":"early"}}"#)
+            let id = try #require((sent.json["name"] as? String)?.split(separator: "/").last.map(String.init))
+            let between = try client.events().last!.time
+            try await Task.sleep(for: .milliseconds(5))
+            _ = try await client.call(
+                .post, "/iid/v1:batchRemove", headers: admin,
+                body: #"{"to":"/topics/early","registration_tokens":["\#(token)"]}"#)
+            _ = try await client.call(
+                .post, "/iid/v1:batchAdd", headers: admin,
+                body: #"{"to":"/topics/late","registration_tokens":["\#(token)"]}"#)
+
+            let (_, cookie) = try await Self.signIn(client, key: "auditor")
+            let now = try await Self.get(client, "/console/devices?token=\(token)", cookie: try #require(cookie))
+            #expect(now.status == .ok)
+            #expect(now.text.contains("&lt;script&gt;alert(1)&lt;/script&gt;") && !now.text.contains(hostile))
+            #expect(now.text.contains(#"<a href="/console/topics/late">late</a>"#))
+            #expect(!now.text.contains(#"<a href="/console/topics/early">"#))
+            #expect(now.text.contains("still subscribed") && now.text.contains("<code>early</code>"))
+            #expect(now.text.contains(#"<a href="/console/messages/\#(id)">"#) && now.text.contains("not yet"))
+            let past = try await Self.get(client, "/console/devices?token=\(token)&at=\(between)", cookie: cookie!)
+            #expect(past.text.contains(#"<a href="/console/topics/early">early</a>"#))
+            #expect(!past.text.contains(#"<a href="/console/topics/late">"#))
+            let other = (token.first == "c" ? "d" : "c") + token.dropFirst()
+            let unknown = try await Self.get(client, "/console/devices?token=\(other)", cookie: cookie!)
+            #expect(unknown.status == .notFound && unknown.text.contains("No device with that token"))
+            let bad = try await Self.get(client, "/console/devices?token=\(token)&at=soon", cookie: cookie!)
+            #expect(bad.status == .badRequest)
+        }
+    }
+
+    @Test("topics sort by name or subscribers; a topic's members page through registration order at any time, with its chart")
+    func topicPages() async throws {
+        let server = TestServer { $0.registrationsPerSecond = 10_000 }
+        try await server.run { client in
+            var tokens: [String] = []
+            for _ in 0..<130 { tokens.append(try await client.registerDevice()) }
+            let admin = TestServer.Client.admin
+            func add(_ topic: String, _ members: ArraySlice<String>) async throws {
+                let list = members.map { "\"\($0)\"" }.joined(separator: ",")
+                let reply = try await client.call(
+                    .post, "/iid/v1:batchAdd", headers: admin,
+                    body: #"{"to":"/topics/\#(topic)","registration_tokens":[\#(list)]}"#)
+                #expect(reply.status == .ok)
+            }
+            try await add("big", tokens[0..<20])
+            let early = try client.events().last!.time
+            try await Task.sleep(for: .milliseconds(5))
+            try await add("big", tokens[20..<130])
+            try await add("a-small", tokens[0..<2])
+
+            let (_, cookie) = try await Self.signIn(client, key: "auditor")
+            let byName = try await Self.get(client, "/console/topics", cookie: try #require(cookie))
+            #expect(byName.text.range(of: "a-small")!.lowerBound < byName.text.range(of: ">big<")!.lowerBound)
+            let bySize = try await Self.get(client, "/console/topics?order=subscribers", cookie: cookie!)
+            #expect(bySize.text.range(of: ">big<")!.lowerBound < bySize.text.range(of: "a-small")!.lowerBound)
+
+            let first = try await Self.get(client, "/console/topics/big", cookie: cookie!)
+            #expect(first.status == .ok && first.text.contains("130 members"))
+            #expect(first.text.contains("<svg") && first.text.contains("<polyline"))
+            let firstPage = Self.memberTokens(first.text)
+            #expect(firstPage == Array(tokens.prefix(100)))
+            let next = try #require(Self.nextLink(first.text))
+            let second = try await Self.get(client, next, cookie: cookie!)
+            #expect(Self.memberTokens(second.text) == Array(tokens[100..<130]))
+            let then = try await Self.get(client, "/console/topics/big?at=\(early)", cookie: cookie!)
+            #expect(then.text.contains("20 members") && Self.memberTokens(then.text) == Array(tokens.prefix(20)))
+            #expect(try await Self.get(client, "/console/topics/nothing", cookie: cookie!).status == .notFound)
+        }
+    }
+
+    @Test("the log: events in order with hash and previous hash, filtered by kind, token and seq, paged")
+    func logPage() async throws {
+        try await TestServer().run { client in
+            var tokens: [String] = []
+            for _ in 0..<3 { tokens.append(try await client.registerDevice()) }
+            for token in tokens {
+                _ = try await client.call(
+                    .post, "/iid/v1:batchAdd", headers: TestServer.Client.admin,
+                    body: #"{"to":"/topics/news","registration_tokens":["\#(token)"]}"#)
+            }
+            let events = try client.events()
+            let (_, cookie) = try await Self.signIn(client, key: "auditor")
+            let all = try await Self.get(client, "/console/log", cookie: try #require(cookie))
+            #expect(all.status == .ok)
+            #expect(Self.logSeqs(all.text) == events.map(\.seq))
+            let subscribed = try await Self.get(client, "/console/log?kind=subscribed", cookie: cookie!)
+            #expect(Self.logSeqs(subscribed.text) == events.filter { $0.kind == .subscribed }.map(\.seq))
+            let one = try await Self.get(client, "/console/log?token=\(tokens[1])", cookie: cookie!)
+            #expect(Self.logSeqs(one.text).count == 2)
+            let range = try await Self.get(client, "/console/log?from=2&to=3", cookie: cookie!)
+            #expect(Self.logSeqs(range.text) == [2, 3])
+            // The hash chain is on the page: each event's previous hash is the hash before it.
+            let ledger = try client.ledgers.ledger(for: .default)
+            var hashes: [String] = []
+            try ledger.readLog { snapshot in
+                try snapshot.forEachChainedEvent(from: 1) { _, _, hash in
+                    hashes.append(Self.hashString(hash))
+                    return true
+                }
+            }
+            for hash in hashes { #expect(all.text.contains(hash)) }
+            #expect(try await Self.get(client, "/console/log?from=0", cookie: cookie!).status == .badRequest)
+            #expect(try await Self.get(client, "/console/log?kind=nope", cookie: cookie!).status == .badRequest)
+        }
+    }
+
+    static func hashString(_ bytes: UnsafeRawBufferPointer) -> String {
+        bytes.map { String(format: "%02x", $0) }.joined()
+    }
+
+    static func logSeqs(_ html: String) -> [UInt64] {
+        html.components(separatedBy: #"<tr><td class="num">"#).dropFirst().compactMap {
+            $0.split(separator: "<").first.flatMap { UInt64($0) }
+        }
+    }
+
+    static func memberTokens(_ html: String) -> [String] {
+        html.components(separatedBy: #"<a href="/console/devices?token="#).dropFirst().compactMap {
+            $0.split(separator: "\"").first.map(String.init)
+        }
+    }
+
     static func messageIDs(_ html: String) -> [String] {
         html.components(separatedBy: #"<a href="/console/messages/"#).dropFirst().compactMap {
             $0.split(separator: "\"").first.map(String.init)

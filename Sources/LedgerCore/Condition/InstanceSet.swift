@@ -63,6 +63,27 @@ public struct InstanceSet: Equatable, Sendable {
         }
     }
 
+    /// Up to `limit` ids greater than `after` (from the first when `nil`), ascending: a page of a large set
+    /// without visiting the words before it.
+    public func ids(after: InstanceID?, limit: Int) -> [InstanceID] {
+        var result: [InstanceID] = []
+        guard limit > 0 else { return result }
+        let first = after.map { Int($0) + 1 } ?? 0
+        var index = first >> 6
+        guard index < words.count else { return result }
+        var word = words[index] & (~0 << UInt64(first & 63))
+        while true {
+            while word != 0 {
+                result.append(InstanceID(index * 64 + word.trailingZeroBitCount))
+                if result.count == limit { return result }
+                word &= word - 1
+            }
+            index += 1
+            guard index < words.count else { return result }
+            word = words[index]
+        }
+    }
+
     /// The ids in ascending order.
     public var ids: [InstanceID] {
         var result: [InstanceID] = []

@@ -35,6 +35,10 @@ struct ConsoleRoutes {
         console.get("messages/:message/recipients.csv") { request, context in
             try answer { try recipientsCSV(request, context) }
         }
+        console.get("devices") { request, _ in try answer { try device(request) } }
+        console.get("topics") { request, _ in try answer { try topics(request) } }
+        console.get("topics/:topic") { request, context in try answer { try topic(request, context) } }
+        console.get("log") { request, _ in try answer { try log(request) } }
         console.get("static/console.css") { _, _ in
             Response(
                 status: .ok, headers: Self.headers(contentType: "text/css; charset=utf-8", cache: "max-age=3600"),
@@ -83,12 +87,12 @@ struct ConsoleRoutes {
     }
 
     /// A page answered before its end (the redirect to sign in, a not-found page).
-    private struct Early: Error {
+    struct Early: Error {
         let response: Response
     }
 
     /// `body`'s page, or the one it answered early with.
-    private func answer(_ body: () throws -> Response) throws -> Response {
+    func answer(_ body: () throws -> Response) throws -> Response {
         do {
             return try body()
         } catch let early as Early {
@@ -97,7 +101,7 @@ struct ConsoleRoutes {
     }
 
     /// The signed-in project's ledger and the page model's common part; else the redirect to sign in.
-    private func signedIn(_ request: Request) throws -> (Ledger, [String: Any]) {
+    func signedIn(_ request: Request) throws -> (Ledger, [String: Any]) {
         guard let (_, session) = session(request) else { throw Early(response: redirect(to: "/console/sign-in")) }
         let model: [String: Any] = [
             "signedIn": true, "project": session.project.rawValue, "role": session.role.rawValue,
@@ -121,6 +125,18 @@ struct ConsoleRoutes {
         model["subscriptions"] = statistics.subscriptions
         model["messages"] = statistics.messages
         return page("overview", model)
+    }
+
+    /// A moment from the query (`at`: RFC 3339, a date or microseconds): the state after the last event at or
+    /// before it; the head when empty. Throws a 400 page naming the field when it is not a time.
+    func moment(_ text: String, in snapshot: LedgerSnapshot, page name: String, model: [String: Any]) throws -> UInt64 {
+        if text.isEmpty { return try snapshot.head().seq }
+        guard let time = LedgerTime(parsing: text) else {
+            var model = model
+            model["error"] = "Times are RFC 3339 (2026-11-01T00:00:00Z) or a date (2026-11-01)."
+            throw Early(response: page(name, model, status: .badRequest))
+        }
+        return try snapshot.seq(atOrBefore: time)
     }
 
     /// `/console/messages?target=&from=&to=&before=`: newest first, 50 a page.
@@ -228,14 +244,14 @@ struct ConsoleRoutes {
 
     // MARK: Rendering
 
-    private func page(_ name: String, _ model: [String: Any], status: HTTPResponse.Status = .ok) -> Response {
+    func page(_ name: String, _ model: [String: Any], status: HTTPResponse.Status = .ok) -> Response {
         let html = library.render(model, withTemplate: name) ?? "template \(name) is missing"
         return Response(
             status: status, headers: Self.headers(contentType: "text/html; charset=utf-8"),
             body: ResponseBody(byteBuffer: ByteBuffer(string: html)))
     }
 
-    private func redirect(to location: String) -> Response {
+    func redirect(to location: String) -> Response {
         var headers = Self.headers(contentType: "text/plain; charset=utf-8")
         headers[.location] = location
         return Response(status: .seeOther, headers: headers)

@@ -12,7 +12,8 @@ enum ConsoleTemplates {
 
     static let templates: [(String, String)] = [
         ("header", header), ("footer", footer), ("sign-in", signIn), ("overview", overview),
-        ("messages", messages), ("message", message), ("not-found", notFound),
+        ("messages", messages), ("message", message), ("not-found", notFound), ("device", device),
+        ("topics", topics), ("topic", topic), ("log", log),
     ]
 
     static let header = """
@@ -23,7 +24,7 @@ enum ConsoleTemplates {
         <link rel="stylesheet" href="/console/static/console.css"></head>
         <body>
         <header class="bar"><a class="brand" href="/console">TopicLedger audit</a>
-        {{#signedIn}}<nav aria-label="Console"><a href="/console">Overview</a> <a href="/console/messages">Messages</a></nav>
+        {{#signedIn}}<nav aria-label="Console"><a href="/console">Overview</a> <a href="/console/messages">Messages</a> <a href="/console/devices">Devices</a> <a href="/console/topics">Topics</a> <a href="/console/log">Log</a></nav>
         <span class="who">{{project}} · {{role}}</span>
         <form method="post" action="/console/sign-out"><button type="submit">Sign out</button></form>{{/signedIn}}
         </header>
@@ -116,6 +117,100 @@ enum ConsoleTemplates {
         {{> footer}}
         """
 
+    static let device = """
+        {{> header}}
+        <h1>Devices</h1>
+        <form method="get" action="/console/devices" class="filters">
+        <label>Registration token <input name="token" value="{{token}}" size="60" required></label>
+        <label>Topics at <input name="at" value="{{at}}" placeholder="now, or 2026-11-01T00:00:00Z"></label>
+        <button type="submit">Look up</button>
+        </form>
+        {{#error}}<p class="error" role="alert">{{error}}</p>{{/error}}
+        {{#audit}}
+        <h2>Device</h2>
+        <dl class="facts">
+        <dt>Token</dt><dd><code>{{token}}</code></dd>
+        <dt>Platform</dt><dd>{{platform}}</dd>
+        <dt>App id</dt><dd><code>{{appId}}</code></dd>
+        <dt>Registered at the moment</dt><dd>{{#registered}}yes{{/registered}}{{^registered}}no{{/registered}}</dd>
+        <dt>Topics at seq {{atSeq}}{{#atTime}} ({{atTime}}){{/atTime}}</dt><dd>{{#topics}}<a href="/console/topics/{{encoded}}">{{name}}</a> {{/topics}}{{^topics}}none{{/topics}}</dd>
+        <dt>Acknowledged through</dt><dd>seq {{acknowledgedThroughSeq}}</dd>
+        </dl>
+        <h2>Registrations</h2>
+        <table><thead><tr><th scope="col">From</th><th scope="col">Until</th></tr></thead><tbody>
+        {{#registrations}}<tr><td>seq {{fromSeq}} · <time>{{fromTime}}</time></td><td>{{#untilSeq}}seq {{untilSeq}} · <time>{{untilTime}}</time>{{/untilSeq}}{{^untilSeq}}still registered{{/untilSeq}}</td></tr>
+        {{/registrations}}
+        </tbody></table>
+        <h2>Subscription history</h2>
+        <table><thead><tr><th scope="col">Topic</th><th scope="col">From</th><th scope="col">Until</th></tr></thead><tbody>
+        {{#subscriptions}}<tr><td><code>{{topic}}</code></td><td>seq {{fromSeq}} · <time>{{fromTime}}</time></td><td>{{#untilSeq}}seq {{untilSeq}} · <time>{{untilTime}}</time>{{/untilSeq}}{{^untilSeq}}still subscribed{{/untilSeq}}</td></tr>
+        {{/subscriptions}}
+        {{^subscriptions}}<tr><td colspan="3">None.</td></tr>{{/subscriptions}}
+        </tbody></table>
+        <h2>Deliveries ({{deliveryCount}}, newest first{{#deliveriesCut}}, the newest {{shownDeliveries}} shown{{/deliveriesCut}})</h2>
+        <table><thead><tr><th scope="col">Sent</th><th scope="col">Message</th><th scope="col">Target</th><th scope="col">Acknowledged</th></tr></thead><tbody>
+        {{#deliveries}}<tr><td><time>{{time}}</time></td><td><a href="/console/messages/{{messageId}}">{{messageId}}</a></td><td>{{kind}} <code>{{target}}</code></td><td>{{#acknowledged}}<span class="ack">acknowledged</span>{{/acknowledged}}{{^acknowledged}}not yet{{/acknowledged}}</td></tr>
+        {{/deliveries}}
+        {{^deliveries}}<tr><td colspan="4">None.</td></tr>{{/deliveries}}
+        </tbody></table>
+        {{/audit}}
+        {{> footer}}
+        """
+
+    static let topics = """
+        {{> header}}
+        <h1>Topics</h1>
+        <p>Sorted by {{#byName}}name · <a href="/console/topics?order=subscribers">sort by subscribers</a>{{/byName}}{{^byName}}subscribers · <a href="/console/topics?order=name">sort by name</a>{{/byName}}</p>
+        <table><thead><tr><th scope="col">Topic</th><th scope="col">Subscribers now</th></tr></thead><tbody>
+        {{#topics}}<tr><td><a href="/console/topics/{{encoded}}">{{name}}</a></td><td class="num">{{subscribers}}</td></tr>
+        {{/topics}}
+        {{^topics}}<tr><td colspan="2">No topics yet.</td></tr>{{/topics}}
+        </tbody></table>
+        {{#next}}<p><a rel="next" href="{{next}}">More topics</a></p>{{/next}}
+        {{> footer}}
+        """
+
+    static let topic = """
+        {{> header}}
+        <h1>Topic <code>{{name}}</code></h1>
+        <form method="get" action="/console/topics/{{encoded}}" class="filters">
+        <label>Members at <input name="at" value="{{at}}" placeholder="now, or 2026-11-01T00:00:00Z"></label>
+        <button type="submit">Show</button>
+        </form>
+        {{#error}}<p class="error" role="alert">{{error}}</p>{{/error}}
+        <h2>Subscribers over time</h2>
+        <figure>{{{chart}}}<figcaption>{{chartCaption}}</figcaption></figure>
+        <h2>{{count}} members at seq {{atSeq}}{{#atTime}} ({{atTime}}){{/atTime}}</h2>
+        <table><thead><tr><th scope="col">Registration token</th></tr></thead><tbody>
+        {{#members}}<tr><td><a href="/console/devices?token={{.}}"><code>{{.}}</code></a></td></tr>
+        {{/members}}
+        {{^members}}<tr><td>None.</td></tr>{{/members}}
+        </tbody></table>
+        {{#next}}<p><a rel="next" href="{{next}}">More members</a></p>{{/next}}
+        {{> footer}}
+        """
+
+    static let log = """
+        {{> header}}
+        <h1>The log</h1>
+        <form method="get" action="/console/log" class="filters">
+        <label>Kind <select name="kind">{{#kinds}}<option value="{{value}}"{{#selected}} selected{{/selected}}>{{label}}</option>{{/kinds}}</select></label>
+        <label>Token <input name="token" value="{{token}}"></label>
+        <label>Topic <input name="topic" value="{{topic}}"></label>
+        <label>From seq <input name="from" value="{{from}}" inputmode="numeric" size="8"></label>
+        <label>to seq <input name="to" value="{{to}}" inputmode="numeric" size="8"></label>
+        <button type="submit">Filter</button>
+        </form>
+        {{#error}}<p class="error" role="alert">{{error}}</p>{{/error}}
+        <table class="log"><thead><tr><th scope="col">Seq</th><th scope="col">Time</th><th scope="col">Kind</th><th scope="col">Event</th><th scope="col">Hash / previous hash</th></tr></thead><tbody>
+        {{#events}}<tr><td class="num">{{seq}}</td><td><time>{{time}}</time></td><td>{{kind}}</td><td><code>{{detail}}</code></td><td><code>{{hash}}</code><br><code class="prev">{{previous}}</code></td></tr>
+        {{/events}}
+        {{^events}}<tr><td colspan="5">No events here.</td></tr>{{/events}}
+        </tbody></table>
+        {{#next}}<p><a rel="next" href="{{next}}">Later events</a></p>{{/next}}
+        {{> footer}}
+        """
+
     static let notFound = """
         {{> header}}
         <h1>Not found</h1>
@@ -148,5 +243,9 @@ enum ConsoleTemplates {
         .filters { display: flex; flex-wrap: wrap; gap: .8em; align-items: end; margin-bottom: 1em; }
         .sign-in { display: grid; gap: .5em; max-width: 24em; }
         .hint { color: #888; }
+        figure { margin: 0 0 1em; }
+        svg.chart { width: 100%; max-width: 60em; height: auto; }
+        code.prev { color: #888; }
+        table.log code { font-size: 12px; }
         """
 }
