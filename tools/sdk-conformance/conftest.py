@@ -14,6 +14,7 @@ import pytest
 import requests
 from firebase_admin import credentials, messaging
 
+from ledger_server import _server_ports, start_server, stop_and_verify
 from openapi_contract import Contract
 
 PROJECT = "demo-project"
@@ -28,12 +29,6 @@ class BearerCredential(credentials.Base):
 
     def get_credential(self):
         return google.oauth2.credentials.Credentials(token=self._token)
-
-
-def _free_port():
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 @pytest.fixture(scope="session", autouse=True)
@@ -63,43 +58,6 @@ def contract():
         if any(code.startswith("4") for code in operations[template][method]["responses"])
         and not any(seen[:2] == (template, method) and seen[2].startswith("4") for seen in checker.seen))
     assert not missing_errors, f"documented operations never answered 4xx in the suite: {missing_errors}"
-
-
-_server_ports = set()
-
-
-def start_server(extra_args=()):
-    """Starts `ledger serve` on a free port with a fresh data directory; returns (process, base, data, binary)."""
-    binary = os.environ.get("LEDGER_BIN")
-    assert binary and os.path.exists(binary), "set LEDGER_BIN to the built ledger executable"
-    data = tempfile.mkdtemp(prefix="ledger-sdk-")
-    port = _free_port()
-    _server_ports.add(port)
-    process = subprocess.Popen(
-        [binary, "serve", "--data", data, "--port", str(port), *extra_args],
-        stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
-    base = f"http://127.0.0.1:{port}"
-    deadline = time.time() + 30
-    while True:
-        try:
-            if requests.get(f"{base}/healthz", timeout=1).status_code == 200:
-                break
-        except requests.ConnectionError:
-            pass
-        assert time.time() < deadline, "the server did not start"
-        assert process.poll() is None, process.stdout.read().decode()
-        time.sleep(0.1)
-    return process, base, data, binary
-
-
-def stop_and_verify(process, data, binary, projects=("demo-project",)):
-    """Stops the server; its ledgers must be sound: chain intact, projections equal a rebuild."""
-    process.terminate()
-    process.wait(timeout=10)
-    for project in projects:
-        verify = subprocess.run(
-            [binary, "verify", "--data", data, "--project", project], capture_output=True, text=True)
-        assert verify.returncode == 0, verify.stdout + verify.stderr
 
 
 @pytest.fixture(scope="session")

@@ -39,6 +39,11 @@ struct ConsoleRoutes {
         console.get("topics") { request, _ in try answer { try topics(request) } }
         console.get("topics/:topic") { request, context in try answer { try topic(request, context) } }
         console.get("log") { request, _ in try answer { try log(request) } }
+        console.get("static/icon.svg") { _, _ in
+            Response(
+                status: .ok, headers: Self.headers(contentType: "image/svg+xml", cache: "max-age=86400"),
+                body: ResponseBody(byteBuffer: ByteBuffer(string: ConsoleTemplates.icon)))
+        }
         console.get("static/console.css") { _, _ in
             Response(
                 status: .ok, headers: Self.headers(contentType: "text/css; charset=utf-8", cache: "max-age=3600"),

@@ -21,7 +21,8 @@ enum ConsoleTemplates {
         <html lang="en">
         <head><meta charset="utf-8"><meta name="viewport" content="width=device-width, initial-scale=1">
         <title>{{title}} · TopicLedger audit</title>
-        <link rel="stylesheet" href="/console/static/console.css"></head>
+        <link rel="stylesheet" href="/console/static/console.css">
+        <link rel="icon" href="/console/static/icon.svg" type="image/svg+xml"></head>
         <body>
         <header class="bar"><a class="brand" href="/console">TopicLedger audit</a>
         {{#signedIn}}<nav aria-label="Console"><a href="/console">Overview</a> <a href="/console/messages">Messages</a> <a href="/console/devices">Devices</a> <a href="/console/topics">Topics</a> <a href="/console/log">Log</a></nav>
@@ -216,6 +217,10 @@ enum ConsoleTemplates {
         <h1>Not found</h1>
         <p>{{detail}}</p>
         {{> footer}}
+        """
+
+    static let icon = """
+        <svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 16 16"><rect width="16" height="16" rx="3" fill="#2557a7"/><path d="M4 4h8M8 4v9" stroke="#fff" stroke-width="2"/></svg>
         """
 
     static let css = """

@@ -99,6 +99,14 @@ struct LedgerBench: AsyncParsableCommand {
                 ).run()
             }
         }
+        if wants("console") {
+            try await section("console") {
+                try await ConsoleWorkload(
+                    ledgerBinary: ledgerBinary, scratch: scratch, instances: full ? 1_000_000 : 200_000,
+                    events: full ? 10_000_000 : 1_000_000
+                ).run()
+            }
+        }
         if wants("replay") {
             try await section("replay") {
                 try await ReplayWorkload(
