@@ -11,7 +11,8 @@ run:
 # Builds everything once and runs every test: Swift tests (fault injection included; the Merkle proofs are also
 # checked by tools/merkle/verify_proof.py, which needs Python's `cryptography`), the firebase-admin SDK
 # conformance suite and the raw-HTTP battery against the built server (pip installs firebase-admin 7.7.0),
-# the seeds scenario, schemathesis against docs/openapi.yaml (30 s), and the libFuzzer targets (15 s each, an
+# the seeds scenario, the audit console in headless chromium (apt installs chromium and chromium-driver, pip
+# selenium; screenshots to docs/console), schemathesis against docs/openapi.yaml (30 s), and the libFuzzer targets (15 s each, an
 # unoptimized build: it builds in half the time of a release one, which is most of this step).
 test:
 	@tools/install-deps.sh
@@ -20,6 +21,7 @@ test:
 	swift test --skip-build
 	tools/sdk-conformance/run.sh "$$(swift build --show-bin-path)/ledger"
 	samples/seeds-scenario.sh
+	tools/console-browser/run.sh "$$(swift build --show-bin-path)/ledger"
 	tools/schemathesis/run.sh "$$(swift build --show-bin-path)/ledger" 30
 	FUZZ_CONFIG=debug tools/fuzz/run.sh 15
 

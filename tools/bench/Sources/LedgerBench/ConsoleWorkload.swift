@@ -28,8 +28,22 @@ struct ConsoleWorkload {
             server.terminate()
             server.waitUntilExit()
         }
-        let client = HTTPClient(eventLoopGroupProvider: .singleton)
-        defer { try? client.syncShutdown() }
+        var configuration = HTTPClient.Configuration()
+        configuration.redirectConfiguration = .disallow  // sign-in answers 303 with the cookie
+        let client = HTTPClient(eventLoopGroupProvider: .singleton, configuration: configuration)
+        do {
+            let results = try await measure(client, port: port, head: head, someToken: someToken, buildSeconds: buildSeconds)
+            try await client.shutdown()
+            return results
+        } catch {
+            try? await client.shutdown()
+            throw error
+        }
+    }
+
+    private func measure(_ client: HTTPClient, port: Int, head: UInt64, someToken: String, buildSeconds: Double)
+        async throws -> [BenchResult]
+    {
         let base = "http://127.0.0.1:\(port)"
         try await HTTPWorkload.waitForHealth(client, base)
         let cookie = try await signIn(client, base)
@@ -82,7 +96,8 @@ struct ConsoleWorkload {
         var round = 0
         while written < events - 40 {
             let count = min(10_000, events - 40 - written)
-            let topic = churn[round % churn.count]
+            // Pairs of rounds: subscribe a slice to a topic, then unsubscribe the same slice from it.
+            let topic = churn[(round / 2) % churn.count]
             let subscribe = round % 2 == 0
             let start = (round / 2 * 10_000) % max(instances - count, 1)
             let operations: [LedgerOperation] = tokens[start..<start + count].map {
