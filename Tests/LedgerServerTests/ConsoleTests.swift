@@ -48,6 +48,15 @@ struct ConsoleTests {
                 #expect(reply.text.contains("That key does not open the audit console."))
                 #expect(!reply.text.contains(key))
             }
+            // The last signed checkpoint, once there is one; looking never signs one.
+            let (_, auditor) = try await Self.signIn(client, key: "auditor")
+            let before = try await Self.get(client, "/console", cookie: try #require(auditor))
+            #expect(before.text.contains("None yet"))
+            #expect(try await Self.get(client, "/console", cookie: auditor!).text.contains("None yet"))
+            let signed = try await client.call(.get, "/v1/projects/demo-project/ledger:checkpoint")
+            #expect(signed.status == .ok)
+            let after = try await Self.get(client, "/console", cookie: auditor!)
+            #expect(after.text.contains("topicledger/demo-project") && !after.text.contains("None yet"))
             // A made-up session is no session; signing out ends a real one.
             #expect(try await Self.get(client, "/console", cookie: "tl_console=forged").status == .seeOther)
             let (_, cookie) = try await Self.signIn(client, key: "auditor")

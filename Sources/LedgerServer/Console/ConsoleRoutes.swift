@@ -129,6 +129,14 @@ struct ConsoleRoutes {
         model["topics"] = statistics.topics
         model["subscriptions"] = statistics.subscriptions
         model["messages"] = statistics.messages
+        // The last checkpoint the server signed, read from the kept list; never a new key or signature.
+        if let project = session(request)?.session.project, let keeper = try? CheckpointKeeper.open(
+            dataDirectory: server.configuration.dataDirectory, project: project,
+            settings: server.configuration.checkpoints[project] ?? CheckpointSettings(), create: false),
+            let last = try keeper.kept().last
+        {
+            model["checkpoint"] = ["size": last.size, "note": last.note] as [String: Any]
+        }
         return page("overview", model)
     }
 

@@ -65,6 +65,11 @@ enum ConsoleTemplates {
         <dt>Subscriptions</dt><dd>{{subscriptions}}</dd>
         <dt>Messages</dt><dd><a href="/console/messages">{{messages}}</a></dd>
         </dl>
+        <h2>Last signed checkpoint</h2>
+        {{#checkpoint}}<p>Covers the first {{size}} events. Check it, and proofs against it, with the public key alone
+        (<code>ledger verify-proof</code>, <code>tools/merkle/verify_proof.py</code>):</p>
+        <pre class="json">{{note}}</pre>{{/checkpoint}}
+        {{^checkpoint}}<p>None yet: the server signs one when asked (<code>ledger checkpoint</code>, <code>GET …/ledger:checkpoint</code>) and when it stops.</p>{{/checkpoint}}
         {{> footer}}
         """
 
