@@ -101,6 +101,19 @@ func finish(within timeout: Double, _ what: String, _ operation: @escaping @Send
     }
 }
 
+/// One topic operation per topic, in order, each waited for at most `timeout` seconds.
+func change(
+    _ topics: [String], on device: Device, within timeout: Double, _ doing: String,
+    _ operation: @escaping @Sendable (Messaging, String) async throws -> Void
+) async throws {
+    let messaging = try device.messaging()
+    for topic in topics {
+        try await Failure.exiting {
+            try await finish(within: timeout, "\(doing) \(topic)") { try await operation(messaging, topic) }
+        }
+    }
+}
+
 @main
 struct DeviceClient: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
@@ -139,14 +152,7 @@ struct DeviceClient: AsyncParsableCommand {
         @Option(help: "Seconds to wait for the server before leaving the rest pending.") var timeout = 30.0
 
         func run() async throws {
-            let messaging = try device.messaging()
-            for topic in topics {
-                try await Failure.exiting {
-                    try await finish(within: timeout, "subscribing to \(topic)") {
-                        try await messaging.subscribe(toTopic: topic)
-                    }
-                }
-            }
+            try await change(topics, on: device, within: timeout, "subscribing to") { try await $0.subscribe(toTopic: $1) }
         }
     }
 
@@ -157,13 +163,8 @@ struct DeviceClient: AsyncParsableCommand {
         @Option(help: "Seconds to wait for the server before leaving the rest pending.") var timeout = 30.0
 
         func run() async throws {
-            let messaging = try device.messaging()
-            for topic in topics {
-                try await Failure.exiting {
-                    try await finish(within: timeout, "unsubscribing from \(topic)") {
-                        try await messaging.unsubscribe(fromTopic: topic)
-                    }
-                }
+            try await change(topics, on: device, within: timeout, "unsubscribing from") {
+                try await $0.unsubscribe(fromTopic: $1)
             }
         }
     }

@@ -17,7 +17,7 @@ struct ConsoleWorkload {
     let events: Int
 
     func run() async throws -> [BenchResult] {
-        let data = (scratch as NSString).appendingPathComponent("ledger-bench-console-\(UUID().uuidString)")
+        let data = LedgerBench.scratchDirectory(in: scratch, label: "console")
         defer { try? FileManager.default.removeItem(atPath: data) }
         let buildStart = ContinuousClock.now
         let (head, someToken) = try await build(data)

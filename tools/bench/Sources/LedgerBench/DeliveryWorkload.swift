@@ -14,7 +14,7 @@ struct DeliveryWorkload {
     let idleStreams: Int
 
     func run() async throws -> [BenchResult] {
-        let data = (scratch as NSString).appendingPathComponent("ledger-bench-delivery-\(UUID().uuidString)")
+        let data = LedgerBench.scratchDirectory(in: scratch, label: "delivery")
         defer { try? FileManager.default.removeItem(atPath: data) }
         let port = 20_000 + Int.random(in: 0..<2000)
         let server = try HTTPWorkload.startServer(ledgerBinary: ledgerBinary, data: data, port: port)
