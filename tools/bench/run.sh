@@ -6,9 +6,10 @@
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 tools/install-deps.sh
-# The peers of the comparison: Redis (redis-server) and SQLite (libsqlite3-dev).
+# The peers of the comparison: Redis (redis-server) and SQLite (libsqlite3-dev); wrk drives the HTTP workloads.
 missing=""
 command -v redis-server >/dev/null || missing="$missing redis-server"
+command -v wrk >/dev/null || missing="$missing wrk"
 pkg-config --exists sqlite3 2>/dev/null || missing="$missing libsqlite3-dev"
 if [ -n "$missing" ]; then
     if [ "$(id -u)" -eq 0 ] && command -v apt-get >/dev/null; then

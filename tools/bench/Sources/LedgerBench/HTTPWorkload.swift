@@ -2,16 +2,20 @@ import AsyncHTTPClient
 import Foundation
 import NIOCore
 
-/// HTTP throughput of `ledger serve` (a child process) against a trivial route on the same server, in the
-/// same run: Instance ID batchAdd (1000 tokens per request), v1 per-token subscribe at 100 concurrent
-/// requests (what the Python SDK does), and topic sends.
+/// HTTP throughput of `ledger serve` (a child process), driven from outside by wrk (one thread, as issue #14
+/// measured; Lua scripts in tools/bench/wrk), against `GET /healthz` on the same server in the same run:
+/// Instance ID batchAdd (1000 tokens per request, 8 connections), v1 per-token subscribe and topic sends (64
+/// connections). Beside it, Redis doing batchAdd's two-direction work (`MULTI; SADD topic:T <1000 tokens>;
+/// 1000 × SADD inst:<token> T; EXEC`, 8 connections, `appendfsync always`) when redis-server is installed.
 struct HTTPWorkload {
     let ledgerBinary: String
     let scratch: String
     let seconds: Double
+    /// Registered devices: 8 groups of 1000 for batchAdd; per-token subscribe cycles through them.
+    static let devices = 8000
 
     func run() async throws -> [BenchResult] {
-        let data = (scratch as NSString).appendingPathComponent("ledger-bench-http-\(UUID().uuidString)")
+        let data = LedgerBench.scratchDirectory(in: scratch, label: "http")
         defer { try? FileManager.default.removeItem(atPath: data) }
         let port = 18_000 + Int.random(in: 0..<2000)
         let server = try Self.startServer(ledgerBinary: ledgerBinary, data: data, port: port)
@@ -20,19 +24,106 @@ struct HTTPWorkload {
             server.waitUntilExit()
         }
         let base = "http://127.0.0.1:\(port)"
+        let wrk = try Wrk(seconds: seconds)
+        let tokensFile = data + ".tokens"
+        defer { try? FileManager.default.removeItem(atPath: tokensFile) }
+        let tokens = try await register(base)
+        try Data(tokens.joined(separator: "\n").utf8).write(to: URL(fileURLWithPath: tokensFile))
+
+        let health = try wrk.run(base + "/healthz", connections: 64)
+        let batch = try wrk.run(base, connections: 8, script: "batchadd.lua", tokens: tokensFile)
+        let perToken = try wrk.run(base, connections: 64, script: "subscribe.lua", tokens: tokensFile)
+        let sends = try wrk.run(base, connections: 64, script: "send.lua", tokens: tokensFile)
+        let serverPeak = peakRSS(of: String(server.processIdentifier)) / 1_048_576
+        var results = [
+            BenchResult(
+                name: "HTTP iid/v1:batchAdd, 1000 tokens/request, 8 connections (wrk)", unit: "token-subscriptions/s",
+                value: batch.requestsPerSecond * 1000, baselineName: "GET /healthz, 64 connections (req/s)",
+                baseline: health.requestsPerSecond, notes: "durable, group commit; \(batch.summary)"),
+            BenchResult(
+                name: "HTTP v1 per-token subscribe, 64 connections (wrk)", unit: "req/s",
+                value: perToken.requestsPerSecond, baselineName: "GET /healthz, 64 connections",
+                baseline: health.requestsPerSecond, notes: "target ≥ 60 % (issue #14); \(perToken.summary)"),
+            BenchResult(
+                name: "HTTP topic send, 64 connections (wrk)", unit: "req/s", value: sends.requestsPerSecond,
+                baselineName: "GET /healthz, 64 connections", baseline: health.requestsPerSecond,
+                notes: "target ≥ 50 % (issue #14); \(sends.summary)"),
+        ]
+        for index in results.indices { results[index].notes += "; server peak RSS \(serverPeak) MiB" }
+        if let redis = try? RedisServer(scratch: scratch) {
+            defer { redis.stop() }
+            let rate = try Self.redisBulk(redis, tokens: tokens, seconds: seconds, connections: 8)
+            results.append(
+                BenchResult(
+                    name: "HTTP batchAdd vs Redis doing the same two-direction work, 8 connections",
+                    unit: "token-subscriptions/s", value: batch.requestsPerSecond * 1000,
+                    baselineName: "Redis MULTI; SADD topic <1000>; 1000 × SADD inst T; EXEC (appendfsync always)",
+                    baseline: rate, notes: "target ≥ 100 % (issue #14)"))
+        } else {
+            FileHandle.standardError.write(Data("http: redis-server is missing, no Redis bulk peer\n".utf8))
+        }
+        return results
+    }
+
+    /// Registers `devices` devices, 16 at a time; returns their tokens.
+    private func register(_ base: String) async throws -> [String] {
         var configuration = HTTPClient.Configuration()
-        configuration.connectionPool = .init(idleTimeout: .seconds(30), concurrentHTTP1ConnectionsPerHostSoftLimit: 128)
+        configuration.connectionPool = .init(idleTimeout: .seconds(30), concurrentHTTP1ConnectionsPerHostSoftLimit: 16)
         let client = HTTPClient(eventLoopGroupProvider: .singleton, configuration: configuration)
         do {
-            var results = try await measureAll(client, base)
-            let serverPeak = peakRSS(of: String(server.processIdentifier)) / 1_048_576
-            for index in results.indices { results[index].notes += "; server peak RSS \(serverPeak) MiB" }
+            try await Self.waitForHealth(client, base)
+            let tokens = try await withThrowingTaskGroup(of: [String].self) { group in
+                for lane in 0..<16 {
+                    group.addTask {
+                        var tokens: [String] = []
+                        for _ in stride(from: lane, to: Self.devices, by: 16) {
+                            let body = try await Self.call(
+                                client, post: true, base + "/v1/projects/demo-project/registrations", body: "{}",
+                                device: true)
+                            let object = try JSONSerialization.jsonObject(with: Data(body)) as? [String: Any]
+                            guard let token = object?["token"] as? String else { throw HTTPBenchError(status: 200) }
+                            tokens.append(token)
+                        }
+                        return tokens
+                    }
+                }
+                return try await group.reduce(into: []) { $0 += $1 }
+            }
             try await client.shutdown()
-            return results
+            return tokens
         } catch {
             try? await client.shutdown()
             throw error
         }
+    }
+
+    /// Token-subscriptions per second of Redis doing what one batchAdd does, in both directions, in one
+    /// transaction per 1000 tokens.
+    static func redisBulk(_ server: RedisServer, tokens: [String], seconds: Double, connections: Int) throws -> Double {
+        let groups = tokens.count / 1000
+        let port = server.port
+        let deadline = ContinuousClock.now + .milliseconds(Int(seconds * 1000))
+        let start = ContinuousClock.now
+        let done = try onThreads(connections) { thread in
+            let connection = try RESPConnection(port: port)
+            var round = 0
+            var units = 0
+            while ContinuousClock.now < deadline {
+                let group = tokens[((thread + round) % groups) * 1000..<((thread + round) % groups) * 1000 + 1000]
+                let topic = "bulk-\(thread)-\(round)"
+                var commands: [[String]] = [["MULTI"], ["SADD", "topic:" + topic] + group]
+                for token in group { commands.append(["SADD", "inst:" + token, topic]) }
+                commands.append(["EXEC"])
+                let replies = try connection.pipeline(commands)
+                guard case .array(let results?) = replies.last, results.count == 1001 else {
+                    throw PeerError("redis: EXEC did not run the 1001 commands")
+                }
+                units += 1000
+                round += 1
+            }
+            return units
+        }
+        return Double(done) / (ContinuousClock.now - start).seconds
     }
 
     /// `ledger serve` on `port` with the rate limits out of the way.
@@ -49,79 +140,6 @@ struct HTTPWorkload {
         return server
     }
 
-    private func measureAll(_ client: HTTPClient, _ base: String) async throws -> [BenchResult] {
-        try await Self.waitForHealth(client, base)
-
-        // 2,000 registered devices.
-        var registered: [String] = []
-        for _ in 0..<2000 {
-            let body = try await call(
-                client, post: true, base + "/v1/projects/demo-project/registrations", body: "{}", device: true)
-            let object = try JSONSerialization.jsonObject(with: Data(body)) as? [String: Any]
-            registered.append(object?["token"] as? String ?? "")
-        }
-        let tokens = registered
-
-        let trivial = try await measure(concurrency: 100) { _ in
-            _ = try await call(client, post: false, base + "/healthz")
-            return 1
-        }
-        let batchTokens = tokens.map { "\"\($0)\"" }
-        let batch = try await measure(concurrency: 8) { round in
-            let slice = batchTokens[(round % 2) * 1000..<(round % 2) * 1000 + 1000].joined(separator: ",")
-            let body = #"{"to":"/topics/batch-\#(round % 500)","registration_tokens":[\#(slice)]}"#
-            _ = try await call(client, post: true, base + "/iid/v1:batchAdd", body: body)
-            return 1000
-        }
-        let perToken = try await measure(concurrency: 100) { round in
-            let token = tokens[round % tokens.count]
-            _ = try await call(
-                client, post: true,
-                base
-                    + "/v1/projects/demo-project/registrations/\(token)/topicSubscriptions?topicName=single-\(round / tokens.count)",
-                body: "{}")
-            return 1
-        }
-        let sends = try await measure(concurrency: 100) { round in
-            _ = try await call(
-                client, post: true, base + "/v1/projects/demo-project/messages:send",
-                body: #"{"message":{"topic":"batch-\#(round % 500)","data":{"k":"v"}}}"#)
-            return 1
-        }
-        return [
-            BenchResult(
-                name: "HTTP iid/v1:batchAdd, 1000 tokens/request, 8 concurrent", unit: "token-subscriptions/s",
-                value: batch, baselineName: "GET /healthz at 100 concurrent (req/s)", baseline: trivial,
-                notes: "durable, group commit"),
-            BenchResult(
-                name: "HTTP v1 per-token subscribe, 100 concurrent", unit: "req/s", value: perToken,
-                baselineName: "GET /healthz at 100 concurrent", baseline: trivial,
-                notes: "target ≥ 40 % of the trivial route"),
-            BenchResult(
-                name: "HTTP topic send, 100 concurrent", unit: "req/s", value: sends,
-                baselineName: "GET /healthz at 100 concurrent", baseline: trivial, notes: ""),
-        ]
-    }
-
-    /// Runs `work(round)` from `concurrency` tasks for `seconds`; returns units per second.
-    private func measure(concurrency: Int, _ work: @escaping @Sendable (Int) async throws -> Int) async throws -> Double
-    {
-        let deadline = ContinuousClock.now + .milliseconds(Int(seconds * 1000))
-        let counter = RoundCounter()
-        let start = ContinuousClock.now
-        let units = try await withThrowingTaskGroup(of: Int.self) { group in
-            for _ in 0..<concurrency {
-                group.addTask {
-                    var units = 0
-                    while ContinuousClock.now < deadline { units += try await work(counter.next()) }
-                    return units
-                }
-            }
-            return try await group.reduce(0, +)
-        }
-        return Double(units) / (ContinuousClock.now - start).seconds
-    }
-
     static func waitForHealth(_ client: HTTPClient, _ base: String) async throws {
         for _ in 0..<300 {
             if (try? await Self.call(client, post: false, base + "/healthz")) != nil { return }
@@ -130,11 +148,7 @@ struct HTTPWorkload {
         throw CancellationError()
     }
 
-    private func call(_ client: HTTPClient, post: Bool, _ url: String, body: String? = nil, device: Bool = false)
-        async throws -> [UInt8]
-    {
-        try await Self.call(client, post: post, url, body: body, device: device)
-    }
+
 
     /// One request; throws on a status other than 200.
     static func call(_ client: HTTPClient, post: Bool, _ url: String, body: String? = nil, device: Bool = false)
@@ -157,15 +171,62 @@ struct HTTPWorkload {
 
 struct HTTPBenchError: Error { let status: Int }
 
-/// Hands out round numbers to the load tasks.
-final class RoundCounter: @unchecked Sendable {
-    // @unchecked: `value` is only touched with `lock` held.
-    private let lock = NSLock()
-    private var value = 0
-    func next() -> Int {
-        lock.lock()
-        defer { lock.unlock() }
-        value += 1
-        return value - 1
+
+/// wrk (Debian's `wrk`), run as a separate process: one thread, `connections` connections, for `seconds`.
+struct Wrk {
+    let binary: String
+    let seconds: Double
+    /// tools/bench/wrk, found from this file's path at build time.
+    static let scripts = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+        .deletingLastPathComponent().appendingPathComponent("wrk").path
+
+    init(seconds: Double) throws {
+        guard let binary = ["/usr/bin/wrk", "/usr/local/bin/wrk"].first(where: FileManager.default.isExecutableFile)
+        else { throw PeerError("wrk is missing: apt-get install -y wrk (tools/bench/run.sh does)") }
+        self.binary = binary
+        self.seconds = seconds
+    }
+
+    struct Outcome {
+        let requestsPerSecond: Double
+        let p99: String
+        let requests: Int
+        var summary: String { "\(requests) requests, p99 \(p99) (wrk -t1)" }
+    }
+
+    /// Runs wrk against `url` (with `script` from tools/bench/wrk, given the tokens file); fails on any answer
+    /// that is not a 2xx and on socket errors.
+    func run(_ url: String, connections: Int, script: String? = nil, tokens: String? = nil) throws -> Outcome {
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: binary)
+        var arguments = ["-t1", "-c\(connections)", "-d\(Int(seconds.rounded(.up)))s", "--latency", "--timeout", "10s"]
+        if let script { arguments += ["-s", (Self.scripts as NSString).appendingPathComponent(script)] }
+        process.arguments = arguments + [url]
+        var environment = ProcessInfo.processInfo.environment
+        if let tokens { environment["LEDGER_BENCH_TOKENS"] = tokens }
+        process.environment = environment
+        let output = Pipe()
+        process.standardOutput = output
+        process.standardError = output
+        try process.run()
+        let text = String(decoding: output.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+        process.waitUntilExit()
+        func value(after label: String) -> String? {
+            text.split(separator: "\n").first { $0.contains(label) }.map {
+                String($0.split(separator: " ").last ?? "")
+            }
+        }
+        guard process.terminationStatus == 0, let rate = value(after: "Requests/sec:").flatMap(Double.init) else {
+            throw PeerError("wrk \(script ?? url) failed:\n\(text)")
+        }
+        if let failed = value(after: "Non-2xx or 3xx responses:") {
+            throw PeerError("wrk \(script ?? url): \(failed) answers were not 2xx:\n\(text)")
+        }
+        if text.contains("Socket errors:") { throw PeerError("wrk \(script ?? url): socket errors:\n\(text)") }
+        let requests = text.split(separator: "\n").first { $0.contains("requests in") }
+            .flatMap { Int($0.split(separator: " ").first ?? "") } ?? 0
+        let p99 = text.split(separator: "\n").first { $0.trimmingCharacters(in: .whitespaces).hasPrefix("99%") }
+            .map { String($0.split(separator: " ").last ?? "") } ?? "?"
+        return Outcome(requestsPerSecond: rate, p99: p99, requests: requests)
     }
 }
