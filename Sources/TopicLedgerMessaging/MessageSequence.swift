@@ -227,6 +227,12 @@ final class MessageReceiver: @unchecked Sendable {
                 switch refusal.error {
                 case .unregistered, .authentication, .invalidArgument:
                     if await !recover(from: refusal.error, token: &token, last: &last) { return }
+                    // Recovered (a new token, or no Last-Event-ID); if it keeps happening, not in a tight loop.
+                    if failures > 0 {
+                        guard await backOff(refusal.error, failures: &failures) else { return }
+                    } else {
+                        failures += 1
+                    }
                 case let error where error.isRetryable:
                     guard await backOff(error, failures: &failures) else { return }
                 default:
@@ -238,6 +244,10 @@ final class MessageReceiver: @unchecked Sendable {
                     guard await backOff(error, failures: &failures) else { return }
                 } else if await !recover(from: error, token: &token, last: &last) {
                     return
+                } else if failures > 0 {
+                    guard await backOff(error, failures: &failures) else { return }
+                } else {
+                    failures += 1
                 }
             } catch {
                 return end(.failure(error))

@@ -274,6 +274,8 @@ public final class Messaging: @unchecked Sendable {
                 return (operation, state.token, mayRegister)
             }
             guard let (operation, token, mayRegister) = next else { return }
+            // The token the operation is sent with: the one registered just now when there was none.
+            var used = token
             do {
                 if token == nil && !mayRegister {
                     await waitForPermission()
@@ -281,6 +283,7 @@ public final class Messaging: @unchecked Sendable {
                 }
                 let current: String
                 if let token { current = token } else { current = try await newToken(replacing: nil) }
+                used = current
                 // A new token rewrites the list: the operation may be gone.
                 guard lock.locked({ state.pending.first?.id == operation.id }) else { continue }
                 switch operation.action {
@@ -290,8 +293,18 @@ public final class Messaging: @unchecked Sendable {
                 failures = 0
                 complete(operation, error: nil)
             } catch let error as MessagingError {
-                if error == .unregistered, let token {
-                    forget(token)
+                if error == .unregistered, let used {
+                    // A new token next; if the new ones are refused too (something between us and the server
+                    // answers 404), not in a tight loop.
+                    forget(used)
+                    if failures > 0 {
+                        do {
+                            try await sleep(seconds: configuration.retry.delay(afterFailure: failures, retryAfter: nil))
+                        } catch {
+                            return
+                        }
+                    }
+                    failures += 1
                 } else if error.isRetryable {
                     do {
                         try await sleep(seconds: configuration.retry.delay(afterFailure: failures, retryAfter: error.retryAfter))

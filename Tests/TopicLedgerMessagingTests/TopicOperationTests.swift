@@ -128,6 +128,24 @@ struct TopicOperationTests {
         }
     }
 
+    @Test("a front that calls every token unregistered gets new registrations with backoff, not in a tight loop")
+    func unregisteredLoopBacksOff() async throws {
+        let server = LibraryServer()
+        try await server.run { admin in
+            server.front.on(
+                .post, "/topicSubscriptions", times: 10_000,
+                .status(404, body: #"{"error":{"code":404,"message":"gone","status":"NOT_FOUND"}}"#))
+            let messaging = try Messaging(configuration: server.messagingConfiguration(port: admin.port))
+            messaging.subscribe(toTopic: "news", completion: nil)
+            try await Task.sleep(for: .seconds(1))
+            messaging.close()
+            // Backoff from 50 ms doubling to 500 ms: about six in a second; a tight loop makes hundreds.
+            let registrations = server.front.requests(.post, "/registrations").filter { $0.path.hasSuffix("/registrations") }.count
+            #expect(registrations >= 2 && registrations <= 12, "\(registrations) registrations in a second")
+            #expect(messaging.pendingTopicOperations.map(\.topic) == ["news"])
+        }
+    }
+
     @Test("completion handlers run in call order: subscribe then unsubscribe leaves the topic off")
     func completionHandlersKeepOrder() async throws {
         let server = LibraryServer()
