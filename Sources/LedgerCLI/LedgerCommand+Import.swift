@@ -3,8 +3,19 @@ import Foundation
 import LedgerCore
 import LedgerStore
 
+#if canImport(Glibc)
+    import Glibc
+#elseif canImport(Darwin)
+    import Darwin
+#endif
+
 extension LedgerCommand {
     /// `ledger import FILE`: builds a ledger from JSON lines of operations, without a server.
+    ///
+    /// The file is read twice, a chunk at a time, so memory stays bounded whatever its size: the first pass
+    /// parses every line (a malformed file changes nothing), the second parses again and appends, the next
+    /// request parsed while the one before it commits. Standard input is copied to an unlinked temporary
+    /// file during the first pass.
     struct Import: AsyncParsableCommand {
         static let configuration = CommandConfiguration(
             abstract: "Append operations from a JSON-lines file (- for standard input); see docs/operations.md.")
@@ -14,56 +25,173 @@ extension LedgerCommand {
         @Argument(help: "JSON-lines file of operations, or - for standard input.")
         var file: String
 
+        @Flag(help: "Never draw the progress bar (it is drawn only when standard error is a terminal).")
+        var noProgress = false
+
         func run() async throws {
-            let text: String
-            if file == "-" {
-                text = String(decoding: FileHandle.standardInput.readDataToEndOfFile(), as: UTF8.self)
-            } else {
-                guard let data = FileManager.default.contents(atPath: file) else {
-                    throw ValidationError("cannot read \(file)")
-                }
-                text = String(decoding: data, as: UTF8.self)
+            let source = try ImportSource(path: file)
+            defer { source.close() }
+            let progress = ImportProgress(
+                enabled: !noProgress && isatty(STDERR_FILENO) == 1, totalBytes: source.sizeBytes)
+
+            // Pass 1: every line parses, or nothing is appended.
+            var checker = LineReader(descriptor: source.descriptor, tee: source.spool)
+            var operations = 0
+            while let parsed = try checker.withNextLine({ try OperationImport.parse(line: $0, number: $1) }) {
+                if parsed != nil { operations += 1 }
+                progress.update("checking", bytes: checker.bytesRead, operations: operations)
             }
-            let requests = try OperationImport.requests(fromJSONLines: text)
-            // Each send's audience is recorded right after its request, with the request's time, so that an
-            // import gives the same log every time (a background recorder would interleave by timing).
+            progress.finish("checked", bytes: checker.bytesRead, operations: operations)
+
+            // Pass 2: parse again and append. Each send's audience is recorded right after its request, with
+            // the request's time, so that an import gives the same log every time (a background recorder
+            // would interleave by timing).
             let ledger = try common.open(.readWrite, recordsAudiences: false)
             defer { ledger.close() }
-            var appended = 0
-            var unchanged = 0
-            var audiences = 0
-            var rejected: [String] = []
-            for request in requests {
-                let receipt = try await ledger.append(request)
-                for (index, outcome) in receipt.outcomes.enumerated() {
-                    switch outcome {
-                    case .rejected(let rejection):
-                        rejected.append("request \(request.requestID) operation \(index + 1): \(rejection)")
-                    case .unchanged: unchanged += 1
-                    case .appended, .sent: appended += 1
-                    }
+            var requests = ImportRequests(reader: LineReader(descriptor: try source.rewind()))
+            var tally = ImportTally()
+            var inFlight: (request: WriteRequest, append: Task<WriteReceipt, any Error>)?
+            while true {
+                let next = try requests.next()
+                if let (request, append) = inFlight {
+                    let receipt = try await append.value
+                    tally.count(receipt, of: request)
+                    tally.audiences += try await ledger.recordAudiences(of: receipt, time: request.time).count
+                    progress.update("appending", bytes: requests.bytesRead, operations: tally.operations)
                 }
-                audiences += try await ledger.recordAudiences(of: receipt, time: request.time).count
+                guard let next else { break }
+                inFlight = (next, Task { try await ledger.append(next) })
             }
-            for line in rejected.prefix(20) { printError("rejected: \(line)") }
-            if rejected.count > 20 { printError("rejected: … and \(rejected.count - 20) more") }
-            let head = try ledger.readLog { try $0.head() }
+            progress.finish("appended", bytes: requests.bytesRead, operations: tally.operations)
+            try report(tally, head: try ledger.readLog { try $0.head() })
+        }
+
+        private func report(_ tally: ImportTally, head: LedgerHead) throws {
+            for line in tally.rejected.prefix(20) { printError("rejected: \(line)") }
+            if tally.rejectedCount > 20 { printError("rejected: … and \(tally.rejectedCount - 20) more") }
             switch common.format {
             case .json:
                 var out = JSONObjectWriter()
-                out.field("appended", number: appended)
-                out.field("unchanged", number: unchanged)
-                out.field("audiences", number: audiences)
-                out.field("rejected", number: rejected.count)
+                out.field("appended", number: tally.appended)
+                out.field("unchanged", number: tally.unchanged)
+                out.field("audiences", number: tally.audiences)
+                out.field("rejected", number: tally.rejectedCount)
                 out.field("headSeq", number: head.seq)
                 print(out.finish())
             case .text:
                 print(
-                    "appended \(appended) events, rejected \(rejected.count) operations, recorded \(audiences)"
-                        + " audience event(s); head seq \(head.seq)"
-                        + (unchanged > 0 ? "; \(unchanged) operation(s) changed nothing and appended nothing" : ""))
+                    "appended \(tally.appended) events, rejected \(tally.rejectedCount) operations, recorded"
+                        + " \(tally.audiences) audience event(s); head seq \(head.seq)"
+                        + (tally.unchanged > 0
+                            ? "; \(tally.unchanged) operation(s) changed nothing and appended nothing" : ""))
             }
-            if !rejected.isEmpty { throw ExitCode(1) }
+            if tally.rejectedCount > 0 { throw ExitCode(1) }
+        }
+    }
+}
+
+/// The file being imported, open for reading twice; standard input is spooled to an unlinked temporary file.
+private struct ImportSource {
+    let descriptor: Int32
+    /// Where standard input is copied during the first pass; `nil` for a file.
+    let spool: Int32?
+    /// The file's size, for the progress bar; `nil` for standard input.
+    let sizeBytes: Int?
+
+    init(path: String) throws {
+        if path == "-" {
+            descriptor = STDIN_FILENO
+            var template = Array((NSTemporaryDirectory() + "/ledger-import-XXXXXX").utf8CString)
+            let spool = mkstemp(&template)
+            guard spool >= 0 else {
+                throw ValidationError("cannot make a temporary file for standard input: \(Self.lastError)")
+            }
+            unlink(String(cString: template))
+            self.spool = spool
+            sizeBytes = nil
+        } else {
+            let descriptor = open(path, O_RDONLY)
+            guard descriptor >= 0 else { throw ValidationError("cannot read \(path): \(Self.lastError)") }
+            var status = stat()
+            guard fstat(descriptor, &status) == 0, (status.st_mode & S_IFMT) == S_IFREG else {
+                _ = closeDescriptor(descriptor)
+                throw ValidationError("cannot read \(path): not a regular file")
+            }
+            self.descriptor = descriptor
+            spool = nil
+            sizeBytes = Int(status.st_size)
+        }
+    }
+
+    /// The descriptor to read the second pass from, at its start.
+    func rewind() throws -> Int32 {
+        let target = spool ?? descriptor
+        guard lseek(target, 0, SEEK_SET) == 0 else {
+            throw ValidationError("cannot read the file again: \(Self.lastError)")
+        }
+        return target
+    }
+
+    func close() {
+        if let spool { _ = closeDescriptor(spool) }
+        if descriptor != STDIN_FILENO { _ = closeDescriptor(descriptor) }
+    }
+
+    private static var lastError: String { String(cString: strerror(errno)) }
+}
+
+/// `close(2)`, named apart from ``ImportSource/close()``.
+private func closeDescriptor(_ descriptor: Int32) -> Int32 { close(descriptor) }
+
+/// The second pass: lines parsed into requests, one at a time.
+private struct ImportRequests: ~Copyable {
+    private var reader: LineReader
+    private var builder = OperationImport.RequestBuilder()
+    private var ended = false
+
+    init(reader: consuming LineReader) { self.reader = reader }
+
+    var bytesRead: Int { reader.bytesRead }
+
+    /// The next whole request; `nil` after the last.
+    mutating func next() throws -> WriteRequest? {
+        while !ended {
+            let read = try reader.withNextLine { (bytes, number) throws -> WriteRequest? in
+                guard let line = try OperationImport.parse(line: bytes, number: number) else { return nil }
+                return builder.add(line, number: number)
+            }
+            switch read {
+            case nil: ended = true
+            case .some(nil): continue
+            case .some(.some(let request)): return request
+            }
+        }
+        return builder.finish()
+    }
+}
+
+/// What the appends did.
+private struct ImportTally {
+    var appended = 0
+    var unchanged = 0
+    var audiences = 0
+    var rejectedCount = 0
+    /// The first rejections, described.
+    var rejected: [String] = []
+
+    var operations: Int { appended + unchanged + rejectedCount }
+
+    mutating func count(_ receipt: WriteReceipt, of request: WriteRequest) {
+        for (index, outcome) in receipt.outcomes.enumerated() {
+            switch outcome {
+            case .rejected(let rejection):
+                rejectedCount += 1
+                if rejected.count < 21 {
+                    rejected.append("request \(request.requestID) operation \(index + 1): \(rejection)")
+                }
+            case .unchanged: unchanged += 1
+            case .appended, .sent: appended += 1
+            }
         }
     }
 }

@@ -17,125 +17,178 @@ import LedgerCore
 public enum OperationImport {
     public static let maximumRequestOperations = 5_000
 
-    /// Parses every line before anything is appended, so a malformed file changes nothing.
+    /// Parses every line before anything is appended, so a malformed file changes nothing. (`ledger import`
+    /// streams instead, with ``parse(line:number:)`` and ``RequestBuilder``.)
     ///
     /// - Throws: `LedgerCoreError.invalidArgument` naming the line and field.
     public static func requests(fromJSONLines text: String) throws -> [WriteRequest] {
         var requests: [WriteRequest] = []
+        var builder = RequestBuilder()
         var lineNumber = 0
-        for line in text.split(separator: "\n", omittingEmptySubsequences: false) {
+        for line in text.utf8.split(separator: UInt8(ascii: "\n"), omittingEmptySubsequences: false) {
             lineNumber += 1
-            let trimmed = line.trimmingCharacters(in: .whitespaces)
-            if trimmed.isEmpty || trimmed.hasPrefix("#") { continue }
-            let parsed = try parse(trimmed, line: lineNumber)
-            let joinsLast =
-                requests.last.map { last in
-                    last.actor == parsed.actor && last.time == parsed.time
-                        && last.requestID == (parsed.requestID ?? last.requestID)
-                        && (parsed.requestID != nil || last.requestID.hasPrefix("import-line-"))
-                        && last.operations.count < maximumRequestOperations
-                } ?? false
-            if joinsLast {
-                // Appending in place: a copy of `last` would copy its whole operation list every line.
-                requests[requests.count - 1].operations.append(parsed.operation)
-            } else {
-                requests.append(
-                    WriteRequest(
-                        actor: parsed.actor, requestID: parsed.requestID ?? "import-line-\(lineNumber)",
-                        time: parsed.time, operations: [parsed.operation]))
-            }
+            let parsed = try Array(line).withUnsafeBufferPointer { try parse(line: $0, number: lineNumber) }
+            if let parsed, let closed = builder.add(parsed, number: lineNumber) { requests.append(closed) }
         }
+        if let last = builder.finish() { requests.append(last) }
         return requests
     }
 
-    private struct ParsedLine {
-        var operation: LedgerOperation
-        var actor: String
-        var requestID: String?
-        var time: LedgerTime?
+    /// One line of the file: an operation and the request it belongs to.
+    public struct Line: Sendable {
+        public var operation: LedgerOperation
+        public var actor: String
+        public var requestID: String?
+        public var time: LedgerTime?
     }
 
-    private static func parse(_ line: String, line number: Int) throws -> ParsedLine {
+    /// Groups consecutive lines with the same time, actor and request id into one request, up to
+    /// ``maximumRequestOperations``.
+    public struct RequestBuilder {
+        private var open: WriteRequest?
+
+        public init() {}
+
+        /// Adds line `number`; returns the request it closed, if it starts a new one.
+        public mutating func add(_ line: Line, number: Int) -> WriteRequest? {
+            if var last = open, last.actor == line.actor, last.time == line.time,
+                last.requestID == (line.requestID ?? last.requestID),
+                line.requestID != nil || last.requestID.hasPrefix("import-line-"),
+                last.operations.count < maximumRequestOperations
+            {
+                // Taken out and put back, so that appending does not copy the operation list.
+                open = nil
+                last.operations.append(line.operation)
+                open = last
+                return nil
+            }
+            let closed = open
+            open = WriteRequest(
+                actor: line.actor, requestID: line.requestID ?? "import-line-\(number)", time: line.time,
+                operations: [line.operation])
+            return closed
+        }
+
+        /// The last request, once the file has ended.
+        public mutating func finish() -> WriteRequest? {
+            defer { open = nil }
+            return open
+        }
+    }
+
+    /// Parses one line (without its newline); `nil` for a blank line or a `#` comment.
+    ///
+    /// - Throws: `LedgerCoreError.invalidArgument` naming the line and what is wrong with it.
+    public static func parse(line bytes: UnsafeBufferPointer<UInt8>, number: Int) throws -> Line? {
         func fail(_ message: String) -> LedgerCoreError {
             LedgerCoreError(.invalidArgument, field: "line \(number)", message)
         }
-        guard let object = try? JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: Any] else {
-            throw fail("not a JSON object")
+        let isSpace = { (byte: UInt8) in byte == UInt8(ascii: " ") || byte == UInt8(ascii: "\t") || byte == 13 }
+        guard let first = bytes.firstIndex(where: { !isSpace($0) }) else { return nil }
+        if bytes[first] == UInt8(ascii: "#") { return nil }
+        let object: FlatJSONObject
+        do {
+            object = try FlatJSONObject(parsing: UnsafeBufferPointer(rebasing: bytes[first...]))
+        } catch {
+            throw fail("not a JSON object: \(error)")
         }
         func string(_ key: String) throws -> String? {
-            guard let value = object[key] else { return nil }
-            guard let text = value as? String else { throw fail("\(key) must be a string") }
-            return text
+            switch object[key] {
+            case nil: return nil
+            case .string(let text): return text
+            default: throw fail("\(key) must be a string")
+            }
         }
-        func required(_ key: String) throws -> String {
-            guard let value = try string(key) else { throw fail("\(key) is required") }
+        let fields = try LineFields(
+            op: string("op"), token: string("token"), topic: string("topic"), via: string("via"),
+            platform: string("platform"), appId: string("appId"), reason: string("reason"),
+            condition: string("condition"), precedence: string("precedence"), actor: string("actor"),
+            requestId: string("requestId"))
+        func required(_ value: String?, _ key: String) throws -> String {
+            guard let value else { throw fail("\(key) is required") }
             return value
         }
         func wrap<T>(_ body: () throws -> T) throws -> T {
             do { return try body() } catch let error as LedgerCoreError { throw fail(error.description) }
         }
         let token = { () throws -> RegistrationToken in
-            let text = try required("token"); return try wrap { try RegistrationToken(text) }
+            let text = try required(fields.token, "token")
+            return try wrap { try RegistrationToken(text) }
         }
         let topic = { () throws -> TopicName in
-            let text = try required("topic"); return try wrap { try TopicName(text) }
+            let text = try required(fields.topic, "topic")
+            return try wrap { try TopicName(text) }
         }
         let via = { () throws -> SubscriptionChannel in
-            let text = try string("via") ?? "v1"
-            guard let via = SubscriptionChannel(rawValue: text) else { throw fail("via must be client, v1 or iid") }
+            guard let via = SubscriptionChannel(rawValue: fields.via ?? "v1") else {
+                throw fail("via must be client, v1 or iid")
+            }
             return via
         }
         let operation: LedgerOperation
-        switch try required("op") {
+        switch try required(fields.op, "op") {
         case "register":
             // The limits of the device API (`POST …/registrations`).
-            for key in ["platform", "appId"] where (try string(key))?.utf8.count ?? 0 > 256 {
+            for (key, value) in [("platform", fields.platform), ("appId", fields.appId)]
+            where value?.utf8.count ?? 0 > 256 {
                 throw fail("\(key) must be at most 256 bytes")
             }
-            operation = .register(try token(), platform: try string("platform"), appID: try string("appId"))
+            operation = .register(try token(), platform: fields.platform, appID: fields.appId)
         case "unregister":
-            operation = .unregister(try token(), reason: try string("reason") ?? "imported")
+            operation = .unregister(try token(), reason: fields.reason ?? "imported")
         case "subscribe":
             operation = .subscribe(try token(), try topic(), via: try via())
         case "unsubscribe":
             operation = .unsubscribe(try token(), try topic(), via: try via())
         case "send":
-            let targets = [try string("topic"), try string("condition"), try string("token")]
-            guard targets.compactMap({ $0 }).count == 1 else {
-                throw fail("send needs exactly one of topic, condition, token")
-            }
-            let target: MessageTarget
-            if let name = targets[0] {
-                target = .topic(try wrap { try TopicName(name) })
-            } else if let condition = targets[1] {
-                target = .condition(condition)
-            } else {
-                target = .token(try wrap { try RegistrationToken(targets[2]!) })
-            }
-            let precedenceText = try string("precedence") ?? ConditionPrecedence.leftToRight.rawValue
-            guard let precedence = ConditionPrecedence(rawValue: precedenceText) else {
-                throw fail("precedence must be left-to-right or standard")
-            }
-            let message = object["message"] ?? [String: Any]()
-            guard JSONSerialization.isValidJSONObject(message),
-                let json = try? JSONSerialization.data(withJSONObject: message, options: [.sortedKeys])
-            else { throw fail("message must be a JSON object") }
-            operation = .send(target, precedence: precedence, messageJSON: Array(json))
+            operation = try sendOperation(fields, line: Data(buffer: bytes), fail: fail)
         case let other:
             throw fail("unknown op \(other); expected register, unregister, subscribe, unsubscribe or send")
         }
         var time: LedgerTime?
-        if let value = object["time"] {
-            if let micros = value as? Int64 {
-                time = LedgerTime(microseconds: micros)
-            } else if let text = value as? String, let parsed = LedgerTime(parsing: text) {
-                time = parsed
-            } else {
-                throw fail("time must be RFC 3339 (2026-03-01T12:00:00Z) or microseconds since 1970")
-            }
+        switch object["time"] {
+        case nil: break
+        case .integer(let micros): time = LedgerTime(microseconds: micros)
+        case .string(let text) where LedgerTime(parsing: text) != nil: time = LedgerTime(parsing: text)
+        default: throw fail("time must be RFC 3339 (2026-03-01T12:00:00Z) or microseconds since 1970")
         }
-        return ParsedLine(
-            operation: operation, actor: try string("actor") ?? "import", requestID: try string("requestId"),
-            time: time)
+        return Line(operation: operation, actor: fields.actor ?? "import", requestID: fields.requestId, time: time)
+    }
+
+    /// A send line's operation. Its `message` is read with `JSONSerialization` and written back with sorted
+    /// keys — sends are rare in an import, and the message is stored as JSON, not as a typed value.
+    private static func sendOperation(
+        _ fields: LineFields, line: Data, fail: (String) -> LedgerCoreError
+    ) throws -> LedgerOperation {
+        let targets = [fields.topic, fields.condition, fields.token]
+        guard targets.compactMap({ $0 }).count == 1 else {
+            throw fail("send needs exactly one of topic, condition, token")
+        }
+        func wrap<T>(_ body: () throws -> T) throws -> T {
+            do { return try body() } catch let error as LedgerCoreError { throw fail(error.description) }
+        }
+        let target: MessageTarget
+        if let name = targets[0] {
+            target = .topic(try wrap { try TopicName(name) })
+        } else if let condition = targets[1] {
+            target = .condition(condition)
+        } else {
+            target = .token(try wrap { try RegistrationToken(targets[2]!) })
+        }
+        let precedenceText = fields.precedence ?? ConditionPrecedence.leftToRight.rawValue
+        guard let precedence = ConditionPrecedence(rawValue: precedenceText) else {
+            throw fail("precedence must be left-to-right or standard")
+        }
+        let object = try? JSONSerialization.jsonObject(with: line) as? [String: Any]
+        let message = object?["message"] ?? [String: Any]()
+        guard JSONSerialization.isValidJSONObject(message),
+            let json = try? JSONSerialization.data(withJSONObject: message, options: [.sortedKeys])
+        else { throw fail("message must be a JSON object") }
+        return .send(target, precedence: precedence, messageJSON: Array(json))
+    }
+
+    /// The string fields a line may have.
+    private struct LineFields {
+        var op, token, topic, via, platform, appId, reason, condition, precedence, actor, requestId: String?
     }
 }

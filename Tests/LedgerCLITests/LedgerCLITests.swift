@@ -115,6 +115,48 @@ struct LedgerCLITests {
         #expect(try ledger("topics", "--sort", "size", data: data).status != 0)
     }
 
+    @Test("import streams a file larger than its read chunk: CRLF, comments, no final newline; the same log as stdin")
+    func importStreamsAFile() throws {
+        let fromFile = TemporaryDirectory()
+        let fromInput = TemporaryDirectory()
+        defer {
+            fromFile.remove()
+            fromInput.remove()
+        }
+        // 12,000 lines of about 110 bytes: more than the 1 MiB chunk, so lines straddle chunk ends.
+        var lines = ["# a comment", "   "]
+        for index in 0..<2_000 {
+            lines.append(#"{"op":"register","token":"tok-\#(index)-abcdefghijklmnopqrstuvwxyz0123456789","time":1}"#)
+        }
+        for index in 0..<10_000 {
+            lines.append(
+                #"{"op":"subscribe","token":"tok-\#(index % 2_000)-abcdefghijklmnopqrstuvwxyz0123456789","#
+                    + #""topic":"topic-\#(index / 2_000)","via":"iid","time":2}"#)
+        }
+        let text = lines.joined(separator: "\r\n")
+        #expect(text.utf8.count > 1 << 20)
+        let file = fromFile.path + "/ops.jsonl"
+        try Data(text.utf8).write(to: URL(fileURLWithPath: file))
+        let imported = try ledger("import", file, "--format", "json", data: fromFile)
+        #expect(imported.status == 0, "\(imported.stderr)")
+        #expect(jsonObject(Substring(imported.stdout))["appended"] as? Int == 12_000)
+        // Standard error is not a terminal here: no progress bar.
+        #expect(imported.stderr.isEmpty)
+        #expect(try ledger("import", "-", data: fromInput, input: text).status == 0)
+        let logged = try ledger("log", "--format", "text", data: fromFile).stdout
+        #expect(logged.split(separator: "\n").count == 12_000)
+        #expect(logged == (try ledger("log", "--format", "text", data: fromInput).stdout))
+        // A bad last line leaves a fresh ledger untouched: the whole file is checked before the first append.
+        let bad = TemporaryDirectory()
+        defer { bad.remove() }
+        try Data((text + "\n{\"op\":\"subscribe\",\"token\":\"tok-1\",\"topic\":7}").utf8)
+            .write(to: URL(fileURLWithPath: bad.path + "/ops.jsonl"))
+        let refused = try ledger("import", bad.path + "/ops.jsonl", data: bad)
+        #expect(refused.status != 0)
+        #expect(refused.stderr.contains("line 12003") && refused.stderr.contains("topic must be a string"))
+        #expect(try ledger("log", data: bad).stderr.contains("no ledger for project"))
+    }
+
     @Test("import refuses a malformed file before appending anything")
     func importMalformed() throws {
         let data = TemporaryDirectory()

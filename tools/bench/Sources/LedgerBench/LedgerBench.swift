@@ -27,7 +27,7 @@ struct LedgerBench: AsyncParsableCommand {
 
     @Option(
         help:
-            "Run only these workloads (comma-separated: append, rebuild, scan, audience, parse, http, replay, proofs, delivery, peers; peers adds Redis and SQLite beside append and audience)."
+            "Run only these workloads (comma-separated: append, rebuild, scan, audience, parse, import, http, replay, proofs, delivery, peers; peers adds Redis and SQLite beside append and audience)."
     )
     var only: String?
 
@@ -86,6 +86,9 @@ struct LedgerBench: AsyncParsableCommand {
             }
         }
         if wants("parse") { try await section("parse") { [AudienceWorkload.parseRate()] } }
+        if wants("import") {
+            try await section("import") { [try importWorkload(operations: full ? 2_000_000 : 200_000)] }
+        }
         if wants("http") {
             try await section("http") {
                 try await HTTPWorkload(ledgerBinary: ledgerBinary, scratch: scratch, seconds: full ? 10 : 2).run()
