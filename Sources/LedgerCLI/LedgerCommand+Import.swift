@@ -186,7 +186,7 @@ private struct ImportTally {
             switch outcome {
             case .rejected(let rejection):
                 rejectedCount += 1
-                if rejected.count < 21 {
+                if rejected.count < 20 {
                     rejected.append("request \(request.requestID) operation \(index + 1): \(rejection)")
                 }
             case .unchanged: unchanged += 1

@@ -1,7 +1,8 @@
 import Foundation
 import LedgerCore
 
-/// Reads JSON lines of operations into write requests, for `ledger import` (demos, tests, benchmarks).
+/// Reads JSON lines of operations into write requests, for `ledger import` (demos, tests, benchmarks): one line
+/// at a time with ``parse(line:number:)``, grouped into requests by ``RequestBuilder``.
 ///
 /// One operation per line:
 /// ```
@@ -16,23 +17,6 @@ import LedgerCore
 /// form one request, up to `maximumRequestOperations`.
 public enum OperationImport {
     public static let maximumRequestOperations = 5_000
-
-    /// Parses every line before anything is appended, so a malformed file changes nothing. (`ledger import`
-    /// streams instead, with ``parse(line:number:)`` and ``RequestBuilder``.)
-    ///
-    /// - Throws: `LedgerCoreError.invalidArgument` naming the line and field.
-    public static func requests(fromJSONLines text: String) throws -> [WriteRequest] {
-        var requests: [WriteRequest] = []
-        var builder = RequestBuilder()
-        var lineNumber = 0
-        for line in text.utf8.split(separator: UInt8(ascii: "\n"), omittingEmptySubsequences: false) {
-            lineNumber += 1
-            let parsed = try Array(line).withUnsafeBufferPointer { try parse(line: $0, number: lineNumber) }
-            if let parsed, let closed = builder.add(parsed, number: lineNumber) { requests.append(closed) }
-        }
-        if let last = builder.finish() { requests.append(last) }
-        return requests
-    }
 
     /// One line of the file: an operation and the request it belongs to.
     public struct Line: Sendable {
@@ -108,9 +92,7 @@ public enum OperationImport {
             guard let value else { throw fail("\(key) is required") }
             return value
         }
-        func wrap<T>(_ body: () throws -> T) throws -> T {
-            do { return try body() } catch let error as LedgerCoreError { throw fail(error.description) }
-        }
+        func wrap<T>(_ body: () throws -> T) throws -> T { try rethrow(fail, body) }
         let token = { () throws -> RegistrationToken in
             let text = try required(fields.token, "token")
             return try wrap { try RegistrationToken(text) }
@@ -164,9 +146,7 @@ public enum OperationImport {
         guard targets.compactMap({ $0 }).count == 1 else {
             throw fail("send needs exactly one of topic, condition, token")
         }
-        func wrap<T>(_ body: () throws -> T) throws -> T {
-            do { return try body() } catch let error as LedgerCoreError { throw fail(error.description) }
-        }
+        func wrap<T>(_ body: () throws -> T) throws -> T { try rethrow(fail, body) }
         let target: MessageTarget
         if let name = targets[0] {
             target = .topic(try wrap { try TopicName(name) })
@@ -185,6 +165,11 @@ public enum OperationImport {
             let json = try? JSONSerialization.data(withJSONObject: message, options: [.sortedKeys])
         else { throw fail("message must be a JSON object") }
         return .send(target, precedence: precedence, messageJSON: Array(json))
+    }
+
+    /// `body`'s value; a `LedgerCoreError` it throws comes out as the line's error (`fail`).
+    private static func rethrow<T>(_ fail: (String) -> LedgerCoreError, _ body: () throws -> T) throws -> T {
+        do { return try body() } catch let error as LedgerCoreError { throw fail(error.description) }
     }
 
     /// The string fields a line may have.

@@ -157,6 +157,28 @@ struct LedgerCLITests {
         #expect(try ledger("log", data: bad).stderr.contains("no ledger for project"))
     }
 
+    @Test("import: a 3 MiB line grows the read buffer and imports; a line over 16 MiB is refused, nothing appended")
+    func importLongLines() throws {
+        let data = TemporaryDirectory()
+        defer { data.remove() }
+        // Unknown fields are ignored, so padding makes a long line that is still a valid operation.
+        let long = #"{"op":"register","token":"tokLong","padding":""# + String(repeating: "x", count: 3 << 20) + #""}"#
+        let imported = try ledger("import", "-", "--format", "json", data: data, input: long + "\n")
+        #expect(imported.status == 0, "\(imported.stderr)")
+        #expect(jsonObject(Substring(imported.stdout))["appended"] as? Int == 1)
+
+        let refusedData = TemporaryDirectory()
+        defer { refusedData.remove() }
+        let tooLong = #"{"op":"register","token":"tokHuge","padding":""# + String(repeating: "x", count: 17 << 20) + #""}"#
+        // From a file: through a pipe, the test would get SIGPIPE when ledger stops reading at line 2.
+        let file = refusedData.path + "/ops.jsonl"
+        try Data((#"{"op":"register","token":"tokA"}"# + "\n" + tooLong + "\n").utf8).write(to: URL(fileURLWithPath: file))
+        let refused = try ledger("import", file, data: refusedData)
+        #expect(refused.status != 0)
+        #expect(refused.stderr.contains("line 2 is longer than 16777216 bytes"), "\(refused.stderr)")
+        #expect(try ledger("log", data: refusedData).stderr.contains("no ledger for project"))
+    }
+
     @Test("import refuses a malformed file before appending anything")
     func importMalformed() throws {
         let data = TemporaryDirectory()

@@ -1,12 +1,12 @@
 /// A byte-level reader for one JSON shape: an object whose members that matter are strings, integers or
 /// arrays of strings (other values are checked and skipped). It is what `ledger import` parses every line
-/// with, and `/iid/v1:batchAdd` its body.
+/// with; a `/iid/v1:batchAdd` body has the same shape, but the server does not use it yet (issue #14).
 ///
 /// Why by hand: `JSONDecoder` spent about 4.7 µs on a 110-byte import line (75 % of `ledger import`'s time
 /// in a `perf` profile; docs/performance.md), building a generic value tree and coding paths for a shape
 /// that needs neither. This reader walks the bytes once and makes only the strings it returns. It accepts
-/// exactly RFC 8259 JSON (tested against `JSONDecoder` on random and malformed input), with
-/// `JSONDecoder`'s nesting limit.
+/// RFC 8259 JSON (tested against `JSONSerialization` on random and malformed input) with a nesting limit
+/// of 512; it refuses a comma before `]` or `}` and numbers beyond a Double's range, which Foundation takes.
 public struct FlatJSONObject: Sendable {
     /// A member's value, as far as this shape cares.
     public enum Value: Sendable, Equatable {
@@ -105,14 +105,7 @@ extension FlatJSONObject {
                 try expect(UInt8(ascii: ":"))
                 skipWhitespace()
                 members.append((name, try readValue()))
-                skipWhitespace()
-                switch peek() {
-                case UInt8(ascii: ","): index += 1
-                case UInt8(ascii: "}"):
-                    index += 1
-                    return members
-                default: throw fail("expected , or }")
-                }
+                if try closes(UInt8(ascii: "}")) { return members }
             }
         }
 
@@ -152,14 +145,7 @@ extension FlatJSONObject {
                     try skipValue(depth: 2)
                     elements.append(nil)
                 }
-                skipWhitespace()
-                switch peek() {
-                case UInt8(ascii: ","): index += 1
-                case UInt8(ascii: "]"):
-                    index += 1
-                    return elements
-                default: throw fail("expected , or ]")
-                }
+                if try closes(UInt8(ascii: "]")) { return elements }
             }
         }
 
@@ -193,20 +179,25 @@ extension FlatJSONObject {
                 default: throw fail("expected a value")
                 }
                 // After a value: close containers or move to the next element.
-                while let isObject = open.last {
-                    skipWhitespace()
-                    if peek() == UInt8(ascii: ",") {
-                        index += 1
-                        if isObject { try skipMemberName() }
-                        break
-                    }
-                    guard peek() == (isObject ? UInt8(ascii: "}") : UInt8(ascii: "]")) else {
-                        throw fail(isObject ? "expected , or }" : "expected , or ]")
-                    }
-                    index += 1
+                while let isObject = open.last, try closes(isObject ? UInt8(ascii: "}") : UInt8(ascii: "]")) {
                     open.removeLast()
                 }
+                if let isObject = open.last, isObject { try skipMemberName() }
                 if open.isEmpty { return }
+            }
+        }
+
+        /// After an element: passes over `,` (false: another element follows) or `close` (true), else throws.
+        mutating func closes(_ close: UInt8) throws(FlatJSONError) -> Bool {
+            skipWhitespace()
+            switch peek() {
+            case UInt8(ascii: ","):
+                index += 1
+                return false
+            case close:
+                index += 1
+                return true
+            default: throw fail("expected , or \(Character(Unicode.Scalar(close)))")
             }
         }
 
