@@ -28,8 +28,7 @@ public struct RegistrationToken: Hashable, Sendable, Comparable, CustomStringCon
             throw LedgerCoreError(
                 .invalidArgument, field: field, "registration token is longer than \(Self.maximumLength) characters")
         }
-        if let offset = utf8.firstIndex(where: { !Self.isTokenByte($0) }) {
-            let position = utf8.distance(from: utf8.startIndex, to: offset)
+        if let position = Self.firstInvalidOffset(utf8) {
             throw LedgerCoreError(
                 .invalidArgument, field: field,
                 "registration token has a character outside [A-Za-z0-9_:.-] at offset \(position)")
@@ -39,6 +38,18 @@ public struct RegistrationToken: Hashable, Sendable, Comparable, CustomStringCon
 
     /// Wraps a token read back from the log, which was validated when it was appended.
     package init(trusted rawValue: String) { self.rawValue = rawValue }
+
+    /// The offset of the first byte outside the alphabet, or `nil`: a loop over the contiguous UTF-8 bytes
+    /// (walking `String.UTF8View` with `firstIndex(where:)` was 7.7 % of the server under batchAdd load).
+    static func firstInvalidOffset(_ utf8: String.UTF8View) -> Int? {
+        let offset = utf8.withContiguousStorageIfAvailable { bytes -> Int? in
+            for index in bytes.indices where !isTokenByte(bytes[index]) { return index }
+            return nil
+        }
+        if let offset { return offset }
+        // A bridged string without contiguous UTF-8 (never on Linux).
+        return utf8.firstIndex(where: { !isTokenByte($0) }).map { utf8.distance(from: utf8.startIndex, to: $0) }
+    }
 
     @inline(__always)
     static func isTokenByte(_ byte: UInt8) -> Bool {

@@ -25,8 +25,10 @@ public struct TopicName: Hashable, Sendable, Comparable, CustomStringConvertible
             throw LedgerCoreError(
                 .invalidArgument, field: field, "topic name is longer than \(maximumLength) characters")
         }
-        if let bad = utf8.firstIndex(where: { !isTopicByte($0) }) {
-            let offset = utf8.distance(from: utf8.startIndex, to: bad)
+        let firstInvalid =
+            utf8.withContiguousStorageIfAvailable { bytes in bytes.firstIndex(where: { !isTopicByte($0) }) }
+            ?? utf8.firstIndex(where: { !isTopicByte($0) }).map { utf8.distance(from: utf8.startIndex, to: $0) }
+        if let offset = firstInvalid {
             throw LedgerCoreError(
                 .invalidArgument, field: field,
                 "topic name has a character outside [a-zA-Z0-9-_.~%] at offset \(offset)")

@@ -92,6 +92,17 @@ enum JSONResponse {
             status: status)
     }
 
+    /// `value` encoded by `JSONEncoder`, keys sorted and slashes unescaped as ``make(_:status:)`` writes them.
+    static func encoded(_ value: some Encodable, status: HTTPResponse.Status = .ok) throws -> Response {
+        bytes(try encoder.encode(value), status: status)
+    }
+
+    private static let encoder: JSONEncoder = {
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
+        return encoder
+    }()
+
     /// A body that is JSON already (assembled from bytes, as delivery pages are).
     static func bytes(_ json: some Sequence<UInt8>, status: HTTPResponse.Status = .ok) -> Response {
         Response(

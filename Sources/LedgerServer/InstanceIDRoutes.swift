@@ -31,28 +31,29 @@ struct InstanceIDRoutes {
     /// `{"to":"/topics/T","registration_tokens":[…]}` → one result per token, in order.
     private func batch(_ request: Request, _ context: LedgerRequestContext, subscribe: Bool) async throws -> Response {
         let caller = try context.requireCaller()
-        let body: [String: Any]
+        let buffer: ByteBuffer
         do {
-            body = try await JSONBody.object(request, limit: server.configuration.maximumBodyBytes)
+            buffer = try await JSONBody.bytes(request, limit: server.configuration.maximumBodyBytes)
         } catch let error as FCMError where error.status == .contentTooLarge {
             throw InstanceIDError(status: .contentTooLarge, code: "INVALID_ARGUMENT")
         } catch {
             throw Self.invalid
         }
-        guard let to = body["to"] as? String, let topic = try? TopicName(to),
-            let tokens = JSONBody.value(body, "registrationTokens", "registration_tokens") as? [Any],
-            (1...server.configuration.maximumBatchTokens).contains(tokens.count)
+        guard
+            let body = buffer.withUnsafeReadableBytes({ TopicBatchBody(json: $0.assumingMemoryBound(to: UInt8.self)) }),
+            let topic = try? TopicName(body.to),
+            (1...server.configuration.maximumBatchTokens).contains(body.registrationTokens.count)
         else { throw Self.invalid }
         // Malformed tokens get a per-token INVALID_ARGUMENT and no operation; tokens beyond the project's
         // rate budget get RESOURCE_EXHAUSTED; the rest go in one request.
         // A token named twice is one change: it takes one unit of the budget and shares its outcome.
-        let valid = Set(tokens.compactMap { ($0 as? String).flatMap { try? RegistrationToken($0) } })
-        var budget = server.subscriptionRate.take(valid.count, for: caller.project)
+        let tokens = body.registrationTokens.map { $0.flatMap { try? RegistrationToken($0) } }
+        var budget = server.subscriptionRate.take(Set(tokens.compactMap { $0 }).count, for: caller.project)
         var operations: [LedgerOperation] = []
         var slots: [Slot] = []
         var slotOfToken: [RegistrationToken: Slot] = [:]
-        for value in tokens {
-            guard let text = value as? String, let token = try? RegistrationToken(text) else {
+        for token in tokens {
+            guard let token else {
                 slots.append(.error("INVALID_ARGUMENT"))
                 continue
             }
@@ -79,17 +80,26 @@ struct InstanceIDRoutes {
                 project: caller.project
             ).outcomes
         }
-        let results: [[String: Any]] = slots.map { slot in
+        let results = slots.map { slot in
             switch slot {
-            case .error(let code): return ["error": code]
-            case .operation(let index): return outcomes[index].rejection.map { ["error": Self.code(for: $0)] } ?? [:]
+            case .error(let code): BatchResponse.Result(error: code)
+            case .operation(let index): BatchResponse.Result(error: outcomes[index].rejection.map(Self.code(for:)))
             }
         }
-        var response = try JSONResponse.make(["results": results])
+        var response = try JSONResponse.encoded(BatchResponse(results: results))
         if slots.contains(where: { if case .error("RESOURCE_EXHAUSTED") = $0 { true } else { false } }) {
             response.headers[.retryAfter] = String(server.subscriptionRate.retryAfter(for: caller.project))
         }
         return response
+    }
+
+    /// `{"results":[{},{"error":"NOT_FOUND"},…]}`: one result per token of the request, in order.
+    struct BatchResponse: Encodable {
+        struct Result: Encodable {
+            /// `nil` (an empty object) for a token that succeeded.
+            let error: String?
+        }
+        let results: [Result]
     }
 
     /// `POST /iid/v1/{token}/rel/topics/{topic}`: subscribe one token.

@@ -114,20 +114,10 @@ enum JSONBody {
     ///
     /// - Throws: 413 when larger than `limit`; 400 INVALID_ARGUMENT when empty or not a JSON object.
     static func object(_ request: Request, limit: Int, allowEmpty: Bool = false) async throws -> [String: Any] {
-        let buffer: ByteBuffer
-        do {
-            buffer = try await request.body.collect(upTo: limit)
-        } catch {
-            throw FCMError(
-                status: .contentTooLarge, googleStatus: "INVALID_ARGUMENT", errorCode: "INVALID_ARGUMENT",
-                message: "Request body is larger than \(limit) bytes.")
-        }
+        let buffer = try await bytes(request, limit: limit)
         if buffer.readableBytes == 0 {
             if allowEmpty { return [:] }
             throw FCMError.invalidArgument("Request body is empty; a JSON object is expected.")
-        }
-        if let problem = StrictJSON.problem(in: buffer.readableBytesView) {
-            throw FCMError.invalidArgument("Invalid JSON payload received: \(problem).")
         }
         let data = Data(buffer.readableBytesView)
         guard let value = try? JSONSerialization.jsonObject(with: data, options: [.fragmentsAllowed]) else {
@@ -137,6 +127,24 @@ enum JSONBody {
             throw FCMError.invalidArgument("Invalid JSON payload received: the body must be a JSON object.")
         }
         return object
+    }
+
+    /// The body's bytes, empty or passing ``StrictJSON`` (UTF-8, no byte-order mark, no repeated names).
+    ///
+    /// - Throws: 413 when larger than `limit`; 400 INVALID_ARGUMENT when the strict checks fail.
+    static func bytes(_ request: Request, limit: Int) async throws -> ByteBuffer {
+        let buffer: ByteBuffer
+        do {
+            buffer = try await request.body.collect(upTo: limit)
+        } catch {
+            throw FCMError(
+                status: .contentTooLarge, googleStatus: "INVALID_ARGUMENT", errorCode: "INVALID_ARGUMENT",
+                message: "Request body is larger than \(limit) bytes.")
+        }
+        if buffer.readableBytes > 0, let problem = StrictJSON.problem(in: buffer.readableBytesView) {
+            throw FCMError.invalidArgument("Invalid JSON payload received: \(problem).")
+        }
+        return buffer
     }
 
     /// The value of `name`, accepted in lowerCamelCase or snake_case.

@@ -93,18 +93,28 @@ struct LMDBProjection: LedgerProjection {
 
     func addTopic(_ topic: TopicID, to instance: InstanceID, at seq: UInt64) throws -> Bool {
         guard try subscribedSince(topic, instance: instance) == nil else { return false }
-        try txn.put(schema.instanceTopics, key: instance, value: membershipValue(topic, since: seq))
-        try txn.put(schema.topicMembers, key: topic, value: membershipValue(instance, since: seq))
+        try putMembership(topic, instance: instance, at: seq)
         return true
     }
 
     func removeTopic(_ topic: TopicID, from instance: InstanceID, at seq: UInt64) throws -> Bool {
         guard let since = try subscribedSince(topic, instance: instance) else { return false }
+        try endMembership(topic, instance: instance, since: since, at: seq)
+        return true
+    }
+
+    /// Stores a membership that begins at `seq`; the caller has checked there is none.
+    func putMembership(_ topic: TopicID, instance: InstanceID, at seq: UInt64) throws {
+        try txn.put(schema.instanceTopics, key: instance, value: membershipValue(topic, since: seq))
+        try txn.put(schema.topicMembers, key: topic, value: membershipValue(instance, since: seq))
+    }
+
+    /// Moves the membership held since `since` to the history, ending at `seq`.
+    func endMembership(_ topic: TopicID, instance: InstanceID, since: UInt64, at seq: UInt64) throws {
         try txn.delete(schema.instanceTopics, key: instance, value: membershipValue(topic, since: since))
         try txn.delete(schema.topicMembers, key: topic, value: membershipValue(instance, since: since))
         try txn.put(schema.instanceTopicHistory, key: instance, value: intervalValue(topic, start: since, end: seq))
         try txn.put(schema.topicMemberHistory, key: topic, value: intervalValue(instance, start: since, end: seq))
-        return true
     }
 
     func recordSend(messageID: UInt64, at seq: UInt64) throws {

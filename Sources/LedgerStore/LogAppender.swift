@@ -12,7 +12,7 @@ struct LogAppender {
     let schema: LedgerSchema
     let limits: LedgerLimits
     private(set) var head: LedgerHead
-    private var projection: LMDBProjection
+    private var projection: MemoizedProjection
     private var messageIDs: any RandomNumberGenerator
 
     init(txn: LMDBTransaction, schema: LedgerSchema, limits: LedgerLimits, messageIDs: any RandomNumberGenerator)
@@ -24,7 +24,7 @@ struct LogAppender {
         self.head =
             try txn.withValue(in: schema.meta, forKey: MetaKey.head) { try $0.map(LedgerHead.init) }
             ?? .empty
-        self.projection = LMDBProjection(txn: txn, schema: schema)
+        self.projection = MemoizedProjection(txn: txn, schema: schema)
         self.messageIDs = messageIDs
     }
 
@@ -139,7 +139,7 @@ struct LogAppender {
 
     private static let unknownToken = OperationRejection(.notFound, "registration token is not registered")
 
-    private func registeredInstance(_ token: RegistrationToken) throws -> InstanceID? {
+    private mutating func registeredInstance(_ token: RegistrationToken) throws -> InstanceID? {
         guard let instance = try projection.instanceID(for: token), try projection.isRegistered(instance) else {
             return nil
         }
@@ -160,10 +160,8 @@ struct LogAppender {
     {
         let event = LedgerEvent(
             seq: head.seq + 1, time: time, actor: request.actor, requestID: request.requestID, body: body)
-        let encoded = EventCodec.encode(event)
-        let hash = encoded.withUnsafeBytes { HashChain.hash(previous: head.hash, encodedEvent: $0) }
-        try txn.put(
-            schema.log, key: event.seq, value: HashChain.record(hash: hash, encodedEvent: encoded), flags: .append)
+        let (record, hash) = HashChain.record(of: event, previous: head.hash)
+        try txn.put(schema.log, key: event.seq, value: record, flags: .append)
         try MerkleStore.didAppend(seq: event.seq, txn: txn, schema: schema)
         try EventFold.apply(event, to: &projection)
         head = LedgerHead(seq: event.seq, time: time, hash: hash)

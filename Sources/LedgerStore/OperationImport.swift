@@ -16,7 +16,7 @@ import LedgerCore
 /// `actor` (default `import`), `requestId`. Consecutive lines with the same time, actor and request id
 /// form one request, up to `maximumRequestOperations`.
 public enum OperationImport {
-    public static let maximumRequestOperations = 5_000
+    public static let maximumRequestOperations = 50_000
 
     /// One line of the file: an operation and the request it belongs to.
     public struct Line: Sendable {

@@ -139,6 +139,21 @@ struct EventCodecTests {
         #expect(chained != hash)
         #expect(chained.count == 32)
     }
+
+    @Test("the appender's one-buffer record is hash ‖ encoded event, the hash chained on the previous one")
+    func recordInOneBuffer() throws {
+        let event = LedgerEvent(
+            seq: 7, time: LedgerTime(microseconds: 1_700_000_000_000_000), actor: "admin", requestID: "r",
+            body: .subscribed(token: try RegistrationToken("tok-1"), topic: try TopicName("news"), via: .iid))
+        let previous = (0..<32).map { UInt8($0 * 7 % 256) }
+        let encoded = EventCodec.encode(event)
+        let expectedHash = encoded.withUnsafeBytes { HashChain.hash(previous: previous, encodedEvent: $0) }
+        let (record, hash) = HashChain.record(of: event, previous: previous)
+        #expect(hash == expectedHash)
+        #expect(record == HashChain.record(hash: expectedHash, encodedEvent: encoded))
+        let decoded = try record.withUnsafeBytes { try EventCodec.decode(try HashChain.split(record: $0).encodedEvent) }
+        #expect(decoded == event)
+    }
 }
 
 /// Hand-built protobuf encodings around the fast path's edges.

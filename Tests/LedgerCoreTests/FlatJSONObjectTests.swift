@@ -59,6 +59,62 @@ struct FlatJSONObjectTests {
         }
     }
 
+    @Test("batchAdd bodies: TopicBatchBody reads what JSONDecoder decodes, on random and on mutated bodies")
+    func batchBodyAgreesWithJSONDecoder() async {
+        await propertyCheck(count: 2000, input: Gen.uint64()) { seed in
+            var generator = SeededGenerator(seed: seed)
+            let (body, wellFormed) = randomBatchBody(using: &generator)
+            var bytes = Array(body.utf8)
+            let mutated = Bool.random(using: &generator)
+            if mutated {
+                let alphabet = Array("{}[]\":,.-+eE0123456789tfnul\\ abx".utf8)
+                for _ in 0..<Int.random(in: 1...2, using: &generator) where !bytes.isEmpty {
+                    let at = Int.random(in: 0..<bytes.count, using: &generator)
+                    switch Int.random(in: 0..<3, using: &generator) {
+                    case 0: bytes.remove(at: at)
+                    case 1: bytes[at] = alphabet.randomElement(using: &generator)!
+                    default: bytes.insert(alphabet.randomElement(using: &generator)!, at: at)
+                    }
+                }
+            }
+            let flat = bytes.withUnsafeBufferPointer { TopicBatchBody(json: $0) }
+            let decoded = try? JSONDecoder().decode(TopicBatchBody.Decoded.self, from: Data(bytes)).body
+            let text = String(decoding: bytes, as: UTF8.self)
+            // As above: JSONDecoder also takes a comma before `]` or `}` and some out-of-range numbers. And it
+            // reads the strings of members it is not asked for only as far as their closing quote, so a bad
+            // escape there passes; JSONSerialization, which reads every value, refuses those bodies.
+            let lenient =
+                flat == nil && decoded != nil
+                && (Self.hasTrailingComma(bytes) || text.contains(/[0-9][eE][+-]?[0-9]{4,}/)
+                    || (try? JSONSerialization.jsonObject(with: Data(bytes))) == nil)
+            #expect(flat == decoded || lenient, "flat \(String(describing: flat)), decoder \(String(describing: decoded)): \(text)")
+            if !mutated && wellFormed { #expect(flat != nil, "\(text)") }
+        }
+    }
+
+    /// A body with `to`, one of the two token keys and sometimes other members, in random order; values
+    /// are mostly of the right kind (`wellFormed`: all are, and both members are there).
+    private func randomBatchBody(using generator: inout SeededGenerator) -> (String, wellFormed: Bool) {
+        var members: [String] = []
+        let oddTo = Int.random(in: 0..<8, using: &generator) == 0
+        members.append(#""to":"# + (oddTo ? randomValue(depth: 1, using: &generator) : randomString(using: &generator)))
+        let tokens = (0..<Int.random(in: 0...6, using: &generator)).map { _ in
+            Int.random(in: 0..<5, using: &generator) == 0
+                ? randomValue(depth: 2, using: &generator) : randomString(using: &generator)
+        }
+        let key = Bool.random(using: &generator) ? "registration_tokens" : "registrationTokens"
+        let oddTokens = Int.random(in: 0..<10, using: &generator) == 0
+        members.append("\"\(key)\":" + (oddTokens
+            ? randomValue(depth: 1, using: &generator) : "[" + tokens.joined(separator: ",") + "]"))
+        for _ in 0..<Int.random(in: 0...2, using: &generator) {
+            members.append(#""x"# + String(members.count) + #"":"# + randomValue(depth: 1, using: &generator))
+        }
+        members.shuffle(using: &generator)
+        let dropped = Int.random(in: 0..<12, using: &generator) == 0
+        if dropped { members.removeFirst() }
+        return ("{" + members.joined(separator: ",") + "}", !oddTo && !oddTokens && !dropped)
+    }
+
     @Test("escapes, surrogate pairs, integers at the edges of 64 bits, and what is not an object")
     func edges() throws {
         func parse(_ text: String) throws -> FlatJSONObject {

@@ -19,6 +19,67 @@ struct LedgerPropertyTests {
         }
     }
 
+    @Test(
+        "the appender decides alike whatever the batching: a history appended as large requests gives the outcomes and events of the same operations appended one per transaction"
+    )
+    func batchingDoesNotChangeDecisions() async throws {
+        await propertyCheck(count: 10, input: Gen.uint64()) { seed in
+            do {
+                // Few tokens and topics and a low topic limit, so one request meets the same token and topic
+                // again and again, across registrations, and reaches the limit (the writer remembers lookups
+                // for a transaction: MemoizedProjection).
+                let history = RandomHistory(tokenCount: 5, topicCount: 4)
+                var generator = SeededGenerator(seed: seed)
+                let operations = (0..<400).map { _ in history.operation(using: &generator) }.filter {
+                    if case .send = $0 { false } else { true }
+                }
+                let one = try await outcomesAndEvents(of: operations.map { [$0] })
+                let large = try await outcomesAndEvents(
+                    of: stride(from: 0, to: operations.count, by: 97).map {
+                        Array(operations[$0..<min($0 + 97, operations.count)])
+                    })
+                let outcome = firstDifference(one.outcomes, large.outcomes)
+                #expect(outcome == nil, "seed \(seed): outcome \(outcome ?? -1) differs")
+                let event = firstDifference(one.events, large.events)
+                #expect(event == nil, "seed \(seed): event \(event ?? -1) differs")
+                #expect(one.outcomes.contains { $0.rejection?.code == .tooManyTopics }, "seed \(seed)")
+            } catch {
+                Issue.record("seed \(seed): \(error)")
+            }
+        }
+    }
+
+    /// The first index where the two differ (a shorter one differs where it ends), or `nil`.
+    private func firstDifference<T: Equatable>(_ a: [T], _ b: [T]) -> Int? {
+        a.indices.first { $0 < b.count && a[$0] != b[$0] } ?? (a.count == b.count ? nil : min(a.count, b.count))
+    }
+
+    /// Appends `requests` in turn to a fresh ledger allowing 2 topics an instance: every outcome, and every
+    /// event's body.
+    private func outcomesAndEvents(of requests: [[LedgerOperation]]) async throws
+        -> (outcomes: [OperationOutcome], events: [LedgerEvent.Body])
+    {
+        let directory = TemporaryDirectory()
+        defer { directory.remove() }
+        let ledger = try openTestLedger(directory) { $0.limits.maximumTopicsPerInstance = 2 }
+        defer { ledger.close() }
+        var outcomes: [OperationOutcome] = []
+        for (index, operations) in requests.enumerated() {
+            let receipt = try await ledger.append(
+                WriteRequest(actor: "test", requestID: "r\(index)", operations: operations))
+            // Seqs differ with the batching only through the outcomes before them; compare kinds.
+            outcomes += receipt.outcomes.map { $0.seq == nil ? $0 : .appended(seq: 0) }
+        }
+        var events: [LedgerEvent.Body] = []
+        try ledger.readLog { snapshot throws in
+            try snapshot.forEachEvent(from: 1, through: try snapshot.head().seq) { event, _ in
+                events.append(event.body)
+                return true
+            }
+        }
+        return (outcomes, events)
+    }
+
     private func checkIncrementalEqualsRebuild(seed: UInt64) async throws {
         let directory = TemporaryDirectory()
         defer { directory.remove() }

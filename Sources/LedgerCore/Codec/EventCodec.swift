@@ -11,6 +11,22 @@ public enum EventCodec {
 
     /// Encodes `event`.
     public static func encode(_ event: LedgerEvent) -> [UInt8] {
+        var bytes: [UInt8] = []
+        append(event, to: &bytes)
+        return bytes
+    }
+
+    /// Appends the encoding of `event` to `bytes`, reserving room for it first (the appender encodes
+    /// straight after the record's hash; see ``HashChain/record(of:previous:)``).
+    public static func append(_ event: LedgerEvent, to bytes: inout [UInt8]) {
+        // Serializing a fully built proto3 message cannot fail (no required fields, no unknown types).
+        let body = try! message(event).serializedBytes() as [UInt8]
+        bytes.reserveCapacity(bytes.count + 1 + body.count)
+        bytes.append(formatVersion)
+        bytes.append(contentsOf: body)
+    }
+
+    private static func message(_ event: LedgerEvent) -> Topicledger_V1_Event {
         var message = Topicledger_V1_Event()
         message.seq = event.seq
         message.timeMicros = event.time.microseconds
@@ -61,10 +77,7 @@ public enum EventCodec {
             body.throughSeq = through
             message.body = .acknowledged(body)
         }
-        var bytes: [UInt8] = [formatVersion]
-        // Serializing a fully built proto3 message cannot fail (no required fields, no unknown types).
-        bytes += try! message.serializedBytes() as [UInt8]
-        return bytes
+        return message
     }
 
     /// Decodes an encoded event.

@@ -17,6 +17,22 @@ public enum HashChain {
         return Array(hasher.finalize())
     }
 
+    /// The stored record of `event` following `previous` (``record(hash:encodedEvent:)``) and its hash,
+    /// built in one buffer: the event is encoded after room for the hash, hashed in place, and the hash
+    /// written in front — the appender's path, one allocation for the record instead of four.
+    public static func record(of event: LedgerEvent, previous: [UInt8]) -> (record: [UInt8], hash: [UInt8]) {
+        var record = [UInt8](repeating: 0, count: hashSize)
+        EventCodec.append(event, to: &record)
+        var hasher = SHA256()
+        hasher.update(data: previous)
+        record.withUnsafeBytes { hasher.update(bufferPointer: UnsafeRawBufferPointer(rebasing: $0[hashSize...])) }
+        let digest = hasher.finalize()
+        record.withUnsafeMutableBytes { record in
+            digest.withUnsafeBytes { record.baseAddress!.copyMemory(from: $0.baseAddress!, byteCount: hashSize) }
+        }
+        return (record, Array(record[..<hashSize]))
+    }
+
     /// The stored record for `encodedEvent`: its hash followed by the event.
     public static func record(hash: [UInt8], encodedEvent: [UInt8]) -> [UInt8] {
         hash + encodedEvent

@@ -1,0 +1,123 @@
+import LMDBKit
+import LedgerCore
+
+/// ``LMDBProjection`` for one write transaction, remembering what it has looked up.
+///
+/// The appender checks an operation against the state (is the token registered, is it subscribed, how many
+/// topics does it hold) and then ``EventFold`` asks the same questions again while applying the event; a
+/// batch of 1,000 subscriptions to one topic asks for that topic 2,000 times. Each question is a B-tree
+/// search with a `memcmp` per level, and in a write transaction every page it touches is also looked up
+/// in the dirty-page list — the top of the writer's profile (docs/performance.md, "The writer"). Here each
+/// is asked of LMDB once per transaction and kept; every write updates what is kept, so an answer is always
+/// what LMDB would say now.
+///
+/// Lives no longer than its transaction: an aborted or retried transaction starts with an empty memo.
+struct MemoizedProjection: LedgerProjection {
+    private let stored: LMDBProjection
+    /// Tokens seen in this transaction, with their instance or `nil` when they have none.
+    private var instances: [RegistrationToken: InstanceID?] = [:]
+    /// The seq of each looked-up instance's registration in force, or `nil` when it is not registered.
+    private var registrations: [InstanceID: UInt64?] = [:]
+    private var topicIDs: [TopicName: TopicID] = [:]
+    /// Topic counts of looked-up instances.
+    private var topicCounts: [InstanceID: Int] = [:]
+    /// The last membership asked about: the appender's check and the fold's add or remove ask in turn.
+    private var lastMembership: (instance: InstanceID, topic: TopicID, since: UInt64?)?
+
+    init(txn: LMDBTransaction, schema: LedgerSchema) {
+        stored = LMDBProjection(txn: txn, schema: schema)
+    }
+
+    mutating func instanceID(for token: RegistrationToken) throws -> InstanceID? {
+        if let known = instances[token] { return known }
+        let found = try stored.instanceID(for: token)
+        instances[token] = .some(found)
+        return found
+    }
+
+    mutating func createInstance(for token: RegistrationToken) throws -> InstanceID {
+        let instance = try stored.createInstance(for: token)
+        instances[token] = .some(instance)
+        registrations[instance] = .some(nil)
+        topicCounts[instance] = 0
+        return instance
+    }
+
+    mutating func isRegistered(_ instance: InstanceID) throws -> Bool {
+        try registeredSince(instance) != nil
+    }
+
+    mutating func registeredSince(_ instance: InstanceID) throws -> UInt64? {
+        if let known = registrations[instance] { return known }
+        let since = try stored.registeredSince(instance)
+        registrations[instance] = .some(since)
+        return since
+    }
+
+    mutating func register(_ instance: InstanceID, platform: String?, appID: String?, at seq: UInt64) throws {
+        try stored.register(instance, platform: platform, appID: appID, at: seq)
+        registrations[instance] = .some(seq)
+    }
+
+    mutating func unregister(_ instance: InstanceID, at seq: UInt64) throws {
+        try stored.unregister(instance, at: seq)
+        registrations[instance] = .some(nil)
+    }
+
+    mutating func topicID(for topic: TopicName, create: Bool) throws -> TopicID? {
+        if let known = topicIDs[topic] { return known }
+        let id = try stored.topicID(for: topic, create: create)
+        if let id { topicIDs[topic] = id }
+        return id
+    }
+
+    mutating func topics(of instance: InstanceID) throws -> [TopicID] {
+        try stored.topics(of: instance)
+    }
+
+    mutating func subscribedSince(_ topic: TopicID, instance: InstanceID) throws -> UInt64? {
+        if let last = lastMembership, last.instance == instance, last.topic == topic { return last.since }
+        let since = try stored.subscribedSince(topic, instance: instance)
+        lastMembership = (instance, topic, since)
+        return since
+    }
+
+    mutating func topicCount(of instance: InstanceID) throws -> Int {
+        if let known = topicCounts[instance] { return known }
+        let count = try stored.topicCount(of: instance)
+        topicCounts[instance] = count
+        return count
+    }
+
+    mutating func addTopic(_ topic: TopicID, to instance: InstanceID, at seq: UInt64) throws -> Bool {
+        guard try subscribedSince(topic, instance: instance) == nil else { return false }
+        try stored.putMembership(topic, instance: instance, at: seq)
+        lastMembership = (instance, topic, seq)
+        if let count = topicCounts[instance] { topicCounts[instance] = count + 1 }
+        return true
+    }
+
+    mutating func removeTopic(_ topic: TopicID, from instance: InstanceID, at seq: UInt64) throws -> Bool {
+        guard let since = try subscribedSince(topic, instance: instance) else { return false }
+        try stored.endMembership(topic, instance: instance, since: since, at: seq)
+        lastMembership = (instance, topic, nil)
+        if let count = topicCounts[instance] { topicCounts[instance] = count - 1 }
+        return true
+    }
+
+    mutating func recordSend(messageID: UInt64, at seq: UInt64) throws {
+        try stored.recordSend(messageID: messageID, at: seq)
+    }
+
+    mutating func recordAudience(messageID: UInt64, at seq: UInt64) throws {
+        try stored.recordAudience(messageID: messageID, at: seq)
+    }
+
+    mutating func acknowledgedThrough(_ instance: InstanceID) throws -> UInt64 {
+        try stored.acknowledgedThrough(instance)
+    }
+
+    mutating func setAcknowledged(_ instance: InstanceID, through: UInt64) throws {
+        try stored.setAcknowledged(instance, through: through)
+    }
+}
