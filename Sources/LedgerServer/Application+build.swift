@@ -92,14 +92,14 @@ public func buildRouter(
     router.middlewares.add(MetricsMiddleware(metrics: ledgers.metrics))
     router.middlewares.add(GoogleErrorMiddleware(logger: logger))
     // Liveness: the process answers. Readiness: every configured project can be served.
-    router.get("/healthz") { _, _ in try JSONResponse.make(["status": "ok"]) }
+    router.get("/healthz") { _, _ in try JSONResponse.encoded(HealthStatus(status: "ok", reasons: nil)) }
     router.get("/readyz") { _, _ in
         let problems = ledgers.readinessProblems(configuration.credentials.projects)
         guard problems.isEmpty else {
-            return try JSONResponse.make(
-                ["status": "unavailable", "reasons": problems], status: .serviceUnavailable)
+            return try JSONResponse.encoded(
+                HealthStatus(status: "unavailable", reasons: problems), status: .serviceUnavailable)
         }
-        return try JSONResponse.make(["status": "ok"])
+        return try JSONResponse.encoded(HealthStatus(status: "ok", reasons: nil))
     }
     router.get("/metrics") { _, _ in
         var events: UInt64 = 0

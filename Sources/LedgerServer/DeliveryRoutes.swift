@@ -176,7 +176,7 @@ struct DeliveryRoutes {
             server.deviceAcknowledgementRate, for: DeviceKey(project: device.project, token: device.token),
             "This device's acknowledgements are over their rate; retry later")
         guard through > acknowledged else {
-            return try JSONResponse.make(["acknowledgedThrough": String(acknowledged)])
+            return try JSONResponse.encoded(AcknowledgedThrough(acknowledgedThrough: String(acknowledged)))
         }
         let receipt = try await server.append(
             WriteRequest(
@@ -187,7 +187,7 @@ struct DeliveryRoutes {
             throw FCMError.invalidArgument(
                 "through must be a cursor this device was given: \(rejection.message)", field: "through")
         }
-        return try JSONResponse.make(["acknowledgedThrough": String(through)])
+        return try JSONResponse.encoded(AcknowledgedThrough(acknowledgedThrough: String(through)))
     }
 
     /// One snapshot: `nil` once the device is no longer registered, else its inbox after `after`.

@@ -21,22 +21,17 @@ struct FCMError: HTTPResponseError {
     var requestID: String?
 
     func response(from request: Request, context: some RequestContext) throws -> Response {
-        var details: [[String: Any]] = []
-        if let errorCode {
-            details.append(["@type": "type.googleapis.com/google.firebase.fcm.v1.FcmError", "errorCode": errorCode])
-        }
-        if let requestID {
-            details.append(["@type": "type.googleapis.com/google.rpc.RequestInfo", "requestId": requestID])
-        }
+        var details: [GoogleErrorBody.Detail] = []
+        if let errorCode { details.append(.fcmError(errorCode: errorCode)) }
+        if let requestID { details.append(.requestInfo(requestID: requestID)) }
         if !fieldViolations.isEmpty {
-            details.append([
-                "@type": "type.googleapis.com/google.rpc.BadRequest",
-                "fieldViolations": fieldViolations.map { ["field": $0.0, "description": $0.1] },
-            ])
+            details.append(.badRequest(fieldViolations: fieldViolations.map { (field: $0.0, description: $0.1) }))
         }
-        var error: [String: Any] = ["code": Int(status.code), "message": message, "status": googleStatus]
-        if !details.isEmpty { error["details"] = details }
-        var response = try JSONResponse.make(["error": error], status: status)
+        let body = GoogleErrorBody(
+            error: GoogleErrorBody.Status(
+                code: Int(status.code), message: message, status: googleStatus,
+                details: details.isEmpty ? nil : details))
+        var response = try JSONResponse.encoded(body, status: status)
         for field in headers { response.headers.append(field) }
         return response
     }
@@ -80,7 +75,7 @@ struct InstanceIDError: HTTPResponseError {
     let code: String
 
     func response(from request: Request, context: some RequestContext) throws -> Response {
-        try JSONResponse.make(["error": code], status: status)
+        try JSONResponse.encoded(InstanceIDErrorBody(error: code), status: status)
     }
 }
 

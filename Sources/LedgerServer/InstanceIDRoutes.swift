@@ -120,7 +120,7 @@ struct InstanceIDRoutes {
             throw InstanceIDError(
                 status: rejection.code == .notFound ? .notFound : .badRequest, code: Self.code(for: rejection))
         }
-        return try JSONResponse.make([String: Any]())
+        return try JSONResponse.encoded(EmptyBody())
     }
 
     /// `GET /iid/info/{token}?details=true`: the instance's application, platform and topics with add dates.
@@ -128,29 +128,27 @@ struct InstanceIDRoutes {
         let caller = try context.requireCaller()
         guard let token = try? RegistrationToken(try context.parameters.decoded("token")) else { throw Self.invalid }
         let details = request.uri.queryParameters["details"] == "true"
-        let body: [String: Any]? = try server.ledger(for: caller.project).read { snapshot in
+        let body: InstanceInfo? = try server.ledger(for: caller.project).read { snapshot in
             guard let instance = try snapshot.instanceID(of: token), let info = try snapshot.instance(instance),
                 info.registeredSince != nil
             else { return nil }
-            var body: [String: Any] = [:]
-            if let appID = info.appID { body["application"] = appID }
-            if let platform = info.platform { body["platform"] = platform.uppercased() }
+            var relations: InstanceInfo.Relations?
             if details {
-                var topics: [String: Any] = [:]
+                var topics: [String: InstanceInfo.AddDate] = [:]
                 for subscription in try snapshot.subscriptions(of: instance) {
                     guard let name = try snapshot.topicName(of: subscription.topic),
                         let event = try snapshot.event(at: subscription.since)
                     else {
                         throw StoreError(.corrupt, "subscription of topic \(subscription.topic) has no name or event")
                     }
-                    topics[name.rawValue] = ["addDate": event.time.date]
+                    topics[name.rawValue] = InstanceInfo.AddDate(addDate: event.time.date)
                 }
-                body["rel"] = ["topics": topics]
+                relations = InstanceInfo.Relations(topics: topics)
             }
-            return body
+            return InstanceInfo(application: info.appID, platform: info.platform?.uppercased(), rel: relations)
         }
         guard let body else { throw InstanceIDError(status: .notFound, code: "NOT_FOUND") }
-        return try JSONResponse.make(body)
+        return try JSONResponse.encoded(body)
     }
 
     private static func code(for rejection: OperationRejection) -> String {

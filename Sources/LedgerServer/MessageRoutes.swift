@@ -39,11 +39,10 @@ struct MessageRoutes {
             last = topic
         }
         let slice = order.page(of: topics, after: last, size: page.size)
-        var body: [String: Any] = [
-            "topics": slice.map { ["name": $0.topic.rawValue, "subscriberCount": $0.subscribers] }
-        ]
-        if slice.endIndex < topics.count, let last = slice.last { body["nextPageToken"] = Self.pageToken(after: last) }
-        return try JSONResponse.make(body)
+        return try JSONResponse.encoded(
+            TopicPage(
+                topics: slice.map { TopicPage.Entry(name: $0.topic.rawValue, subscriberCount: $0.subscribers) },
+                nextPageToken: slice.endIndex < topics.count ? slice.last.map(Self.pageToken(after:)) : nil))
     }
 
     /// `<subscribers>.<name>`: names may hold dots, so the count comes first and the name is the rest.
@@ -85,7 +84,7 @@ struct MessageRoutes {
                 }
                 if !registered { throw FCMError.notFound("Requested entity was not found.", errorCode: "UNREGISTERED") }
             }
-            return try JSONResponse.make(["name": "projects/\(project)/messages/fake_message_id"])
+            return try JSONResponse.encoded(MessageName(name: "projects/\(project)/messages/fake_message_id"))
         }
         try server.takeSend(for: project)
         let receipt = try await server.append(
@@ -95,7 +94,7 @@ struct MessageRoutes {
             project: project)
         switch receipt.outcomes[0] {
         case .sent(_, let messageID):
-            return try JSONResponse.make(["name": "projects/\(project)/messages/\(messageID)"])
+            return try JSONResponse.encoded(MessageName(name: "projects/\(project)/messages/\(messageID)"))
         case .rejected:
             throw FCMError.notFound("Requested entity was not found.", errorCode: "UNREGISTERED")
         case .appended, .unchanged:

@@ -35,7 +35,7 @@ struct RegistrationRoutes {
                 if receipt.outcomes[0].rejection != nil {
                     throw FCMError.unavailable("A fresh token collided with a registered one; try again.")
                 }
-                return try JSONResponse.make(["token": token.rawValue])
+                return try JSONResponse.encoded(IssuedToken(token: token.rawValue))
             }
         router.group("/v1/projects/:project/registrations/:token")
             .add(middleware: ProjectAuthentication(credentials: credentials, roles: [.client, .admin]))
@@ -58,7 +58,7 @@ struct RegistrationRoutes {
                 if let instance = try server.ledger(for: project).read({ try $0.instanceID(of: token) }) {
                     server.ledgers.delivery(for: project).notifier.wake(instance)
                 }
-                return try JSONResponse.make([String: Any]())
+                return try JSONResponse.encoded(EmptyBody())
             }
     }
 

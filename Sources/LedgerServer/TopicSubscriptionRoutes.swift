@@ -57,8 +57,8 @@ struct TopicSubscriptionRoutes {
                 operations: [.subscribe(token, topic, via: via, failIfPresent: true)]),
             project: caller.project)
         if let rejection = receipt.outcomes[0].rejection { throw Self.error(for: rejection) }
-        return try JSONResponse.make(
-            subscriptionResource(project: caller.project, token: token, topic: topic, created: receipt.time))
+        return try JSONResponse.encoded(
+            TopicSubscriptionResource(project: caller.project, token: token, topic: topic, created: receipt.time))
     }
 
     private func unsubscribe(_ request: Request, _ context: LedgerRequestContext) async throws -> Response {
@@ -78,7 +78,7 @@ struct TopicSubscriptionRoutes {
                 operations: [.unsubscribe(token, topic, via: via, failIfAbsent: !allowMissing)]),
             project: caller.project)
         if let rejection = receipt.outcomes[0].rejection { throw Self.error(for: rejection) }
-        return try JSONResponse.make([String: Any]())
+        return try JSONResponse.encoded(EmptyBody())
     }
 
     private func get(_ request: Request, _ context: LedgerRequestContext) throws -> Response {
@@ -92,8 +92,8 @@ struct TopicSubscriptionRoutes {
             return try snapshot.event(at: since)?.time
         }
         guard let created else { throw FCMError.notFound("The registration is not subscribed to topic \(topic).") }
-        return try JSONResponse.make(
-            subscriptionResource(project: caller.project, token: token, topic: topic, created: created))
+        return try JSONResponse.encoded(
+            TopicSubscriptionResource(project: caller.project, token: token, topic: topic, created: created))
     }
 
     private func list(_ request: Request, _ context: LedgerRequestContext) throws -> Response {
@@ -114,29 +114,17 @@ struct TopicSubscriptionRoutes {
         }
         let sorted = subscriptions.sorted { $0.0 < $1.0 }.filter { after == nil || $0.0.rawValue > after! }
         let page = sorted.prefix(pageSize)
-        var body: [String: Any] = [
-            "topicSubscriptions": page.map {
-                subscriptionResource(project: caller.project, token: token, topic: $0.0, created: $0.1)
-            }
-        ]
-        if sorted.count > pageSize, let last = page.last { body["nextPageToken"] = last.0.rawValue }
-        return try JSONResponse.make(body)
+        return try JSONResponse.encoded(
+            TopicSubscriptionPage(
+                topicSubscriptions: page.map {
+                    TopicSubscriptionResource(project: caller.project, token: token, topic: $0.0, created: $0.1)
+                },
+                nextPageToken: sorted.count > pageSize ? page.last?.0.rawValue : nil))
     }
 
     private func registeredInstance(_ token: RegistrationToken, _ snapshot: LedgerSnapshot) throws -> InstanceID? {
         guard let instance = try snapshot.instanceID(of: token), try snapshot.isRegistered(instance) else { return nil }
         return instance
-    }
-
-    private func subscriptionResource(
-        project: ProjectID, token: RegistrationToken, topic: TopicName, created: LedgerTime
-    )
-        -> [String: Any]
-    {
-        [
-            "name": "projects/\(project)/registrations/\(token.rawValue)/topicSubscriptions/\(topic.rawValue)",
-            "topicName": topic.rawValue, "createTime": created.rfc3339,
-        ]
     }
 
     /// The FCM error for a store rejection: its `errorCode` is what the SDK reports as the reason.
