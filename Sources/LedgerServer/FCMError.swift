@@ -79,7 +79,8 @@ struct InstanceIDError: HTTPResponseError {
     }
 }
 
-/// JSON responses built with `JSONSerialization` (bodies are small and shapes are dynamic).
+/// JSON responses: `Encodable` bodies (``encoded(_:status:)``, the routes' own types in ResponseBodies.swift),
+/// and `JSONSerialization` for the audit and proof bodies that LedgerStore still builds as dictionaries.
 enum JSONResponse {
     static func make(_ object: Any, status: HTTPResponse.Status = .ok) throws -> Response {
         bytes(
