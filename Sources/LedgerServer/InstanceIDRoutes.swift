@@ -86,7 +86,7 @@ struct InstanceIDRoutes {
             case .operation(let index): BatchResponse.Result(error: outcomes[index].rejection.map(Self.code(for:)))
             }
         }
-        var response = try JSONResponse.encoded(BatchResponse(results: results))
+        var response = JSONResponse.bytes(BatchResponse(results: results).json)
         if slots.contains(where: { if case .error("RESOURCE_EXHAUSTED") = $0 { true } else { false } }) {
             response.headers[.retryAfter] = String(server.subscriptionRate.retryAfter(for: caller.project))
         }
@@ -100,6 +100,21 @@ struct InstanceIDRoutes {
             let error: String?
         }
         let results: [Result]
+
+        /// The body, byte for byte what `JSONResponse.encoded` writes (tested): written directly because
+        /// `JSONEncoder` took 8 % of the server's samples under the 1000-token batchAdd load (issue #14).
+        var json: [UInt8] {
+            var out = Array(#"{"results":["#.utf8)
+            out.reserveCapacity(out.count + results.count * 3 + 2)
+            for (index, result) in results.enumerated() {
+                if index > 0 { out.append(UInt8(ascii: ",")) }
+                var object = JSONObjectWriter()
+                if let error = result.error { object.field("error", string: error) }
+                out.append(contentsOf: object.finishBytes())
+            }
+            out.append(contentsOf: "]}".utf8)
+            return out
+        }
     }
 
     /// `POST /iid/v1/{token}/rel/topics/{topic}`: subscribe one token.

@@ -81,7 +81,7 @@ extension Parameters {
     /// A path parameter, percent-decoded (the Admin SDKs percent-encode tokens and topic names).
     func decoded(_ name: String) throws -> String {
         let raw = try require(name)
-        guard let decoded = raw.removingPercentEncoding else {
+        guard let decoded = PercentDecoding.decode(raw) else {
             throw FCMError.invalidArgument("invalid percent-encoding in the path", field: name)
         }
         return decoded

@@ -27,6 +27,16 @@ struct TopicSubscriptionResource: Encodable {
         topicName = topic.rawValue
         createTime = created.rfc3339
     }
+
+    /// The body, byte for byte what `JSONResponse.encoded` writes (keys sorted; tested): written directly
+    /// because `JSONEncoder` was 3 % of the server's samples under the per-token subscribe load (issue #14).
+    var json: [UInt8] {
+        var object = JSONObjectWriter()
+        object.field("createTime", string: createTime)
+        object.field("name", string: name)
+        object.field("topicName", string: topicName)
+        return object.finishBytes()
+    }
 }
 
 /// A page of an instance's topic subscriptions.

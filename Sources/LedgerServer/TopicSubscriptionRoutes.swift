@@ -57,8 +57,8 @@ struct TopicSubscriptionRoutes {
                 operations: [.subscribe(token, topic, via: via, failIfPresent: true)]),
             project: caller.project)
         if let rejection = receipt.outcomes[0].rejection { throw Self.error(for: rejection) }
-        return try JSONResponse.encoded(
-            TopicSubscriptionResource(project: caller.project, token: token, topic: topic, created: receipt.time))
+        return JSONResponse.bytes(
+            TopicSubscriptionResource(project: caller.project, token: token, topic: topic, created: receipt.time).json)
     }
 
     private func unsubscribe(_ request: Request, _ context: LedgerRequestContext) async throws -> Response {
