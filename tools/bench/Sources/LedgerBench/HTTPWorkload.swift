@@ -30,11 +30,17 @@ struct HTTPWorkload {
         let tokens = try await register(base)
         try Data(tokens.joined(separator: "\n").utf8).write(to: URL(fileURLWithPath: tokensFile))
 
-        let health = try wrk.run(base + "/healthz", connections: 64)
-        let batch = try wrk.run(base, connections: 8, script: "batchadd.lua", tokens: tokensFile)
-        let perToken = try wrk.run(base, connections: 64, script: "subscribe.lua", tokens: tokensFile)
-        let sends = try wrk.run(base, connections: 64, script: "send.lua", tokens: tokensFile)
-        let serverPeak = peakRSS(of: String(server.processIdentifier)) / 1_048_576
+        let pid = server.processIdentifier
+        let memory = ResidentSampler(pid: pid)
+        let health = try wrk.run(base + "/healthz", connections: 64, serverPID: pid)
+        let batch = try wrk.run(base, connections: 8, script: "batchadd.lua", tokens: tokensFile, serverPID: pid)
+        let perToken = try wrk.run(base, connections: 64, script: "subscribe.lua", tokens: tokensFile, serverPID: pid)
+        let sends = try wrk.run(base, connections: 64, script: "send.lua", tokens: tokensFile, serverPID: pid)
+        let serverPeak = peakRSS(of: String(pid)) / 1_048_576
+        let (peakAnonymous, peakFile) = memory.stop()
+        let memoryNote =
+            "server peak RSS \(serverPeak) MiB: at most \(peakAnonymous >> 20) MiB anonymous (heap) and "
+            + "\(peakFile >> 20) MiB file-backed (the ledger's LMDB map and the binary)"
         var results = [
             BenchResult(
                 name: "HTTP iid/v1:batchAdd, 1000 tokens/request, 8 connections (wrk)", unit: "token-subscriptions/s",
@@ -49,7 +55,7 @@ struct HTTPWorkload {
                 baselineName: "GET /healthz, 64 connections", baseline: health.requestsPerSecond,
                 notes: "target ≥ 50 % (issue #14); \(sends.summary)"),
         ]
-        for index in results.indices { results[index].notes += "; server peak RSS \(serverPeak) MiB" }
+        for index in results.indices { results[index].notes += "; /healthz: \(health.summary); " + memoryNote }
         if let redis = try? RedisServer(scratch: scratch) {
             defer { redis.stop() }
             let rate = try Self.redisBulk(redis, tokens: tokens, seconds: seconds, connections: 8)
@@ -191,12 +197,20 @@ struct Wrk {
         let requestsPerSecond: Double
         let p99: String
         let requests: Int
-        var summary: String { "\(requests) requests, p99 \(p99) (wrk -t1)" }
+        /// The server's CPU time (user + system) per request: steadier than the rate on a shared machine.
+        var serverCPUMicroseconds: Double?
+        var summary: String {
+            "\(requests) requests, p99 \(p99) (wrk -t1)"
+                + (serverCPUMicroseconds.map { ", server CPU \(String(format: "%.0f", $0)) µs/request" } ?? "")
+        }
     }
 
     /// Runs wrk against `url` (with `script` from tools/bench/wrk, given the tokens file); fails on any answer
     /// that is not a 2xx and on socket errors.
-    func run(_ url: String, connections: Int, script: String? = nil, tokens: String? = nil) throws -> Outcome {
+    func run(_ url: String, connections: Int, script: String? = nil, tokens: String? = nil, serverPID: Int32? = nil)
+        throws -> Outcome
+    {
+        let cpuBefore = serverPID.map(cpuSeconds(of:))
         let process = Process()
         process.executableURL = URL(fileURLWithPath: binary)
         var arguments = ["-t1", "-c\(connections)", "-d\(Int(seconds.rounded(.up)))s", "--latency", "--timeout", "10s"]
@@ -227,6 +241,42 @@ struct Wrk {
             .flatMap { Int($0.split(separator: " ").first ?? "") } ?? 0
         let p99 = text.split(separator: "\n").first { $0.trimmingCharacters(in: .whitespaces).hasPrefix("99%") }
             .map { String($0.split(separator: " ").last ?? "") } ?? "?"
-        return Outcome(requestsPerSecond: rate, p99: p99, requests: requests)
+        var outcome = Outcome(requestsPerSecond: rate, p99: p99, requests: requests)
+        if let serverPID, let cpuBefore, requests > 0 {
+            outcome.serverCPUMicroseconds = (cpuSeconds(of: serverPID) - cpuBefore) * 1e6 / Double(requests)
+        }
+        return outcome
+    }
+}
+
+/// The peak anonymous memory (heap) and peak file-backed resident memory (the LMDB map's pages, the binary) of
+/// a process, sampled every 100 ms until ``stop()``. VmHWM counts both; the file-backed pages are the kernel's
+/// page cache mapped in, which it may drop at any time, so they say how big the ledger is, not what the
+/// server holds.
+final class ResidentSampler: @unchecked Sendable {
+    private let pid: String
+    private let lock = NSLock()
+    private var peaks = (anonymous: 0, file: 0)
+    private var running = true
+    private let finished = DispatchSemaphore(value: 0)
+
+    init(pid: Int32) {
+        self.pid = String(pid)
+        Thread { [self] in
+            while lock.withLock({ running }) {
+                let anonymous = statusKilobytes("RssAnon:", of: self.pid) * 1024
+                let file = statusKilobytes("RssFile:", of: self.pid) * 1024
+                lock.withLock { peaks = (max(peaks.anonymous, anonymous), max(peaks.file, file)) }
+                Thread.sleep(forTimeInterval: 0.1)
+            }
+            finished.signal()
+        }.start()
+    }
+
+    /// Stops sampling; the peaks in bytes.
+    func stop() -> (anonymous: Int, file: Int) {
+        lock.withLock { running = false }
+        finished.wait()
+        return lock.withLock { peaks }
     }
 }
