@@ -8,8 +8,10 @@ import LedgerCore
 /// batch of 1,000 subscriptions to one topic asks for that topic 2,000 times. Each question is a B-tree
 /// search with a `memcmp` per level, and in a write transaction every page it touches is also looked up
 /// in the dirty-page list — the top of the writer's profile (docs/performance.md, "Issue #14 before and
-/// after"). Here each is asked of LMDB once per transaction and kept; every write updates what is kept, so
-/// an answer is always what LMDB would say now.
+/// after"). Here topic ids, registrations and topic counts are asked of LMDB once per transaction and kept;
+/// for tokens and memberships only the last answer is kept, since the fold asks right after the check
+/// ("Issue #14, second pass"). Every write updates what is kept, so an answer is always what LMDB would
+/// say now.
 ///
 /// Lives no longer than its transaction: an aborted or retried transaction starts with an empty memo.
 struct MemoizedProjection: LedgerProjection {

@@ -1,0 +1,61 @@
+#!/usr/bin/env bash
+# The server's CPU time per request of two `ledger` binaries, alternately (old, new, old, new, …), each on a
+# fresh ledger with 8,000 registered devices: /healthz and per-token subscribe at 64 connections, batchAdd of
+# 1000 tokens at 8 (wrk -t1, the Lua scripts of tools/bench/wrk). CPU per request (user + system of the
+# server process, /proc/PID/stat, around each wrk run) is steadier than req/s on a shared machine.
+#   tools/bench/cpu-per-request.sh OLD_LEDGER NEW_LEDGER [ROUNDS] [SECONDS]
+set -euo pipefail
+old="${1:?usage: tools/bench/cpu-per-request.sh OLD_LEDGER NEW_LEDGER [ROUNDS] [SECONDS]}"
+new="${2:?usage: tools/bench/cpu-per-request.sh OLD_LEDGER NEW_LEDGER [ROUNDS] [SECONDS]}"
+rounds="${3:-2}"
+seconds="${4:-6}"
+command -v wrk >/dev/null || { echo "error: wrk is missing: apt-get install -y wrk" >&2; exit 1; }
+scripts="$(cd "$(dirname "$0")/wrk" && pwd)"
+work=$(mktemp -d)
+port=$((18000 + RANDOM % 2000))
+server=""
+trap '[ -n "$server" ] && kill "$server" 2>/dev/null; rm -rf "$work"' EXIT
+export LEDGER_BENCH_TOKENS="$work/tokens"
+
+start() { # binary: a fresh ledger, 8000 devices registered
+    [ -n "$server" ] && kill "$server" 2>/dev/null && wait "$server" 2>/dev/null || true
+    rm -rf "$work/data"
+    "$1" serve --data "$work/data" --port "$port" --subscription-rate 1000000000 --send-quota 1000000000 \
+        --registration-rate 1000000000 >/dev/null 2>&1 &
+    server=$!
+    for _ in $(seq 100); do curl -sf "http://127.0.0.1:$port/healthz" >/dev/null && break; sleep 0.1; done
+    python3 - "http://127.0.0.1:$port" "$LEDGER_BENCH_TOKENS" <<'PY'
+import concurrent.futures, json, sys, urllib.request
+def register(_):
+    request = urllib.request.Request(sys.argv[1] + "/v1/projects/demo-project/registrations", data=b"{}",
+        method="POST", headers={"x-goog-api-key": "dev-client-key", "Content-Type": "application/json"})
+    return json.load(urllib.request.urlopen(request))["token"]
+with concurrent.futures.ThreadPoolExecutor(16) as pool:
+    open(sys.argv[2], "w").write("\n".join(pool.map(register, range(8000))))
+PY
+}
+
+cpu() { awk '{print $14 + $15}' "/proc/$server/stat"; }
+measure() { # label, wrk arguments…: prints "label rate/s cpu µs/request"
+    local before after out requests rate
+    before=$(cpu)
+    out=$(wrk -t1 -d"${seconds}s" "${@:2}")
+    after=$(cpu)
+    if echo "$out" | grep -q "Non-2xx"; then echo "error: $1 had answers that were not 2xx" >&2; exit 1; fi
+    requests=$(echo "$out" | awk '/requests in/ {print $1}')
+    rate=$(echo "$out" | awk '/Requests\/sec/ {print $2}')
+    printf "%s %s/s %s µs  " "$1" "$rate" \
+        "$(python3 -c "import os; print(round(($after - $before) / os.sysconf('SC_CLK_TCK') * 1e6 / $requests))")"
+}
+
+for round in $(seq "$rounds"); do
+    for side in old new; do
+        binary=$old; [ "$side" = new ] && binary=$new
+        start "$binary"
+        printf "%s  " "$side"
+        measure healthz -c64 "http://127.0.0.1:$port/healthz"
+        measure subscribe -c64 -s "$scripts/subscribe.lua" "http://127.0.0.1:$port"
+        measure batchAdd -c8 -s "$scripts/batchadd.lua" "http://127.0.0.1:$port"
+        echo
+    done
+done
