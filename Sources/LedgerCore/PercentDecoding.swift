@@ -1,7 +1,7 @@
 /// Percent-decoding of URL path segments (`%2F` → `/`), as Foundation's `removingPercentEncoding` does it:
 /// nil when a `%` is not followed by two hex digits or the decoded bytes are not UTF-8; `+` stays `+`.
 /// (Foundation's replaces invalid UTF-8 with U+FFFD instead when the string holds non-ASCII characters; no
-/// token, topic or project name may hold U+FFFD, so refusing is the same 400, said earlier.)
+/// token, topic or project name may hold U+FFFD, so refusing ends in a 400 as repairing would.)
 ///
 /// Written by hand because Foundation's goes through CFString and UTF-16: decoding the registration token in
 /// every per-token subscribe path was 9.7 % of the server's samples under load (issue #14's profile).

@@ -10,7 +10,8 @@ struct StrictJSONTests {
     func knownBodies() {
         #expect(StrictJSON.problem(in: Array(#"{"a":1,"b":{"a":2}}"#.utf8)) == nil)
         #expect(StrictJSON.problem(in: Array(#"{"a":1,"a":2}"#.utf8)) == #"the key "a" appears twice in one object"#)
-        #expect(StrictJSON.problem(in: Array(#"{"a":1,"\u0061":2}"#.utf8)) == #"the key "a" appears twice in one object"#)
+        #expect(
+            StrictJSON.problem(in: Array(#"{"a":1,"\u0061":2}"#.utf8)) == #"the key "a" appears twice in one object"#)
         #expect(StrictJSON.problem(in: Array(#"{"a":"\"a\":","b":["a","a"]}"#.utf8)) == nil)
         #expect(StrictJSON.problem(in: [0xEF, 0xBB, 0xBF] + Array("{}".utf8))?.contains("byte-order mark") == true)
         #expect(StrictJSON.problem(in: Array(#"{"a":"\#u{0}"}"#.utf8)) == "the body is not UTF-8")

@@ -35,7 +35,8 @@ struct ResponseBodyTests {
         let odd = ["a\"b", "back\\slash", "new\nline", "tab\t", "slash/", "été", "\u{1}\u{8}\u{c}\u{1f}", "😀"]
         let response = InstanceIDRoutes.BatchResponse(results: odd.map { .init(error: $0) } + [.init(error: nil)])
         let ours = try JSONSerialization.jsonObject(with: Data(response.json)) as? [String: [[String: String]]]
-        let theirs = try JSONSerialization.jsonObject(with: Self.encoder.encode(response)) as? [String: [[String: String]]]
+        let theirs =
+            try JSONSerialization.jsonObject(with: Self.encoder.encode(response)) as? [String: [[String: String]]]
         #expect(ours != nil)
         #expect(ours == theirs)
     }
@@ -46,7 +47,10 @@ struct ResponseBodyTests {
         await propertyCheck(count: 300, input: Gen.uint64()) { seed in
             var generator = SeededGenerator(seed: seed)
             func text(_ length: ClosedRange<Int>) -> String {
-                String((0..<Int.random(in: length, using: &generator)).map { _ in alphabet.randomElement(using: &generator)! })
+                String(
+                    (0..<Int.random(in: length, using: &generator)).map { _ in
+                        alphabet.randomElement(using: &generator)!
+                    })
             }
             guard let token = try? RegistrationToken(text(20...180)), let topic = try? TopicName(text(1...80)) else {
                 Issue.record("the generator made an invalid token or topic")

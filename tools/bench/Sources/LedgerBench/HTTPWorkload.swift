@@ -154,8 +154,6 @@ struct HTTPWorkload {
         throw CancellationError()
     }
 
-
-
     /// One request; throws on a status other than 200.
     static func call(_ client: HTTPClient, post: Bool, _ url: String, body: String? = nil, device: Bool = false)
         async throws -> [UInt8]
@@ -176,7 +174,6 @@ struct HTTPWorkload {
 }
 
 struct HTTPBenchError: Error { let status: Int }
-
 
 /// wrk (Debian's `wrk`), run as a separate process: one thread, `connections` connections, for `seconds`.
 struct Wrk {
@@ -237,9 +234,11 @@ struct Wrk {
             throw PeerError("wrk \(script ?? url): \(failed) answers were not 2xx:\n\(text)")
         }
         if text.contains("Socket errors:") { throw PeerError("wrk \(script ?? url): socket errors:\n\(text)") }
-        let requests = text.split(separator: "\n").first { $0.contains("requests in") }
+        let requests =
+            text.split(separator: "\n").first { $0.contains("requests in") }
             .flatMap { Int($0.split(separator: " ").first ?? "") } ?? 0
-        let p99 = text.split(separator: "\n").first { $0.trimmingCharacters(in: .whitespaces).hasPrefix("99%") }
+        let p99 =
+            text.split(separator: "\n").first { $0.trimmingCharacters(in: .whitespaces).hasPrefix("99%") }
             .map { String($0.split(separator: " ").last ?? "") } ?? "?"
         var outcome = Outcome(requestsPerSecond: rate, p99: p99, requests: requests)
         if let serverPID, let cpuBefore, requests > 0 {
