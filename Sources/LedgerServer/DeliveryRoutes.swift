@@ -164,14 +164,9 @@ struct DeliveryRoutes {
     /// never delivered again. An older cursor than the current one changes nothing.
     private func acknowledge(_ request: Request, _ context: LedgerRequestContext) async throws -> Response {
         let (device, _, acknowledged) = try device(request, context)
-        let body = try await JSONBody.object(request, limit: server.configuration.maximumBodyBytes)
-        for key in body.keys where key != "through" {
-            throw FCMError.invalidArgument("Unknown field \"\(key)\" in the request.", field: key)
-        }
-        guard let text = body["through"] as? String else {
-            throw FCMError.invalidArgument("through must be a cursor (a decimal string)", field: "through")
-        }
-        let through = try cursor(text, field: "through", device: device)
+        let body = try await JSONBody.decode(
+            AcknowledgementBody.self, request, limit: server.configuration.maximumBodyBytes)
+        let through = try cursor(body.through, field: "through", device: device)
         try server.take(
             server.deviceAcknowledgementRate, for: DeviceKey(project: device.project, token: device.token),
             "This device's acknowledgements are over their rate; retry later")

@@ -14,15 +14,8 @@ struct RegistrationRoutes {
             .post { request, context in
                 let caller = try context.requireCaller()
                 let project = caller.project
-                let body = try await JSONBody.object(request, limit: server.configuration.maximumBodyBytes)
-                for key in body.keys where !["platform", "appId", "app_id"].contains(key) {
-                    throw FCMError.invalidArgument("Unknown field \"\(key)\" in the request.", field: key)
-                }
-                let platform = try optionalString(body["platform"], field: "platform")?.lowercased()
-                if let platform, !Self.platforms.contains(platform) {
-                    throw FCMError.invalidArgument("platform must be one of ios, android or web", field: "platform")
-                }
-                let appID = try optionalString(JSONBody.value(body, "appId", "app_id"), field: "appId")
+                let body = try await JSONBody.decode(
+                    RegistrationBody.self, request, limit: server.configuration.maximumBodyBytes)
                 try server.take(
                     server.registrationRate, for: project,
                     "Registrations for this project are over their rate; retry later")
@@ -30,7 +23,7 @@ struct RegistrationRoutes {
                 let receipt = try await server.append(
                     WriteRequest(
                         actor: caller.actor, requestID: request.ledgerRequestID,
-                        operations: [.register(token, platform: platform, appID: appID)]),
+                        operations: [.register(token, platform: body.platform, appID: body.appID)]),
                     project: project)
                 if receipt.outcomes[0].rejection != nil {
                     throw FCMError.unavailable("A fresh token collided with a registered one; try again.")
@@ -62,15 +55,6 @@ struct RegistrationRoutes {
             }
     }
 
-    static let platforms: Set = ["ios", "android", "web"]
-
-    private func optionalString(_ value: Any?, field: String) throws -> String? {
-        guard let value else { return nil }
-        guard let text = value as? String, text.utf8.count <= 256 else {
-            throw FCMError.invalidArgument("\(field) must be a string of at most 256 bytes", field: field)
-        }
-        return text
-    }
 }
 
 extension RegistrationToken {

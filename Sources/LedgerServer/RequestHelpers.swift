@@ -113,10 +113,9 @@ enum JSONBody {
     /// The body as a JSON object.
     ///
     /// - Throws: 413 when larger than `limit`; 400 INVALID_ARGUMENT when empty or not a JSON object.
-    static func object(_ request: Request, limit: Int, allowEmpty: Bool = false) async throws -> [String: Any] {
+    static func object(_ request: Request, limit: Int) async throws -> [String: Any] {
         let buffer = try await bytes(request, limit: limit)
         if buffer.readableBytes == 0 {
-            if allowEmpty { return [:] }
             throw FCMError.invalidArgument("Request body is empty; a JSON object is expected.")
         }
         let data = Data(buffer.readableBytesView)

@@ -1,0 +1,109 @@
+import Foundation
+import Hummingbird
+
+// The JSON bodies the device routes take, as `Decodable` types read by ``JSONBody/decode(_:_:limit:)``.
+// Each refuses members it does not know (a misspelt field is a 400, not silently ignored) and says which
+// field is wrong, as the dictionary-walking code before them did.
+
+/// `POST /v1/projects/{p}/registrations`: `{"platform": "ios", "appId": "com.example"}`, both optional.
+struct RegistrationBody: Decodable {
+    static let platforms: Set = ["ios", "android", "web"]
+    /// Lowercased; one of ``platforms``.
+    let platform: String?
+    let appID: String?
+
+    init(from decoder: any Decoder) throws {
+        let body = try decoder.container(keyedBy: BodyKey.self)
+        try body.refuseUnknown(["platform", "appId", "app_id"])
+        platform = try body.string("platform", maximumBytes: 256)?.lowercased()
+        if let platform, !Self.platforms.contains(platform) {
+            throw FCMError.invalidArgument("platform must be one of ios, android or web", field: "platform")
+        }
+        appID = try body.string("appId", maximumBytes: 256) ?? body.string("app_id", maximumBytes: 256, field: "appId")
+    }
+}
+
+/// `POST …/messages:ack`: `{"through": "CURSOR"}`.
+struct AcknowledgementBody: Decodable {
+    /// The cursor as sent (a decimal string), checked by the route against the device's deliveries.
+    let through: String
+
+    init(from decoder: any Decoder) throws {
+        let body = try decoder.container(keyedBy: BodyKey.self)
+        try body.refuseUnknown(["through"])
+        guard let through = try body.string("through") else {
+            throw FCMError.invalidArgument("through must be a cursor (a decimal string)", field: "through")
+        }
+        self.through = through
+    }
+}
+
+/// A body whose members do not matter but which must be a JSON object when sent (the v1 subscribe call
+/// sends `{}`).
+struct AnyObjectBody: Decodable {
+    init(from decoder: any Decoder) throws {
+        _ = try decoder.container(keyedBy: BodyKey.self)
+    }
+}
+
+/// Any member name of a JSON object.
+struct BodyKey: CodingKey {
+    let stringValue: String
+    var intValue: Int? { nil }
+    init(stringValue: String) { self.stringValue = stringValue }
+    init?(intValue: Int) { nil }
+}
+
+extension KeyedDecodingContainer where Key == BodyKey {
+    /// Throws 400 naming the first member (in byte order) that is not one of `known`.
+    func refuseUnknown(_ known: Set<String>) throws {
+        if let unknown = allKeys.map(\.stringValue).sorted().first(where: { !known.contains($0) }) {
+            throw FCMError.invalidArgument("Unknown field \"\(unknown)\" in the request.", field: unknown)
+        }
+    }
+
+    /// The string member `name`, `nil` when it is absent; 400 naming `field` (default `name`) when it is
+    /// present but not a string (`null` included) or longer than `maximumBytes`.
+    func string(_ name: String, maximumBytes: Int? = nil, field: String? = nil) throws -> String? {
+        let key = BodyKey(stringValue: name)
+        guard contains(key) else { return nil }
+        guard let text = try? decode(String.self, forKey: key), text.utf8.count <= maximumBytes ?? Int.max else {
+            let field = field ?? name
+            let limit = maximumBytes.map { " of at most \($0) bytes" } ?? ""
+            throw FCMError.invalidArgument("\(field) must be a string\(limit)", field: field)
+        }
+        return text
+    }
+}
+
+extension JSONBody {
+    private static let decoder = JSONDecoder()
+
+    /// The body decoded as `Body`, after ``bytes(_:limit:)``'s checks.
+    ///
+    /// - Throws: 413 when larger than `limit`; 400 INVALID_ARGUMENT when empty, not JSON or not a JSON
+    ///   object, and whatever `Body` refuses, naming the field.
+    static func decode<Body: Decodable>(_ type: Body.Type, _ request: Request, limit: Int) async throws -> Body {
+        guard let body = try await decodeIfSent(Body.self, request, limit: limit) else {
+            throw FCMError.invalidArgument("Request body is empty; a JSON object is expected.")
+        }
+        return body
+    }
+
+    /// As ``decode(_:_:limit:)``, but an empty body is `nil`.
+    static func decodeIfSent<Body: Decodable>(_ type: Body.Type, _ request: Request, limit: Int) async throws
+        -> Body?
+    {
+        let buffer = try await bytes(request, limit: limit)
+        guard buffer.readableBytes > 0 else { return nil }
+        do {
+            return try decoder.decode(Body.self, from: Data(buffer.readableBytesView))
+        } catch let error as FCMError {
+            throw error
+        } catch DecodingError.typeMismatch(_, let context) where context.codingPath.isEmpty {
+            throw FCMError.invalidArgument("Invalid JSON payload received: the body must be a JSON object.")
+        } catch {
+            throw FCMError.invalidArgument("Invalid JSON payload received.")
+        }
+    }
+}
