@@ -52,13 +52,16 @@ extension LedgerCommand {
                 if let platform = audit.platform { header += ", platform \(EventText.quoted(platform))" }
                 if let appID = audit.appID { header += ", app \(EventText.quoted(appID))" }
                 let state = audit.registeredAt ? "registered, \(audit.topicsAt.count) topic(s)" : "not registered"
-                var lines = [header, "at \(momentText(json["at"])): \(state)"]
+                var lines = [header, "at \(momentText(json.at)): \(state)"]
                 lines += audit.topicsAt.map { "  \($0.rawValue)" }
                 lines.append("registrations:")
-                for entry in json["registrations"] as? [[String: Any]] ?? [] { lines.append("  \(span(entry))") }
+                for entry in json.registrations {
+                    lines.append("  " + span(entry.fromSeq, entry.fromTime, entry.untilSeq, entry.untilTime))
+                }
                 lines.append("subscriptions:")
-                for entry in json["subscriptions"] as? [[String: Any]] ?? [] {
-                    lines.append("  \(entry["topic"] as? String ?? "?")  \(span(entry))")
+                for entry in json.subscriptions {
+                    lines.append(
+                        "  \(entry.topic)  " + span(entry.fromSeq, entry.fromTime, entry.untilSeq, entry.untilTime))
                 }
                 let acknowledged = audit.deliveries.filter(\.acknowledged).count
                 lines.append(
@@ -110,12 +113,12 @@ extension LedgerCommand {
                         return [String(decoding: try AuditJSON.data(json), as: UTF8.self)]
                     case .text:
                         var lines = [
-                            "topic \(audit.topic.rawValue) at \(momentText(json["at"])): \(audit.subscriberCount) subscriber(s)"
+                            "topic \(audit.topic.rawValue) at \(momentText(json.at)): \(audit.subscriberCount) subscriber(s)"
                         ]
                         if let members = audit.members { lines += members.map { "  \($0.rawValue)" } }
                         lines.append("count history (seq, time, subscribers after it):")
-                        for entry in json["history"] as? [[String: Any]] ?? [] {
-                            lines.append("  \(entry["seq"] ?? "?")  \(entry["time"] ?? "?")  \(entry["count"] ?? "?")")
+                        for entry in json.history ?? [] {
+                            lines.append("  \(entry.seq)  \(entry.time)  \(entry.count)")
                         }
                         return lines
                     }
@@ -126,15 +129,14 @@ extension LedgerCommand {
     }
 }
 
-/// `seq N (time)` of a `{"seq","time"}` object.
-private func momentText(_ value: Any?) -> String {
-    let object = value as? [String: Any] ?? [:]
-    return "seq \(object["seq"] ?? "?") (\(object["time"] as? String ?? "before the first event"))"
+/// `seq N (time)` of a moment.
+private func momentText(_ moment: AuditJSON.Moment) -> String {
+    "seq \(moment.seq) (\(moment.time ?? "before the first event"))"
 }
 
-/// `from seq A (time) until seq B (time)` of an interval object.
-private func span(_ entry: [String: Any]) -> String {
-    let from = "from seq \(entry["fromSeq"] ?? "?") (\(entry["fromTime"] ?? "?"))"
-    guard let until = entry["untilSeq"] else { return from + ", still holds" }
-    return from + " until seq \(until) (\(entry["untilTime"] ?? "?"))"
+/// `from seq A (time) until seq B (time)` of an interval.
+private func span(_ fromSeq: UInt64, _ fromTime: String, _ untilSeq: UInt64?, _ untilTime: String?) -> String {
+    let from = "from seq \(fromSeq) (\(fromTime))"
+    guard let untilSeq else { return from + ", still holds" }
+    return from + " until seq \(untilSeq) (\(untilTime ?? "?"))"
 }

@@ -36,29 +36,29 @@ struct AuditRoutes {
         let text = try context.parameters.decoded("message")
         let id = try Parameters.messageID(text)
         let page = try PageRequest(request, defaultSize: Self.defaultPageSize, maximumSize: Self.maximumPageSize)
-        let body: [String: Any] = try server.ledger(for: project).read { snapshot in
+        let body: AuditJSON.Replay = try server.ledger(for: project).read { snapshot in
             guard let replay = try MessageReplay.replay(id, in: snapshot) else {
                 throw FCMError.notFound("Message \(id) was not found in project \(project).")
             }
             let (slice, next) = try Self.page(replay.recipients, page)
             var object = AuditJSON.replay(replay, project: project, recipients: slice)
-            if let next { object["nextPageToken"] = next }
+            object.nextPageToken = next
             return object
         }
-        return try JSONResponse.make(body)
+        return try JSONResponse.encoded(body)
     }
 
     /// `GET …/audit/instances/{token}?at=|atSeq=`: the instance's history and its topics at the moment.
     private func instance(_ request: Request, _ context: LedgerRequestContext) throws -> Response {
         let project = try authorize(request, context)
         let token = try context.requireToken()
-        let body: [String: Any] = try server.ledger(for: project).read { snapshot in
+        let body: AuditJSON.Instance = try server.ledger(for: project).read { snapshot in
             guard let audit = try snapshot.instanceAudit(token, at: try Self.moment(request, snapshot)) else {
                 throw FCMError.notFound("The registration token was never registered in project \(project).")
             }
             return try AuditJSON.instance(audit, in: snapshot)
         }
-        return try JSONResponse.make(body)
+        return try JSONResponse.encoded(body)
     }
 
     /// `GET …/audit/topics/{topic}?at=|atSeq=&members=true`: the count at the moment and, if asked, the
@@ -68,7 +68,7 @@ struct AuditRoutes {
         let topic = try topicName(context)
         let includeMembers = request.uri.queryParameters["members"] == "true"
         let page = try PageRequest(request, defaultSize: Self.defaultPageSize, maximumSize: Self.maximumPageSize)
-        let body: [String: Any] = try server.ledger(for: project).read { snapshot in
+        let body: AuditJSON.Topic = try server.ledger(for: project).read { snapshot in
             guard
                 let audit = try snapshot.topicAudit(
                     topic, at: try Self.moment(request, snapshot), members: includeMembers)
@@ -77,10 +77,10 @@ struct AuditRoutes {
             var next: String?
             if let members = audit.members { (slice, next) = try Self.page(members, page) }
             var object = try AuditJSON.topic(audit, members: slice, history: nil, in: snapshot)
-            if let next { object["nextPageToken"] = next }
+            object.nextPageToken = next
             return object
         }
-        return try JSONResponse.make(body)
+        return try JSONResponse.encoded(body)
     }
 
     /// `GET …/audit/topics/{topic}/history?pageSize=&pageToken=`: the subscriber count after each event that
@@ -96,17 +96,17 @@ struct AuditRoutes {
             }
             after = seq
         }
-        let body: [String: Any] = try server.ledger(for: project).read { snapshot in
+        let body: AuditJSON.Topic = try server.ledger(for: project).read { snapshot in
             guard let audit = try snapshot.topicAudit(topic, members: false) else {
                 throw FCMError.notFound("Topic \(topic) never had a subscriber in project \(project).")
             }
             let remaining = audit.history.drop { $0.seq <= after }
             let slice = remaining.prefix(page.size)
             var object = try AuditJSON.topic(audit, members: nil, history: slice, in: snapshot)
-            if remaining.count > slice.count, let last = slice.last { object["nextPageToken"] = String(last.seq) }
+            if remaining.count > slice.count, let last = slice.last { object.nextPageToken = String(last.seq) }
             return object
         }
-        return try JSONResponse.make(body)
+        return try JSONResponse.encoded(body)
     }
 
     /// `GET …/audit/events?fromSeq=&limit=`: events as JSON lines (`application/x-ndjson`), the `ledger log`

@@ -79,8 +79,9 @@ struct InstanceIDError: HTTPResponseError {
     }
 }
 
-/// JSON responses: `Encodable` bodies (``encoded(_:status:)``, the routes' own types in ResponseBodies.swift),
-/// and `JSONSerialization` for the audit and proof bodies that LedgerStore still builds as dictionaries.
+/// JSON responses: `Encodable` bodies (``encoded(_:status:)``: the routes' own types in ResponseBodies.swift
+/// and LedgerStore's `AuditJSON` shapes), and `JSONSerialization` for the proof documents, which
+/// LedgerStore's `LedgerProofs` still builds (and verifies) as dictionaries.
 enum JSONResponse {
     static func make(_ object: Any, status: HTTPResponse.Status = .ok) throws -> Response {
         bytes(

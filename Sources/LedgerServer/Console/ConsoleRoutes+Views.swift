@@ -32,10 +32,28 @@ extension ConsoleRoutes {
         let found: [String: Any]? = try ledger.read { snapshot in
             let at = try moment(atText, in: snapshot, page: "device", model: model)
             guard let audit = try snapshot.instanceAudit(token, at: at) else { return nil }
-            var object = try AuditJSON.instance(audit, in: snapshot)
-            let moment = object["at"] as? [String: Any]
-            object["atSeq"] = moment?["seq"] ?? at
-            object["atTime"] = moment?["time"]
+            let json = try AuditJSON.instance(audit, in: snapshot)
+            func held(_ fromSeq: UInt64, _ fromTime: String, _ untilSeq: UInt64?, _ untilTime: String?)
+                -> [String: Any]
+            {
+                var interval: [String: Any] = ["fromSeq": fromSeq, "fromTime": fromTime]
+                if let untilSeq, let untilTime {
+                    interval["untilSeq"] = untilSeq
+                    interval["untilTime"] = untilTime
+                }
+                return interval
+            }
+            var object: [String: Any] = [
+                "token": json.token, "registered": json.registered, "atSeq": json.at.seq,
+                "acknowledgedThroughSeq": json.acknowledgedThroughSeq,
+                "registrations": json.registrations.map { held($0.fromSeq, $0.fromTime, $0.untilSeq, $0.untilTime) },
+                "subscriptions": json.subscriptions.map { entry in
+                    var interval = held(entry.fromSeq, entry.fromTime, entry.untilSeq, entry.untilTime)
+                    interval["topic"] = entry.topic
+                    return interval
+                },
+            ]
+            if let time = json.at.time { object["atTime"] = time }
             object["topics"] = audit.topicsAt.map { ["name": $0.rawValue, "encoded": Self.pathSegment($0.rawValue)] }
             object["platform"] = audit.platform ?? "not given"
             object["appId"] = audit.appID ?? "not given"
@@ -178,8 +196,10 @@ extension ConsoleRoutes {
         if let next {
             model["next"] = Self.link(
                 "/console/log",
-                ["kind": kindText, "token": tokenText, "topic": topicText, "from": fromText, "to": toText,
-                 "after": String(next)])
+                [
+                    "kind": kindText, "token": tokenText, "topic": topicText, "from": fromText, "to": toText,
+                    "after": String(next),
+                ])
         }
         return page("log", model)
     }
@@ -231,7 +251,8 @@ struct SubscriberChart {
 
     init(history: [(seq: UInt64, count: Int)], head: UInt64, time: (UInt64) throws -> String) throws {
         guard let first = history.first else {
-            svg = #"<svg class="chart" role="img" aria-label="no subscribers yet" viewBox="0 0 720 40" xmlns="http://www.w3.org/2000/svg"><text x="10" y="25" fill="currentColor">No subscriptions yet.</text></svg>"#
+            svg =
+                #"<svg class="chart" role="img" aria-label="no subscribers yet" viewBox="0 0 720 40" xmlns="http://www.w3.org/2000/svg"><text x="10" y="25" fill="currentColor">No subscriptions yet.</text></svg>"#
             caption = "No subscriptions yet."
             return
         }
@@ -287,6 +308,7 @@ struct SubscriberChart {
             <text x="\(Self.width - Self.margin)" y="\(Self.height - 8)" text-anchor="end" font-size="11" fill="currentColor">seq \(end)</text>\
             </svg>
             """
-        caption = "Subscribers after each change, from seq \(first.seq) (\(firstTime)) to seq \(end) (\(lastTime)): \(now) now, \(peak) at most."
+        caption =
+            "Subscribers after each change, from seq \(first.seq) (\(firstTime)) to seq \(end) (\(lastTime)): \(now) now, \(peak) at most."
     }
 }
