@@ -76,19 +76,27 @@ extension LedgerCommand {
         func run() throws {
             let ledger = try options.open(.readOnly)
             defer { ledger.close() }
-            let document: [String: Any]
             if let message {
                 let messageID = try Replay.messageID(message, project: options.projectID)
                 let keeper = try signing.keeper(data: options.data, project: options.projectID)
-                let proof = try ledger.read { snapshot -> [String: Any]? in
+                let proof = try ledger.read { snapshot -> LedgerProofs.MessageProof? in
                     let signed = try keeper.sign(snapshot)
                     return try LedgerProofs.messageProof(
                         messageID, in: snapshot, checkpoint: signed.note, size: signed.checkpoint.size)
                 }
                 guard let proof else { throw InputError("no message \(messageID) in project \(options.projectID)") }
-                document = proof
+                switch options.format {
+                case .json: try printJSON(proof)
+                case .text:
+                    FileHandle.standardOutput.write(Data(proof.checkpoint.utf8))
+                    for entry in proof.entries {
+                        printNow(
+                            "\(entry.kind) event at seq \(entry.seq): \(entry.inclusionProof.count) proof hashes")
+                    }
+                    printNow("(use --format json for the proof itself)")
+                }
             } else {
-                document = try ledger.read { snapshot in
+                let proof = try ledger.read { snapshot in
                     let head = try snapshot.head().seq
                     let to = self.to ?? head
                     guard let from, from <= to, to <= head else {
@@ -96,27 +104,21 @@ extension LedgerCommand {
                     }
                     return try LedgerProofs.consistencyProof(from: from, to: to, in: snapshot)
                 }
-            }
-            switch options.format {
-            case .json:
-                let data = try JSONSerialization.data(
-                    withJSONObject: document, options: [.sortedKeys, .withoutEscapingSlashes])
-                printNow(String(decoding: data, as: UTF8.self))
-            case .text:
-                if let entries = document["entries"] as? [[String: Any]] {
-                    FileHandle.standardOutput.write(Data((document["checkpoint"] as? String ?? "").utf8))
-                    for entry in entries {
-                        printNow(
-                            "\(entry["kind"] ?? "") event at seq \(entry["seq"] ?? ""): "
-                                + "\((entry["inclusionProof"] as? [Any])?.count ?? 0) proof hashes")
-                    }
-                    printNow("(use --format json for the proof itself)")
-                } else {
+                switch options.format {
+                case .json: try printJSON(proof)
+                case .text:
                     printNow(
-                        "consistency \(document["from"] ?? "") → \(document["to"] ?? ""): "
-                            + "\((document["proof"] as? [Any])?.count ?? 0) proof hashes (--format json for them)")
+                        "consistency \(proof.from) → \(proof.to): \(proof.proof.count) proof hashes "
+                            + "(--format json for them)")
                 }
             }
+        }
+
+        /// `value` as one line of JSON, keys sorted and slashes unescaped.
+        private func printJSON(_ value: some Encodable) throws {
+            let encoder = JSONEncoder()
+            encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
+            printNow(String(decoding: try encoder.encode(value), as: UTF8.self))
         }
     }
 
@@ -163,11 +165,11 @@ extension LedgerCommand {
             let data: Data? =
                 file == "-"
                 ? FileHandle.standardInput.readDataToEndOfFile() : FileManager.default.contents(atPath: file)
-            guard let data, let document = try? JSONSerialization.jsonObject(with: data) as? [String: Any] else {
+            guard let data, (try? JSONSerialization.jsonObject(with: data)) is [String: Any] else {
                 throw InputError("\(file) is not a JSON proof")
             }
             do {
-                printNow("verified: " + (try LedgerProofs.verify(document, key: key)))
+                printNow("verified: " + (try LedgerProofs.verify(data, key: key)))
             } catch {
                 printNow("not verified: \(error)")
                 throw ExitCode(2)

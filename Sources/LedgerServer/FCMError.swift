@@ -79,17 +79,10 @@ struct InstanceIDError: HTTPResponseError {
     }
 }
 
-/// JSON responses: `Encodable` bodies (``encoded(_:status:)``: the routes' own types in ResponseBodies.swift
-/// and LedgerStore's `AuditJSON` shapes), and `JSONSerialization` for the proof documents, which
-/// LedgerStore's `LedgerProofs` still builds (and verifies) as dictionaries.
+/// JSON responses: `Encodable` bodies (the routes' own types in ResponseBodies.swift, LedgerStore's `AuditJSON`
+/// shapes and `LedgerProofs` documents), or bytes written by hand on the hottest routes.
 enum JSONResponse {
-    static func make(_ object: Any, status: HTTPResponse.Status = .ok) throws -> Response {
-        bytes(
-            try JSONSerialization.data(withJSONObject: object, options: [.sortedKeys, .withoutEscapingSlashes]),
-            status: status)
-    }
-
-    /// `value` encoded by `JSONEncoder`, keys sorted and slashes unescaped as ``make(_:status:)`` writes them.
+    /// `value` encoded by `JSONEncoder`, keys sorted and slashes unescaped.
     static func encoded(_ value: some Encodable, status: HTTPResponse.Status = .ok) throws -> Response {
         bytes(try encoder.encode(value), status: status)
     }

@@ -42,14 +42,14 @@ struct ProofRoutes {
         let id = try Parameters.messageID(idText)
         let ledger = try server.ledger(for: project)
         let signed = try server.ledgers.checkpoints(for: project).latest(of: ledger)
-        let body = try ledger.read { snapshot -> [String: Any] in
+        let body = try ledger.read { snapshot -> LedgerProofs.MessageProof in
             guard
                 let proof = try LedgerProofs.messageProof(
                     id, in: snapshot, checkpoint: signed.note, size: signed.checkpoint.size)
             else { throw FCMError.notFound("Message \(id) was not found in project \(project).") }
             return proof
         }
-        return try JSONResponse.make(body)
+        return try JSONResponse.encoded(body)
     }
 
     private func consistency(_ request: Request, _ context: LedgerRequestContext) throws -> Response {
@@ -65,7 +65,7 @@ struct ProofRoutes {
             throw FCMError.invalidArgument("from is required: the older tree size", field: "from")
         }
         let to = try size("to")
-        let body = try server.ledger(for: project).read { snapshot -> [String: Any] in
+        let body = try server.ledger(for: project).read { snapshot -> LedgerProofs.ConsistencyProof in
             let head = try snapshot.head().seq
             let to = to ?? head
             guard from <= to, to <= head else {
@@ -74,7 +74,7 @@ struct ProofRoutes {
             }
             return try LedgerProofs.consistencyProof(from: from, to: to, in: snapshot)
         }
-        return try JSONResponse.make(body)
+        return try JSONResponse.encoded(body)
     }
 }
 
@@ -112,7 +112,9 @@ final class CheckpointSigner: @unchecked Sendable {
     }
 
     /// Signs `snapshot`'s whole log and remembers it as the last (with `lock` held).
-    private func keepSigned(_ snapshot: LedgerSnapshot, at time: Double) throws -> (checkpoint: Checkpoint, note: String) {
+    private func keepSigned(_ snapshot: LedgerSnapshot, at time: Double) throws -> (
+        checkpoint: Checkpoint, note: String
+    ) {
         let signed = try keeper.sign(snapshot)
         last = (signed.checkpoint, signed.note, time)
         return signed

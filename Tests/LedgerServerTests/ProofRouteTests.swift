@@ -33,7 +33,27 @@ struct ProofRouteTests {
                 .get, "\(Self.project)/messages/\(id):proof", headers: TestServer.Client.admin)
             #expect(proof.status == .ok, "\(proof.text)")
             #expect((proof.json["entries"] as? [[String: Any]])?.map { $0["kind"] as? String } == ["sent", "audience"])
-            #expect(try LedgerProofs.verify(proof.json, key: key).contains("2 events included"))
+            #expect(try LedgerProofs.verify(Data(proof.text.utf8), key: key).contains("2 events included"))
+            // Documents of the wrong shape are refused saying what is wrong with them.
+            var entries = try #require(proof.json["entries"] as? [[String: Any]])
+            entries[0]["seq"] = -1
+            var negative = proof.json
+            negative["entries"] = entries
+            var noCheckpoint = proof.json
+            noCheckpoint["checkpoint"] = nil
+            for (document, refusal) in [
+                (negative, "an entry is malformed"),
+                (noCheckpoint, "a message proof has a checkpoint, a messageId and entries"),
+                (["from": 1, "to": 2] as [String: Any], "neither a message proof nor a consistency proof"),
+            ] {
+                let data = try JSONSerialization.data(withJSONObject: document)
+                #expect(throws: ProofRefusal.self) { try LedgerProofs.verify(data, key: key) }
+                do {
+                    _ = try LedgerProofs.verify(data, key: key)
+                } catch {
+                    #expect("\(error)".contains(refusal), "\(error)")
+                }
+            }
 
             // The log grows; the old checkpoint's tree is a prefix of the new one.
             _ = try await client.call(.post, "/iid/v1/\(token)/rel/topics/sports")
@@ -42,7 +62,7 @@ struct ProofRouteTests {
             #expect(consistency.status == .ok, "\(consistency.text)")
             #expect(consistency.json["to"] as? Int == Int(head) + 1)
             #expect(consistency.json["fromRoot"] as? String == Data(signed.root).base64EncodedString())
-            #expect(try LedgerProofs.verify(consistency.json, key: key).contains("prefix"))
+            #expect(try LedgerProofs.verify(Data(consistency.text.utf8), key: key).contains("prefix"))
 
             // Bad input, unknown messages, and credentials that may not see proofs.
             for query in ["", "?from=x", "?from=1&to=999", "?from=3&to=2", "?from=-1"] {
