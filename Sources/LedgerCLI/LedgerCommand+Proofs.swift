@@ -114,11 +114,9 @@ extension LedgerCommand {
             }
         }
 
-        /// `value` as one line of JSON, keys sorted and slashes unescaped.
+        /// `value` as one line of JSON, keys sorted and slashes unescaped (as the audit output is written).
         private func printJSON(_ value: some Encodable) throws {
-            let encoder = JSONEncoder()
-            encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
-            printNow(String(decoding: try encoder.encode(value), as: UTF8.self))
+            printNow(String(decoding: try AuditJSON.data(value), as: UTF8.self))
         }
     }
 
