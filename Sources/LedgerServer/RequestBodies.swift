@@ -1,5 +1,6 @@
 import Foundation
 import Hummingbird
+import LedgerCore
 
 // The JSON bodies the device routes take, as `Decodable` types read by ``JSONBody/decode(_:_:limit:)``.
 // Each refuses members it does not know (a misspelt field is a 400, not silently ignored) and says which
@@ -35,14 +36,6 @@ struct AcknowledgementBody: Decodable {
             throw FCMError.invalidArgument("through must be a cursor (a decimal string)", field: "through")
         }
         self.through = through
-    }
-}
-
-/// A body whose members do not matter but which must be a JSON object when sent (the v1 subscribe call
-/// sends `{}`).
-struct AnyObjectBody: Decodable {
-    init(from decoder: any Decoder) throws {
-        _ = try decoder.container(keyedBy: BodyKey.self)
     }
 }
 
@@ -89,6 +82,28 @@ extension JSONBody {
         }
         return body
     }
+
+    /// Checks that a body whose members do not matter (the v1 subscribe call sends `{}`) is empty or a JSON
+    /// object, with ``FlatJSONObject``: `JSONDecoder`'s set-up cost for `{}` was 2.7 % of that route's
+    /// samples under load (`JSONSerialization`'s 0.7 %), the byte-level reader's is below 0.1 %.
+    static func requireObjectIfSent(_ request: Request, limit: Int) async throws {
+        let buffer = try await bytes(request, limit: limit)
+        guard buffer.readableBytes > 0 else { return }
+        let problem: String? = buffer.withUnsafeReadableBytes { raw in
+            let bytes = raw.assumingMemoryBound(to: UInt8.self)
+            guard let first = bytes.firstIndex(where: { !Self.whitespace.contains($0) }) else {
+                return "Invalid JSON payload received."
+            }
+            guard bytes[first] == UInt8(ascii: "{") else {
+                return "Invalid JSON payload received: the body must be a JSON object."
+            }
+            return (try? FlatJSONObject(parsing: bytes)) == nil ? "Invalid JSON payload received." : nil
+        }
+        if let problem { throw FCMError.invalidArgument(problem) }
+    }
+
+    /// JSON's insignificant whitespace.
+    private static let whitespace: Set<UInt8> = [0x20, 0x09, 0x0A, 0x0D]
 
     /// As ``decode(_:_:limit:)``, but an empty body is `nil`.
     static func decodeIfSent<Body: Decodable>(_ type: Body.Type, _ request: Request, limit: Int) async throws

@@ -44,7 +44,7 @@ struct TopicSubscriptionRoutes {
         let (caller, token, via) = try prepare(context)
         let query = request.uri.queryParameters
         let topic = try topicName((query["topicName"] ?? query["topic_name"]).map(String.init), field: "topicName")
-        _ = try await JSONBody.decodeIfSent(AnyObjectBody.self, request, limit: server.configuration.maximumBodyBytes)
+        try await JSONBody.requireObjectIfSent(request, limit: server.configuration.maximumBodyBytes)
         if caller.role == .client {
             try server.take(
                 server.deviceSubscriptionRate, for: DeviceKey(project: caller.project, token: token),

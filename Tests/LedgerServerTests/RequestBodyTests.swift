@@ -67,7 +67,7 @@ struct RequestBodyTests {
                 #expect(reply.status == .ok, "\(body ?? "no body")")
             }
             let before = try client.headSeq()
-            for body in ["[]", "null", #""text""#, "{", #"{"a":1,"a":2}"#] {
+            for body in ["[]", "null", #""text""#, "{", #"{"a":1,"a":2}"#, "  ", #"{"a":1} x"#, #"{"a":[1,]}"#] {
                 let reply = try await client.call(.post, base + "refused", body: body)
                 #expect(reply.status == .badRequest, "\(body)")
                 #expect(reply.googleStatus == "INVALID_ARGUMENT", "\(body)")
