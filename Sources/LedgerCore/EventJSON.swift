@@ -138,6 +138,12 @@ public struct JSONObjectWriter {
     /// Escapes at the byte level: bytes of multi-byte UTF-8 sequences are all ≥ 0x80 and pass through.
     static func appendQuoted(_ value: String, to out: inout [UInt8]) {
         out.append(UInt8(ascii: "\""))
+        defer { out.append(UInt8(ascii: "\"")) }
+        // Most strings (tokens, names, times) need no escape: copied whole, not byte by byte.
+        if value.utf8.allSatisfy({ $0 >= 0x20 && $0 != UInt8(ascii: "\"") && $0 != UInt8(ascii: "\\") }) {
+            out.append(contentsOf: value.utf8)
+            return
+        }
         for byte in value.utf8 {
             switch byte {
             case UInt8(ascii: "\""): out.append(contentsOf: [UInt8(ascii: "\\"), UInt8(ascii: "\"")])
@@ -152,7 +158,6 @@ public struct JSONObjectWriter {
             default: out.append(byte)
             }
         }
-        out.append(UInt8(ascii: "\""))
     }
 }
 
