@@ -32,7 +32,7 @@ struct AcknowledgementBody: Decodable {
     init(from decoder: any Decoder) throws {
         let body = try decoder.container(keyedBy: BodyKey.self)
         try body.refuseUnknown(["through"])
-        guard let through = try body.string("through") else {
+        guard let through = (try? body.string("through")) ?? nil else {
             throw FCMError.invalidArgument("through must be a cursor (a decimal string)", field: "through")
         }
         self.through = through

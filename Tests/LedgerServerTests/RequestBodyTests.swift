@@ -90,6 +90,11 @@ struct RequestBodyTests {
                 .post, Self.registrations + "/\(token)/messages:ack", headers: TestServer.Client.device, body: "{}")
             #expect(missing.status == .badRequest)
             #expect(missing.fieldViolations.first?["field"] == "through")
+            let number = try await client.call(
+                .post, Self.registrations + "/\(token)/messages:ack", headers: TestServer.Client.device,
+                body: #"{"through":5}"#)
+            #expect(number.status == .badRequest)
+            #expect((number.error["message"] as? String)?.contains("a cursor (a decimal string)") == true)
             #expect(try client.headSeq() == before)
         }
     }
