@@ -143,10 +143,10 @@ struct ProofWorkload {
             let message = built.messages[Int.random(in: 0..<built.messages.count, using: &generator)]
             var start = ContinuousClock.now
             let proof = try ledger.read { snapshot in
-                try JSONSerialization.data(
-                    withJSONObject: try LedgerProofs.messageProof(
-                        message, in: snapshot, checkpoint: note, size: built.events) ?? [:],
-                    options: [.sortedKeys, .withoutEscapingSlashes])
+                guard
+                    let proof = try LedgerProofs.messageProof(message, in: snapshot, checkpoint: note, size: built.events)
+                else { throw BenchError("message \(message) has no proof") }
+                return try AuditJSON.data(proof)
             }
             timings.message.append((ContinuousClock.now - start).seconds)
             try check(proof, key: key, expecting: 2)
@@ -154,9 +154,7 @@ struct ProofWorkload {
             let from = UInt64.random(in: 1...built.events, using: &generator)
             start = ContinuousClock.now
             let consistency = try ledger.read { snapshot in
-                try JSONSerialization.data(
-                    withJSONObject: try LedgerProofs.consistencyProof(from: from, to: built.events, in: snapshot),
-                    options: [.sortedKeys])
+                try AuditJSON.data(try LedgerProofs.consistencyProof(from: from, to: built.events, in: snapshot))
             }
             timings.consistency.append((ContinuousClock.now - start).seconds)
             try check(consistency, key: key, expecting: nil)
@@ -181,7 +179,7 @@ struct ProofWorkload {
             throw BenchError("a message proof does not hold its sent and audience events")
         }
         do {
-            _ = try LedgerProofs.verify(document, key: key.verifier)
+            _ = try LedgerProofs.verify(data, key: key.verifier)
         } catch {
             throw BenchError("a proof does not verify: \(error)")
         }
