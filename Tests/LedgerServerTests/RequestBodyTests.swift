@@ -4,8 +4,9 @@ import LedgerCore
 import LedgerServer
 import Testing
 
-/// The typed request bodies of the device routes (registration, acknowledgement, per-token subscribe): each
-/// refusal is a 400 naming the field and appends nothing; what is accepted is what is recorded.
+/// The typed request bodies of the device routes (registration, acknowledgement) and the per-token subscribe
+/// body check: each refusal is a 400 (naming the field where there is one) and appends nothing; what is
+/// accepted is what is recorded.
 @Suite("Typed request bodies")
 struct RequestBodyTests {
     static let registrations = "/v1/projects/demo-project/registrations"
