@@ -144,7 +144,8 @@ struct ProofWorkload {
             var start = ContinuousClock.now
             let proof = try ledger.read { snapshot in
                 guard
-                    let proof = try LedgerProofs.messageProof(message, in: snapshot, checkpoint: note, size: built.events)
+                    let proof = try LedgerProofs.messageProof(
+                        message, in: snapshot, checkpoint: note, size: built.events)
                 else { throw BenchError("message \(message) has no proof") }
                 return try AuditJSON.data(proof)
             }
