@@ -193,6 +193,7 @@ struct WritePathIntegrityTests {
         [Ledger.RequestIsolation.retryAlone, .nestedPerRequest])
     func faultInjection(code: LMDBError.Code, isolation: Ledger.RequestIsolation) async throws {
         var failures = 0
+        var firings = 0
         for k in 1...45 {
             let directory = TemporaryDirectory()
             defer { directory.remove() }
@@ -205,6 +206,7 @@ struct WritePathIntegrityTests {
             }
             failures += try await Self.runFaultyWorkload(
                 k: k, code: code, isolation: isolation, directory: directory, injector: injector)
+            firings += fired.value
             // Reopened without faults, the ledger takes writes again.
             let reopened = try openTestLedger(directory)
             let receipt = try await reopened.append(
@@ -215,8 +217,13 @@ struct WritePathIntegrityTests {
             #expect(try reopened.verify().isSound)
             reopened.close()
         }
-        // The injector did fire: requests failed (and were retried alone), except for a full map, which grows.
-        #expect(code == .mapFull ? failures == 0 : failures > 20, "\(failures) requests failed")
+        // The injector did fire, and requests failed (and were retried alone), except for a full map, which
+        // grows. How many depends on how the concurrent requests were batched (fewer, larger batches on a
+        // loaded machine): with retryAlone, 13 requests failed once in CI beside a release build, 26–60 on an
+        // idle machine, from 34–89 firings. So failures need only be non-zero; the per-request checks above
+        // are the property.
+        #expect(firings >= 10, "the injector fired \(firings) times over 45 values of k")
+        #expect(code == .mapFull ? failures == 0 : failures > 0, "\(failures) requests failed")
     }
 
     private static func runFaultyWorkload(
