@@ -4,11 +4,10 @@ import os
 import time
 
 import pytest
-from selenium.common.exceptions import NoAlertPresentException
+from selenium.common.exceptions import NoAlertPresentException, StaleElementReferenceException, WebDriverException
 from selenium.webdriver.common.action_chains import ActionChains
 from selenium.webdriver.common.by import By
 from selenium.webdriver.common.keys import Keys
-from selenium.webdriver.support import expected_conditions
 from selenium.webdriver.support.ui import WebDriverWait
 
 from conftest import HOSTILE, PROJECT, ledger
@@ -24,7 +23,25 @@ def sign_in(browser, base, key):
 
 def loaded(browser, old):
     """Waits until the page `old` belonged to has been replaced."""
-    WebDriverWait(browser, 10).until(expected_conditions.staleness_of(old))
+    WebDriverWait(browser, 10).until(lambda _: replaced(old))
+
+
+def replaced(old):
+    """True once `old` no longer belongs to the current document.
+
+    Selenium's `staleness_of` knows only the stale-element error. While a navigation is under way,
+    chromedriver can instead answer "unknown error: ... Node with given id does not belong to the
+    document" (seen in CI) — the same fact, reported mid-swap; any other error is still raised.
+    """
+    try:
+        old.is_enabled()
+        return False
+    except StaleElementReferenceException:
+        return True
+    except WebDriverException as error:
+        if "does not belong to the document" in (error.msg or ""):
+            return True
+        raise
 
 
 def test_auditor_and_admin_sign_in_device_and_wrong_keys_do_not(scenario, browser):
