@@ -12,10 +12,14 @@ import LedgerStore
 extension LedgerCommand {
     /// `ledger import FILE`: builds a ledger from JSON lines of operations, without a server.
     ///
-    /// The file is read twice, a chunk at a time, so memory stays bounded whatever its size: the first pass
+    /// The file is read twice, a chunk at a time, so the file's size does not bound memory: the first pass
     /// parses every line (a malformed file changes nothing), the second parses again and appends, the next
     /// request parsed while the one before it commits. Standard input is copied to an unlinked temporary
     /// file during the first pass.
+    ///
+    /// Into an empty ledger, a file without sends is imported in bulk (``BulkImport``): the log is appended
+    /// request by request and the projections are written once at the end, as `rebuild` writes them.
+    /// Otherwise each request goes through the live writer, projections and all.
     struct Import: AsyncParsableCommand {
         static let configuration = CommandConfiguration(
             abstract: "Append operations from a JSON-lines file (- for standard input); see docs/operations.md.")
@@ -28,6 +32,13 @@ extension LedgerCommand {
         @Flag(help: "Never draw the progress bar (it is drawn only when standard error is a terminal).")
         var noProgress = false
 
+        @Flag(
+            help: """
+                Append through the live writer even into an empty ledger (by default an empty ledger and a file \
+                without sends are imported in bulk: the log first, the projections written once at the end).
+                """)
+        var incremental = false
+
         func run() async throws {
             let source = try ImportSource(path: file)
             defer { source.close() }
@@ -37,8 +48,12 @@ extension LedgerCommand {
             // Pass 1: every line parses, or nothing is appended.
             var checker = LineReader(descriptor: source.descriptor, tee: source.spool)
             var operations = 0
+            var sends = 0
             while let parsed = try checker.withNextLine({ try OperationImport.parse(line: $0, number: $1) }) {
-                if parsed != nil { operations += 1 }
+                if let parsed {
+                    operations += 1
+                    if case .send = parsed.operation { sends += 1 }
+                }
                 progress.update("checking", bytes: checker.bytesRead, operations: operations)
             }
             progress.finish("checked", bytes: checker.bytesRead, operations: operations)
@@ -48,21 +63,45 @@ extension LedgerCommand {
             // would interleave by timing).
             let ledger = try common.open(.readWrite, recordsAudiences: false)
             defer { ledger.close() }
+            let bulk =
+                try !incremental && sends == 0 && ledger.readLog({ try $0.head().seq }) == 0
+                ? ledger.beginBulkImport() : nil
             var requests = ImportRequests(reader: LineReader(descriptor: try source.rewind()))
             var tally = ImportTally()
             var inFlight: (request: WriteRequest, append: Task<WriteReceipt, any Error>)?
-            while true {
-                let next = try requests.next()
-                if let (request, append) = inFlight {
-                    let receipt = try await append.value
-                    tally.count(receipt, of: request)
-                    tally.audiences += try await ledger.recordAudiences(of: receipt, time: request.time).count
-                    progress.update("appending", bytes: requests.bytesRead, operations: tally.operations)
+            do {
+                while true {
+                    let next = try requests.next()
+                    if let (request, append) = inFlight {
+                        let receipt = try await append.value
+                        tally.count(receipt, of: request)
+                        if bulk == nil {
+                            tally.audiences += try await ledger.recordAudiences(of: receipt, time: request.time).count
+                        }
+                        progress.update("appending", bytes: requests.bytesRead, operations: tally.operations)
+                    }
+                    guard let next else { break }
+                    if let bulk {
+                        inFlight = (next, Task { try bulk.append(next) })
+                    } else {
+                        inFlight = (next, Task { try await ledger.append(next) })
+                    }
                 }
-                guard let next else { break }
-                inFlight = (next, Task { try await ledger.append(next) })
+                progress.finish("appended", bytes: requests.bytesRead, operations: tally.operations)
+                if let bulk {
+                    // The projections, written once: an import's last few seconds.
+                    progress.update("indexing", bytes: requests.bytesRead, operations: tally.operations)
+                    try bulk.finish()
+                    progress.finish("indexed", bytes: requests.bytesRead, operations: tally.operations)
+                }
+            } catch {
+                // What the log committed stays, with its projections, as after an incremental import that stopped.
+                if let bulk {
+                    _ = try? await inFlight?.append.value
+                    try? bulk.abandon(ledger: ledger)
+                }
+                throw error
             }
-            progress.finish("appended", bytes: requests.bytesRead, operations: tally.operations)
             try report(tally, head: try ledger.readLog { try $0.head() })
         }
 

@@ -5,8 +5,8 @@ import LedgerCore
 /// `MDB_APPEND` — what `rebuild` and `verify` use to fold a whole log quickly.
 ///
 /// It must produce exactly the entries ``LMDBProjection`` produces incrementally; the property tests compare
-/// the two byte for byte.
-struct BulkProjection: LedgerProjection {
+/// the two byte for byte. A bulk import (``BulkImport``) also decides operations against it.
+struct BulkProjection: AppenderProjection {
     private struct Membership {
         var topic: TopicID
         var since: UInt64
@@ -103,6 +103,18 @@ struct BulkProjection: LedgerProjection {
     func acknowledgedThrough(_ instance: InstanceID) -> UInt64 { acknowledged[instance] ?? 0 }
 
     mutating func setAcknowledged(_ instance: InstanceID, through: UInt64) { acknowledged[instance] = through }
+
+    // MARK: AppenderProjection
+
+    func subscribedSince(_ topic: TopicID, instance: InstanceID) -> UInt64? {
+        instanceTopics[Int(instance) - 1].first { $0.topic == topic }?.since
+    }
+
+    func topicCount(of instance: InstanceID) -> Int { instanceTopics[Int(instance) - 1].count }
+
+    func messageState(_ messageID: UInt64) -> MessageState? {
+        messages[messageID].map { MessageState(sendSeq: $0.send, audienceSeq: $0.audience) }
+    }
 
     // MARK: Writing
 

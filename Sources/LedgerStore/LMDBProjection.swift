@@ -122,11 +122,12 @@ struct LMDBProjection: LedgerProjection {
         try txn.put(schema.sends, key: seq, value: messageID)
     }
 
+    func messageState(_ messageID: UInt64) throws -> MessageState? {
+        try txn.withValue(in: schema.messages, forKey: messageID) { $0.map(MessageState.init) }
+    }
+
     func recordAudience(messageID: UInt64, at seq: UInt64) throws {
-        guard
-            let sendSeq = try txn.withValue(
-                in: schema.messages, forKey: messageID, { $0.map(MessageState.init)?.sendSeq })
-        else { return }
+        guard let sendSeq = try messageState(messageID)?.sendSeq else { return }
         try txn.put(schema.messages, key: messageID, value: MessageState(sendSeq: sendSeq, audienceSeq: seq).encoded)
     }
 

@@ -83,7 +83,8 @@ public final class Ledger: Sendable {
         if options.mode == .readWrite, !options.forRebuild, let through = try interruptedRebuild(storage) {
             throw StoreError(
                 .rebuildRequired,
-                "a rebuild of \(storage.directory) stopped after seq \(through); run `ledger rebuild` before writing")
+                "a rebuild or bulk import of \(storage.directory) stopped after seq \(through); run `ledger rebuild`"
+                    + " before writing")
         }
         return try Ledger(storage: storage, project: project, options: options, logger: logger)
     }
@@ -317,7 +318,7 @@ public final class Ledger: Sendable {
 
     /// What a caller is told when a write failed: always `.unavailable` with nothing written, and no LMDB
     /// internals (the log line beside it has them).
-    private static func storageError(_ error: any Error, directory: String) -> StoreError {
+    static func storageError(_ error: any Error, directory: String) -> StoreError {
         if let error = error as? StoreError, error.code != .corrupt { return error }
         switch error {
         case LMDBError.Code.noSpace, LMDBError.Code.mapFull:
@@ -363,8 +364,8 @@ public final class Ledger: Sendable {
             if let through = try snapshot.rebuildingThrough() {
                 throw StoreError(
                     .rebuildRequired,
-                    "projections are being rebuilt (done through seq \(through)) or a rebuild was interrupted;"
-                        + " run `ledger rebuild`")
+                    "projections are being rebuilt or bulk-imported (done through seq \(through)), or that was"
+                        + " interrupted; run `ledger rebuild`")
             }
             return try body(snapshot)
         }

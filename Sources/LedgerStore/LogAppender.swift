@@ -1,30 +1,48 @@
 import LMDBKit
 import LedgerCore
 
-/// Appends events inside one write transaction: checks each operation against the state it meets,
-/// encodes and chains the event, extends the Merkle tree, and folds the event into the projections in the
-/// same transaction.
+/// The state a ``LogAppender`` checks operations against and folds events into: the projections, with the
+/// questions only the appender asks.
+protocol AppenderProjection: LedgerProjection {
+    /// The seq at which `instance` joined `topic`, or `nil` when it is not subscribed.
+    mutating func subscribedSince(_ topic: TopicID, instance: InstanceID) throws -> UInt64?
+    /// How many topics `instance` holds now.
+    mutating func topicCount(of instance: InstanceID) throws -> Int
+    /// The seqs of message `messageID`'s send and audience, or `nil` when no such message was sent.
+    mutating func messageState(_ messageID: UInt64) throws -> MessageState?
+}
+
+/// Where a ``LogAppender`` stores what it appends: each event's log record, then the head.
+protocol EventSink {
+    /// Stores the record of event `seq` (its chain hash, then the encoded event) and extends the Merkle tree.
+    mutating func store(record: [UInt8], seq: UInt64) throws
+    /// Stores the head after the last event of the transaction.
+    mutating func store(head: LedgerHead) throws
+}
+
+/// Appends events: checks each operation against the state it meets, encodes and chains the event, stores
+/// it, and folds it into the projections.
 ///
-/// Holds no state beyond the transaction, so a transaction that is retried (map growth) or aborted
-/// leaves nothing behind.
-struct LogAppender {
-    let txn: LMDBTransaction
-    let schema: LedgerSchema
+/// The live writer runs it over one write transaction (``MemoizedProjection`` and ``TransactionSink``):
+/// the log, the tree and the projections change together or not at all. A bulk import runs it over the
+/// projections in memory (``BulkImport``), which stores the log alone and writes the projections once at
+/// the end. It holds no state beyond its projection and sink, so a transaction that is retried (map
+/// growth) or aborted leaves nothing behind in it.
+struct LogAppender<Projection: AppenderProjection, Sink: EventSink> {
     let limits: LedgerLimits
     private(set) var head: LedgerHead
-    private var projection: MemoizedProjection
+    private(set) var projection: Projection
+    var sink: Sink
     private var messageIDs: any RandomNumberGenerator
 
-    init(txn: LMDBTransaction, schema: LedgerSchema, limits: LedgerLimits, messageIDs: any RandomNumberGenerator)
-        throws
-    {
-        self.txn = txn
-        self.schema = schema
+    init(
+        projection: Projection, sink: Sink, head: LedgerHead, limits: LedgerLimits,
+        messageIDs: any RandomNumberGenerator
+    ) {
+        self.projection = projection
+        self.sink = sink
+        self.head = head
         self.limits = limits
-        self.head =
-            try txn.withValue(in: schema.meta, forKey: MetaKey.head) { try $0.map(LedgerHead.init) }
-            ?? .empty
-        self.projection = MemoizedProjection(txn: txn, schema: schema)
         self.messageIDs = messageIDs
     }
 
@@ -56,8 +74,8 @@ struct LogAppender {
     }
 
     /// Stores the head; call once after the last request of the transaction.
-    func finish() throws {
-        try txn.put(schema.meta, key: MetaKey.head, value: head.encoded)
+    mutating func finish() throws {
+        try sink.store(head: head)
     }
 
     private mutating func apply(_ operation: LedgerOperation, request: WriteRequest, time: LedgerTime) throws
@@ -116,10 +134,7 @@ struct LogAppender {
             return .sent(seq: try append(.sent(sent), request, time), messageID: messageID)
 
         case .recordAudience(let audience):
-            let state = try txn.withValue(in: schema.messages, forKey: audience.messageID) {
-                $0.map(MessageState.init)
-            }
-            guard let state, state.sendSeq == audience.sendSeq else {
+            guard let state = try projection.messageState(audience.messageID), state.sendSeq == audience.sendSeq else {
                 return .rejected(OperationRejection(.notFound, "no message \(audience.messageID) sent at that seq"))
             }
             guard state.audienceSeq == 0 else {
@@ -137,7 +152,9 @@ struct LogAppender {
         }
     }
 
-    private static let unknownToken = OperationRejection(.notFound, "registration token is not registered")
+    private static var unknownToken: OperationRejection {
+        OperationRejection(.notFound, "registration token is not registered")
+    }
 
     private mutating func registeredInstance(_ token: RegistrationToken) throws -> InstanceID? {
         guard let instance = try projection.instanceID(for: token), try projection.isRegistered(instance) else {
@@ -150,7 +167,7 @@ struct LogAppender {
     private mutating func freshMessageID() throws -> UInt64 {
         while true {
             let candidate = UInt64.random(in: 1...UInt64(Int64.max), using: &messageIDs)
-            if try !txn.contains(schema.messages, key: candidate) { return candidate }
+            if try projection.messageState(candidate) == nil { return candidate }
         }
     }
 
@@ -161,11 +178,39 @@ struct LogAppender {
         let event = LedgerEvent(
             seq: head.seq + 1, time: time, actor: request.actor, requestID: request.requestID, body: body)
         let (record, hash) = HashChain.record(of: event, previous: head.hash)
-        try txn.put(schema.log, key: event.seq, value: record, flags: .append)
-        try MerkleStore.didAppend(seq: event.seq, txn: txn, schema: schema)
+        try sink.store(record: record, seq: event.seq)
         try EventFold.apply(event, to: &projection)
         head = LedgerHead(seq: event.seq, time: time, hash: hash)
         return event.seq
+    }
+}
+
+extension LogAppender where Projection == MemoizedProjection, Sink == TransactionSink {
+    /// The live writer's appender: everything in `txn`, from the head stored there.
+    init(txn: LMDBTransaction, schema: LedgerSchema, limits: LedgerLimits, messageIDs: any RandomNumberGenerator)
+        throws
+    {
+        let head =
+            try txn.withValue(in: schema.meta, forKey: MetaKey.head) { try $0.map(LedgerHead.init) } ?? .empty
+        self.init(
+            projection: MemoizedProjection(txn: txn, schema: schema), sink: TransactionSink(txn: txn, schema: schema),
+            head: head, limits: limits, messageIDs: messageIDs)
+    }
+}
+
+/// Stores events in the write transaction that also holds the projections: the log record, and the Merkle
+/// tree's nodes as they complete.
+struct TransactionSink: EventSink {
+    let txn: LMDBTransaction
+    let schema: LedgerSchema
+
+    func store(record: [UInt8], seq: UInt64) throws {
+        try txn.put(schema.log, key: seq, value: record, flags: .append)
+        try MerkleStore.didAppend(seq: seq, txn: txn, schema: schema)
+    }
+
+    func store(head: LedgerHead) throws {
+        try txn.put(schema.meta, key: MetaKey.head, value: head.encoded)
     }
 }
 

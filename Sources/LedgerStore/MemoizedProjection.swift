@@ -14,7 +14,7 @@ import LedgerCore
 /// say now.
 ///
 /// Lives no longer than its transaction: an aborted or retried transaction starts with an empty memo.
-struct MemoizedProjection: LedgerProjection {
+struct MemoizedProjection: AppenderProjection {
     private let stored: LMDBProjection
     /// The last token asked about, with its instance or `nil` when it has none: the appender's check and the
     /// fold ask in turn. (A dictionary of every token of the transaction cost more than the LMDB searches it
@@ -112,6 +112,10 @@ struct MemoizedProjection: LedgerProjection {
 
     mutating func recordSend(messageID: UInt64, at seq: UInt64) throws {
         try stored.recordSend(messageID: messageID, at: seq)
+    }
+
+    func messageState(_ messageID: UInt64) throws -> MessageState? {
+        try stored.messageState(messageID)
     }
 
     mutating func recordAudience(messageID: UInt64, at seq: UInt64) throws {

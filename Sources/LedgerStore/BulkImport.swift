@@ -1,0 +1,173 @@
+import Foundation
+import LMDBKit
+import LedgerCore
+import Logging
+
+/// Appends requests to an empty ledger the way `rebuild` folds: operations are decided against the
+/// projections held in memory (``BulkProjection``), each request's events go to the log alone in one
+/// durable transaction, and the projections and the Merkle tree are written once, in key order, by
+/// ``finish()``.
+///
+/// What `ledger import` uses on migration day. The live writer does five to eight B-tree puts per
+/// subscription (the log record, both directions of membership, the topic's count, the tree's nodes) into
+/// trees that grow at random places; here each event is one put at the end of the log, and the projections
+/// are written as `rebuild` writes them. The decisions are the live writer's: the same ``LogAppender``, over
+/// another projection — a property test compares the two byte for byte.
+///
+/// While it runs, the ledger carries the `rebuildingThrough` marker, as during `rebuild`: readers get
+/// `rebuildRequired`, and a writer refuses to open it. If the import stops before ``finish()`` (killed, disk
+/// full), the log keeps every request it committed, and `ledger rebuild` (or ``abandon()``) folds them.
+///
+/// Sends are not taken: their audiences are computed from the stored projections, which a bulk import writes
+/// only at the end. Memory grows with the ledger (every token, membership and interval), as for `rebuild`.
+///
+/// One caller at a time; nothing else may append to the ledger while it is open.
+public final class BulkImport: @unchecked Sendable {
+    // @unchecked: every field is touched only with `lock` held.
+    private let environment: LMDBEnvironment
+    private let schema: LedgerSchema
+    private let clock: @Sendable () -> LedgerTime
+    private let logger: Logger
+    private let lock = NSLock()
+    private var appender: LogAppender<BulkProjection, PendingLog>
+    private let tree = TreeBuilderThread()
+    private var state = State.open
+
+    private enum State { case open, finished, failed }
+
+    /// Starts a bulk import into `ledger`, which must hold no events.
+    ///
+    /// - Throws: `.invalidArgument` when the ledger is not open for writing or holds events;
+    ///   `.rebuildRequired` when its projections are incomplete already; `.unavailable` (I/O).
+    init(ledger: Ledger) throws {
+        guard ledger.options.mode == .readWrite else {
+            throw StoreError(.invalidArgument, "a bulk import needs the ledger open for writing (exclusive access)")
+        }
+        environment = ledger.environment
+        schema = ledger.schema
+        clock = ledger.options.clock
+        logger = ledger.logger
+        let schema = self.schema
+        try environment.write { txn in
+            let snapshot = LedgerSnapshot(txn: txn, schema: schema)
+            if let through = try snapshot.rebuildingThrough() {
+                throw StoreError(
+                    .rebuildRequired,
+                    "the projections are incomplete (a rebuild or bulk import stopped after seq \(through));"
+                        + " run `ledger rebuild`")
+            }
+            let head = try snapshot.head()
+            guard head.seq == 0 else {
+                throw StoreError(.invalidArgument, "a bulk import needs an empty ledger; this one holds \(head.seq) events")
+            }
+            for database in schema.projections { try txn.clear(database) }
+            try txn.put(schema.meta, key: MetaKey.rebuildingThrough, value: UInt64(0))
+        }
+        appender = LogAppender(
+            projection: BulkProjection(), sink: PendingLog(), head: .empty, limits: ledger.options.limits,
+            messageIDs: SystemRandomNumberGenerator())
+    }
+
+    /// Decides and appends one request: its events are durable in the log when this returns.
+    ///
+    /// - Throws: the request's refusal (its time precedes the last event's; nothing changed, and the import
+    ///   may go on); `.invalidArgument` for a request with a send; an LMDB failure, after which the import is
+    ///   over (``abandon()`` folds what was committed).
+    public func append(_ request: WriteRequest) throws -> WriteReceipt {
+        try lock.withLock {
+            guard state == .open else { throw Self.closed }
+            for operation in request.operations {
+                switch operation {
+                case .send, .recordAudience:
+                    throw StoreError(.invalidArgument, "a bulk import takes no sends; import them into a ledger with events")
+                default: continue
+                }
+            }
+            let result: Result<WriteReceipt, StoreError>
+            do {
+                result = try appender.apply(request, now: clock())
+                if case .success = result { try commit() }
+            } catch {
+                state = .failed
+                logger.error(
+                    "bulk import failed; the log keeps the requests before this one",
+                    metadata: ["ledger.request": "\(request.requestID)", "error": "\(error)"])
+                throw Ledger.storageError(error, directory: environment.path)
+            }
+            return try result.get()
+        }
+    }
+
+    /// Writes the projections and the Merkle tree, and lifts the marker; returns the number of events.
+    ///
+    /// - Throws: an LMDB failure; the marker then stays, and `ledger rebuild` writes the projections.
+    @discardableResult
+    public func finish() throws -> UInt64 {
+        try lock.withLock {
+            guard state == .open else { throw Self.closed }
+            state = .finished
+            var projection = appender.projection
+            projection.tree = tree
+            try projection.write(to: environment, schema: schema)
+            try environment.write { txn in _ = try txn.delete(schema.meta, key: MetaKey.rebuildingThrough) }
+            return appender.head.seq
+        }
+    }
+
+    /// Gives up after a failure: folds what the log committed (what `ledger rebuild` does), so the ledger
+    /// is usable with the requests appended so far.
+    public func abandon(ledger: Ledger) throws {
+        try lock.withLock {
+            state = .finished
+            tree.cancel()
+        }
+        try ledger.rebuildProjections()
+    }
+
+    /// One durable transaction with the request's log records and the new head; the chain hashes then go to
+    /// the tree's thread. Retried whole if the map must grow.
+    private func commit() throws {
+        let schema = self.schema
+        try appender.finish()
+        try environment.write { txn in
+            for (seq, record) in appender.sink.records {
+                try txn.put(schema.log, key: seq, value: record, flags: .append)
+            }
+            if let head = appender.sink.head {
+                try txn.put(schema.meta, key: MetaKey.head, value: head.encoded)
+            }
+        }
+        guard tree.add(appender.sink.hashes) else {
+            throw StoreError(.unavailable, "the Merkle tree's thread stopped")
+        }
+        appender.sink.removeAll()
+    }
+
+    private static let closed = StoreError(.invalidArgument, "the bulk import has finished or failed")
+}
+
+extension Ledger {
+    /// Starts a ``BulkImport`` into this ledger, which must be empty and open for writing.
+    public func beginBulkImport() throws -> BulkImport { try BulkImport(ledger: self) }
+}
+
+/// A request's events, held until ``BulkImport`` commits them.
+struct PendingLog: EventSink {
+    private(set) var records: [(seq: UInt64, record: [UInt8])] = []
+    private(set) var hashes: [ChainHash] = []
+    private(set) var head: LedgerHead?
+
+    mutating func store(record: [UInt8], seq: UInt64) {
+        records.append((seq, record))
+        hashes.append(record.withUnsafeBytes { ChainHash($0) })
+    }
+
+    mutating func store(head: LedgerHead) { self.head = head }
+
+    /// Empties the log for the next request; the hashes' array is handed to the tree, so a new one is made.
+    mutating func removeAll() {
+        records.removeAll(keepingCapacity: true)
+        hashes = []
+        head = nil
+    }
+}
