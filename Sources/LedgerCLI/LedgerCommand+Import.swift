@@ -12,14 +12,13 @@ import LedgerStore
 extension LedgerCommand {
     /// `ledger import FILE`: builds a ledger from JSON lines of operations, without a server.
     ///
-    /// The file is read twice, a chunk at a time, so the file's size does not bound memory: the first pass
-    /// parses every line (a malformed file changes nothing), the second parses again and appends, the next
-    /// request parsed while the one before it commits. Standard input is copied to an unlinked temporary
-    /// file during the first pass.
-    ///
-    /// Into an empty ledger, a file without sends is imported in bulk (``BulkImport``): the log is appended
-    /// request by request and the projections are written once at the end, as `rebuild` writes them.
-    /// Otherwise each request goes through the live writer, projections and all.
+    /// The file is read a chunk at a time, so its size does not bound memory. Into an empty ledger, it is
+    /// imported in bulk (``BulkImport``) in one pass: each request's events go to the log as it is parsed
+    /// (the next request parsed while the last commits), and the projections are written once at the end,
+    /// as `rebuild` writes them; a malformed line, or any failure, empties the ledger again. A file with a
+    /// send, or a ledger with events, is read twice instead: the first pass parses every line (a malformed
+    /// file changes nothing), the second appends each request through the live writer. Standard input is
+    /// copied to an unlinked temporary file as it is read, for a second pass.
     struct Import: AsyncParsableCommand {
         static let configuration = CommandConfiguration(
             abstract: "Append operations from a JSON-lines file (- for standard input); see docs/operations.md.")
@@ -34,8 +33,8 @@ extension LedgerCommand {
 
         @Flag(
             help: """
-                Append through the live writer even into an empty ledger (by default an empty ledger and a file \
-                without sends are imported in bulk: the log first, the projections written once at the end).
+                Append through the live writer, checking the whole file first, even into an empty ledger (which \
+                is otherwise imported in bulk: the log first, the projections written once at the end).
                 """)
         var incremental = false
 
@@ -44,16 +43,44 @@ extension LedgerCommand {
             defer { source.close() }
             let progress = ImportProgress(
                 enabled: !noProgress && isatty(STDERR_FILENO) == 1, totalBytes: source.sizeBytes)
+            let directory = (common.data as NSString).appendingPathComponent(common.projectID.rawValue)
+            let existed = FileManager.default.fileExists(atPath: directory + "/data.mdb")
+            let ledger = try common.open(.readWrite, recordsAudiences: false)
+            defer { ledger.close() }
+            let tally: ImportTally
+            do {
+                tally = try await importFile(source, into: ledger, progress: progress)
+            } catch {
+                // A ledger this import created is taken away again: nothing is left of a failed import.
+                if !existed {
+                    ledger.close()
+                    Self.removeLedger(in: directory)
+                }
+                throw error
+            }
+            try report(tally, head: try ledger.readLog { try $0.head() })
+        }
 
-            // Pass 1: every line parses, or nothing is appended.
+        private func importFile(_ source: ImportSource, into ledger: Ledger, progress: ImportProgress) async throws
+            -> ImportTally
+        {
             var checker = LineReader(descriptor: source.descriptor, tee: source.spool)
             var operations = 0
-            var sends = 0
-            while let parsed = try checker.withNextLine({ try OperationImport.parse(line: $0, number: $1) }) {
-                if let parsed {
-                    operations += 1
-                    if case .send = parsed.operation { sends += 1 }
+            if !incremental, try ledger.readLog({ try $0.head().seq }) == 0 {
+                let bulk = try ledger.beginBulkImport()
+                switch try await Self.importInBulk(from: &checker, into: bulk, progress: progress) {
+                case .imported(let tally): return tally
+                case .metSend(let read):
+                    // Sends need the live writer (their audiences are computed from the stored projections):
+                    // start again the other way, from an empty ledger and the rest of the first pass.
+                    try bulk.discard()
+                    operations = read
                 }
+            }
+
+            // Pass 1 (or the rest of it): every line parses, or nothing is appended.
+            while let parsed = try checker.withNextLine({ try OperationImport.parse(line: $0, number: $1) }) {
+                if parsed != nil { operations += 1 }
                 progress.update("checking", bytes: checker.bytesRead, operations: operations)
             }
             progress.finish("checked", bytes: checker.bytesRead, operations: operations)
@@ -61,48 +88,81 @@ extension LedgerCommand {
             // Pass 2: parse again and append. Each send's audience is recorded right after its request, with
             // the request's time, so that an import gives the same log every time (a background recorder
             // would interleave by timing).
-            let ledger = try common.open(.readWrite, recordsAudiences: false)
-            defer { ledger.close() }
-            let bulk =
-                try !incremental && sends == 0 && ledger.readLog({ try $0.head().seq }) == 0
-                ? ledger.beginBulkImport() : nil
             var requests = ImportRequests(reader: LineReader(descriptor: try source.rewind()))
             var tally = ImportTally()
             var inFlight: (request: WriteRequest, append: Task<WriteReceipt, any Error>)?
+            while true {
+                let next = try requests.next()
+                if let (request, append) = inFlight {
+                    let receipt = try await append.value
+                    tally.count(receipt, of: request)
+                    tally.audiences += try await ledger.recordAudiences(of: receipt, time: request.time).count
+                    progress.update("appending", bytes: requests.bytesRead, operations: tally.operations)
+                }
+                guard let next else { break }
+                inFlight = (next, Task { try await ledger.append(next) })
+            }
+            progress.finish("appended", bytes: requests.bytesRead, operations: tally.operations)
+            return tally
+        }
+
+        private enum BulkOutcome {
+            case imported(ImportTally)
+            /// A send was met after `operations` operations; nothing of the file stays in the ledger.
+            case metSend(operations: Int)
+        }
+
+        /// One pass: lines parsed into requests, each appended while the next is parsed, then the
+        /// projections written. Anything thrown, and a send met, leave the ledger to be emptied by the caller.
+        private static func importInBulk(
+            from reader: inout LineReader, into bulk: BulkImport, progress: ImportProgress
+        ) async throws -> BulkOutcome {
+            var builder = OperationImport.RequestBuilder()
+            var tally = ImportTally()
+            var operations = 0
+            var inFlight: (request: WriteRequest, append: Task<WriteReceipt, any Error>)?
             do {
-                while true {
-                    let next = try requests.next()
-                    if let (request, append) = inFlight {
-                        let receipt = try await append.value
-                        tally.count(receipt, of: request)
-                        if bulk == nil {
-                            tally.audiences += try await ledger.recordAudiences(of: receipt, time: request.time).count
-                        }
-                        progress.update("appending", bytes: requests.bytesRead, operations: tally.operations)
+                var metSend = false
+                while let (line, number) = try reader.withNextLine({
+                    (try OperationImport.parse(line: $0, number: $1), $1)
+                }) {
+                    guard let line else { continue }
+                    operations += 1
+                    if case .send = line.operation {
+                        metSend = true
+                        break
                     }
-                    guard let next else { break }
-                    if let bulk {
-                        inFlight = (next, Task { try bulk.append(next) })
-                    } else {
-                        inFlight = (next, Task { try await ledger.append(next) })
-                    }
+                    progress.update("importing", bytes: reader.bytesRead, operations: operations)
+                    guard let request = builder.add(line, number: number) else { continue }
+                    if let (previous, append) = inFlight { tally.count(try await append.value, of: previous) }
+                    inFlight = (request, Task { try bulk.append(request) })
                 }
-                progress.finish("appended", bytes: requests.bytesRead, operations: tally.operations)
-                if let bulk {
-                    // The projections, written once: an import's last few seconds.
-                    progress.update("indexing", bytes: requests.bytesRead, operations: tally.operations)
-                    try bulk.finish()
-                    progress.finish("indexed", bytes: requests.bytesRead, operations: tally.operations)
-                }
+                let last = metSend ? nil : builder.finish()
+                if let (previous, append) = inFlight { tally.count(try await append.value, of: previous) }
+                inFlight = nil
+                if metSend { return .metSend(operations: operations) }
+                if let last { tally.count(try bulk.append(last), of: last) }
+                progress.finish("imported", bytes: reader.bytesRead, operations: operations)
+                // The projections, written once: the import's last few seconds.
+                progress.update("indexing", bytes: reader.bytesRead, operations: operations)
+                try bulk.finish()
+                progress.finish("indexed", bytes: reader.bytesRead, operations: operations)
+                return .imported(tally)
             } catch {
-                // What the log committed stays, with its projections, as after an incremental import that stopped.
-                if let bulk {
-                    _ = try? await inFlight?.append.value
-                    try? bulk.abandon(ledger: ledger)
-                }
+                _ = try? await inFlight?.append.value
+                try? bulk.discard()
                 throw error
             }
-            try report(tally, head: try ledger.readLog { try $0.head() })
+        }
+
+        /// Removes the files of a ledger this import created (and its directory, once empty).
+        private static func removeLedger(in directory: String) {
+            for name in ["data.mdb", "lock.mdb", "writer.lock"] {
+                try? FileManager.default.removeItem(atPath: directory + "/" + name)
+            }
+            if (try? FileManager.default.contentsOfDirectory(atPath: directory))?.isEmpty == true {
+                try? FileManager.default.removeItem(atPath: directory)
+            }
         }
 
         private func report(_ tally: ImportTally, head: LedgerHead) throws {

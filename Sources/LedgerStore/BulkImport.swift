@@ -15,8 +15,9 @@ import Logging
 /// another projection — a property test compares the two byte for byte.
 ///
 /// While it runs, the ledger carries the `rebuildingThrough` marker, as during `rebuild`: readers get
-/// `rebuildRequired`, and a writer refuses to open it. If the import stops before ``finish()`` (killed, disk
-/// full), the log keeps every request it committed, and `ledger rebuild` (or ``abandon()``) folds them.
+/// `rebuildRequired`, and a writer refuses to open it. A failure is undone by ``discard()``, which empties the
+/// ledger again. If the process dies before ``finish()``, the log keeps every request it committed, and
+/// `ledger rebuild` folds them (or the ledger is deleted and the import run again).
 ///
 /// Sends are not taken: their audiences are computed from the stored projections, which a bulk import writes
 /// only at the end. Memory grows with the ledger (every token, membership and interval), as for `rebuild`.
@@ -71,8 +72,8 @@ public final class BulkImport: @unchecked Sendable {
     /// Decides and appends one request: its events are durable in the log when this returns.
     ///
     /// - Throws: the request's refusal (its time precedes the last event's; nothing changed, and the import
-    ///   may go on); `.invalidArgument` for a request with a send; an LMDB failure, after which the import is
-    ///   over (``abandon()`` folds what was committed).
+    ///   may go on); `.invalidArgument` for a request with a send; `.unavailable` when the log could not be
+    ///   written, after which only ``discard()`` is left.
     public func append(_ request: WriteRequest) throws -> WriteReceipt {
         try lock.withLock {
             guard state == .open else { throw Self.closed }
@@ -114,14 +115,23 @@ public final class BulkImport: @unchecked Sendable {
         }
     }
 
-    /// Gives up after a failure: folds what the log committed (what `ledger rebuild` does), so the ledger
-    /// is usable with the requests appended so far.
-    public func abandon(ledger: Ledger) throws {
+    /// Takes everything back: the log, the head and the projections are cleared in one transaction, and
+    /// the ledger is empty again, as when the import began. For a file found malformed part-way through, or
+    /// any failure: an import into an empty ledger happens whole or not at all.
+    ///
+    /// - Throws: an LMDB failure; the marker then stays (writers are refused until `ledger rebuild`).
+    public func discard() throws {
         try lock.withLock {
             state = .finished
             tree.cancel()
+            let schema = self.schema
+            try environment.write { txn in
+                try txn.clear(schema.log)
+                for database in schema.projections { try txn.clear(database) }
+                _ = try txn.delete(schema.meta, key: MetaKey.head)
+                _ = try txn.delete(schema.meta, key: MetaKey.rebuildingThrough)
+            }
         }
-        try ledger.rebuildProjections()
     }
 
     /// One durable transaction with the request's log records and the new head; the chain hashes then go to

@@ -194,6 +194,44 @@ struct LedgerCLITests {
         #expect(try ledger("log", data: refusedData).stderr.contains("no ledger for project"))
     }
 
+    @Test(
+        "import into an empty ledger: a send part-way sends the file through the live writer, with the result of --incremental; a malformed line leaves an existing empty ledger empty"
+    )
+    func importBulkFallsBack() throws {
+        let bulk = TemporaryDirectory()
+        let incremental = TemporaryDirectory()
+        defer {
+            bulk.remove()
+            incremental.remove()
+        }
+        // Five lines go in bulk before the send on line 6 makes the import start again the other way.
+        let viaBulk = try ledger("import", "-", "--format", "json", data: bulk, input: operations)
+        let viaWriter = try ledger("import", "-", "--incremental", "--format", "json", data: incremental, input: operations)
+        #expect(viaBulk.status == 0 && viaWriter.status == 0, "\(viaBulk.stderr)\(viaWriter.stderr)")
+        #expect(viaBulk.stdout == viaWriter.stdout)
+        #expect(jsonObject(Substring(viaBulk.stdout))["headSeq"] as? Int == 8)
+        #expect(
+            try ledger("topics", "--format", "json", data: bulk).stdout
+                == (try ledger("topics", "--format", "json", data: incremental).stdout))
+        #expect(try ledger("verify", data: bulk).status == 0)
+
+        // An empty ledger (from an empty file), then a file whose last line is malformed: still empty.
+        let empty = TemporaryDirectory()
+        defer { empty.remove() }
+        #expect(try ledger("import", "-", data: empty, input: "").status == 0)
+        for input in [
+            #"{"op":"register","token":"tokA"}"# + "\n" + #"{"op":"nonsense"}"#,
+            operations + "\n" + #"{"op":"nonsense"}"#,
+        ] {
+            let refused = try ledger("import", "-", data: empty, input: input)
+            #expect(refused.status != 0)
+            #expect(refused.stderr.contains("unknown op nonsense"), "\(refused.stderr)")
+            let log = try ledger("log", data: empty)
+            #expect(log.status == 0 && log.stdout.isEmpty, "\(log.stdout)\(log.stderr)")
+        }
+        #expect(try ledger("verify", data: empty).status == 0)
+    }
+
     @Test("import refuses a malformed file before appending anything")
     func importMalformed() throws {
         let data = TemporaryDirectory()

@@ -136,7 +136,7 @@ struct BulkImportTests {
     }
 
     @Test(
-        "a bulk import that stops before finishing (the process killed) keeps its committed requests in the log; writers are refused until `rebuild`, which gives the live writer's projections; abandon() does the same at once"
+        "a bulk import that stops before finishing (the process killed) keeps its committed requests in the log; writers are refused until `rebuild`, which gives the live writer's projections; discard() empties the ledger to what a fresh one holds"
     )
     func interrupted() async throws {
         let history = RandomHistory(tokenCount: 8, topicCount: 5)
@@ -146,11 +146,13 @@ struct BulkImportTests {
 
         let reference = TemporaryDirectory()
         let killed = TemporaryDirectory()
-        let abandoned = TemporaryDirectory()
+        let discarded = TemporaryDirectory()
+        let fresh = TemporaryDirectory()
         defer {
             reference.remove()
             killed.remove()
-            abandoned.remove()
+            discarded.remove()
+            fresh.remove()
         }
         let referenceDirectory: String
         do {
@@ -165,7 +167,7 @@ struct BulkImportTests {
             killedDirectory = ledger.directory
             let importer = try ledger.beginBulkImport()
             for request in committed { _ = try importer.append(request) }
-            // Neither finished nor abandoned: what a killed process leaves.
+            // Neither finished nor discarded: what a killed process leaves.
             ledger.close()
         }
         #expect {
@@ -176,25 +178,48 @@ struct BulkImportTests {
             #expect(try ledger.rebuildProjections() == UInt64(try ledger.readLog { try $0.head().seq }))
             ledger.close()
         }
-        let abandonedDirectory: String
+        let databases = ["log", "meta"] + projectionDatabases
+        #expect(
+            try rawDump(directory: killedDirectory, databases: databases)
+                == (try rawDump(directory: referenceDirectory, databases: databases)))
+
+        let discardedDirectory: String
         do {
-            let ledger = try openFixedLedger(abandoned)
-            abandonedDirectory = ledger.directory
+            let ledger = try openFixedLedger(discarded)
+            discardedDirectory = ledger.directory
             let importer = try ledger.beginBulkImport()
             for request in committed { _ = try importer.append(request) }
-            try importer.abandon(ledger: ledger)
-            #expect(try ledger.verify().isSound)
+            try importer.discard()
+            #expect {
+                try importer.finish()
+            } throws: { ($0 as? StoreError)?.code == .invalidArgument }
+            #expect(try ledger.read { try $0.statistics() }.events == 0)
             ledger.close()
         }
-        let databases = ["log", "meta"] + projectionDatabases
-        let expected = try rawDump(directory: referenceDirectory, databases: databases)
-        #expect(try rawDump(directory: killedDirectory, databases: databases) == expected)
-        #expect(try rawDump(directory: abandonedDirectory, databases: databases) == expected)
-        #expect(!(expected["log"] ?? []).isEmpty)
+        let freshDirectory: String
+        do {
+            let ledger = try openFixedLedger(fresh)
+            freshDirectory = ledger.directory
+            ledger.close()
+        }
+        #expect(
+            try rawDump(directory: discardedDirectory, databases: databases)
+                == (try rawDump(directory: freshDirectory, databases: databases)))
+        // Empty again: a new bulk import goes in whole.
+        do {
+            let ledger = try openFixedLedger(discarded)
+            let importer = try ledger.beginBulkImport()
+            for request in committed { _ = try importer.append(request) }
+            try importer.finish()
+            ledger.close()
+        }
+        #expect(
+            try rawDump(directory: discardedDirectory, databases: databases)
+                == (try rawDump(directory: referenceDirectory, databases: databases)))
     }
 
     @Test(
-        "a bulk import from a 64 KiB map grows it for the log and for the projections; with the map capped it fails, keeps what it committed, and leaves writers refused until rebuild"
+        "a bulk import from a 64 KiB map grows it for the log and for the projections; with the map capped it fails with whole requests in the log, until discard() empties it"
     )
     func mapGrowthAndFullMap() async throws {
         // Long tokens (about 160 bytes, as FCM's) make a ledger of some megabytes quickly.
@@ -267,17 +292,13 @@ struct BulkImportTests {
             #expect {
                 try importer.finish()
             } throws: { ($0 as? StoreError)?.code == .invalidArgument }
+            try importer.discard()
             ledger.close()
         }
-        #expect {
-            _ = try openFixedLedger(capped, cap)
-        } throws: { ($0 as? StoreError)?.code == .rebuildRequired }
-        do {
-            let ledger = try openFixedLedger(capped) { $0.forRebuild = true }
-            try ledger.rebuildProjections()
-            #expect(try ledger.verify().isSound)
-            ledger.close()
-        }
+        let ledger = try openFixedLedger(capped, cap)
+        #expect(try ledger.read { try $0.statistics() }.events == 0)
+        #expect(try ledger.verify().isSound)
+        ledger.close()
     }
 
     // MARK: Helpers
