@@ -87,7 +87,7 @@ struct LedgerBench: AsyncParsableCommand {
         }
         if wants("parse") { try await section("parse") { [AudienceWorkload.parseRate()] } }
         if wants("import") {
-            try await section("import") { [try importWorkload(operations: full ? 2_000_000 : 200_000)] }
+            try await section("import") { try importWorkloads(operations: full ? 2_000_000 : 200_000) }
         }
         if wants("http") {
             try await section("http") {
