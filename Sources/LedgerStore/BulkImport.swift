@@ -59,7 +59,8 @@ public final class BulkImport: @unchecked Sendable {
             }
             let head = try snapshot.head()
             guard head.seq == 0 else {
-                throw StoreError(.invalidArgument, "a bulk import needs an empty ledger; this one holds \(head.seq) events")
+                throw StoreError(
+                    .invalidArgument, "a bulk import needs an empty ledger; this one holds \(head.seq) events")
             }
             for database in schema.projections { try txn.clear(database) }
             try txn.put(schema.meta, key: MetaKey.rebuildingThrough, value: UInt64(0))
@@ -80,7 +81,8 @@ public final class BulkImport: @unchecked Sendable {
             for operation in request.operations {
                 switch operation {
                 case .send, .recordAudience:
-                    throw StoreError(.invalidArgument, "a bulk import takes no sends; import them into a ledger with events")
+                    throw StoreError(
+                        .invalidArgument, "a bulk import takes no sends; import them into a ledger with events")
                 default: continue
                 }
             }

@@ -206,7 +206,8 @@ struct LedgerCLITests {
         }
         // Five lines go in bulk before the send on line 6 makes the import start again the other way.
         let viaBulk = try ledger("import", "-", "--format", "json", data: bulk, input: operations)
-        let viaWriter = try ledger("import", "-", "--incremental", "--format", "json", data: incremental, input: operations)
+        let viaWriter = try ledger(
+            "import", "-", "--incremental", "--format", "json", data: incremental, input: operations)
         #expect(viaBulk.status == 0 && viaWriter.status == 0, "\(viaBulk.stderr)\(viaWriter.stderr)")
         #expect(viaBulk.stdout == viaWriter.stdout)
         #expect(jsonObject(Substring(viaBulk.stdout))["headSeq"] as? Int == 8)
@@ -222,7 +223,8 @@ struct LedgerCLITests {
         for input in [
             #"{"op":"register","token":"tokA"}"# + "\n" + #"{"op":"nonsense"}"#,
             operations + "\n" + #"{"op":"nonsense"}"#,
-        ] {
+        ]
+        {
             let refused = try ledger("import", "-", data: empty, input: input)
             #expect(refused.status != 0)
             #expect(refused.stderr.contains("unknown op nonsense"), "\(refused.stderr)")

@@ -101,7 +101,8 @@ struct BulkImportTests {
         #expect {
             _ = try importer.append(
                 WriteRequest(
-                    actor: "test", requestID: "r2", operations: [
+                    actor: "test", requestID: "r2",
+                    operations: [
                         .subscribe(token, try TopicName("news"), via: .iid),
                         .send(.topic(try TopicName("news")), precedence: .leftToRight, messageJSON: Array("{}".utf8)),
                     ]))
