@@ -32,9 +32,8 @@ public final class BulkImport: @unchecked Sendable {
     private let lock = NSLock()
     private var appender: LogAppender<BulkProjection, PendingLog>
     private let tree = TreeBuilderThread()
-    private var state = State.open
-
-    private enum State { case open, finished, failed }
+    /// False once finished, discarded or failed: nothing more may be appended.
+    private var isOpen = true
 
     /// Starts a bulk import into `ledger`, which must hold no events.
     ///
@@ -51,12 +50,7 @@ public final class BulkImport: @unchecked Sendable {
         let schema = self.schema
         try environment.write { txn in
             let snapshot = LedgerSnapshot(txn: txn, schema: schema)
-            if let through = try snapshot.rebuildingThrough() {
-                throw StoreError(
-                    .rebuildRequired,
-                    "the projections are incomplete (a rebuild or bulk import stopped after seq \(through));"
-                        + " run `ledger rebuild`")
-            }
+            try snapshot.requireCompleteProjections()
             let head = try snapshot.head()
             guard head.seq == 0 else {
                 throw StoreError(
@@ -77,7 +71,7 @@ public final class BulkImport: @unchecked Sendable {
     ///   written, after which only ``discard()`` is left.
     public func append(_ request: WriteRequest) throws -> WriteReceipt {
         try lock.withLock {
-            guard state == .open else { throw Self.closed }
+            guard isOpen else { throw Self.closed }
             for operation in request.operations {
                 switch operation {
                 case .send, .recordAudience:
@@ -91,7 +85,7 @@ public final class BulkImport: @unchecked Sendable {
                 result = try appender.apply(request, now: clock())
                 if case .success = result { try commit() }
             } catch {
-                state = .failed
+                isOpen = false
                 logger.error(
                     "bulk import failed; the log keeps the requests before this one",
                     metadata: ["ledger.request": "\(request.requestID)", "error": "\(error)"])
@@ -107,8 +101,8 @@ public final class BulkImport: @unchecked Sendable {
     @discardableResult
     public func finish() throws -> UInt64 {
         try lock.withLock {
-            guard state == .open else { throw Self.closed }
-            state = .finished
+            guard isOpen else { throw Self.closed }
+            isOpen = false
             var projection = appender.projection
             projection.tree = tree
             try projection.write(to: environment, schema: schema)
@@ -124,7 +118,7 @@ public final class BulkImport: @unchecked Sendable {
     /// - Throws: an LMDB failure; the marker then stays (writers are refused until `ledger rebuild`).
     public func discard() throws {
         try lock.withLock {
-            state = .finished
+            isOpen = false
             tree.cancel()
             let schema = self.schema
             try environment.write { txn in

@@ -361,12 +361,7 @@ public final class Ledger: Sendable {
     public func read<R>(_ body: (LedgerSnapshot) throws -> R) throws -> R {
         try environment.read { txn in
             let snapshot = LedgerSnapshot(txn: txn, schema: schema)
-            if let through = try snapshot.rebuildingThrough() {
-                throw StoreError(
-                    .rebuildRequired,
-                    "projections are being rebuilt or bulk-imported (done through seq \(through)), or that was"
-                        + " interrupted; run `ledger rebuild`")
-            }
+            try snapshot.requireCompleteProjections()
             return try body(snapshot)
         }
     }

@@ -283,6 +283,17 @@ public struct LedgerSnapshot {
     func rebuildingThrough() throws -> UInt64? {
         try txn.withValue(in: schema.meta, forKey: MetaKey.rebuildingThrough) { $0?.loadBigEndianUInt64() }
     }
+
+    /// - Throws: `.rebuildRequired` while a rebuild or bulk import is writing the projections, or after one
+    ///   stopped.
+    func requireCompleteProjections() throws {
+        if let through = try rebuildingThrough() {
+            throw StoreError(
+                .rebuildRequired,
+                "projections are being rebuilt or bulk-imported (done through seq \(through)), or that was"
+                    + " interrupted; run `ledger rebuild`")
+        }
+    }
 }
 
 /// What the ledger knows of an instance.
