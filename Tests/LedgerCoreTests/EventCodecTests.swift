@@ -91,6 +91,42 @@ struct EventCodecTests {
         }
     }
 
+    @Test("the canonical encoder writes SwiftProtobuf's bytes for every kind it takes")
+    func canonicalEncoderAgrees() async {
+        await propertyCheck(count: 2000, input: Gen.uint64()) { seed in
+            let event = randomEvent(seed: seed)
+            var fast: [UInt8] = [9]
+            let taken = CanonicalEventEncoder.append(event, after: 7, to: &fast)
+            let kinds: Set<LedgerEvent.Kind> = [.registered, .unregistered, .subscribed, .unsubscribed, .acknowledged]
+            #expect(taken == kinds.contains(event.kind))
+            #expect(fast == (taken ? [9, 7] + EventCodec.encodeWithSwiftProtobuf(event) : [9]))
+        }
+    }
+
+    @Test(
+        "the canonical encoder at the edges: defaults left out, optional fields kept when empty, long strings",
+        arguments: {
+            let token = RegistrationToken(trusted: "t")
+            let topic = TopicName(trusted: "x")
+            return [
+                LedgerEvent.Body.registered(token: token, platform: "", appID: ""),
+                .registered(token: token, platform: nil, appID: "a"), .registered(token: token, platform: "p", appID: nil),
+                .unregistered(token: token, reason: ""), .acknowledged(token: token, through: 0),
+                .acknowledged(token: token, through: .max), .subscribed(token: token, topic: topic, via: .client),
+                .unsubscribed(
+                    token: RegistrationToken(trusted: String(repeating: "k", count: 4096)), topic: topic, via: .v1),
+            ]
+        }())
+    func canonicalEncoderEdges(_ body: LedgerEvent.Body) {
+        for (seq, micros, actor) in [(UInt64(0), Int64(0), ""), (.max, -1, "a"), (1, .min, String(repeating: "é", count: 70))] {
+            let event = LedgerEvent(seq: seq, time: LedgerTime(microseconds: micros), actor: actor, requestID: "", body: body)
+            var fast: [UInt8] = []
+            #expect(CanonicalEventEncoder.append(event, after: 1, to: &fast))
+            #expect(fast == [1] + EventCodec.encodeWithSwiftProtobuf(event))
+            #expect((try? EventCodec.decode(fast)) == event)
+        }
+    }
+
     @Test("edge encodings: the fast path defers or agrees with SwiftProtobuf", arguments: WireEdgeCase.all)
     func canonicalDecoderEdges(_ edge: WireEdgeCase) {
         let fast = edge.bytes.withUnsafeBytes { CanonicalEventDecoder.decode($0) }

@@ -18,12 +18,22 @@ public enum EventCodec {
 
     /// Appends the encoding of `event` to `bytes`, reserving room for it first (the appender encodes
     /// straight after the record's hash; see ``HashChain/record(of:previous:)``).
+    ///
+    /// The common kinds are written by ``CanonicalEventEncoder``, the others by SwiftProtobuf; the bytes are
+    /// the same either way (a property test compares them).
     public static func append(_ event: LedgerEvent, to bytes: inout [UInt8]) {
-        // Serializing a fully built proto3 message cannot fail (no required fields, no unknown types).
-        let body = try! message(event).serializedBytes() as [UInt8]
+        if CanonicalEventEncoder.append(event, after: formatVersion, to: &bytes) { return }
+        let body = encodeWithSwiftProtobuf(event)
         bytes.reserveCapacity(bytes.count + 1 + body.count)
         bytes.append(formatVersion)
         bytes.append(contentsOf: body)
+    }
+
+    /// The protobuf message of `event` (without the version byte) as SwiftProtobuf writes it: the path for
+    /// sends and audiences, and the reference the tests compare ``CanonicalEventEncoder`` with.
+    package static func encodeWithSwiftProtobuf(_ event: LedgerEvent) -> [UInt8] {
+        // Serializing a fully built proto3 message cannot fail (no required fields, no unknown types).
+        try! message(event).serializedBytes()
     }
 
     private static func message(_ event: LedgerEvent) -> Topicledger_V1_Event {

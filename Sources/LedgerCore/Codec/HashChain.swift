@@ -21,7 +21,10 @@ public enum HashChain {
     /// built in one buffer: the event is encoded after room for the hash, hashed in place, and the hash
     /// written in front — the appender's path, one allocation for the record instead of four.
     public static func record(of event: LedgerEvent, previous: [UInt8]) -> (record: [UInt8], hash: [UInt8]) {
-        var record = [UInt8](repeating: 0, count: hashSize)
+        var record: [UInt8] = []
+        // Room for most events (a token, a topic, an actor and a request id); a longer one grows once.
+        record.reserveCapacity(hashSize + 192)
+        record.append(contentsOf: repeatElement(0, count: hashSize))
         EventCodec.append(event, to: &record)
         var hasher = SHA256()
         hasher.update(data: previous)
