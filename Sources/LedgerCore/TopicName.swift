@@ -10,10 +10,10 @@ public struct TopicName: Hashable, Sendable, Comparable, CustomStringConvertible
     /// - Parameter field: the input field named in the error (`message.topic`, `topicName`).
     /// - Throws: `LedgerCoreError.Code.invalidArgument` naming `field`, saying what is wrong.
     public init(_ text: String, field: String = "topic") throws(LedgerCoreError) {
-        var name = Substring(text)
-        if name.hasPrefix(Self.prefix) { name = name.dropFirst(Self.prefix.count) }
-        try Self.validate(name.utf8, field: field)
-        self.rawValue = String(name)
+        // `text` itself when there is no prefix: a copy would re-encode it.
+        let name = text.hasPrefix(Self.prefix) ? String(text.dropFirst(Self.prefix.count)) : text
+        try Self.validate(Substring(name).utf8, field: field)
+        self.rawValue = name
     }
 
     /// Wraps a name read back from the log, which was validated when it was appended.

@@ -136,7 +136,7 @@ public final class BulkImport: @unchecked Sendable {
         let schema = self.schema
         try appender.finish()
         try environment.write { txn in
-            for (seq, record) in appender.sink.records {
+            try appender.sink.forEachRecord { seq, record in
                 try txn.put(schema.log, key: seq, value: record, flags: .append)
             }
             if let head = appender.sink.head {
@@ -157,22 +157,38 @@ extension Ledger {
     public func beginBulkImport() throws -> BulkImport { try BulkImport(ledger: self) }
 }
 
-/// A request's events, held until ``BulkImport`` commits them.
+/// A request's events, held until ``BulkImport`` commits them: the records one after another in one
+/// buffer (no array per event), and their chain hashes for the tree.
 struct PendingLog: EventSink {
-    private(set) var records: [(seq: UInt64, record: [UInt8])] = []
+    private var bytes: [UInt8] = []
+    /// Each record's seq and where it ends in `bytes` (it starts where the one before ends).
+    private var ends: [(seq: UInt64, end: Int)] = []
     private(set) var hashes: [ChainHash] = []
     private(set) var head: LedgerHead?
 
     mutating func store(record: [UInt8], seq: UInt64) {
-        records.append((seq, record))
+        bytes.append(contentsOf: record)
+        ends.append((seq, bytes.count))
         hashes.append(record.withUnsafeBytes { ChainHash($0) })
     }
 
     mutating func store(head: LedgerHead) { self.head = head }
 
+    /// Calls `body` with each record and its seq, in the order stored.
+    func forEachRecord(_ body: (UInt64, UnsafeRawBufferPointer) throws -> Void) rethrows {
+        try bytes.withUnsafeBytes { bytes in
+            var start = 0
+            for (seq, end) in ends {
+                try body(seq, UnsafeRawBufferPointer(rebasing: bytes[start..<end]))
+                start = end
+            }
+        }
+    }
+
     /// Empties the log for the next request; the hashes' array is handed to the tree, so a new one is made.
     mutating func removeAll() {
-        records.removeAll(keepingCapacity: true)
+        bytes.removeAll(keepingCapacity: true)
+        ends.removeAll(keepingCapacity: true)
         hashes = []
         head = nil
     }

@@ -36,12 +36,22 @@ struct BulkProjection: AppenderProjection {
     private var closedMemberships: [Interval] = []
     private var messages: [UInt64: (send: UInt64, audience: UInt64)] = [:]
     private var acknowledged: [InstanceID: UInt64] = [:]
+    /// The last token and topic looked up or created, with their ids (which never change): a bulk import
+    /// decides an operation and then folds its event, asking twice for each, with the same string — which
+    /// `==` then answers from its storage's identity, without hashing or comparing bytes.
+    private var lastToken: (name: String, id: InstanceID)?
+    private var lastTopic: (name: String, id: TopicID)?
     /// The Merkle tree over the folded events, built on its own thread (nil: a tree of no events).
     var tree: TreeBuilderThread?
 
     // MARK: LedgerProjection
 
-    func instanceID(for token: RegistrationToken) -> InstanceID? { tokens[token.rawValue] }
+    mutating func instanceID(for token: RegistrationToken) -> InstanceID? {
+        if let last = lastToken, last.name == token.rawValue { return last.id }
+        guard let id = tokens[token.rawValue] else { return nil }
+        lastToken = (token.rawValue, id)
+        return id
+    }
 
     mutating func createInstance(for token: RegistrationToken) -> InstanceID {
         records.append(InstanceRecord(token: token.rawValue, platform: "", appID: ""))
@@ -49,6 +59,7 @@ struct BulkProjection: AppenderProjection {
         instanceTopics.append([])
         let id = InstanceID(records.count)
         tokens[token.rawValue] = id
+        lastToken = (token.rawValue, id)
         return id
     }
 
@@ -68,11 +79,16 @@ struct BulkProjection: AppenderProjection {
     }
 
     mutating func topicID(for topic: TopicName, create: Bool) -> TopicID? {
-        if let id = topicIDs[topic.rawValue] { return id }
+        if let last = lastTopic, last.name == topic.rawValue { return last.id }
+        if let id = topicIDs[topic.rawValue] {
+            lastTopic = (topic.rawValue, id)
+            return id
+        }
         guard create else { return nil }
         topicNames.append(topic.rawValue)
         let id = TopicID(topicNames.count)
         topicIDs[topic.rawValue] = id
+        lastTopic = (topic.rawValue, id)
         return id
     }
 

@@ -15,6 +15,7 @@ protocol AppenderProjection: LedgerProjection {
 /// Where a ``LogAppender`` stores what it appends: each event's log record, then the head.
 protocol EventSink {
     /// Stores the record of event `seq` (its chain hash, then the encoded event) and extends the Merkle tree.
+    /// `record` is the appender's buffer, reused for the next event: a sink copies what it keeps.
     mutating func store(record: [UInt8], seq: UInt64) throws
     /// Stores the head after the last event of the transaction.
     mutating func store(head: LedgerHead) throws
@@ -34,6 +35,8 @@ struct LogAppender<Projection: AppenderProjection, Sink: EventSink> {
     private(set) var projection: Projection
     var sink: Sink
     private var messageIDs: any RandomNumberGenerator
+    /// The record being stored, reused from event to event (the sink copies what it keeps).
+    private var record: [UInt8] = []
 
     init(
         projection: Projection, sink: Sink, head: LedgerHead, limits: LedgerLimits,
@@ -177,10 +180,13 @@ struct LogAppender<Projection: AppenderProjection, Sink: EventSink> {
     {
         let event = LedgerEvent(
             seq: head.seq + 1, time: time, actor: request.actor, requestID: request.requestID, body: body)
-        let (record, hash) = HashChain.record(of: event, previous: head.hash)
+        // The record in a buffer kept between events, and the head's hash replaced in place: no allocation.
+        record.removeAll(keepingCapacity: true)
+        HashChain.appendRecord(of: event, chainingFrom: &head.hash, to: &record)
+        head.seq = event.seq
+        head.time = time
         try sink.store(record: record, seq: event.seq)
         try EventFold.apply(event, to: &projection)
-        head = LedgerHead(seq: event.seq, time: time, hash: hash)
         return event.seq
     }
 }

@@ -70,24 +70,27 @@ public enum OperationImport {
         let isSpace = { (byte: UInt8) in byte == UInt8(ascii: " ") || byte == UInt8(ascii: "\t") || byte == 13 }
         guard let first = bytes.firstIndex(where: { !isSpace($0) }) else { return nil }
         if bytes[first] == UInt8(ascii: "#") { return nil }
-        let object: FlatJSONObject
+        var values = InlineArray<12, FlatJSONObject.Value?>(repeating: nil)
         do {
-            object = try FlatJSONObject(parsing: UnsafeBufferPointer(rebasing: bytes[first...]))
+            // The last of equal names wins, as in Foundation's readers.
+            try FlatJSONObject.forEachMember(in: UnsafeBufferPointer(rebasing: bytes[first...])) { name, value in
+                if let key = Key(name) { values[key.rawValue] = value }
+            }
         } catch {
             throw fail("not a JSON object: \(error)")
         }
-        func string(_ key: String) throws -> String? {
-            switch object[key] {
+        func string(_ key: Key) throws -> String? {
+            switch values[key.rawValue] {
             case nil: return nil
             case .string(let text): return text
             default: throw fail("\(key) must be a string")
             }
         }
         let fields = try LineFields(
-            op: string("op"), token: string("token"), topic: string("topic"), via: string("via"),
-            platform: string("platform"), appId: string("appId"), reason: string("reason"),
-            condition: string("condition"), precedence: string("precedence"), actor: string("actor"),
-            requestId: string("requestId"))
+            op: string(.op), token: string(.token), topic: string(.topic), via: string(.via),
+            platform: string(.platform), appId: string(.appId), reason: string(.reason),
+            condition: string(.condition), precedence: string(.precedence), actor: string(.actor),
+            requestId: string(.requestId))
         func required(_ value: String?, _ key: String) throws -> String {
             guard let value else { throw fail("\(key) is required") }
             return value
@@ -128,7 +131,7 @@ public enum OperationImport {
             throw fail("unknown op \(other); expected register, unregister, subscribe, unsubscribe or send")
         }
         var time: LedgerTime?
-        switch object["time"] {
+        switch values[Key.time.rawValue] {
         case nil: break
         case .integer(let micros): time = LedgerTime(microseconds: micros)
         case .string(let text) where LedgerTime(parsing: text) != nil: time = LedgerTime(parsing: text)
@@ -170,6 +173,40 @@ public enum OperationImport {
     /// `body`'s value; a `LedgerCoreError` it throws comes out as the line's error (`fail`).
     private static func rethrow<T>(_ fail: (String) -> LedgerCoreError, _ body: () throws -> T) throws -> T {
         do { return try body() } catch let error as LedgerCoreError { throw fail(error.description) }
+    }
+
+    /// The members a line may have; others are ignored.
+    private enum Key: Int, CaseIterable, CustomStringConvertible {
+        case op, token, topic, via, platform, appId, reason, condition, precedence, actor, requestId, time
+
+        /// The key called `name`, if any.
+        init?(_ name: UnsafeBufferPointer<UInt8>) {
+            for (key, bytes) in Self.names where bytes.count == name.count && bytes.elementsEqual(name) {
+                self = key
+                return
+            }
+            return nil
+        }
+
+        /// Each key with its name's bytes, made once (`allCases` is an array made at each use).
+        private static let names = allCases.map { ($0, Array($0.description.utf8)) }
+
+        var description: String {
+            switch self {
+            case .op: "op"
+            case .token: "token"
+            case .topic: "topic"
+            case .via: "via"
+            case .platform: "platform"
+            case .appId: "appId"
+            case .reason: "reason"
+            case .condition: "condition"
+            case .precedence: "precedence"
+            case .actor: "actor"
+            case .requestId: "requestId"
+            case .time: "time"
+            }
+        }
     }
 
     /// The string fields a line may have.

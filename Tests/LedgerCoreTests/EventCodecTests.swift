@@ -176,7 +176,7 @@ struct EventCodecTests {
         #expect(chained.count == 32)
     }
 
-    @Test("the appender's one-buffer record is hash ‖ encoded event, the hash chained on the previous one")
+    @Test("the appender's one-buffer record is hash ‖ encoded event, the hash chained on the previous one; reused")
     func recordInOneBuffer() throws {
         let event = LedgerEvent(
             seq: 7, time: LedgerTime(microseconds: 1_700_000_000_000_000), actor: "admin", requestID: "r",
@@ -184,11 +184,20 @@ struct EventCodecTests {
         let previous = (0..<32).map { UInt8($0 * 7 % 256) }
         let encoded = EventCodec.encode(event)
         let expectedHash = encoded.withUnsafeBytes { HashChain.hash(previous: previous, encodedEvent: $0) }
-        let (record, hash) = HashChain.record(of: event, previous: previous)
+        var hash = previous
+        var record: [UInt8] = [1, 2, 3]
+        HashChain.appendRecord(of: event, chainingFrom: &hash, to: &record)
         #expect(hash == expectedHash)
-        #expect(record == HashChain.record(hash: expectedHash, encodedEvent: encoded))
-        let decoded = try record.withUnsafeBytes { try EventCodec.decode(try HashChain.split(record: $0).encodedEvent) }
+        #expect(record == [1, 2, 3] + HashChain.record(hash: expectedHash, encodedEvent: encoded))
+        let decoded = try record.dropFirst(3).withUnsafeBytes {
+            try EventCodec.decode(try HashChain.split(record: $0).encodedEvent)
+        }
         #expect(decoded == event)
+        // Reused: emptied and filled again, the next event chains on the hash just written.
+        record.removeAll(keepingCapacity: true)
+        HashChain.appendRecord(of: event, chainingFrom: &hash, to: &record)
+        #expect(hash == encoded.withUnsafeBytes { HashChain.hash(previous: expectedHash, encodedEvent: $0) })
+        #expect(record == HashChain.record(hash: hash, encodedEvent: encoded))
     }
 }
 

@@ -17,7 +17,7 @@ public enum EventCodec {
     }
 
     /// Appends the encoding of `event` to `bytes`, reserving room for it first (the appender encodes
-    /// straight after the record's hash; see ``HashChain/record(of:previous:)``).
+    /// straight after the record's hash; see ``HashChain/appendRecord(of:chainingFrom:to:)``).
     ///
     /// The common kinds are written by ``CanonicalEventEncoder``, the others by SwiftProtobuf; the bytes are
     /// the same either way (a property test compares them).

@@ -35,6 +35,23 @@ public struct FlatJSONObject: Sendable {
     ///
     /// - Throws: ``FlatJSONError`` saying where the bytes stop being JSON, or that they are not an object.
     public init(parsing bytes: UnsafeBufferPointer<UInt8>) throws(FlatJSONError) {
+        var members: [(name: String, value: Value)] = []
+        try Self.forEachMember(in: bytes) { name, value in
+            members.append((String(decoding: name, as: UTF8.self), value))
+        }
+        self.members = members
+    }
+
+    /// Parses `bytes` as ``init(parsing:)`` does, but hands each member's name (its UTF-8, unescaped and
+    /// valid) and value to `member`, in document order, instead of keeping them: for a caller that wants a
+    /// few known members without a `String` per name and an array per object (`ledger import`'s lines).
+    ///
+    /// `member` may be called for the members before a malformation is found.
+    ///
+    /// - Throws: ``FlatJSONError`` saying where the bytes stop being JSON, or that they are not an object.
+    public static func forEachMember(
+        in bytes: UnsafeBufferPointer<UInt8>, _ member: (_ name: UnsafeBufferPointer<UInt8>, _ value: Value) -> Void
+    ) throws(FlatJSONError) {
         var reader = Reader(bytes: bytes)
         reader.skipWhitespace()
         guard reader.peek() == UInt8(ascii: "{") else {
@@ -44,7 +61,7 @@ public struct FlatJSONObject: Sendable {
             guard reader.atEnd else { throw FlatJSONError("unexpected bytes after the value", offset: reader.index) }
             throw FlatJSONError("not a JSON object", offset: 0)
         }
-        members = try reader.readMembers()
+        try reader.readMembers(member)
         reader.skipWhitespace()
         guard reader.atEnd else { throw FlatJSONError("unexpected bytes after the object", offset: reader.index) }
     }
@@ -89,23 +106,26 @@ extension FlatJSONObject {
             index += 1
         }
 
-        /// The members of the object at `index` (its `{`).
-        mutating func readMembers() throws(FlatJSONError) -> [(name: String, value: Value)] {
+        /// Reads the members of the object at `index` (its `{`), handing each to `member`.
+        mutating func readMembers(_ member: (UnsafeBufferPointer<UInt8>, Value) -> Void) throws(FlatJSONError) {
             index += 1
-            var members: [(name: String, value: Value)] = []
             skipWhitespace()
             if peek() == UInt8(ascii: "}") {
                 index += 1
-                return members
+                return
             }
             while true {
                 skipWhitespace()
                 guard peek() == UInt8(ascii: "\"") else { throw fail("expected a member name") }
-                let name = try readString()
+                let name = try readStringBytes(keep: true)
                 try expect(UInt8(ascii: ":"))
                 skipWhitespace()
-                members.append((name, try readValue()))
-                if try closes(UInt8(ascii: "}")) { return members }
+                let value = try readValue()
+                switch name {
+                case .raw(let raw): member(raw, value)
+                case .escaped(var text): text.withUTF8 { member($0, value) }
+                }
+                if try closes(UInt8(ascii: "}")) { return }
             }
         }
 
@@ -277,6 +297,20 @@ extension FlatJSONObject {
 
         /// The string at `index` (its opening quote), unescaped; `""` when not `keep`.
         mutating func readString(keep: Bool = true) throws(FlatJSONError) -> String {
+            switch try readStringBytes(keep: keep) {
+            case .raw(let raw): keep ? String(decoding: raw, as: UTF8.self) : ""
+            case .escaped(let text): text
+            }
+        }
+
+        /// A string as read: its bytes in the input (no escapes; checked to be UTF-8), or unescaped.
+        enum StringBytes {
+            case raw(UnsafeBufferPointer<UInt8>)
+            case escaped(String)
+        }
+
+        /// The string at `index` (its opening quote); an escaped one is `""` when not `keep`.
+        mutating func readStringBytes(keep: Bool) throws(FlatJSONError) -> StringBytes {
             index += 1
             let start = index
             // The common case: no escapes, so the bytes are the string.
@@ -285,18 +319,17 @@ extension FlatJSONObject {
                 if byte == UInt8(ascii: "\"") {
                     let raw = UnsafeBufferPointer(rebasing: bytes[start..<index])
                     index += 1
-                    if raw.allSatisfy({ $0 < 0x80 }) { return keep ? String(decoding: raw, as: UTF8.self) : "" }
-                    guard let text = String(validating: raw, as: UTF8.self) else {
+                    guard raw.allSatisfy({ $0 < 0x80 }) || String(validating: raw, as: UTF8.self) != nil else {
                         throw FlatJSONError("a string is not UTF-8", offset: start)
                     }
-                    return keep ? text : ""
+                    return .raw(raw)
                 }
                 if byte == UInt8(ascii: "\\") { break }
                 guard byte >= 0x20 else { throw fail("a control character in a string") }
                 index += 1
             }
             guard index < bytes.count else { throw FlatJSONError("a string does not end", offset: start - 1) }
-            return try readEscapedString(from: start, keep: keep)
+            return .escaped(try readEscapedString(from: start, keep: keep))
         }
 
         /// The rest of a string that has escapes, from `start` (after the quote); `index` is at the first `\`.

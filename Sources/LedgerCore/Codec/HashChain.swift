@@ -17,23 +17,23 @@ public enum HashChain {
         return Array(hasher.finalize())
     }
 
-    /// The stored record of `event` following `previous` (``record(hash:encodedEvent:)``) and its hash,
-    /// built in one buffer: the event is encoded after room for the hash, hashed in place, and the hash
-    /// written in front — the appender's path, one allocation for the record instead of four.
-    public static func record(of event: LedgerEvent, previous: [UInt8]) -> (record: [UInt8], hash: [UInt8]) {
-        var record: [UInt8] = []
-        // Room for most events (a token, a topic, an actor and a request id); a longer one grows once.
-        record.reserveCapacity(hashSize + 192)
+    /// Appends the stored record of `event` (``record(hash:encodedEvent:)``) to `record`, and replaces
+    /// `previous` — the hash it follows — with the event's hash. The appender's path: the event is encoded
+    /// after room for the hash, hashed in place, and the hash written in front; with `record` a buffer the
+    /// caller empties and reuses, and `previous` uniquely held, nothing is allocated.
+    public static func appendRecord(of event: LedgerEvent, chainingFrom previous: inout [UInt8], to record: inout [UInt8]) {
+        let start = record.count
         record.append(contentsOf: repeatElement(0, count: hashSize))
         EventCodec.append(event, to: &record)
         var hasher = SHA256()
         hasher.update(data: previous)
-        record.withUnsafeBytes { hasher.update(bufferPointer: UnsafeRawBufferPointer(rebasing: $0[hashSize...])) }
+        record.withUnsafeBytes { hasher.update(bufferPointer: UnsafeRawBufferPointer(rebasing: $0[(start + hashSize)...])) }
         let digest = hasher.finalize()
-        record.withUnsafeMutableBytes { record in
-            digest.withUnsafeBytes { record.baseAddress!.copyMemory(from: $0.baseAddress!, byteCount: hashSize) }
+        digest.withUnsafeBytes { digest in
+            record.withUnsafeMutableBytes { ($0.baseAddress! + start).copyMemory(from: digest.baseAddress!, byteCount: hashSize) }
+            if previous.count != hashSize { previous = [UInt8](repeating: 0, count: hashSize) }
+            previous.withUnsafeMutableBytes { $0.copyMemory(from: digest) }
         }
-        return (record, Array(record[..<hashSize]))
     }
 
     /// The stored record for `encodedEvent`: its hash followed by the event.
