@@ -13,8 +13,9 @@ extension LedgerCommand {
     /// `ledger import FILE`: builds a ledger from JSON lines of operations, without a server.
     ///
     /// The file is read a chunk at a time, so its size does not bound memory. Into an empty ledger, it is
-    /// imported in bulk (``BulkImport``) in one pass: each request's events go to the log as it is parsed
-    /// (the next request parsed while the last commits), and the projections are written once at the end,
+    /// imported in bulk (``BulkImport``) in one pass: lines are parsed a batch at a time on other threads
+    /// (``ParallelLineParser``), each request's events go to the log while the next are parsed
+    /// (``OrderedAppends``), and the projections are written once at the end,
     /// as `rebuild` writes them; a malformed line, or any failure, empties the ledger again. A file with a
     /// send, or a ledger with events, is read twice instead: the first pass parses every line (a malformed
     /// file changes nothing), the second appends each request through the live writer. Standard input is
@@ -112,36 +113,38 @@ extension LedgerCommand {
             case metSend(operations: Int)
         }
 
-        /// One pass: lines parsed into requests, each appended while the next is parsed, then the
+        /// One pass: lines parsed into requests, appended in order while the next are parsed, then the
         /// projections written. Anything thrown, and a send met, leave the ledger to be emptied by the caller.
         private static func importInBulk(
             from reader: inout LineReader, into bulk: BulkImport, progress: ImportProgress
         ) async throws -> BulkOutcome {
+            var parser = ParallelLineParser()
             var builder = OperationImport.RequestBuilder()
-            var tally = ImportTally()
+            var appends = OrderedAppends(bulk: bulk)
             var operations = 0
-            var inFlight: (request: WriteRequest, append: Task<WriteReceipt, any Error>)?
             do {
                 var metSend = false
-                while let (line, number) = try reader.withNextLine({
-                    (try OperationImport.parse(line: $0, number: $1), $1)
-                }) {
-                    guard let line else { continue }
-                    operations += 1
-                    if case .send = line.operation {
-                        metSend = true
-                        break
+                batches: while let lines = try await parser.next(from: &reader) {
+                    for (index, (line, number)) in lines.enumerated() {
+                        if case .send = line.operation {
+                            // The lines parsed ahead count as checked: the check pass goes on after them.
+                            operations += lines.count - index
+                            operations += try await parser.drain()
+                            metSend = true
+                            break batches
+                        }
+                        operations += 1
+                        guard let request = builder.add(line, number: number) else { continue }
+                        try await appends.add(request)
                     }
                     progress.update("importing", bytes: reader.bytesRead, operations: operations)
-                    guard let request = builder.add(line, number: number) else { continue }
-                    if let (previous, append) = inFlight { tally.count(try await append.value, of: previous) }
-                    inFlight = (request, Task { try bulk.append(request) })
                 }
-                let last = metSend ? nil : builder.finish()
-                if let (previous, append) = inFlight { tally.count(try await append.value, of: previous) }
-                inFlight = nil
-                if metSend { return .metSend(operations: operations) }
-                if let last { tally.count(try bulk.append(last), of: last) }
+                if metSend {
+                    _ = try await appends.finish()
+                    return .metSend(operations: operations)
+                }
+                if let last = builder.finish() { try await appends.add(last) }
+                let tally = try await appends.finish()
                 progress.finish("imported", bytes: reader.bytesRead, operations: operations)
                 // The projections, written once: the import's last few seconds.
                 progress.update("indexing", bytes: reader.bytesRead, operations: operations)
@@ -149,7 +152,7 @@ extension LedgerCommand {
                 progress.finish("indexed", bytes: reader.bytesRead, operations: operations)
                 return .imported(tally)
             } catch {
-                _ = try? await inFlight?.append.value
+                await appends.cancel()
                 try? bulk.discard()
                 throw error
             }
@@ -266,6 +269,52 @@ private struct ImportRequests: ~Copyable {
             }
         }
         return builder.finish()
+    }
+}
+
+/// A bulk import's requests on their way into the log: each appended in its own task once the one before
+/// has been, so that the reading thread parses up to ``depth`` requests ahead of the appending one instead
+/// of waiting for each (the two take turns unevenly: a request's commit waits for the disk).
+private struct OrderedAppends {
+    static let depth = 3
+
+    let bulk: BulkImport
+    private var pending: [(request: WriteRequest, append: Task<WriteReceipt, any Error>)] = []
+    private var tally = ImportTally()
+
+    init(bulk: BulkImport) { self.bulk = bulk }
+
+    /// Queues `request` after the others; waits for the oldest when ``depth`` are queued.
+    mutating func add(_ request: WriteRequest) async throws {
+        let previous = pending.last?.append
+        let bulk = self.bulk
+        pending.append(
+            (
+                request,
+                Task {
+                    _ = try await previous?.value
+                    return try bulk.append(request)
+                }
+            ))
+        while pending.count > Self.depth { try await takeOldest() }
+    }
+
+    /// Waits for every queued request; what they did.
+    mutating func finish() async throws -> ImportTally {
+        while !pending.isEmpty { try await takeOldest() }
+        return tally
+    }
+
+    /// After a failure: waits for the queued requests to end (a task that follows a failed one does not
+    /// append), so that nothing is appended after the caller empties the ledger.
+    mutating func cancel() async {
+        for (_, append) in pending { _ = try? await append.value }
+        pending = []
+    }
+
+    private mutating func takeOldest() async throws {
+        let (request, append) = pending.removeFirst()
+        tally.count(try await append.value, of: request)
     }
 }
 

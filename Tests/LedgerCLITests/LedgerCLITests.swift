@@ -234,6 +234,58 @@ struct LedgerCLITests {
         #expect(try ledger("verify", data: empty).status == 0)
     }
 
+    @Test(
+        "import parses batches ahead in order: over five batches of lines, the first malformed line in file order is reported and nothing stays; a send in a later batch falls back with --incremental's result"
+    )
+    func importParsesAheadInBatches() throws {
+        // 40,000 lines of about 120 bytes: about five 1 MiB batches, more than are parsed ahead at once.
+        var lines: [String] = []
+        for index in 0..<4_000 {
+            lines.append(#"{"op":"register","token":"tok-\#(index)-abcdefghijklmnopqrstuvwxyz0123456789","time":1}"#)
+        }
+        for index in 0..<36_000 {
+            lines.append(
+                #"{"op":"subscribe","token":"tok-\#(index % 4_000)-abcdefghijklmnopqrstuvwxyz0123456789","#
+                    + #""topic":"topic-\#(index / 4_000)","via":"iid","time":2}"#)
+        }
+        #expect(lines.joined(separator: "\n").utf8.count > 4 << 20)
+        func with(_ replacements: [Int: String]) -> String {
+            var changed = lines
+            for (number, line) in replacements { changed[number - 1] = line }
+            return changed.joined(separator: "\n")
+        }
+        let malformed = #"{"op":"subscribe","token":"tok-1","topic":"bad topic!","time":2}"#
+        let send = #"{"op":"send","topic":"topic-1","message":{"data":{"k":"v"}},"time":2}"#
+        // Malformed lines in the second and the fifth batch, and in the last batch alone: the first is named.
+        for (input, named) in [(with([15_000: malformed, 38_000: malformed]), 15_000), (with([39_999: malformed]), 39_999)] {
+            let data = TemporaryDirectory()
+            defer { data.remove() }
+            let refused = try ledger("import", "-", data: data, input: input)
+            #expect(refused.status != 0)
+            #expect(refused.stderr.contains("line \(named):"), "\(refused.stderr)")
+            #expect(try ledger("log", data: data).stderr.contains("no ledger for project"))
+        }
+        // A send in the third batch and a malformed line in the fifth, parsed ahead: the check pass still sees it.
+        let data = TemporaryDirectory()
+        defer { data.remove() }
+        let refused = try ledger("import", "-", data: data, input: with([25_000: send, 38_000: malformed]))
+        #expect(refused.status != 0)
+        #expect(refused.stderr.contains("line 38000:"), "\(refused.stderr)")
+        #expect(try ledger("log", data: data).stderr.contains("no ledger for project"))
+        // A send in the third batch of a valid file: the live writer's result, the same as --incremental.
+        let incremental = TemporaryDirectory()
+        defer { incremental.remove() }
+        let viaBulk = try ledger("import", "-", "--format", "json", data: data, input: with([25_000: send]))
+        let viaWriter = try ledger(
+            "import", "-", "--incremental", "--format", "json", data: incremental, input: with([25_000: send]))
+        #expect(viaBulk.status == 0 && viaWriter.status == 0, "\(viaBulk.stderr)\(viaWriter.stderr)")
+        #expect(viaBulk.stdout == viaWriter.stdout)
+        #expect(jsonObject(Substring(viaBulk.stdout))["headSeq"] as? Int == 40_001)
+        #expect(
+            try ledger("topics", "--format", "json", data: data).stdout
+                == (try ledger("topics", "--format", "json", data: incremental).stdout))
+    }
+
     @Test("import refuses a malformed file before appending anything")
     func importMalformed() throws {
         let data = TemporaryDirectory()
