@@ -272,30 +272,34 @@ private struct ImportRequests: ~Copyable {
     }
 }
 
-/// A bulk import's requests on their way into the log: each appended in its own task once the one before
-/// has been, so that the reading thread parses up to ``depth`` requests ahead of the appending one instead
-/// of waiting for each (the two take turns unevenly: a request's commit waits for the disk).
+/// A bulk import's requests on their way into the log: appended in order on a thread of their own (a
+/// serial dispatch queue, outside Swift's cooperative pool, which a blocking commit would otherwise take a
+/// thread of, leaving the parsing tasks one), while the caller parses up to ``depth`` requests ahead.
 private struct OrderedAppends {
     static let depth = 3
 
     let bulk: BulkImport
-    private var pending: [(request: WriteRequest, append: Task<WriteReceipt, any Error>)] = []
+    private let queue = DispatchQueue(label: "ledger-import-append")
+    /// Set on `queue` once an append fails: the requests queued after it are not appended.
+    private let failed = QueueFlag()
+    private var pending: [(request: WriteRequest, append: PendingAppend)] = []
     private var tally = ImportTally()
 
     init(bulk: BulkImport) { self.bulk = bulk }
 
     /// Queues `request` after the others; waits for the oldest when ``depth`` are queued.
     mutating func add(_ request: WriteRequest) async throws {
-        let previous = pending.last?.append
-        let bulk = self.bulk
-        pending.append(
-            (
-                request,
-                Task {
-                    _ = try await previous?.value
-                    return try bulk.append(request)
-                }
-            ))
+        let append = PendingAppend()
+        let (bulk, failed) = (self.bulk, self.failed)
+        queue.async {
+            guard !failed.value else {
+                return append.complete(.failure(StoreError(.invalidArgument, "an earlier request failed")))
+            }
+            let result = Result { try bulk.append(request) }
+            if case .failure = result { failed.value = true }
+            append.complete(result)
+        }
+        pending.append((request, append))
         while pending.count > Self.depth { try await takeOldest() }
     }
 
@@ -305,16 +309,52 @@ private struct OrderedAppends {
         return tally
     }
 
-    /// After a failure: waits for the queued requests to end (a task that follows a failed one does not
-    /// append), so that nothing is appended after the caller empties the ledger.
+    /// After a failure: waits for the queued requests to end (those after a failed one are not appended),
+    /// so that nothing is appended after the caller empties the ledger.
     mutating func cancel() async {
-        for (_, append) in pending { _ = try? await append.value }
+        for (_, append) in pending { _ = try? await append.value() }
         pending = []
     }
 
     private mutating func takeOldest() async throws {
         let (request, append) = pending.removeFirst()
-        tally.count(try await append.value, of: request)
+        tally.count(try await append.value(), of: request)
+    }
+}
+
+/// A flag touched only on one serial queue.
+private final class QueueFlag: @unchecked Sendable {
+    var value = false
+}
+
+/// The result of one append on the appending queue, for a task to await.
+private final class PendingAppend: @unchecked Sendable {
+    // @unchecked: `result` and `waiter` are touched only with `lock` held.
+    private let lock = NSLock()
+    private var result: Result<WriteReceipt, any Error>?
+    private var waiter: CheckedContinuation<WriteReceipt, any Error>?
+
+    func complete(_ result: Result<WriteReceipt, any Error>) {
+        lock.withLock {
+            if let waiter {
+                waiter.resume(with: result)
+                self.waiter = nil
+            } else {
+                self.result = result
+            }
+        }
+    }
+
+    func value() async throws -> WriteReceipt {
+        try await withCheckedThrowingContinuation { continuation in
+            lock.withLock {
+                if let result {
+                    continuation.resume(with: result)
+                } else {
+                    waiter = continuation
+                }
+            }
+        }
     }
 }
 
