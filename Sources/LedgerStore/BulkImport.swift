@@ -30,8 +30,9 @@ public final class BulkImport: @unchecked Sendable {
     private let clock: @Sendable () -> LedgerTime
     private let logger: Logger
     private let lock = NSLock()
-    private var appender: LogAppender<BulkProjection, PendingLog>
+    private var appender: LogAppender<BulkProjection, DecidedEvents>
     private let tree = TreeBuilderThread()
+    private let log: BulkLogWriter
     /// False once finished, discarded or failed: nothing more may be appended.
     private var isOpen = true
 
@@ -60,15 +61,23 @@ public final class BulkImport: @unchecked Sendable {
             try txn.put(schema.meta, key: MetaKey.rebuildingThrough, value: UInt64(0))
         }
         appender = LogAppender(
-            projection: BulkProjection(), sink: PendingLog(), head: .empty, limits: ledger.options.limits,
+            projection: BulkProjection(), sink: DecidedEvents(), head: .empty, limits: ledger.options.limits,
             messageIDs: SystemRandomNumberGenerator())
+        log = BulkLogWriter(environment: environment, schema: schema, tree: tree)
     }
 
-    /// Decides and appends one request: its events are durable in the log when this returns.
+    deinit {
+        // Nothing may still write to the log once the import is dropped (and the ledger perhaps closed).
+        log.drain()
+    }
+
+    /// Decides one request and queues its events for the log: they are committed, in one transaction per
+    /// request and in order, on the log writer's thread while the next requests are decided (at most two
+    /// requests wait), and are all durable when ``finish()`` or ``waitForLog()`` returns.
     ///
     /// - Throws: the request's refusal (its time precedes the last event's; nothing changed, and the import
     ///   may go on); `.invalidArgument` for a request with a send; `.unavailable` when the log could not be
-    ///   written, after which only ``discard()`` is left.
+    ///   written (for this or an earlier request), after which only ``discard()`` is left.
     public func append(_ request: WriteRequest) throws -> WriteReceipt {
         try lock.withLock {
             guard isOpen else { throw Self.closed }
@@ -82,8 +91,12 @@ public final class BulkImport: @unchecked Sendable {
             }
             let result: Result<WriteReceipt, StoreError>
             do {
+                try log.rethrowFailure()
                 result = try appender.apply(request, now: clock())
-                if case .success = result { try commit() }
+                if case .success = result {
+                    try appender.finish()
+                    log.write(appender.sink.take())
+                }
             } catch {
                 isOpen = false
                 logger.error(
@@ -103,6 +116,7 @@ public final class BulkImport: @unchecked Sendable {
         try lock.withLock {
             guard isOpen else { throw Self.closed }
             isOpen = false
+            try waitForLogLocked()
             var projection = appender.projection
             projection.tree = tree
             try projection.write(to: environment, schema: schema)
@@ -119,6 +133,7 @@ public final class BulkImport: @unchecked Sendable {
     public func discard() throws {
         try lock.withLock {
             isOpen = false
+            log.drain()
             tree.cancel()
             let schema = self.schema
             try environment.write { txn in
@@ -130,23 +145,21 @@ public final class BulkImport: @unchecked Sendable {
         }
     }
 
-    /// One durable transaction with the request's log records and the new head; the chain hashes then go to
-    /// the tree's thread. Retried whole if the map must grow.
-    private func commit() throws {
-        let schema = self.schema
-        try appender.finish()
-        try environment.write { txn in
-            try appender.sink.forEachRecord { seq, record in
-                try txn.put(schema.log, key: seq, value: record, flags: .append)
-            }
-            if let head = appender.sink.head {
-                try txn.put(schema.meta, key: MetaKey.head, value: head.encoded)
-            }
+    /// Waits until every request appended so far is durable in the log.
+    ///
+    /// - Throws: `.unavailable` when the log could not be written.
+    public func waitForLog() throws {
+        try lock.withLock { try waitForLogLocked() }
+    }
+
+    private func waitForLogLocked() throws {
+        log.drain()
+        do {
+            try log.rethrowFailure()
+        } catch {
+            isOpen = false
+            throw Ledger.storageError(error, directory: environment.path)
         }
-        guard tree.add(appender.sink.hashes) else {
-            throw StoreError(.unavailable, "the Merkle tree's thread stopped")
-        }
-        appender.sink.removeAll()
     }
 
     private static let closed = StoreError(.invalidArgument, "the bulk import has finished or failed")
@@ -157,22 +170,109 @@ extension Ledger {
     public func beginBulkImport() throws -> BulkImport { try BulkImport(ledger: self) }
 }
 
-/// A request's events, held until ``BulkImport`` commits them: the records one after another in one
-/// buffer (no array per event), and their chain hashes for the tree.
-struct PendingLog: EventSink {
+/// A request's events as the appender decided them, before they are encoded and chained (which the log
+/// writer does, on its own thread).
+struct DecidedEvents: EventSink {
+    private(set) var events: [LedgerEvent] = []
+    private(set) var head: LedgerHead?
+
+    /// Keeps `event`; its hash is the log writer's to compute, so `previousHash` is left as it is.
+    mutating func store(_ event: LedgerEvent, chainingFrom previousHash: inout [UInt8]) {
+        events.append(event)
+    }
+
+    mutating func store(head: LedgerHead) { self.head = head }
+
+    /// The events and the head stored since the last call, handed over.
+    mutating func take() -> (events: [LedgerEvent], head: LedgerHead?) {
+        defer {
+            events = []
+            head = nil
+        }
+        return (events, head)
+    }
+}
+
+/// The second stage of a bulk import, on a serial queue of its own: encodes and chains each request's
+/// events in order, commits them and the head in one durable log-only transaction (retried whole if the
+/// map must grow), and hands their hashes to the tree's thread.
+///
+/// Why apart: encoding, SHA-256 and the commit were nearly half of the thread that decides and folds,
+/// which had become the import's longest (docs/performance.md).
+private final class BulkLogWriter: @unchecked Sendable {
+    // @unchecked: `hash` and `records` are touched only on `queue`; `failure` only with `lock` held.
+    private let environment: LMDBEnvironment
+    private let schema: LedgerSchema
+    private let tree: TreeBuilderThread
+    private let queue = DispatchQueue(label: "ledger-bulk-log")
+    /// Requests queued and not yet written, at most two: bounds the memory of events waiting.
+    private let slots = DispatchSemaphore(value: 2)
+    private let lock = NSLock()
+    private var failure: (any Error)?
+    /// The chain hash of the last event written.
+    private var hash = HashChain.genesis
+    private var records = PendingLog()
+
+    init(environment: LMDBEnvironment, schema: LedgerSchema, tree: TreeBuilderThread) {
+        self.environment = environment
+        self.schema = schema
+        self.tree = tree
+    }
+
+    /// Queues a request's events and head; waits while two are queued.
+    func write(_ decided: (events: [LedgerEvent], head: LedgerHead?)) {
+        slots.wait()
+        queue.async { [self] in
+            defer { slots.signal() }
+            guard lock.withLock({ failure == nil }) else { return }
+            do {
+                try commit(decided.events, head: decided.head)
+            } catch {
+                lock.withLock { failure = error }
+            }
+        }
+    }
+
+    /// Waits for the queued requests to be written (or to fail).
+    func drain() { queue.sync {} }
+
+    /// The first failure to write, if any.
+    func rethrowFailure() throws {
+        if let failure = lock.withLock({ failure }) { throw failure }
+    }
+
+    private func commit(_ events: [LedgerEvent], head: LedgerHead?) throws {
+        for event in events { records.store(event, chainingFrom: &hash) }
+        let schema = self.schema
+        try environment.write { txn in
+            try records.forEachRecord { seq, record in
+                try txn.put(schema.log, key: seq, value: record, flags: .append)
+            }
+            if var head {
+                head.hash = hash
+                try txn.put(schema.meta, key: MetaKey.head, value: head.encoded)
+            }
+        }
+        guard tree.add(records.hashes) else { throw StoreError(.unavailable, "the Merkle tree's thread stopped") }
+        records.removeAll()
+    }
+}
+
+/// A request's records, one after another in one buffer (no array per event), and their chain hashes for
+/// the tree.
+struct PendingLog {
     private var bytes: [UInt8] = []
     /// Each record's seq and where it ends in `bytes` (it starts where the one before ends).
     private var ends: [(seq: UInt64, end: Int)] = []
     private(set) var hashes: [ChainHash] = []
-    private(set) var head: LedgerHead?
 
-    mutating func store(record: [UInt8], seq: UInt64) {
-        bytes.append(contentsOf: record)
-        ends.append((seq, bytes.count))
-        hashes.append(record.withUnsafeBytes { ChainHash($0) })
+    /// Encodes and chains `event` after `previousHash` (which becomes its hash), and keeps its record.
+    mutating func store(_ event: LedgerEvent, chainingFrom previousHash: inout [UInt8]) {
+        let start = bytes.count
+        HashChain.appendRecord(of: event, chainingFrom: &previousHash, to: &bytes)
+        ends.append((event.seq, bytes.count))
+        hashes.append(bytes.withUnsafeBytes { ChainHash(UnsafeRawBufferPointer(rebasing: $0[start...])) })
     }
-
-    mutating func store(head: LedgerHead) { self.head = head }
 
     /// Calls `body` with each record and its seq, in the order stored.
     func forEachRecord(_ body: (UInt64, UnsafeRawBufferPointer) throws -> Void) rethrows {
@@ -190,6 +290,5 @@ struct PendingLog: EventSink {
         bytes.removeAll(keepingCapacity: true)
         ends.removeAll(keepingCapacity: true)
         hashes = []
-        head = nil
     }
 }

@@ -12,12 +12,13 @@ protocol AppenderProjection: LedgerProjection {
     mutating func messageState(_ messageID: UInt64) throws -> MessageState?
 }
 
-/// Where a ``LogAppender`` stores what it appends: each event's log record, then the head.
+/// Where a ``LogAppender`` stores what it appends: each event, then the head.
 protocol EventSink {
-    /// Stores the record of event `seq` (its chain hash, then the encoded event) and extends the Merkle tree.
-    /// `record` is the appender's buffer, reused for the next event: a sink copies what it keeps.
-    mutating func store(record: [UInt8], seq: UInt64) throws
-    /// Stores the head after the last event of the transaction.
+    /// Stores `event`, which follows the event whose chain hash is `previousHash`: encodes it, chains it
+    /// (replacing `previousHash` with its hash), writes its record and extends the Merkle tree — or keeps it
+    /// for a later stage that does all that in order (a bulk import), leaving `previousHash` alone.
+    mutating func store(_ event: LedgerEvent, chainingFrom previousHash: inout [UInt8]) throws
+    /// Stores the head after the last event of the transaction (its hash as the sink chained it).
     mutating func store(head: LedgerHead) throws
 }
 
@@ -35,8 +36,6 @@ struct LogAppender<Projection: AppenderProjection, Sink: EventSink> {
     private(set) var projection: Projection
     var sink: Sink
     private var messageIDs: any RandomNumberGenerator
-    /// The record being stored, reused from event to event (the sink copies what it keeps).
-    private var record: [UInt8] = []
 
     init(
         projection: Projection, sink: Sink, head: LedgerHead, limits: LedgerLimits,
@@ -180,12 +179,9 @@ struct LogAppender<Projection: AppenderProjection, Sink: EventSink> {
     {
         let event = LedgerEvent(
             seq: head.seq + 1, time: time, actor: request.actor, requestID: request.requestID, body: body)
-        // The record in a buffer kept between events, and the head's hash replaced in place: no allocation.
-        record.removeAll(keepingCapacity: true)
-        HashChain.appendRecord(of: event, chainingFrom: &head.hash, to: &record)
+        try sink.store(event, chainingFrom: &head.hash)
         head.seq = event.seq
         head.time = time
-        try sink.store(record: record, seq: event.seq)
         try EventFold.apply(event, to: &projection)
         return event.seq
     }
@@ -209,10 +205,20 @@ extension LogAppender where Projection == MemoizedProjection, Sink == Transactio
 struct TransactionSink: EventSink {
     let txn: LMDBTransaction
     let schema: LedgerSchema
+    /// The record being written, reused from event to event: with the head's hash replaced in place, an
+    /// event allocates nothing here.
+    private var record: [UInt8] = []
 
-    func store(record: [UInt8], seq: UInt64) throws {
-        try txn.put(schema.log, key: seq, value: record, flags: .append)
-        try MerkleStore.didAppend(seq: seq, txn: txn, schema: schema)
+    init(txn: LMDBTransaction, schema: LedgerSchema) {
+        self.txn = txn
+        self.schema = schema
+    }
+
+    mutating func store(_ event: LedgerEvent, chainingFrom previousHash: inout [UInt8]) throws {
+        record.removeAll(keepingCapacity: true)
+        HashChain.appendRecord(of: event, chainingFrom: &previousHash, to: &record)
+        try txn.put(schema.log, key: event.seq, value: record, flags: .append)
+        try MerkleStore.didAppend(seq: event.seq, txn: txn, schema: schema)
     }
 
     func store(head: LedgerHead) throws {

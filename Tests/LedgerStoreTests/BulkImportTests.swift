@@ -168,7 +168,8 @@ struct BulkImportTests {
             killedDirectory = ledger.directory
             let importer = try ledger.beginBulkImport()
             for request in committed { _ = try importer.append(request) }
-            // Neither finished nor discarded: what a killed process leaves.
+            // The requests the log holds when the process is killed: neither finished nor discarded.
+            try importer.waitForLog()
             ledger.close()
         }
         #expect {
@@ -283,6 +284,10 @@ struct BulkImportTests {
                     failure = error
                     break
                 }
+            }
+            // The log is written behind the appends: a failure shows at a later append, or once waited for.
+            if failure == nil {
+                do { try importer.waitForLog() } catch { failure = error }
             }
             #expect((failure as? StoreError)?.code == .unavailable && "\(failure!)".contains("disk is full"))
             let head = try ledger.readLog { try $0.head() }

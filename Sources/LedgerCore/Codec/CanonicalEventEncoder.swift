@@ -44,7 +44,7 @@ package enum CanonicalEventEncoder {
         var size = fieldSize(varint: event.seq) + fieldSize(varint: micros)
         size += fieldSize(string: event.actor) + fieldSize(string: event.requestID)
         size += varintSize(field << 3) + varintSize(UInt64(bodySize)) + bodySize
-        bytes.reserveCapacity(bytes.count + 1 + size)
+        bytes.reserveRoom(for: 1 + size)
         bytes.append(prefix)
         if event.seq != 0 { appendVarintField(1, event.seq, to: &bytes) }
         if micros != 0 { appendVarintField(2, micros, to: &bytes) }
@@ -78,6 +78,16 @@ package enum CanonicalEventEncoder {
             if let third { appendStringField(3, third, to: &bytes) }
             if varint != 0 { appendVarintField(varintField, varint, to: &bytes) }
         }
+    }
+}
+
+extension Array where Element == UInt8 {
+    /// Makes room for `count` more bytes, growing geometrically: `reserveCapacity` alone allocates exactly
+    /// what it is asked for, so calling it before each of many appends to one buffer (a request's records)
+    /// would copy the buffer every time.
+    mutating func reserveRoom(for count: Int) {
+        let needed = self.count + count
+        if capacity < needed { reserveCapacity(Swift.max(needed, capacity * 2)) }
     }
 }
 

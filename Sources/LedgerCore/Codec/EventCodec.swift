@@ -24,7 +24,7 @@ public enum EventCodec {
     public static func append(_ event: LedgerEvent, to bytes: inout [UInt8]) {
         if CanonicalEventEncoder.append(event, after: formatVersion, to: &bytes) { return }
         let body = encodeWithSwiftProtobuf(event)
-        bytes.reserveCapacity(bytes.count + 1 + body.count)
+        bytes.reserveRoom(for: 1 + body.count)
         bytes.append(formatVersion)
         bytes.append(contentsOf: body)
     }
