@@ -22,13 +22,13 @@ protocol EventSink {
     mutating func store(head: LedgerHead) throws
 }
 
-/// Appends events: checks each operation against the state it meets, encodes and chains the event, stores
-/// it, and folds it into the projections.
+/// Appends events: checks each operation against the state it meets, hands the event to the sink (which
+/// encodes, chains and stores it, now or in a later stage), and folds it into the projections.
 ///
 /// The live writer runs it over one write transaction (``MemoizedProjection`` and ``TransactionSink``):
 /// the log, the tree and the projections change together or not at all. A bulk import runs it over the
-/// projections in memory (``BulkImport``), which stores the log alone and writes the projections once at
-/// the end. It holds no state beyond its projection and sink, so a transaction that is retried (map
+/// projections in memory (``BulkImport``), whose sink keeps the decided events for its log writer, and
+/// writes the projections once at the end. It holds no state beyond its projection and sink, so a transaction that is retried (map
 /// growth) or aborted leaves nothing behind in it.
 struct LogAppender<Projection: AppenderProjection, Sink: EventSink> {
     let limits: LedgerLimits
@@ -173,7 +173,7 @@ struct LogAppender<Projection: AppenderProjection, Sink: EventSink> {
         }
     }
 
-    /// Encodes, chains, stores and folds one event.
+    /// Stores (through the sink) and folds one event.
     private mutating func append(_ body: LedgerEvent.Body, _ request: WriteRequest, _ time: LedgerTime) throws
         -> UInt64
     {
