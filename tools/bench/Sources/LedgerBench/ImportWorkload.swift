@@ -55,7 +55,7 @@ extension LedgerBench {
                 throw BenchError("ledger import failed: \(String(decoding: report, as: UTF8.self))")
             }
             return BenchResult(
-                name: name, unit: "events/s", value: Double(operations) / elapsed,
+                name: name, unit: "events/s", value: Double(appended) / elapsed,
                 baselineName: "raw LMDB puts, batch 1000, 120 B, fsync", baseline: baseline,
                 notes: "\(bytes >> 20) MiB file, \(appended) events appended, \(String(format: "%.2f", elapsed)) s "
                     + "including process start"
