@@ -70,17 +70,17 @@ public enum OperationImport {
         let isSpace = { (byte: UInt8) in byte == UInt8(ascii: " ") || byte == UInt8(ascii: "\t") || byte == 13 }
         guard let first = bytes.firstIndex(where: { !isSpace($0) }) else { return nil }
         if bytes[first] == UInt8(ascii: "#") { return nil }
-        var values = InlineArray<12, FlatJSONObject.Value?>(repeating: nil)
+        var values = LineValues()
         do {
             // The last of equal names wins, as in Foundation's readers.
             try FlatJSONObject.forEachMember(in: UnsafeBufferPointer(rebasing: bytes[first...])) { name, value in
-                if let key = Key(name) { values[key.rawValue] = value }
+                if let key = Key(name) { values[key] = value }
             }
         } catch {
             throw fail("not a JSON object: \(error)")
         }
         func string(_ key: Key) throws -> String? {
-            switch values[key.rawValue] {
+            switch values[key] {
             case nil: return nil
             case .string(let text): return text
             default: throw fail("\(key) must be a string")
@@ -131,7 +131,7 @@ public enum OperationImport {
             throw fail("unknown op \(other); expected register, unregister, subscribe, unsubscribe or send")
         }
         var time: LedgerTime?
-        switch values[Key.time.rawValue] {
+        switch values[.time] {
         case nil: break
         case .integer(let micros): time = LedgerTime(microseconds: micros)
         case .string(let text) where LedgerTime(parsing: text) != nil: time = LedgerTime(parsing: text)
@@ -176,7 +176,7 @@ public enum OperationImport {
     }
 
     /// The members a line may have; others are ignored.
-    private enum Key: Int, CaseIterable, CustomStringConvertible {
+    private enum Key: CaseIterable, CustomStringConvertible {
         case op, token, topic, via, platform, appId, reason, condition, precedence, actor, requestId, time
 
         /// The key called `name`, if any.
@@ -205,6 +205,49 @@ public enum OperationImport {
             case .actor: "actor"
             case .requestId: "requestId"
             case .time: "time"
+            }
+        }
+    }
+
+    /// A line's values by key, in stored fields: nothing allocated per line (`InlineArray` would say it
+    /// shorter, but needs macOS 26, and the package builds for macOS 14).
+    private struct LineValues {
+        typealias Value = FlatJSONObject.Value
+        private var op, token, topic, via, platform, appId, reason, condition, precedence, actor, requestId,
+            time: Value?
+
+        subscript(key: Key) -> Value? {
+            get {
+                switch key {
+                case .op: op
+                case .token: token
+                case .topic: topic
+                case .via: via
+                case .platform: platform
+                case .appId: appId
+                case .reason: reason
+                case .condition: condition
+                case .precedence: precedence
+                case .actor: actor
+                case .requestId: requestId
+                case .time: time
+                }
+            }
+            set {
+                switch key {
+                case .op: op = newValue
+                case .token: token = newValue
+                case .topic: topic = newValue
+                case .via: via = newValue
+                case .platform: platform = newValue
+                case .appId: appId = newValue
+                case .reason: reason = newValue
+                case .condition: condition = newValue
+                case .precedence: precedence = newValue
+                case .actor: actor = newValue
+                case .requestId: requestId = newValue
+                case .time: time = newValue
+                }
             }
         }
     }
