@@ -72,25 +72,25 @@ public enum OperationImport {
         if bytes[first] == UInt8(ascii: "#") { return nil }
         var values = LineValues()
         do {
-            // The last of equal names wins, as in Foundation's readers.
             try FlatJSONObject.forEachMember(in: UnsafeBufferPointer(rebasing: bytes[first...])) { name, value in
-                if let key = Key(name) { values[key] = value }
+                values.set(name, value)
             }
         } catch {
             throw fail("not a JSON object: \(error)")
         }
-        func string(_ key: Key) throws -> String? {
-            switch values[key] {
+        func string(_ value: FlatJSONObject.Value?, _ key: String) throws -> String? {
+            switch value {
             case nil: return nil
             case .string(let text): return text
             default: throw fail("\(key) must be a string")
             }
         }
         let fields = try LineFields(
-            op: string(.op), token: string(.token), topic: string(.topic), via: string(.via),
-            platform: string(.platform), appId: string(.appId), reason: string(.reason),
-            condition: string(.condition), precedence: string(.precedence), actor: string(.actor),
-            requestId: string(.requestId))
+            op: string(values.op, "op"), token: string(values.token, "token"), topic: string(values.topic, "topic"),
+            via: string(values.via, "via"), platform: string(values.platform, "platform"),
+            appId: string(values.appId, "appId"), reason: string(values.reason, "reason"),
+            condition: string(values.condition, "condition"), precedence: string(values.precedence, "precedence"),
+            actor: string(values.actor, "actor"), requestId: string(values.requestId, "requestId"))
         func required(_ value: String?, _ key: String) throws -> String {
             guard let value else { throw fail("\(key) is required") }
             return value
@@ -131,7 +131,7 @@ public enum OperationImport {
             throw fail("unknown op \(other); expected register, unregister, subscribe, unsubscribe or send")
         }
         var time: LedgerTime?
-        switch values[.time] {
+        switch values.time {
         case nil: break
         case .integer(let micros): time = LedgerTime(microseconds: micros)
         case .string(let text) where LedgerTime(parsing: text) != nil: time = LedgerTime(parsing: text)
@@ -175,81 +175,26 @@ public enum OperationImport {
         do { return try body() } catch let error as LedgerCoreError { throw fail(error.description) }
     }
 
-    /// The members a line may have; others are ignored.
-    private enum Key: CaseIterable, CustomStringConvertible {
-        case op, token, topic, via, platform, appId, reason, condition, precedence, actor, requestId, time
-
-        /// The key called `name`, if any.
-        init?(_ name: UnsafeBufferPointer<UInt8>) {
-            for (key, bytes) in Self.names where bytes.count == name.count && bytes.elementsEqual(name) {
-                self = key
-                return
-            }
-            return nil
-        }
-
-        /// Each key with its name's bytes, made once (`allCases` is an array made at each use).
-        private static let names = allCases.map { ($0, Array($0.description.utf8)) }
-
-        var description: String {
-            switch self {
-            case .op: "op"
-            case .token: "token"
-            case .topic: "topic"
-            case .via: "via"
-            case .platform: "platform"
-            case .appId: "appId"
-            case .reason: "reason"
-            case .condition: "condition"
-            case .precedence: "precedence"
-            case .actor: "actor"
-            case .requestId: "requestId"
-            case .time: "time"
-            }
-        }
-    }
-
-    /// A line's values by key, in stored fields: nothing allocated per line (`InlineArray` would say it
-    /// shorter, but needs macOS 26, and the package builds for macOS 14).
+    /// The members a line may have, as read (others are ignored): stored fields, so nothing is allocated
+    /// per line.
     private struct LineValues {
         typealias Value = FlatJSONObject.Value
-        private var op, token, topic, via, platform, appId, reason, condition, precedence, actor, requestId,
-            time: Value?
+        var op, token, topic, via, platform, appId, reason, condition, precedence, actor, requestId, time: Value?
 
-        subscript(key: Key) -> Value? {
-            get {
-                switch key {
-                case .op: op
-                case .token: token
-                case .topic: topic
-                case .via: via
-                case .platform: platform
-                case .appId: appId
-                case .reason: reason
-                case .condition: condition
-                case .precedence: precedence
-                case .actor: actor
-                case .requestId: requestId
-                case .time: time
-                }
-            }
-            set {
-                switch key {
-                case .op: op = newValue
-                case .token: token = newValue
-                case .topic: topic = newValue
-                case .via: via = newValue
-                case .platform: platform = newValue
-                case .appId: appId = newValue
-                case .reason: reason = newValue
-                case .condition: condition = newValue
-                case .precedence: precedence = newValue
-                case .actor: actor = newValue
-                case .requestId: requestId = newValue
-                case .time: time = newValue
-                }
+        /// Keeps `value` if `name` is a member a line may have (the last of equal names wins, as in
+        /// Foundation's readers).
+        mutating func set(_ name: UnsafeBufferPointer<UInt8>, _ value: Value) {
+            for (bytes, field) in Self.fields where bytes.count == name.count && bytes.elementsEqual(name) {
+                self[keyPath: field] = value
+                return
             }
         }
+
+        private static let fields: [(name: [UInt8], field: WritableKeyPath<LineValues, Value?> & Sendable)] = [
+            ("op", \.op), ("token", \.token), ("topic", \.topic), ("via", \.via), ("platform", \.platform),
+            ("appId", \.appId), ("reason", \.reason), ("condition", \.condition), ("precedence", \.precedence),
+            ("actor", \.actor), ("requestId", \.requestId), ("time", \.time),
+        ].map { (Array($0.utf8), $1) }
     }
 
     /// The string fields a line may have.

@@ -18,6 +18,16 @@ private func ledger(_ arguments: String..., data: TemporaryDirectory, input: Str
     try runProduct("ledger", arguments + ["--data", data.path], input: input)
 }
 
+/// Import lines of about 110 bytes: `tokens` registrations at time 1, then `subscriptions` at time 2, token
+/// after token, each round of tokens to the next topic.
+private func registerAndSubscribeLines(tokens: Int, subscriptions: Int) -> [String] {
+    let token = { (index: Int) in "tok-\(index)-abcdefghijklmnopqrstuvwxyz0123456789" }
+    return (0..<tokens).map { #"{"op":"register","token":"\#(token($0))","time":1}"# }
+        + (0..<subscriptions).map {
+            #"{"op":"subscribe","token":"\#(token($0 % tokens))","topic":"topic-\#($0 / tokens)","via":"iid","time":2}"#
+        }
+}
+
 private func jsonObject(_ line: Substring) -> [String: Any] {
     (try? JSONSerialization.jsonObject(with: Data(line.utf8))) as? [String: Any] ?? [:]
 }
@@ -124,15 +134,7 @@ struct LedgerCLITests {
             fromInput.remove()
         }
         // 12,000 lines of about 110 bytes: more than the 1 MiB chunk, so lines straddle chunk ends.
-        var lines = ["# a comment", "   "]
-        for index in 0..<2_000 {
-            lines.append(#"{"op":"register","token":"tok-\#(index)-abcdefghijklmnopqrstuvwxyz0123456789","time":1}"#)
-        }
-        for index in 0..<10_000 {
-            lines.append(
-                #"{"op":"subscribe","token":"tok-\#(index % 2_000)-abcdefghijklmnopqrstuvwxyz0123456789","#
-                    + #""topic":"topic-\#(index / 2_000)","via":"iid","time":2}"#)
-        }
+        let lines = ["# a comment", "   "] + registerAndSubscribeLines(tokens: 2_000, subscriptions: 10_000)
         let text = lines.joined(separator: "\r\n")
         #expect(text.utf8.count > 1 << 20)
         let file = fromFile.path + "/ops.jsonl"
@@ -239,15 +241,7 @@ struct LedgerCLITests {
     )
     func importParsesAheadInBatches() throws {
         // 40,000 lines of about 120 bytes: about five 1 MiB batches, more than are parsed ahead at once.
-        var lines: [String] = []
-        for index in 0..<4_000 {
-            lines.append(#"{"op":"register","token":"tok-\#(index)-abcdefghijklmnopqrstuvwxyz0123456789","time":1}"#)
-        }
-        for index in 0..<36_000 {
-            lines.append(
-                #"{"op":"subscribe","token":"tok-\#(index % 4_000)-abcdefghijklmnopqrstuvwxyz0123456789","#
-                    + #""topic":"topic-\#(index / 4_000)","via":"iid","time":2}"#)
-        }
+        let lines = registerAndSubscribeLines(tokens: 4_000, subscriptions: 36_000)
         #expect(lines.joined(separator: "\n").utf8.count > 4 << 20)
         func with(_ replacements: [Int: String]) -> String {
             var changed = lines
