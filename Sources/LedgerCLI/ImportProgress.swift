@@ -42,10 +42,12 @@ final class ImportProgress {
     private func draw(_ phase: String, bytes: Int, operations: Int, end: String) {
         let elapsed = clock.now - phaseStart
         let seconds = Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18
-        let rate = seconds > 0 ? Int(Double(operations) / seconds) : 0
         var line = "\r\u{1B}[K" + phase.padding(toLength: 10, withPad: " ", startingAt: 0)
         line += Self.bar(bytes: bytes, of: totalBytes)
-        line += " \(operations) operations, \(rate)/s" + end
+        line += " \(operations) operations"
+        // A rate over the first instants of a phase says nothing (the operations were counted before it).
+        if seconds >= 0.5 { line += ", \(Int(Double(operations) / seconds))/s" }
+        line += end
         FileHandle.standardError.write(Data(line.utf8))
     }
 

@@ -174,6 +174,30 @@ struct LedgerCLITests {
         #expect(try ledger("log", data: bad).stderr.contains("no ledger for project"))
     }
 
+    @Test("import on a terminal draws a progress bar per phase on standard error, with no rate before one is known")
+    func importProgressOnATerminal() throws {
+        let data = TemporaryDirectory()
+        defer { data.remove() }
+        let file = data.path + "/ops.jsonl"
+        try Data(registerAndSubscribeLines(tokens: 4_000, subscriptions: 56_000).joined(separator: "\n").utf8)
+            .write(to: URL(fileURLWithPath: file))
+        // `script` (util-linux) runs the import with a pseudo-terminal for its standard streams.
+        let ledgerPath = builtProductsDirectory().appendingPathComponent("ledger").path
+        let run = try runProcess(
+            "/usr/bin/script", ["-qec", "\(ledgerPath) import \(file) --data \(data.path)/data", "/dev/null"])
+        #expect(run.status == 0, "\(run.stdout)\(run.stderr)")
+        let lines = run.stdout.split(whereSeparator: { $0 == "\r" || $0 == "\n" })
+        for phase in ["imported", "indexed"] {
+            #expect(
+                lines.contains { $0.contains(phase) && $0.contains("[##############################] 100% 60000 operations") },
+                "\(phase): \(run.stdout)")
+        }
+        // Rates are operations per second of the phase so far: never the absurd figure of a phase just begun.
+        let rates = run.stdout.matches(of: /operations, ([0-9]+)\/s/).compactMap { Int($0.output.1) }
+        #expect(!rates.isEmpty && rates.allSatisfy { $0 < 100_000_000 }, "\(rates)")
+        #expect(run.stdout.contains("appended 60000 events"))
+    }
+
     @Test("import: a 3 MiB line grows the read buffer and imports; a line over 16 MiB is refused, nothing appended")
     func importLongLines() throws {
         let data = TemporaryDirectory()
