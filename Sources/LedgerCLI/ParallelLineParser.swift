@@ -76,7 +76,9 @@ private struct LineBatch: Sendable {
             var start = 0
             for (index, end) in ends.enumerated() {
                 let number = firstNumber + index
-                if let line = try OperationImport.parse(line: UnsafeBufferPointer(rebasing: bytes[start..<end]), number: number) {
+                if let line = try OperationImport.parse(
+                    line: UnsafeBufferPointer(rebasing: bytes[start..<end]), number: number)
+                {
                     parsed.append((line, number))
                 }
                 start = end

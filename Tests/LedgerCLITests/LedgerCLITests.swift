@@ -80,7 +80,8 @@ struct LedgerCLITests {
     func logAsText() throws {
         let data = TemporaryDirectory()
         defer { data.remove() }
-        let hostile = #"{"op":"register","token":"tokC","appId":"evil \u001b[31mred\u202e \"x=1\"","time":"2026-03-06T10:00:00Z"}"#
+        let hostile =
+            #"{"op":"register","token":"tokC","appId":"evil \u001b[31mred\u202e \"x=1\"","time":"2026-03-06T10:00:00Z"}"#
         #expect(try ledger("import", "-", data: data, input: operations + "\n" + hostile + "\n").status == 0)
         let json = try ledger("log", "--format", "json", data: data).stdout.split(separator: "\n")
         let text = try ledger("log", "--format", "text", data: data)
@@ -94,7 +95,8 @@ struct LedgerCLITests {
         #expect(lines[5].hasPrefix("6 2026-03-04T10:00:00.000000Z sent messageId="))
         let messageBytes = #"{"notification":{"title":"hi"}}"#.utf8.count  // the message as imported
         #expect(
-            lines[5].contains(#" condition="'news' in topics" precedence=left-to-right messageBytes=\#(messageBytes) "#))
+            lines[5].contains(#" condition="'news' in topics" precedence=left-to-right messageBytes=\#(messageBytes) "#)
+        )
         #expect(lines[6].contains(" audience ") && lines[6].contains(" sendSeq=6 recipients=1 digest="))
         #expect(lines[7].contains(" unregistered token=tokB reason=uninstalled "))
         // The hostile app id: quoted, its escape and bidi override spelled out, its quotes escaped.
@@ -108,8 +110,12 @@ struct LedgerCLITests {
     func topics() throws {
         let data = TemporaryDirectory()
         defer { data.remove() }
-        let input = ["t1", "t2", "t3"].map { #"{"op":"register","token":"\#($0)"}"# }
-            + [("sports", "t1"), ("sports", "t2"), ("sports", "t3"), ("news", "t1"), ("weather", "t2"), ("weather", "t3")]
+        let input =
+            ["t1", "t2", "t3"].map { #"{"op":"register","token":"\#($0)"}"# }
+            + [
+                ("sports", "t1"), ("sports", "t2"), ("sports", "t3"), ("news", "t1"), ("weather", "t2"),
+                ("weather", "t3"),
+            ]
             .map { #"{"op":"subscribe","token":"\#($0.1)","topic":"\#($0.0)"}"# }
             + [#"{"op":"unsubscribe","token":"t1","topic":"news"}"#]
         #expect(try ledger("import", "-", data: data, input: input.joined(separator: "\n") + "\n").status == 0)
@@ -189,7 +195,9 @@ struct LedgerCLITests {
         let lines = run.stdout.split(whereSeparator: { $0 == "\r" || $0 == "\n" })
         for phase in ["imported", "indexed"] {
             #expect(
-                lines.contains { $0.contains(phase) && $0.contains("[##############################] 100% 60000 operations") },
+                lines.contains {
+                    $0.contains(phase) && $0.contains("[##############################] 100% 60000 operations")
+                },
                 "\(phase): \(run.stdout)")
         }
         // Rates are operations per second of the phase so far: never the absurd figure of a phase just begun.
@@ -210,10 +218,12 @@ struct LedgerCLITests {
 
         let refusedData = TemporaryDirectory()
         defer { refusedData.remove() }
-        let tooLong = #"{"op":"register","token":"tokHuge","padding":""# + String(repeating: "x", count: 17 << 20) + #""}"#
+        let tooLong =
+            #"{"op":"register","token":"tokHuge","padding":""# + String(repeating: "x", count: 17 << 20) + #""}"#
         // From a file: through a pipe, the test would get SIGPIPE when ledger stops reading at line 2.
         let file = refusedData.path + "/ops.jsonl"
-        try Data((#"{"op":"register","token":"tokA"}"# + "\n" + tooLong + "\n").utf8).write(to: URL(fileURLWithPath: file))
+        try Data((#"{"op":"register","token":"tokA"}"# + "\n" + tooLong + "\n").utf8).write(
+            to: URL(fileURLWithPath: file))
         let refused = try ledger("import", file, data: refusedData)
         #expect(refused.status != 0)
         #expect(refused.stderr.contains("line 2 is longer than 16777216 bytes"), "\(refused.stderr)")
@@ -224,23 +234,8 @@ struct LedgerCLITests {
         "import into an empty ledger: a send part-way sends the file through the live writer, with the result of --incremental; a malformed line leaves an existing empty ledger empty"
     )
     func importBulkFallsBack() throws {
-        let bulk = TemporaryDirectory()
-        let incremental = TemporaryDirectory()
-        defer {
-            bulk.remove()
-            incremental.remove()
-        }
         // Five lines go in bulk before the send on line 6 makes the import start again the other way.
-        let viaBulk = try ledger("import", "-", "--format", "json", data: bulk, input: operations)
-        let viaWriter = try ledger(
-            "import", "-", "--incremental", "--format", "json", data: incremental, input: operations)
-        #expect(viaBulk.status == 0 && viaWriter.status == 0, "\(viaBulk.stderr)\(viaWriter.stderr)")
-        #expect(viaBulk.stdout == viaWriter.stdout)
-        #expect(jsonObject(Substring(viaBulk.stdout))["headSeq"] as? Int == 8)
-        #expect(
-            try ledger("topics", "--format", "json", data: bulk).stdout
-                == (try ledger("topics", "--format", "json", data: incremental).stdout))
-        #expect(try ledger("verify", data: bulk).status == 0)
+        try expectImportMatchesIncremental(operations, headSeq: 8)
 
         // An empty ledger (from an empty file), then a file whose last line is malformed: still empty.
         let empty = TemporaryDirectory()
@@ -249,8 +244,7 @@ struct LedgerCLITests {
         for input in [
             #"{"op":"register","token":"tokA"}"# + "\n" + #"{"op":"nonsense"}"#,
             operations + "\n" + #"{"op":"nonsense"}"#,
-        ]
-        {
+        ] {
             let refused = try ledger("import", "-", data: empty, input: input)
             #expect(refused.status != 0)
             #expect(refused.stderr.contains("unknown op nonsense"), "\(refused.stderr)")
@@ -275,7 +269,9 @@ struct LedgerCLITests {
         let malformed = #"{"op":"subscribe","token":"tok-1","topic":"bad topic!","time":2}"#
         let send = #"{"op":"send","topic":"topic-1","message":{"data":{"k":"v"}},"time":2}"#
         // Malformed lines in the second and the fifth batch, and in the last batch alone: the first is named.
-        for (input, named) in [(with([15_000: malformed, 38_000: malformed]), 15_000), (with([39_999: malformed]), 39_999)] {
+        for (input, named) in [
+            (with([15_000: malformed, 38_000: malformed]), 15_000), (with([39_999: malformed]), 39_999),
+        ] {
             let data = TemporaryDirectory()
             defer { data.remove() }
             let refused = try ledger("import", "-", data: data, input: input)
@@ -291,17 +287,27 @@ struct LedgerCLITests {
         #expect(refused.stderr.contains("line 38000:"), "\(refused.stderr)")
         #expect(try ledger("log", data: data).stderr.contains("no ledger for project"))
         // A send in the third batch of a valid file: the live writer's result, the same as --incremental.
+        try expectImportMatchesIncremental(with([25_000: send]), headSeq: 40_001)
+    }
+
+    /// Imports `input` into a new ledger as it comes (bulk, falling back on a send) and with `--incremental`:
+    /// both succeed with the same report, ending at `headSeq`, with the same topics, and verify.
+    private func expectImportMatchesIncremental(_ input: String, headSeq: Int) throws {
+        let bulk = TemporaryDirectory()
         let incremental = TemporaryDirectory()
-        defer { incremental.remove() }
-        let viaBulk = try ledger("import", "-", "--format", "json", data: data, input: with([25_000: send]))
-        let viaWriter = try ledger(
-            "import", "-", "--incremental", "--format", "json", data: incremental, input: with([25_000: send]))
+        defer {
+            bulk.remove()
+            incremental.remove()
+        }
+        let viaBulk = try ledger("import", "-", "--format", "json", data: bulk, input: input)
+        let viaWriter = try ledger("import", "-", "--incremental", "--format", "json", data: incremental, input: input)
         #expect(viaBulk.status == 0 && viaWriter.status == 0, "\(viaBulk.stderr)\(viaWriter.stderr)")
         #expect(viaBulk.stdout == viaWriter.stdout)
-        #expect(jsonObject(Substring(viaBulk.stdout))["headSeq"] as? Int == 40_001)
+        #expect(jsonObject(Substring(viaBulk.stdout))["headSeq"] as? Int == headSeq)
         #expect(
-            try ledger("topics", "--format", "json", data: data).stdout
+            try ledger("topics", "--format", "json", data: bulk).stdout
                 == (try ledger("topics", "--format", "json", data: incremental).stdout))
+        #expect(try ledger("verify", data: bulk).status == 0)
     }
 
     @Test("import refuses a malformed file before appending anything")
@@ -708,7 +714,9 @@ struct LedgerProofCLITests {
             }.first)
         let proof = try ledger("prove", "--message", messageID, "--config", config, "--format", "json", data: data)
         #expect(proof.status == 0, "\(proof.stderr)")
-        #expect((jsonObject(Substring(proof.stdout))["checkpoint"] as? String)?.hasPrefix("example.com/notify log\n") == true)
+        #expect(
+            (jsonObject(Substring(proof.stdout))["checkpoint"] as? String)?.hasPrefix("example.com/notify log\n")
+                == true)
         let file = data.path + "/proof.json"
         try Data(proof.stdout.utf8).write(to: URL(fileURLWithPath: file))
         #expect(try runProduct("ledger", ["verify-proof", file, "--public-key", key]).status == 0)

@@ -110,7 +110,8 @@ struct EventCodecTests {
             let topic = TopicName(trusted: "x")
             return [
                 LedgerEvent.Body.registered(token: token, platform: "", appID: ""),
-                .registered(token: token, platform: nil, appID: "a"), .registered(token: token, platform: "p", appID: nil),
+                .registered(token: token, platform: nil, appID: "a"),
+                .registered(token: token, platform: "p", appID: nil),
                 .unregistered(token: token, reason: ""), .acknowledged(token: token, through: 0),
                 .acknowledged(token: token, through: .max), .subscribed(token: token, topic: topic, via: .client),
                 .unsubscribed(
@@ -118,8 +119,11 @@ struct EventCodecTests {
             ]
         }())
     func canonicalEncoderEdges(_ body: LedgerEvent.Body) {
-        for (seq, micros, actor) in [(UInt64(0), Int64(0), ""), (.max, -1, "a"), (1, .min, String(repeating: "é", count: 70))] {
-            let event = LedgerEvent(seq: seq, time: LedgerTime(microseconds: micros), actor: actor, requestID: "", body: body)
+        for (seq, micros, actor) in [
+            (UInt64(0), Int64(0), ""), (.max, -1, "a"), (1, .min, String(repeating: "é", count: 70)),
+        ] {
+            let event = LedgerEvent(
+                seq: seq, time: LedgerTime(microseconds: micros), actor: actor, requestID: "", body: body)
             var fast: [UInt8] = []
             #expect(CanonicalEventEncoder.append(event, after: 1, to: &fast))
             #expect(fast == [1] + EventCodec.encodeWithSwiftProtobuf(event))

@@ -373,7 +373,8 @@ extension FlatJSONObject {
             let first = try readHex4()
             var scalarValue = UInt32(first)
             if (0xD800...0xDBFF).contains(first) {
-                guard bytes.count - index >= 6, bytes[index] == UInt8(ascii: "\\"), bytes[index + 1] == UInt8(ascii: "u")
+                guard bytes.count - index >= 6, bytes[index] == UInt8(ascii: "\\"),
+                    bytes[index + 1] == UInt8(ascii: "u")
                 else { throw FlatJSONError("a lone surrogate in a string", offset: escapeStart) }
                 index += 2
                 let second = try readHex4()

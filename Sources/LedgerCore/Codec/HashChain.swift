@@ -21,16 +21,22 @@ public enum HashChain {
     /// `previous` — the hash it follows — with the event's hash. The appender's path: the event is encoded
     /// after room for the hash, hashed in place, and the hash written in front; with `record` a buffer the
     /// caller empties and reuses, and `previous` uniquely held, nothing is allocated.
-    public static func appendRecord(of event: LedgerEvent, chainingFrom previous: inout [UInt8], to record: inout [UInt8]) {
+    public static func appendRecord(
+        of event: LedgerEvent, chainingFrom previous: inout [UInt8], to record: inout [UInt8]
+    ) {
         let start = record.count
         record.append(contentsOf: repeatElement(0, count: hashSize))
         EventCodec.append(event, to: &record)
         var hasher = SHA256()
         hasher.update(data: previous)
-        record.withUnsafeBytes { hasher.update(bufferPointer: UnsafeRawBufferPointer(rebasing: $0[(start + hashSize)...])) }
+        record.withUnsafeBytes {
+            hasher.update(bufferPointer: UnsafeRawBufferPointer(rebasing: $0[(start + hashSize)...]))
+        }
         let digest = hasher.finalize()
         digest.withUnsafeBytes { digest in
-            record.withUnsafeMutableBytes { ($0.baseAddress! + start).copyMemory(from: digest.baseAddress!, byteCount: hashSize) }
+            record.withUnsafeMutableBytes {
+                ($0.baseAddress! + start).copyMemory(from: digest.baseAddress!, byteCount: hashSize)
+            }
             if previous.count != hashSize { previous = [UInt8](repeating: 0, count: hashSize) }
             previous.withUnsafeMutableBytes { $0.copyMemory(from: digest) }
         }

@@ -16,13 +16,15 @@ extension LedgerBench {
         var text = ""
         text.reserveCapacity(operations * 120)
         for index in 0..<instances {
-            text += #"{"op":"register","token":"bench-\#(index)-abcdefghijklmnopqrstuvwxyz0123456789","#
+            text +=
+                #"{"op":"register","token":"bench-\#(index)-abcdefghijklmnopqrstuvwxyz0123456789","#
                 + #""platform":"ios","appId":"com.example"}"# + "\n"
         }
         for _ in instances..<operations {
             let instance = Int.random(in: 0..<instances, using: &generator)
             let topic = Int.random(in: 0..<500, using: &generator)
-            text += #"{"op":"subscribe","token":"bench-\#(instance)-abcdefghijklmnopqrstuvwxyz0123456789","#
+            text +=
+                #"{"op":"subscribe","token":"bench-\#(instance)-abcdefghijklmnopqrstuvwxyz0123456789","#
                 + #""topic":"topic-\#(topic)","via":"iid"}"# + "\n"
         }
         try Data(text.utf8).write(to: URL(fileURLWithPath: file))
