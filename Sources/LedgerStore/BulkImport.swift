@@ -5,8 +5,9 @@ import Logging
 
 /// Appends requests to an empty ledger the way `rebuild` folds: operations are decided against the
 /// projections held in memory (``BulkProjection``), each request's events go to the log alone in one
-/// durable transaction, and the projections and the Merkle tree are written once, in key order, by
-/// ``finish()``.
+/// durable transaction — encoded, chained and committed on a thread of their own (``BulkLogWriter``) while
+/// the next requests are decided — and the projections and the Merkle tree are written once, in key order,
+/// by ``finish()``.
 ///
 /// What `ledger import` uses on migration day. The live writer does five to eight B-tree puts per
 /// subscription (the log record, both directions of membership, the topic's count, the tree's nodes) into
