@@ -28,8 +28,8 @@ protocol EventSink {
 /// The live writer runs it over one write transaction (``MemoizedProjection`` and ``TransactionSink``):
 /// the log, the tree and the projections change together or not at all. A bulk import runs it over the
 /// projections in memory (``BulkImport``), whose sink keeps the decided events for its log writer, and
-/// writes the projections once at the end. It holds no state beyond its projection and sink, so a transaction that is retried (map
-/// growth) or aborted leaves nothing behind in it.
+/// writes the projections once at the end. It holds no state beyond its projection and sink, so a
+/// transaction that is retried (map growth) or aborted leaves nothing behind in it.
 struct LogAppender<Projection: AppenderProjection, Sink: EventSink> {
     let limits: LedgerLimits
     private(set) var head: LedgerHead

@@ -180,6 +180,53 @@ struct LedgerCLITests {
         #expect(try ledger("log", data: bad).stderr.contains("no ledger for project"))
     }
 
+    @Test(
+        "a bulk import killed part-way leaves whole requests in the log and refuses readers and writers; `ledger rebuild` makes it sound"
+    )
+    func importKilledPartWay() throws {
+        let data = TemporaryDirectory()
+        let input = TemporaryDirectory()
+        defer {
+            data.remove()
+            input.remove()
+        }
+        // 400,000 registrations: eight requests of 50,000 (every line appends one event), seconds of work.
+        let file = input.path + "/ops.jsonl"
+        try Data(registerAndSubscribeLines(tokens: 400_000, subscriptions: 0).joined(separator: "\n").utf8)
+            .write(to: URL(fileURLWithPath: file))
+        let process = Process()
+        process.executableURL = builtProductsDirectory().appendingPathComponent("ledger")
+        process.arguments = ["import", file, "--data", data.path]
+        process.standardOutput = FileHandle.nullDevice
+        process.standardError = FileHandle.nullDevice
+        try process.run()
+        // Killed once the log holds a request or two (the map file has grown past 12 MiB).
+        let map = data.path + "/demo-project/data.mdb"
+        let deadline = Date().addingTimeInterval(120)
+        while process.isRunning, Date() < deadline {
+            if let size = try? FileManager.default.attributesOfItem(atPath: map)[.size] as? Int, size > 12 << 20 {
+                break
+            }
+            usleep(20_000)
+        }
+        kill(process.processIdentifier, SIGKILL)
+        process.waitUntilExit()
+        #expect(process.terminationReason == .uncaughtSignal, "the import ended before it could be killed")
+
+        // Readers and writers are told to rebuild.
+        let stats = try ledger("stats", data: data)
+        #expect(stats.status != 0 && stats.stderr.contains("ledger rebuild"), "\(stats.stderr)")
+        let writer = try ledger("import", "-", data: data, input: "")
+        #expect(writer.status != 0 && writer.stderr.contains("ledger rebuild"), "\(writer.stderr)")
+        // The rebuild folds what the log holds: whole requests only, and a sound ledger.
+        let rebuilt = try ledger("rebuild", data: data)
+        #expect(rebuilt.status == 0, "\(rebuilt.stderr)")
+        let verified = try ledger("verify", data: data)
+        #expect(verified.status == 0, "\(verified.stdout)\(verified.stderr)")
+        let events = jsonObject(Substring(try ledger("stats", "--format", "json", data: data).stdout))["events"] as? Int
+        #expect(events.map { $0 > 0 && $0 < 400_000 && $0 % 50_000 == 0 } == true, "\(String(describing: events))")
+    }
+
     @Test("import on a terminal draws a progress bar per phase on standard error, with no rate before one is known")
     func importProgressOnATerminal() throws {
         let data = TemporaryDirectory()
