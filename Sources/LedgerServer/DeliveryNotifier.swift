@@ -80,9 +80,14 @@ final class DeliveryNotifier: @unchecked Sendable {
     }
 
     /// Resumes the waiters in the audiences of the pending sends, until none are pending.
+    ///
+    /// With nobody waiting the sends are dropped without computing their audiences: a device that starts
+    /// waiting later read the generation before it looked at its inbox, and either that look found the send
+    /// or the generation has moved since and its wait returns at once.
     private func dispatch() {
         while true {
             let (seqs, compute) = lock.withLock { () -> ([UInt64], (@Sendable ([UInt64]) throws -> [InstanceSet])?) in
+                if waiters.isEmpty { pending.removeAll() }
                 defer { pending.removeAll() }
                 if pending.isEmpty { dispatching = false }
                 return (pending, audiences)

@@ -67,6 +67,8 @@ public final class Ledger: Sendable {
     private let dataFile: DataFileIdentity?
     private let committer: GroupCommitter?
     private let audienceRecorder: AudienceRecorder?
+    /// Recent audiences' recipient digests, for the audience recorder and ``recordAudiences(of:time:)``.
+    private let digestMemo = LockedMemo()
     /// The writer's reference to the recorder (cleared on close: the recorder appends through the writer).
     private let recorderSlot: RecorderSlot
 
@@ -113,7 +115,8 @@ public final class Ledger: Sendable {
             fileProblem: { dataFile?.problem(at: dataPath) })
         self.committer = committer
         if options.recordsAudiences && !options.forRebuild {
-            let recorder = Self.startRecorder(storage: storage, committer: committer, logger: logger)
+            let recorder = Self.startRecorder(
+                storage: storage, committer: committer, memo: digestMemo, logger: logger)
             slot.recorder = recorder
             self.audienceRecorder = recorder
             // Sends a crash (or a rebuild) left without an audience get one now.
@@ -165,12 +168,14 @@ public final class Ledger: Sendable {
     }
 
     /// Computes each committed send's audience on its own thread and appends it through the writer.
-    private static func startRecorder(storage: LedgerStorage, committer: GroupCommitter, logger: Logger)
-        -> AudienceRecorder
-    {
+    private static func startRecorder(
+        storage: LedgerStorage, committer: GroupCommitter, memo: LockedMemo, logger: Logger
+    ) -> AudienceRecorder {
         AudienceRecorder(
             compute: { [environment = storage.environment, schema = storage.schema] sends in
-                try environment.read { try LedgerSnapshot(txn: $0, schema: schema).audienceRecords(sends) }
+                try memo.withLock { memo in
+                    try environment.read { try LedgerSnapshot(txn: $0, schema: schema).audienceRecords(sends, memo: memo) }
+                }
             },
             submit: { request in
                 let done = DispatchSemaphore(value: 0)
@@ -339,12 +344,18 @@ public final class Ledger: Sendable {
     public func recordAudiences(of receipt: WriteReceipt, time: LedgerTime?) async throws -> [OperationOutcome] {
         let sends = Self.sends(in: [.success(receipt)])
         guard !sends.isEmpty else { return [] }
-        let records = try read { try $0.audienceRecords(sends) }
+        let records = try digestMemo.withLock { memo in try read { try $0.audienceRecords(sends, memo: memo) } }
         return try await append(
             WriteRequest(
                 actor: "ledger", requestID: "audience-\(UUID().uuidString.lowercased())", time: time,
                 operations: records.map { .recordAudience($0) })
         ).outcomes
+    }
+
+    /// How many recorded audiences reused the recipient digest of an earlier send to the same target with
+    /// exactly the same members (``RecipientDigestMemo``), and how many were hashed from the tokens.
+    public var audienceDigestReuse: (reused: Int, hashed: Int) {
+        digestMemo.withLock { ($0.hits, $0.misses) }
     }
 
     /// Why this ledger can no longer be written (its data file was deleted or replaced under it), or `nil`.
@@ -424,4 +435,17 @@ private final class ReportedOnce: @unchecked Sendable {
 private final class ResultBox: @unchecked Sendable {
     // @unchecked: written before the semaphore is signalled, read after it is waited on.
     var result: Result<WriteReceipt, any Error>?
+}
+
+/// A ``RecipientDigestMemo`` behind a lock: the audience recorder's thread uses it, and so does
+/// ``Ledger/recordAudiences(of:time:)``, which any task may call (on ledgers without the recorder).
+private final class LockedMemo: @unchecked Sendable {
+    private let lock = NSLock()
+    private let memo = RecipientDigestMemo()
+
+    func withLock<R>(_ body: (RecipientDigestMemo) throws -> R) rethrows -> R {
+        lock.lock()
+        defer { lock.unlock() }
+        return try body(memo)
+    }
 }

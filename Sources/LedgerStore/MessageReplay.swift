@@ -106,15 +106,19 @@ extension LedgerSnapshot {
         try recipientTokens(audience(of: sent.target, precedence: sent.precedence, at: seq))
     }
 
-    /// The `audience` records of `sends`, each computed for the state at its send's seq.
-    func audienceRecords(_ sends: [PendingAudience]) throws -> [AudienceRecord] {
+    /// The `audience` records of `sends`, each computed for the state at its send's seq; a send whose
+    /// audience is exactly the last one `memo` saw for its target reuses that count and digest.
+    func audienceRecords(_ sends: [PendingAudience], memo: RecipientDigestMemo) throws -> [AudienceRecord] {
         try sends.map { pending in
             let (_, sent) = try sentEvent(at: pending.sendSeq)
-            let (count, digest) = try recipientDigest(
-                audience(of: sent.target, precedence: sent.precedence, at: pending.sendSeq))
+            let members = try audience(of: sent.target, precedence: sent.precedence, at: pending.sendSeq)
+            let recipients = try memo.digest(of: members, target: sent.target, precedence: sent.precedence) {
+                let (count, digest) = try recipientDigest($0)
+                return RecipientDigestMemo.Digest(count: count, digest: digest)
+            }
             return AudienceRecord(
-                messageID: pending.messageID, sendSeq: pending.sendSeq, recipientCount: UInt64(count),
-                recipientDigest: digest)
+                messageID: pending.messageID, sendSeq: pending.sendSeq, recipientCount: UInt64(recipients.count),
+                recipientDigest: recipients.digest)
         }
     }
 

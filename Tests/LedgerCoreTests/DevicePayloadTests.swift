@@ -1,6 +1,32 @@
 import Foundation
 import LedgerCore
+import LedgerTestSupport
 import Testing
+
+/// A random JSON value of at most `depth` levels: strings with escapes, slashes and non-ASCII text, integers
+/// at the edges of their types, fractions, booleans, null, arrays and objects with clashing-case keys.
+private func randomJSON(depth: Int, using generator: inout SeededGenerator) -> Any {
+    let pieces = ["a", "B", "/", "\\", "\"", "é", "日本", "\n", "\u{1F600}", "10", "2", " ", "\u{7F}", "\u{1}"]
+    func text() -> String {
+        (0..<Int.random(in: 0...6, using: &generator)).map { _ in pieces.randomElement(using: &generator)! }.joined()
+    }
+    switch Int.random(in: 0..<(depth > 0 ? 9 : 6), using: &generator) {
+    case 0: return text()
+    case 1: return [Int64.min, -1, 0, 7, Int64.max].randomElement(using: &generator)!
+    case 2: return UInt64.max
+    case 3: return [0.5, -1.25, 1e-7, 3.0e200].randomElement(using: &generator)!
+    case 4: return Bool.random(using: &generator)
+    case 5: return NSNull()
+    case 6, 7:
+        var object: [String: Any] = [:]
+        for _ in 0..<Int.random(in: 0...4, using: &generator) {
+            object[text()] = randomJSON(depth: depth - 1, using: &generator)
+        }
+        return object
+    default:
+        return (0..<Int.random(in: 0...3, using: &generator)).map { _ in randomJSON(depth: depth - 1, using: &generator) }
+    }
+}
 
 @Suite("What a device receives for a message")
 struct DevicePayloadTests {
@@ -276,5 +302,32 @@ struct PlatformPayloadTests {
             """#
         let object = try JSONSerialization.jsonObject(with: Data(accepted.utf8)) as! [String: Any]
         _ = try MessageValidation.validate(object, precedence: .standard)
+    }
+
+    @Test("the stored message is the accepted object without its name: same values, keys in code-point order")
+    func storedMessage() throws {
+        var generator = SeededGenerator(seed: 14)
+        for round in 0..<300 {
+            // Through JSON text and JSONSerialization, as a request body arrives.
+            let custom = randomJSON(depth: 3, using: &generator)
+            let input: [String: Any] = [
+                "topic": "news", "name": "projects/p/messages/1",
+                "data": ["k/1": "v/é", "Z": "\"quoted\"", "a": ""],
+                "apns": ["payload": ["aps": ["content-available": 1], "custom": custom]],
+            ]
+            let body = try JSONSerialization.data(withJSONObject: input)
+            let object = try #require(try JSONSerialization.jsonObject(with: body) as? [String: Any])
+            let message = try MessageValidation.validate(object, precedence: .standard)
+            var expected = object
+            expected["name"] = nil
+            let stored = try JSONSerialization.jsonObject(with: Data(message.json))
+            #expect(JSONValue(stored) == JSONValue(expected), "round \(round)")
+            #expect(!message.json.contains(UInt8(ascii: "\n")), "round \(round): one line")
+            // Keys in code-point order at every level: reading the text, each object's keys ascend.
+            let text = String(decoding: message.json, as: UTF8.self)
+            #expect(text.hasPrefix(#"{"apns":{"payload":{"aps":{"content-available":1},"#), "round \(round)")
+            #expect(text.contains(#""data":{"Z":"\"quoted\"","a":"","k/1":"v/é"}"#), "round \(round): \(text)")
+            #expect(text.hasSuffix(#""topic":"news"}"#), "round \(round)")
+        }
     }
 }

@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # The server's CPU time per request of two `ledger` binaries, alternately (old, new, old, new, …), each on a
 # fresh ledger with 8,000 registered devices: /healthz and per-token subscribe at 64 connections, batchAdd of
-# 1000 tokens at 8 (wrk -t1, the Lua scripts of tools/bench/wrk). CPU per request (user + system of the
-# server process, /proc/PID/stat, around each wrk run) is steadier than req/s on a shared machine.
+# 1000 tokens at 8, then topic sends at 64 to the topics batchAdd filled (wrk -t1, the Lua scripts of
+# tools/bench/wrk). CPU per request (user + system of the server process, /proc/PID/stat, from the start of
+# each wrk run until the server is idle again, so sends' queued audiences count) is steadier than req/s on a
+# shared machine.
 #   tools/bench/cpu-per-request.sh OLD_LEDGER NEW_LEDGER [ROUNDS] [SECONDS]
 set -euo pipefail
 old="${1:?usage: tools/bench/cpu-per-request.sh OLD_LEDGER NEW_LEDGER [ROUNDS] [SECONDS]}"
@@ -36,10 +38,21 @@ PY
 }
 
 cpu() { awk '{print $14 + $15}' "/proc/$server/stat"; }
+settle() { # waits until the server is idle (under 2 ticks in 0.25 s, at most 30 s): queued work counts too
+    local last now
+    last=$(cpu)
+    for _ in $(seq 120); do
+        sleep 0.25
+        now=$(cpu)
+        [ $((now - last)) -lt 2 ] && return
+        last=$now
+    done
+}
 measure() { # label, wrk arguments…: prints "label rate/s cpu µs/request"
     local before after out requests rate
     before=$(cpu)
     out=$(wrk -t1 -d"${seconds}s" "${@:2}")
+    settle
     after=$(cpu)
     if echo "$out" | grep -q "Non-2xx"; then echo "error: $1 had answers that were not 2xx" >&2; exit 1; fi
     requests=$(echo "$out" | awk '/requests in/ {print $1}')
@@ -56,6 +69,8 @@ for round in $(seq "$rounds"); do
         measure healthz -c64 "http://127.0.0.1:$port/healthz"
         measure subscribe -c64 -s "$scripts/subscribe.lua" "http://127.0.0.1:$port"
         measure batchAdd -c8 -s "$scripts/batchadd.lua" "http://127.0.0.1:$port"
+        # To the batch-* topics batchAdd just filled: each send's audience is recorded before `after` is read.
+        measure send -c64 -s "$scripts/send.lua" "http://127.0.0.1:$port"
         echo
     done
 done

@@ -33,6 +33,13 @@ public struct InstanceSet: Equatable, Sendable {
         return index < words.count && words[index] & (1 << UInt64(id & 63)) != 0
     }
 
+    /// Whether both sets hold exactly the same ids, whatever their capacities (`==` also compares those).
+    public func hasSameMembers(as other: InstanceSet) -> Bool {
+        let shared = min(words.count, other.words.count)
+        return words[..<shared].elementsEqual(other.words[..<shared])
+            && words[shared...].allSatisfy { $0 == 0 } && other.words[shared...].allSatisfy { $0 == 0 }
+    }
+
     public var count: Int { words.reduce(0) { $0 + $1.nonzeroBitCount } }
     public var isEmpty: Bool { words.allSatisfy { $0 == 0 } }
 

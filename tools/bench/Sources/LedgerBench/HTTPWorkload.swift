@@ -242,10 +242,24 @@ struct Wrk {
             .map { String($0.split(separator: " ").last ?? "") } ?? "?"
         var outcome = Outcome(requestsPerSecond: rate, p99: p99, requests: requests)
         if let serverPID, let cpuBefore, requests > 0 {
-            outcome.serverCPUMicroseconds = (cpuSeconds(of: serverPID) - cpuBefore) * 1e6 / Double(requests)
+            outcome.serverCPUMicroseconds = (settledCPUSeconds(of: serverPID) - cpuBefore) * 1e6 / Double(requests)
         }
         return outcome
     }
+}
+
+/// The CPU time of `pid` once it has gone idle (under 10 ms of CPU in 250 ms, waiting at most 30 s): work a
+/// load leaves queued when it stops — sends' audiences still to be recorded — counts toward that load, and
+/// does not run into the next one.
+func settledCPUSeconds(of pid: Int32) -> Double {
+    var last = cpuSeconds(of: pid)
+    for _ in 0..<120 {
+        Thread.sleep(forTimeInterval: 0.25)
+        let now = cpuSeconds(of: pid)
+        defer { last = now }
+        if now - last < 0.01 { return now }
+    }
+    return last
 }
 
 /// The peak anonymous memory (heap) and peak file-backed resident memory (the LMDB map's pages, the binary) of
