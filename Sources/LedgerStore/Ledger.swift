@@ -174,7 +174,9 @@ public final class Ledger: Sendable {
         AudienceRecorder(
             compute: { [environment = storage.environment, schema = storage.schema] sends in
                 try memo.withLock { memo in
-                    try environment.read { try LedgerSnapshot(txn: $0, schema: schema).audienceRecords(sends, memo: memo) }
+                    try environment.read {
+                        try LedgerSnapshot(txn: $0, schema: schema).audienceRecords(sends, memo: memo)
+                    }
                 }
             },
             submit: { request in

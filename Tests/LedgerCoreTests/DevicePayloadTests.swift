@@ -24,7 +24,8 @@ private func randomJSON(depth: Int, using generator: inout SeededGenerator) -> A
         }
         return object
     default:
-        return (0..<Int.random(in: 0...3, using: &generator)).map { _ in randomJSON(depth: depth - 1, using: &generator) }
+        let count = Int.random(in: 0...3, using: &generator)
+        return (0..<count).map { _ in randomJSON(depth: depth - 1, using: &generator) }
     }
 }
 
