@@ -103,10 +103,12 @@ public func buildRouter(
     }
     router.get("/metrics") { _, _ in
         var events: UInt64 = 0
+        var pendingAudiences = 0
         for ledger in ledgers.openLedgers().values {
             events &+= try ledger.readLog { try $0.head().seq }
+            pendingAudiences += ledger.pendingAudiences
         }
-        ledgers.metrics.recordEvents(events)
+        ledgers.metrics.recordEvents(events, pendingAudiences: pendingAudiences)
         return Response(
             status: .ok, headers: [.contentType: "text/plain; version=0.0.4; charset=utf-8"],
             body: ResponseBody(byteBuffer: ByteBuffer(bytes: ledgers.metrics.exposition())))

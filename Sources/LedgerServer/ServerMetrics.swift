@@ -56,8 +56,12 @@ public final class ServerMetrics: Sendable {
     /// Sets the events gauge (the sum of the open projects' head seqs) before a scrape. No series carries a
     /// project id: `/metrics` needs no credential, and which projects exist is never revealed to strangers.
     /// A project's own numbers are at `GET /v1/projects/{p}/metrics`, behind its admin or auditor key.
-    func recordEvents(_ total: UInt64) {
+    func recordEvents(_ total: UInt64, pendingAudiences: Int) {
         registry.makeGauge(name: "ledger_events", help: "Events in the logs of the open projects").set(Double(total))
+        registry.makeGauge(
+            name: "ledger_audiences_pending",
+            help: "Sends committed whose audience event is not recorded yet (grows while sends outpace hashing)"
+        ).set(Double(pendingAudiences))
     }
 
     /// One project's series in the Prometheus text format (for its authenticated metrics route).

@@ -55,6 +55,14 @@ final class AudienceRecorder: @unchecked Sendable {
         condition.unlock()
     }
 
+    /// Sends committed whose audience is not recorded yet: queued, or being computed and appended. It grows
+    /// when sends arrive faster than their audiences can be hashed (SHA-256 over every recipient's token).
+    var backlog: Int {
+        condition.lock()
+        defer { condition.unlock() }
+        return queue.count + inFlight
+    }
+
     /// Blocks until every queued send has been recorded (or has failed and been logged).
     func waitUntilIdle() {
         condition.lock()

@@ -354,6 +354,9 @@ public final class Ledger: Sendable {
         ).outcomes
     }
 
+    /// Sends committed whose `audience` event is not appended yet (0 without the recorder).
+    public var pendingAudiences: Int { audienceRecorder?.backlog ?? 0 }
+
     /// How many recorded audiences reused the recipient digest of an earlier send to the same target with
     /// exactly the same members (``RecipientDigestMemo``), and how many were hashed from the tokens.
     public var audienceDigestReuse: (reused: Int, hashed: Int) {

@@ -26,6 +26,8 @@ struct MetricsTests {
             #expect(text.contains("ledger_commit_duration_seconds_count 2"))
             #expect(text.contains("ledger_group_commit_requests_count 2"))
             #expect(text.contains("ledger_events 2"))
+            // The send was refused: no audience is owed.
+            #expect(text.contains("ledger_audiences_pending 0"))
             #expect(!text.contains(token))
             // Unauthenticated: no project id anywhere.
             #expect(!text.contains("demo-project"))

@@ -95,6 +95,29 @@ struct AudienceTests {
                 == "911169ddaaf146aff539f58c26c489af3b892dff0fe283c1c264c65ae5aa59a2")
     }
 
+    @Test("the digest of tokens filling several 64 KiB buffers, and of one larger than a buffer, is SHA-256 of them all")
+    func digestAcrossBuffers() throws {
+        var generator = SeededGenerator(seed: 64)
+        var tokens: [[UInt8]] = (0..<600).map { index in
+            let length = Int.random(in: 1...1200, using: &generator)
+            return Array("t\(index)-".utf8) + (0..<length).map { _ in UInt8.random(in: 0x21...0x7E, using: &generator) }
+        }
+        // Lengths that end exactly at a buffer's last byte, with and without room for the newline.
+        tokens.insert([UInt8](repeating: 0x61, count: RecipientDigest.Builder.bufferSize - 1), at: 100)
+        tokens.insert([UInt8](repeating: 0x62, count: RecipientDigest.Builder.bufferSize), at: 300)
+        tokens.insert([UInt8](repeating: 0x63, count: RecipientDigest.Builder.bufferSize + 5), at: 500)
+        var builder = RecipientDigest.Builder()
+        var whole: [UInt8] = []
+        for token in tokens {
+            token.withUnsafeBytes { builder.add(rawToken: $0) }
+            whole += token + [UInt8(ascii: "\n")]
+        }
+        #expect(whole.count > 5 * RecipientDigest.Builder.bufferSize)
+        #expect(builder.count == tokens.count)
+        // Every byte is ASCII, so the text is the bytes.
+        #expect(builder.finish().hexString == sha256Hex(String(decoding: whole, as: UTF8.self)))
+    }
+
     @Test("large audiences list tokens in byte order through the token index")
     func largeAudienceOrder() async throws {
         let directory = TemporaryDirectory()

@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
 # The server's CPU time per request of two `ledger` binaries, alternately (old, new, old, new, …), each on a
 # fresh ledger with 8,000 registered devices: /healthz and per-token subscribe at 64 connections, batchAdd of
-# 1000 tokens at 8, then topic sends at 64 to the topics batchAdd filled (wrk -t1, the Lua scripts of
-# tools/bench/wrk). CPU per request (user + system of the server process, /proc/PID/stat, from the start of
-# each wrk run until the server is idle again, so sends' queued audiences count) is steadier than req/s on a
-# shared machine.
+# 1000 tokens at 8, then topic sends at 64 to the topics batchAdd filled, then the same sends each after a
+# change of its topic's membership (wrk -t1, the Lua scripts of tools/bench/wrk). CPU per request (user +
+# system of the server process, /proc/PID/stat, from the start of each wrk run until the server is idle
+# again, so sends' queued audiences count) is steadier than req/s on a shared machine.
 #   tools/bench/cpu-per-request.sh OLD_LEDGER NEW_LEDGER [ROUNDS] [SECONDS]
 set -euo pipefail
 old="${1:?usage: tools/bench/cpu-per-request.sh OLD_LEDGER NEW_LEDGER [ROUNDS] [SECONDS]}"
@@ -71,6 +71,8 @@ for round in $(seq "$rounds"); do
         measure batchAdd -c8 -s "$scripts/batchadd.lua" "http://127.0.0.1:$port"
         # To the batch-* topics batchAdd just filled: each send's audience is recorded before `after` is read.
         measure send -c64 -s "$scripts/send.lua" "http://127.0.0.1:$port"
+        # Half sends, half one-token changes of the sent-to topics: no audience repeats (send-churn.lua).
+        measure churn -c64 -s "$scripts/send-churn.lua" "http://127.0.0.1:$port"
         echo
     done
 done
