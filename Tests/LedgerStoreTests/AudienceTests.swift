@@ -95,7 +95,7 @@ struct AudienceTests {
                 == "911169ddaaf146aff539f58c26c489af3b892dff0fe283c1c264c65ae5aa59a2")
     }
 
-    @Test("the digest of tokens filling several 64 KiB buffers, and of one larger than a buffer, is SHA-256 of them all")
+    @Test("the digest of tokens over several 64 KiB buffers, and of one longer than a buffer, is SHA-256 of them")
     func digestAcrossBuffers() throws {
         var generator = SeededGenerator(seed: 64)
         var tokens: [[UInt8]] = (0..<600).map { index in
