@@ -38,15 +38,18 @@ PY
 }
 
 cpu() { awk '{print $14 + $15}' "/proc/$server/stat"; }
-settle() { # waits until the server is idle (under 2 ticks in 0.25 s, at most 30 s): queued work counts too
+settled=0
+settle() { # waits until the server is idle (under 2 ticks in 0.25 s, at most 30 s): queued work counts too;
+    # sets $settled to the quarter-seconds it took
     local last now
     last=$(cpu)
-    for _ in $(seq 120); do
+    for settled in $(seq 0 119); do
         sleep 0.25
         now=$(cpu)
         [ $((now - last)) -lt 2 ] && return
         last=$now
     done
+    settled=120
 }
 measure() { # label, wrk arguments…: prints "label rate/s cpu µs/request"
     local before after out requests rate
@@ -57,8 +60,11 @@ measure() { # label, wrk arguments…: prints "label rate/s cpu µs/request"
     if echo "$out" | grep -q "Non-2xx"; then echo "error: $1 had answers that were not 2xx" >&2; exit 1; fi
     requests=$(echo "$out" | awk '/requests in/ {print $1}')
     rate=$(echo "$out" | awk '/Requests\/sec/ {print $2}')
-    printf "%s %s/s %s µs  " "$1" "$rate" \
+    printf "%s %s/s %s µs" "$1" "$rate" \
         "$(python3 -c "import os; print(round(($after - $before) / os.sysconf('SC_CLK_TCK') * 1e6 / $requests))")"
+    # Work left queued when wrk stopped: how long the server took to go idle (capped at 30 s).
+    if [ "$settled" -ge 2 ]; then printf " (idle %ss later%s)" "$((settled / 4))" "$([ "$settled" -ge 120 ] && echo ", capped")"; fi
+    printf "  "
 }
 
 for round in $(seq "$rounds"); do
