@@ -54,7 +54,8 @@ extension LedgerCommand {
                 for entry in topics {
                     let count = String(entry.subscribers)
                     output.write {
-                        $0 += (String(repeating: " ", count: width - count.count) + count + "  " + entry.topic.rawValue)
+                        $0 +=
+                            (String(repeating: " ", count: width - count.count) + count + "  " + entry.topic.rawValue)
                             .utf8
                     }
                 }

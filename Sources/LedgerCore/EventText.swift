@@ -49,9 +49,11 @@ public enum EventText {
     /// in double quotes, with `\"` and `\\`, printable letters of any script kept, and `\u{…}` for every
     /// control, separator or format scalar (bidi overrides included).
     public static func quoted(_ value: String) -> String {
-        let plain = !value.isEmpty && value.unicodeScalars.allSatisfy { scalar in
-            scalar.value > 0x20 && scalar.value < 0x7F && !"\"\\=".unicodeScalars.contains(scalar)
-        }
+        let plain =
+            !value.isEmpty
+            && value.unicodeScalars.allSatisfy { scalar in
+                scalar.value > 0x20 && scalar.value < 0x7F && !"\"\\=".unicodeScalars.contains(scalar)
+            }
         if plain { return value }
         var out = "\""
         for scalar in value.unicodeScalars {
@@ -60,7 +62,8 @@ public enum EventText {
             case "\\": out += "\\\\"
             case " ", "=": out.unicodeScalars.append(scalar)
             case _ where scalar.value >= 0x20 && scalar.value < 0x7F: out.unicodeScalars.append(scalar)
-            case _ where scalar.value > 0x9F && scalar.properties.generalCategory != .format
+            case _
+            where scalar.value > 0x9F && scalar.properties.generalCategory != .format
                 && scalar.properties.generalCategory != .lineSeparator
                 && scalar.properties.generalCategory != .paragraphSeparator:
                 // Printable non-ASCII (names in other scripts) stays readable.

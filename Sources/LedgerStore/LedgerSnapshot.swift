@@ -206,7 +206,8 @@ public struct LedgerSnapshot {
         try txn.withCursor(schema.topicNames) { cursor in
             try cursor.forEach { entry in
                 let name = TopicName(trusted: String(decoding: entry.value, as: UTF8.self))
-                result.append(TopicCount(topic: name, subscribers: try subscriberCount(of: entry.key.loadBigEndianUInt32())))
+                result.append(
+                    TopicCount(topic: name, subscribers: try subscriberCount(of: entry.key.loadBigEndianUInt32())))
                 return true
             }
         }

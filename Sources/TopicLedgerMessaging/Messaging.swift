@@ -307,7 +307,8 @@ public final class Messaging: @unchecked Sendable {
                     failures += 1
                 } else if error.isRetryable {
                     do {
-                        try await sleep(seconds: configuration.retry.delay(afterFailure: failures, retryAfter: error.retryAfter))
+                        try await sleep(
+                            seconds: configuration.retry.delay(afterFailure: failures, retryAfter: error.retryAfter))
                     } catch {
                         return
                     }
@@ -351,7 +352,11 @@ public final class Messaging: @unchecked Sendable {
             var next = state
             next.pending.removeAll { $0.id == operation.id }
             if error != nil, !next.pending.contains(where: { $0.topic == operation.topic }) {
-                if operation.action == .subscribe { next.topics.remove(operation.topic) } else { next.topics.insert(operation.topic) }
+                if operation.action == .subscribe {
+                    next.topics.remove(operation.topic)
+                } else {
+                    next.topics.insert(operation.topic)
+                }
             }
             // If the store cannot be written, the operation is sent again by the next launch: harmless, both
             // are idempotent on the server.
@@ -407,7 +412,8 @@ public final class Messaging: @unchecked Sendable {
     /// token has no subscriptions, so the unsubscribes are done and the wanted topics are re-applied), and the
     /// observers hear of it.
     private func adopt(_ token: String) {
-        let (done, observers) = lock.locked { () -> ([@Sendable (MessagingError?) -> Void], [AsyncStream<String>.Continuation]) in
+        let (done, observers) = lock.locked {
+            () -> ([@Sendable (MessagingError?) -> Void], [AsyncStream<String>.Continuation]) in
             registration = nil
             guard !isClosed else { return ([], []) }
             var next = state
@@ -418,7 +424,9 @@ public final class Messaging: @unchecked Sendable {
             let wanted = next.topics
             var covered: Set<String> = []
             for operation in next.pending {
-                if operation.action == .subscribe, wanted.contains(operation.topic), covered.insert(operation.topic).inserted {
+                if operation.action == .subscribe, wanted.contains(operation.topic),
+                    covered.insert(operation.topic).inserted
+                {
                     kept.append(operation)
                 } else {
                     done += waiters.removeValue(forKey: operation.id) ?? []

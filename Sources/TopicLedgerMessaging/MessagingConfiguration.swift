@@ -56,7 +56,10 @@ public struct MessagingConfiguration: Sendable {
         let base =
             FileManager.default.urls(for: .applicationSupportDirectory, in: .userDomainMask).first
             ?? FileManager.default.temporaryDirectory
-        let safe = String(projectID.unicodeScalars.map { $0.properties.isAlphabetic || ("0"..."9").contains($0) ? Character($0) : "_" })
+        let safe = String(
+            projectID.unicodeScalars.map {
+                $0.properties.isAlphabetic || ("0"..."9").contains($0) ? Character($0) : "_"
+            })
         return base.appendingPathComponent("TopicLedgerMessaging", isDirectory: true)
             .appendingPathComponent("\(safe).json")
     }

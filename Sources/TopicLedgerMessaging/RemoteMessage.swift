@@ -23,8 +23,10 @@ public struct RemoteMessage: Sendable, Hashable, Encodable {
     public internal(set) var registrationToken = ""
 
     /// The keys the iOS payload carries for FCM itself, not for the app.
-    private static let reservedKeys: Set = ["aps", "from", "gcm.message_id", "fcm_options", "notification",
-        "data", "messageId", "collapseKey", "priority", "ttl", "fcmOptions"]
+    private static let reservedKeys: Set = [
+        "aps", "from", "gcm.message_id", "fcm_options", "notification",
+        "data", "messageId", "collapseKey", "priority", "ttl", "fcmOptions",
+    ]
 
     /// The app's own string keys: `data` (Android and web) or the top-level keys of the iOS payload.
     public var appData: [String: String] {

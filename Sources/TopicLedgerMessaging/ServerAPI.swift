@@ -39,7 +39,8 @@ struct ServerAPI: Sendable {
     /// Unsubscribes the device; not subscribed counts as done (`allowMissing`).
     func unsubscribe(_ token: String, from topic: String) async throws(MessagingError) {
         _ = try await call(
-            "DELETE", registrations: "/\(escaped(token))/topicSubscriptions/\(Topic.percentEncoded(topic))?allowMissing=true")
+            "DELETE",
+            registrations: "/\(escaped(token))/topicSubscriptions/\(Topic.percentEncoded(topic))?allowMissing=true")
     }
 
     /// `DELETE …/registrations/{token}`.
@@ -52,7 +53,8 @@ struct ServerAPI: Sendable {
     func poll(_ token: String, after: String?, wait: Int) async throws(MessagingError) -> PollPage {
         var query = "?waitSeconds=\(wait)"
         if let after { query += "&after=\(after)" }
-        let data = try await call("GET", registrations: "/\(escaped(token))/messages\(query)", timeout: Double(wait) + 30)
+        let data = try await call(
+            "GET", registrations: "/\(escaped(token))/messages\(query)", timeout: Double(wait) + 30)
         do {
             return try PollPage(data)
         } catch {
@@ -86,7 +88,8 @@ struct ServerAPI: Sendable {
 
     private func request(_ method: String, registrations path: String) -> URLRequest {
         let project = configuration.projectID.addingPercentEncoding(withAllowedCharacters: Self.unreserved) ?? ""
-        let base = configuration.serverURL.absoluteString.hasSuffix("/")
+        let base =
+            configuration.serverURL.absoluteString.hasSuffix("/")
             ? String(configuration.serverURL.absoluteString.dropLast()) : configuration.serverURL.absoluteString
         // The path is assembled from escaped pieces; URL(string:) only fails on a server URL that was not one.
         let url = URL(string: "\(base)/v1/projects/\(project)/registrations\(path)") ?? configuration.serverURL

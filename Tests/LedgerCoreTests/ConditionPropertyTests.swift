@@ -48,10 +48,12 @@ struct ConditionPropertyTests {
             }
             let all = set.ids
             let after: InstanceID? =
-                Bool.random(using: &generator) ? nil : InstanceID(Int.random(in: 0..<set.capacity + 70, using: &generator))
+                Bool.random(using: &generator)
+                ? nil : InstanceID(Int.random(in: 0..<set.capacity + 70, using: &generator))
             let limit = Int.random(in: 0...40, using: &generator)
             let expected = Array(all.filter { after == nil || $0 > after! }.prefix(limit))
-            #expect(set.ids(after: after, limit: limit) == expected, "after \(String(describing: after)) limit \(limit)")
+            #expect(
+                set.ids(after: after, limit: limit) == expected, "after \(String(describing: after)) limit \(limit)")
         }
     }
 

@@ -15,7 +15,8 @@ struct FlatJSONObjectTests {
             let flat = try? bytes.withUnsafeBufferPointer { try FlatJSONObject(parsing: $0) }
             let foundation = try? JSONSerialization.jsonObject(with: Data(bytes)) as? [String: Any]
             guard let flat, let foundation else {
-                Issue.record("one reader refused valid JSON: flat \(flat != nil), foundation \(foundation != nil): \(text)")
+                Issue.record(
+                    "one reader refused valid JSON: flat \(flat != nil), foundation \(foundation != nil): \(text)")
                 return
             }
             #expect(Set(flat.members.map(\.name)) == Set(foundation.keys), "\(text)")
@@ -87,7 +88,9 @@ struct FlatJSONObjectTests {
                 flat == nil && decoded != nil
                 && (Self.hasTrailingComma(bytes) || text.contains(/[0-9][eE][+-]?[0-9]{4,}/)
                     || (try? JSONSerialization.jsonObject(with: Data(bytes))) == nil)
-            #expect(flat == decoded || lenient, "flat \(String(describing: flat)), decoder \(String(describing: decoded)): \(text)")
+            #expect(
+                flat == decoded || lenient,
+                "flat \(String(describing: flat)), decoder \(String(describing: decoded)): \(text)")
             if !mutated && wellFormed { #expect(flat != nil, "\(text)") }
         }
     }
@@ -104,8 +107,10 @@ struct FlatJSONObjectTests {
         }
         let key = Bool.random(using: &generator) ? "registration_tokens" : "registrationTokens"
         let oddTokens = Int.random(in: 0..<10, using: &generator) == 0
-        members.append("\"\(key)\":" + (oddTokens
-            ? randomValue(depth: 1, using: &generator) : "[" + tokens.joined(separator: ",") + "]"))
+        members.append(
+            "\"\(key)\":"
+                + (oddTokens
+                    ? randomValue(depth: 1, using: &generator) : "[" + tokens.joined(separator: ",") + "]"))
         for _ in 0..<Int.random(in: 0...2, using: &generator) {
             members.append(#""x"# + String(members.count) + #"":"# + randomValue(depth: 1, using: &generator))
         }
@@ -171,7 +176,13 @@ struct FlatJSONObjectTests {
         var afterComma = false
         for byte in bytes {
             if inString {
-                if escaped { escaped = false } else if byte == UInt8(ascii: "\\") { escaped = true } else if byte == 0x22 { inString = false }
+                if escaped {
+                    escaped = false
+                } else if byte == UInt8(ascii: "\\") {
+                    escaped = true
+                } else if byte == 0x22 {
+                    inString = false
+                }
                 continue
             }
             switch byte {
@@ -196,8 +207,12 @@ struct FlatJSONObjectTests {
     private func randomValue(depth: Int, using generator: inout SeededGenerator) -> String {
         switch Int.random(in: 0..<(depth > 3 ? 5 : 8), using: &generator) {
         case 0: return randomString(using: &generator)
-        case 1: return String(Int64.random(in: Int64.min...Int64.max, using: &generator) >> Int64.random(in: 0...63, using: &generator))
-        case 2: return ["0", "-0", "1.5", "-2e3", "3E-2", "18446744073709551616", "0.0"].randomElement(using: &generator)!
+        case 1:
+            return String(
+                Int64.random(in: Int64.min...Int64.max, using: &generator)
+                    >> Int64.random(in: 0...63, using: &generator))
+        case 2:
+            return ["0", "-0", "1.5", "-2e3", "3E-2", "18446744073709551616", "0.0"].randomElement(using: &generator)!
         case 3: return ["true", "false", "null"].randomElement(using: &generator)!
         case 4:
             let elements = (0..<Int.random(in: 0...4, using: &generator)).map { _ in
@@ -207,9 +222,10 @@ struct FlatJSONObjectTests {
             return "[" + elements.joined(separator: ",") + "]"
         case 5: return randomObject(depth: depth, using: &generator)
         default:
-            return "[" + (0..<Int.random(in: 0...3, using: &generator)).map { _ in
-                randomValue(depth: depth + 1, using: &generator)
-            }.joined(separator: ", ") + "]"
+            return "["
+                + (0..<Int.random(in: 0...3, using: &generator)).map { _ in
+                    randomValue(depth: depth + 1, using: &generator)
+                }.joined(separator: ", ") + "]"
         }
     }
 

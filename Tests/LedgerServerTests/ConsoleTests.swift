@@ -23,7 +23,9 @@ struct ConsoleTests {
         try await client.call(.get, uri, headers: [.cookie: cookie])
     }
 
-    @Test("the auditor and admin keys sign in to an HttpOnly, SameSite=Strict session; a device key and a wrong key do not")
+    @Test(
+        "the auditor and admin keys sign in to an HttpOnly, SameSite=Strict session; a device key and a wrong key do not"
+    )
     func signIn() async throws {
         try await TestServer().run { client in
             let unsigned = try await client.call(.get, "/console", headers: [:])
@@ -66,7 +68,9 @@ struct ConsoleTests {
         }
     }
 
-    @Test("a condition message's page shows the recipients of its send time, the matching digests and acknowledgements; its CSV is ledger replay's")
+    @Test(
+        "a condition message's page shows the recipients of its send time, the matching digests and acknowledgements; its CSV is ledger replay's"
+    )
     func messagePage() async throws {
         let server = TestServer()
         try await server.run { client in
@@ -85,14 +89,17 @@ struct ConsoleTests {
             try await batch("batchAdd", "C", [tokens[1]])
             let sent = try await client.call(
                 .post, "/v1/projects/demo-project/messages:send", headers: admin,
-                body: #"{"message":{"condition":"'A' in topics && ('B' in topics || 'C' in topics)","data":{"note":"<script>alert(1)</script>"}}}"#)
+                body:
+                    #"{"message":{"condition":"'A' in topics && ('B' in topics || 'C' in topics)","data":{"note":"<script>alert(1)</script>"}}}"#
+            )
             let id = try #require((sent.json["name"] as? String)?.split(separator: "/").last.map(String.init))
             // Later changes: the third device joins B, the first leaves A. The page must not follow them.
             try await batch("batchAdd", "B", [tokens[2]])
             try await batch("batchRemove", "A", [tokens[0]])
             // The first device acknowledges everything it has.
             let inbox = try await client.call(
-                .get, "/v1/projects/demo-project/registrations/\(tokens[0])/messages", headers: TestServer.Client.device)
+                .get, "/v1/projects/demo-project/registrations/\(tokens[0])/messages", headers: TestServer.Client.device
+            )
             let cursor = try #require(inbox.json["cursor"] as? String)
             _ = try await client.call(
                 .post, "/v1/projects/demo-project/registrations/\(tokens[0])/messages:ack",
@@ -148,7 +155,8 @@ struct ConsoleTests {
             #expect(Self.nextLink(second.text) == nil)
 
             let odd = try await Self.get(client, "/console/messages?target=odd", cookie: cookie!)
-            #expect(Self.messageIDs(odd.text) == ids.enumerated().filter { $0.offset % 2 == 1 }.map(\.element).reversed())
+            #expect(
+                Self.messageIDs(odd.text) == ids.enumerated().filter { $0.offset % 2 == 1 }.map(\.element).reversed())
             let future = try await Self.get(client, "/console/messages?from=2999-01-01", cookie: cookie!)
             #expect(Self.messageIDs(future.text).isEmpty && future.text.contains("No messages here."))
             let bad = try await Self.get(client, "/console/messages?from=yesterday", cookie: cookie!)
@@ -156,7 +164,8 @@ struct ConsoleTests {
         }
     }
 
-    @Test("a device page: a hostile app id as text, topics at a past time, its history, deliveries and acknowledgements")
+    @Test(
+        "a device page: a hostile app id as text, topics at a past time, its history, deliveries and acknowledgements")
     func devicePage() async throws {
         try await TestServer().run { client in
             let hostile = "<script>alert(1)</script>"
@@ -200,7 +209,9 @@ struct ConsoleTests {
         }
     }
 
-    @Test("topics sort by name or subscribers; a topic's members page through registration order at any time, with its chart")
+    @Test(
+        "topics sort by name or subscribers; a topic's members page through registration order at any time, with its chart"
+    )
     func topicPages() async throws {
         let server = TestServer { $0.registrationsPerSecond = 10_000 }
         try await server.run { client in

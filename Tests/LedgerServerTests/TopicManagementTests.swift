@@ -131,8 +131,11 @@ struct TopicManagementTests {
                 var pageToken: String?
                 repeat {
                     let reply = try await client.call(
-                        .get, "/v1/projects/demo-project/topics?pageSize=2\(query)"
-                            + (pageToken.map { "&pageToken=\($0.addingPercentEncoding(withAllowedCharacters: .alphanumerics)!)" } ?? ""),
+                        .get,
+                        "/v1/projects/demo-project/topics?pageSize=2\(query)"
+                            + (pageToken.map {
+                                "&pageToken=\($0.addingPercentEncoding(withAllowedCharacters: .alphanumerics)!)"
+                            } ?? ""),
                         headers: TestServer.Client.auditor)
                     #expect(reply.status == .ok, "\(reply.text)")
                     let page = reply.json["topics"] as? [[String: Any]] ?? []

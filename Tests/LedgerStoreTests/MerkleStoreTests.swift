@@ -16,7 +16,8 @@ struct MerkleStoreTests {
         while try ledger.readLog({ try $0.head().seq }) < events {
             request += 1
             let operations = (0..<200).map { _ in history.operation(using: &generator) }
-            _ = try await ledger.append(WriteRequest(actor: "test", requestID: "fill-\(request)", operations: operations))
+            _ = try await ledger.append(
+                WriteRequest(actor: "test", requestID: "fill-\(request)", operations: operations))
         }
         ledger.waitForAudiences()
         return ledger

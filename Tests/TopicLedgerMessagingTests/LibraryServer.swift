@@ -58,16 +58,22 @@ struct LibraryServer {
             _ method: HTTPRequest.Method, _ uri: String, key: String? = nil, body: String? = nil
         ) async throws -> (status: HTTPResponse.Status, json: [String: Any]) {
             var headers: HTTPFields = [.contentType: "application/json"]
-            if let key { headers[HTTPField.Name("x-goog-api-key")!] = key } else { headers[.authorization] = "Bearer owner" }
+            if let key {
+                headers[HTTPField.Name("x-goog-api-key")!] = key
+            } else {
+                headers[.authorization] = "Bearer owner"
+            }
             let response = try await client.executeRequest(
                 uri: uri, method: method, headers: headers, body: body.map { ByteBuffer(string: $0) })
-            let json = (try? JSONSerialization.jsonObject(with: Data(response.body.readableBytesView))) as? [String: Any]
+            let json =
+                (try? JSONSerialization.jsonObject(with: Data(response.body.readableBytesView))) as? [String: Any]
             return (response.status, json ?? [:])
         }
 
         /// Sends `message` (the inside of `{"message":…}`); returns its message id.
         func send(_ message: String) async throws -> String {
-            let reply = try await call(.post, "/v1/projects/demo-project/messages:send", body: #"{"message":\#(message)}"#)
+            let reply = try await call(
+                .post, "/v1/projects/demo-project/messages:send", body: #"{"message":\#(message)}"#)
             let name = try #require(reply.json["name"] as? String, "send answered \(reply.status)")
             return String(name.split(separator: "/").last!)
         }

@@ -21,7 +21,9 @@ struct MessageDeliveryTests {
             try await messaging.subscribe(toTopic: "news")
             var sent: [String] = []
             for index in 0..<3 {
-                sent.append(try await admin.send(#"{"topic":"news","data":{"n":"\#(index)","pad":"\#(String(repeating: "x", count: 200))"}}"#))
+                sent.append(
+                    try await admin.send(
+                        #"{"topic":"news","data":{"n":"\#(index)","pad":"\#(String(repeating: "x", count: 200))"}}"#))
             }
             // The first stream's body: "retry: 1000\n\n" (13 bytes), then the first event and half of the second.
             let token = try #require(messaging.registrationToken)
@@ -127,10 +129,12 @@ struct MessageDeliveryTests {
     func androidShape() async throws {
         let server = LibraryServer()
         try await server.run { admin in
-            let messaging = try Messaging(configuration: server.messagingConfiguration(platform: .android, port: admin.port))
+            let messaging = try Messaging(
+                configuration: server.messagingConfiguration(platform: .android, port: admin.port))
             try await messaging.subscribe(toTopic: "news")
             let id = try await admin.send(
-                #"{"topic":"news","notification":{"title":"T"},"data":{"k":"v"},"android":{"notification":{"channel_id":"c"}}}"#)
+                #"{"topic":"news","notification":{"title":"T"},"data":{"k":"v"},"android":{"notification":{"channel_id":"c"}}}"#
+            )
             var iterator = messaging.messages().makeAsyncIterator()
             let message = try #require(try await iterator.next())
             #expect(message.messageID == id)
@@ -143,10 +147,13 @@ struct MessageDeliveryTests {
 
 @Suite("Server-Sent Events parser")
 struct ServerSentEventParserTests {
-    @Test("events split at blank lines in any line ending; comments and unknown fields ignored; a cut event never dispatched")
+    @Test(
+        "events split at blank lines in any line ending; comments and unknown fields ignored; a cut event never dispatched"
+    )
     func parses() throws {
         var parser = ServerSentEventParser()
-        let text = "retry: 1000\n\n: keep-alive\n\nid: 7\r\nevent: message\r\ndata: {\"a\":1}\r\n\r\nid: 8\rdata: x\rdata: y\r\rid: 9\ndata: cut"
+        let text =
+            "retry: 1000\n\n: keep-alive\n\nid: 7\r\nevent: message\r\ndata: {\"a\":1}\r\n\r\nid: 8\rdata: x\rdata: y\r\rid: 9\ndata: cut"
         var events: [ServerSentEvent] = []
         // Byte by byte: a chunk boundary can fall anywhere, CRLF included.
         for byte in Array(text.utf8) { events += try parser.feed([byte]) }

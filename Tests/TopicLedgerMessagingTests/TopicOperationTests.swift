@@ -10,7 +10,8 @@ struct TopicOperationTests {
     func queuedBeforeToken() async throws {
         let server = LibraryServer()
         try await server.run { admin in
-            let messaging = try Messaging(configuration: server.messagingConfiguration(autoInit: false, port: admin.port))
+            let messaging = try Messaging(
+                configuration: server.messagingConfiguration(autoInit: false, port: admin.port))
             let subscribed = Task { try await messaging.subscribe(toTopic: "/topics/weather") }
             #expect(await eventually { messaging.pendingTopicOperations.count == 1 })
             try await Task.sleep(for: .milliseconds(200))
@@ -170,7 +171,8 @@ struct TopicOperationTests {
         }
     }
 
-    @Test("errors arrive typed: a wrong key, too many topics; a refused subscribe leaves the wanted topics as they were")
+    @Test(
+        "errors arrive typed: a wrong key, too many topics; a refused subscribe leaves the wanted topics as they were")
     func typedErrors() async throws {
         let server = LibraryServer { $0.limits.maximumTopicsPerInstance = 2 }
         try await server.run { admin in

@@ -152,7 +152,9 @@ struct DeviceClient: AsyncParsableCommand {
         @Option(help: "Seconds to wait for the server before leaving the rest pending.") var timeout = 30.0
 
         func run() async throws {
-            try await change(topics, on: device, within: timeout, "subscribing to") { try await $0.subscribe(toTopic: $1) }
+            try await change(topics, on: device, within: timeout, "subscribing to") {
+                try await $0.subscribe(toTopic: $1)
+            }
         }
     }
 

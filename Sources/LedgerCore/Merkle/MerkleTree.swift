@@ -31,7 +31,8 @@ public enum MerkleHash {
 
     /// `SHA-256(prefix ‖ first ‖ second)`.
     private static func hash(
-        prefix: UInt8, _ first: UnsafeRawBufferPointer, _ second: UnsafeRawBufferPointer = UnsafeRawBufferPointer(
+        prefix: UInt8, _ first: UnsafeRawBufferPointer,
+        _ second: UnsafeRawBufferPointer = UnsafeRawBufferPointer(
             start: nil, count: 0)
     ) -> SHA256Digest {
         withUnsafeTemporaryAllocation(byteCount: 1 + first.count + second.count, alignment: 1) { buffer in

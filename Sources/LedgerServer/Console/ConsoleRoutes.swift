@@ -80,7 +80,8 @@ struct ConsoleRoutes {
         let id = sessions.open(project: grant.project, role: grant.role)
         var response = redirect(to: "/console")
         let maxAge = Int(ConsoleSessions.lifetime.components.seconds)
-        response.headers[.setCookie] = "\(Self.cookie)=\(id); Path=/console; Max-Age=\(maxAge); HttpOnly; SameSite=Strict"
+        response.headers[.setCookie] =
+            "\(Self.cookie)=\(id); Path=/console; Max-Age=\(maxAge); HttpOnly; SameSite=Strict"
         return response
     }
 
@@ -130,9 +131,10 @@ struct ConsoleRoutes {
         model["subscriptions"] = statistics.subscriptions
         model["messages"] = statistics.messages
         // The last checkpoint the server signed, read from the kept list; never a new key or signature.
-        if let project = session(request)?.session.project, let keeper = try? CheckpointKeeper.open(
-            dataDirectory: server.configuration.dataDirectory, project: project,
-            settings: server.configuration.checkpoints[project] ?? CheckpointSettings(), create: false),
+        if let project = session(request)?.session.project,
+            let keeper = try? CheckpointKeeper.open(
+                dataDirectory: server.configuration.dataDirectory, project: project,
+                settings: server.configuration.checkpoints[project] ?? CheckpointSettings(), create: false),
             let last = try keeper.kept().last
         {
             model["checkpoint"] = ["size": last.size, "note": last.note] as [String: Any]

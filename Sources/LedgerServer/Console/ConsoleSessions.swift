@@ -28,7 +28,9 @@ final class ConsoleSessions: @unchecked Sendable {
         lock.lock()
         defer { lock.unlock() }
         sessions = sessions.filter { $0.value.expires > now }
-        if sessions.count >= Self.maximumSessions, let oldest = sessions.min(by: { $0.value.expires < $1.value.expires }) {
+        if sessions.count >= Self.maximumSessions,
+            let oldest = sessions.min(by: { $0.value.expires < $1.value.expires })
+        {
             sessions.removeValue(forKey: oldest.key)
         }
         sessions[id] = Session(project: project, role: role, expires: now + Self.lifetime)

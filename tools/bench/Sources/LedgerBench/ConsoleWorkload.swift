@@ -32,7 +32,8 @@ struct ConsoleWorkload {
         configuration.redirectConfiguration = .disallow  // sign-in answers 303 with the cookie
         let client = HTTPClient(eventLoopGroupProvider: .singleton, configuration: configuration)
         do {
-            let results = try await measure(client, port: port, head: head, someToken: someToken, buildSeconds: buildSeconds)
+            let results = try await measure(
+                client, port: port, head: head, someToken: someToken, buildSeconds: buildSeconds)
             try await client.shutdown()
             return results
         } catch {
@@ -49,7 +50,10 @@ struct ConsoleWorkload {
         let cookie = try await signIn(client, base)
         let health = try await timings(client, base + "/healthz", cookie: nil, runs: 20)
         let pages: [(String, String)] = [
-            ("topic page: members 1–100 of \(instances) and the chart of \(instances) changes", "/console/topics/everyone"),
+            (
+                "topic page: members 1–100 of \(instances) and the chart of \(instances) changes",
+                "/console/topics/everyone"
+            ),
             ("topic page: members from the middle", "/console/topics/everyone?after=\(instances / 2)"),
             ("log: first page of \(head) events", "/console/log"),
             ("log: last page", "/console/log?from=\(head - 49)"),
@@ -103,7 +107,8 @@ struct ConsoleWorkload {
             let operations: [LedgerOperation] = tokens[start..<start + count].map {
                 subscribe ? .subscribe($0, topic, via: .iid) : .unsubscribe($0, topic, via: .iid)
             }
-            _ = try await ledger.append(WriteRequest(actor: "bench", requestID: "churn-\(round)", operations: operations))
+            _ = try await ledger.append(
+                WriteRequest(actor: "bench", requestID: "churn-\(round)", operations: operations))
             written += count
             round += 1
         }
