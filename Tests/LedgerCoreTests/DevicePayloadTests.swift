@@ -314,7 +314,7 @@ struct PlatformPayloadTests {
             let input: [String: Any] = [
                 "topic": "news", "name": "projects/p/messages/1",
                 "data": ["k/1": "v/é", "Z": "\"quoted\"", "a": ""],
-                "apns": ["payload": ["aps": ["content-available": 1], "custom": custom]],
+                "apns": ["payload": ["aps": ["content-available": 1], "custom": custom, "z-flag": true, "z-num": 1.5]],
             ]
             let body = try JSONSerialization.data(withJSONObject: input)
             let object = try #require(try JSONSerialization.jsonObject(with: body) as? [String: Any])
@@ -329,6 +329,9 @@ struct PlatformPayloadTests {
             #expect(text.hasPrefix(#"{"apns":{"payload":{"aps":{"content-available":1},"#), "round \(round)")
             #expect(text.contains(#""data":{"Z":"\"quoted\"","a":"","k/1":"v/é"}"#), "round \(round): \(text)")
             #expect(text.hasSuffix(#""topic":"news"}"#), "round \(round)")
+            // Booleans stay booleans and fractions fractions (the comparison above would not see `true`
+            // turned into 1 on both sides).
+            #expect(text.contains(#","z-flag":true,"z-num":1.5}}"#), "round \(round): \(text)")
         }
     }
 }
