@@ -12,7 +12,8 @@ import LedgerCore
 ///
 /// Entries are evicted least recently used once the remembered sets exceed `byteBudget`.
 ///
-/// - Note: Not thread-safe; the audience recorder owns one and uses it from its own thread.
+/// - Note: Not thread-safe; `Ledger` keeps one behind a lock for its audience recorder and
+///   ``Ledger/recordAudiences(of:time:)``.
 final class RecipientDigestMemo {
     /// What an `audience` event records for one member set.
     struct Digest: Equatable {

@@ -77,7 +77,7 @@ for round in $(seq "$rounds"); do
         measure batchAdd -c8 -s "$scripts/batchadd.lua" "http://127.0.0.1:$port"
         # To the batch-* topics batchAdd just filled: each send's audience is recorded before `after` is read.
         measure send -c64 -s "$scripts/send.lua" "http://127.0.0.1:$port"
-        # Half sends, half one-token changes of the sent-to topics: no audience repeats (send-churn.lua).
+        # Half sends, half one-token changes of the sent-to topics: audiences almost never repeat (send-churn.lua).
         measure churn -c64 -s "$scripts/send-churn.lua" "http://127.0.0.1:$port"
         echo
     done

@@ -1,7 +1,7 @@
 -- Topic sends to audiences that keep changing: over the batchadd topics, each send follows a change of its
--- topic's membership (one token removed or added back by a one-token batchRemove or batchAdd), so no send's
--- audience repeats the last one of its topic and every audience's recipient digest is hashed from the
--- tokens. Half the requests are sends, half membership changes.
+-- topic's membership (one token removed or added back by a one-token batchRemove or batchAdd), so a send's
+-- audience almost never equals the last one of its topic (64 connections may reorder a change and the send
+-- after it) and its recipient digest is hashed from the tokens. Half the requests are sends, half changes.
 package.path = debug.getinfo(1, "S").source:match("@(.*/)") .. "?.lua;" .. package.path
 local common = require("common")
 local tokens = common.tokens()
