@@ -58,15 +58,15 @@ struct MessageRoutes {
     private func send(_ request: Request, _ context: LedgerRequestContext) async throws -> Response {
         let caller = try context.requireCaller()
         let project = caller.project
-        let body = try await JSONBody.object(request, limit: server.configuration.maximumBodyBytes)
+        let body = try await JSONBody.parsedObject(request, limit: server.configuration.maximumBodyBytes)
         for key in body.keys where !["message", "validate_only", "validateOnly"].contains(key) {
             throw FCMError.invalidArgument("Unknown field \"\(key)\" in the request.", field: key)
         }
-        guard let message = body["message"] as? [String: Any] else {
+        guard let message = body["message"]?.object else {
             throw FCMError.invalidArgument("message is required and must be an object", field: "message")
         }
-        let validateOnlyValue = JSONBody.value(body, "validateOnly", "validate_only")
-        if let value = validateOnlyValue, !(value is Bool) {
+        let validateOnlyValue = body["validateOnly"] ?? body["validate_only"]
+        if let value = validateOnlyValue, !value.isBoolean {
             throw FCMError.invalidArgument("validate_only must be a boolean", field: "validate_only")
         }
         let precedence = server.configuration.precedence
@@ -76,7 +76,7 @@ struct MessageRoutes {
         } catch {
             throw FCMError.invalidArgument(error)
         }
-        if validateOnlyValue as? Bool == true {
+        if validateOnlyValue == .bool(true) {
             // A dry run: validated, nothing appended (FCM answers with a fake id).
             if case .token(let token) = validated.target {
                 let registered = try server.ledger(for: project).read { snapshot in

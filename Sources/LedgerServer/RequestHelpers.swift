@@ -110,19 +110,21 @@ extension Parameters {
 
 /// Reading request bodies as JSON objects, with FCM-shaped errors.
 enum JSONBody {
-    /// The body as a JSON object.
+    /// The body as a JSON object, typed (``JSONValue/init(parsing:)``): what the send route validates.
     ///
     /// - Throws: 413 when larger than `limit`; 400 INVALID_ARGUMENT when empty or not a JSON object.
-    static func object(_ request: Request, limit: Int) async throws -> [String: Any] {
+    static func parsedObject(_ request: Request, limit: Int) async throws -> [String: JSONValue] {
         let buffer = try await bytes(request, limit: limit)
         if buffer.readableBytes == 0 {
             throw FCMError.invalidArgument("Request body is empty; a JSON object is expected.")
         }
-        let data = Data(buffer.readableBytesView)
-        guard let value = try? JSONSerialization.jsonObject(with: data, options: [.fragmentsAllowed]) else {
-            throw FCMError.invalidArgument("Invalid JSON payload received.")
+        let value: JSONValue
+        do {
+            value = try JSONValue(parsing: buffer.readableBytesView)
+        } catch {
+            throw FCMError.invalidArgument("Invalid JSON payload received: \(error).")
         }
-        guard let object = value as? [String: Any] else {
+        guard let object = value.object else {
             throw FCMError.invalidArgument("Invalid JSON payload received: the body must be a JSON object.")
         }
         return object
@@ -144,11 +146,6 @@ enum JSONBody {
             throw FCMError.invalidArgument("Invalid JSON payload received: \(problem).")
         }
         return buffer
-    }
-
-    /// The value of `name`, accepted in lowerCamelCase or snake_case.
-    static func value(_ object: [String: Any], _ camelCase: String, _ snakeCase: String) -> Any? {
-        object[camelCase] ?? object[snakeCase]
     }
 }
 

@@ -214,8 +214,7 @@ public final class SendCache: @unchecked Sendable {
         let (event, sent) = try snapshot.sentEvent(at: seq)
         let audience = try snapshot.audience(of: sent.target, precedence: sent.precedence, at: seq)
         // The stored message is parsed once, for its lifetimes and its payload.
-        let message = (try? JSONSerialization.jsonObject(with: Data(sent.messageJSON))) as? [String: Any]
-        let object = DevicePayload.object(message)
+        let object = DevicePayload.object(ofMessageJSON: sent.messageJSON)
         let deliveries = DevicePlatform.allCases.map { platform in
             PlatformDelivery(
                 DevicePayload(
@@ -224,7 +223,7 @@ public final class SendCache: @unchecked Sendable {
         }
         let prepared = PreparedSend(
             seq: seq, sent: sent, time: event.time, audience: audience, deliveries: deliveries,
-            expiries: MessageLifetime.expiries(of: message, sentAt: event.time))
+            expiries: MessageLifetime.expiries(of: object, sentAt: event.time))
         lock.withLock {
             entries[seq] = prepared
             if entries.count > capacity, let oldest = entries.keys.min() { entries[oldest] = nil }
@@ -246,12 +245,12 @@ enum MessageLifetime {
         var other: LedgerTime
     }
 
-    /// - Parameter message: the stored message, parsed (nil if it is not a JSON object).
-    static func expiries(of message: [String: Any]?, sentAt sent: LedgerTime) -> Expiries {
+    /// - Parameter message: the stored message, parsed (empty if it is not a JSON object).
+    static func expiries(of message: [String: JSONValue], sentAt sent: LedgerTime) -> Expiries {
         let fallback = LedgerTime(microseconds: sent.microseconds.addingClamped(defaultMessageLifetime))
         // Every number here comes from a stored message: parsed with range checks, never trapping (a TTL
         // outside 0…4 weeks, which validation refuses today, counts as none).
-        let android = ((message?["android"] as? [String: Any])?["ttl"] as? String)
+        let android = message["android"]?.object?["ttl"]?.string
             .flatMap(MessageLifetimeBounds.microseconds(ofDuration:))
             .map { min(LedgerTime(microseconds: sent.microseconds.addingClamped($0)), fallback) }
         let apns = header("apns-expiration", of: "apns", in: message)
@@ -268,9 +267,9 @@ enum MessageLifetime {
 
 /// A header of `message[config].headers` by its lowercased name: HTTP header names are case-insensitive,
 /// and validation and the payload mapping read them so.
-private func header(_ lowercasedName: String, of config: String, in message: [String: Any]?) -> String? {
-    let headers = (message?[config] as? [String: Any])?["headers"] as? [String: Any] ?? [:]
-    return headers.first { $0.key.lowercased() == lowercasedName }?.value as? String
+private func header(_ lowercasedName: String, of config: String, in message: [String: JSONValue]) -> String? {
+    let headers = message[config]?.object?["headers"]?.object ?? [:]
+    return headers.first { $0.key.lowercased() == lowercasedName }?.value.string
 }
 
 extension Int64 {

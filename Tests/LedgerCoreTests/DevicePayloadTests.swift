@@ -29,12 +29,17 @@ private func randomJSON(depth: Int, using generator: inout SeededGenerator) -> A
     }
 }
 
+/// A message object as the send route reads it.
+private func messageObject(_ json: String) throws -> [String: JSONValue] {
+    try #require(try JSONValue(parsing: Array(json.utf8)).object)
+}
+
 @Suite("What a device receives for a message")
 struct DevicePayloadTests {
     let project = try! ProjectID("shop-prod")
 
     func validated(_ json: String) throws -> ValidatedMessage {
-        let object = try JSONSerialization.jsonObject(with: Data(json.utf8)) as! [String: Any]
+        let object = try messageObject(json)
         return try MessageValidation.validate(object, precedence: .standard)
     }
 
@@ -100,7 +105,7 @@ struct PlatformPayloadTests {
     let project = try! ProjectID("shop-prod")
 
     func payload(_ json: String, _ platform: DevicePlatform, id: UInt64 = 9) throws -> (DevicePayload, [String: Any]) {
-        let object = try JSONSerialization.jsonObject(with: Data(json.utf8)) as! [String: Any]
+        let object = try messageObject(json)
         let message = try MessageValidation.validate(object, precedence: .standard)
         let payload = DevicePayload(
             ofMessageJSON: message.json, messageID: id, target: message.target, project: project, platform: platform)
@@ -279,8 +284,8 @@ struct PlatformPayloadTests {
             (#"{"fcm_options":{},"fcmOptions":{}}"#, "message.fcm_options"),
         ]
         for (config, field) in cases {
-            var object = try JSONSerialization.jsonObject(with: Data(config.utf8)) as! [String: Any]
-            object["topic"] = "t"
+            var object = try messageObject(config)
+            object["topic"] = .string("t")
             #expect(throws: LedgerCoreError.self, "\(config)") {
                 try MessageValidation.validate(object, precedence: .standard)
             }
@@ -301,7 +306,7 @@ struct PlatformPayloadTests {
              "apns":{"headers":{"apns-priority":"5","apns-expiration":"0"},"payload":{"aps":{"alert":{"title":"T"},"content-available":1}},"fcm_options":{"image":"https://x/y.png"}},
              "webpush":{"headers":{"TTL":"99999999999999999999","Urgency":"very-low"},"notification":{"badge":"/b.png"},"fcmOptions":{"link":"https://x.example/"}}}
             """#
-        let object = try JSONSerialization.jsonObject(with: Data(accepted.utf8)) as! [String: Any]
+        let object = try messageObject(accepted)
         _ = try MessageValidation.validate(object, precedence: .standard)
     }
 
@@ -309,7 +314,7 @@ struct PlatformPayloadTests {
     func storedMessage() throws {
         var generator = SeededGenerator(seed: 14)
         for round in 0..<300 {
-            // Through JSON text and JSONSerialization, as a request body arrives.
+            // Through JSON text and the parser, as a request body arrives.
             let custom = randomJSON(depth: 3, using: &generator)
             let input: [String: Any] = [
                 "topic": "news", "name": "projects/p/messages/1",
@@ -317,12 +322,15 @@ struct PlatformPayloadTests {
                 "apns": ["payload": ["aps": ["content-available": 1], "custom": custom, "z-flag": true, "z-num": 1.5]],
             ]
             let body = try JSONSerialization.data(withJSONObject: input)
-            let object = try #require(try JSONSerialization.jsonObject(with: body) as? [String: Any])
+            let object = try #require(try JSONValue(parsing: body).object)
             let message = try MessageValidation.validate(object, precedence: .standard)
             var expected = object
             expected["name"] = nil
-            let stored = try JSONSerialization.jsonObject(with: Data(message.json))
-            #expect(JSONValue(stored) == JSONValue(expected), "round \(round)")
+            #expect(try JSONValue(parsing: message.json) == .object(expected), "round \(round)")
+            // Foundation reads the same values from the stored text as from the body (without its name).
+            let stored = try #require(try JSONSerialization.jsonObject(with: Data(message.json)) as? [String: Any])
+            let sent = try #require(try JSONSerialization.jsonObject(with: body) as? [String: Any])
+            #expect(JSONValue(stored) == JSONValue(sent.filter { $0.key != "name" }), "round \(round)")
             #expect(!message.json.contains(UInt8(ascii: "\n")), "round \(round): one line")
             // Keys in code-point order at every level: reading the text, each object's keys ascend.
             let text = String(decoding: message.json, as: UTF8.self)

@@ -50,16 +50,6 @@ public struct DevicePayload: Equatable, Sendable {
     /// The APNs push type (`alert`, `background`, …), iOS only.
     public let pushType: String?
 
-    /// - Parameter message: the stored message, parsed (nil if it is not a JSON object).
-    public init(
-        of message: [String: Any]?, messageID: UInt64, target: MessageTarget, project: ProjectID,
-        platform: DevicePlatform = .ios
-    ) {
-        self.init(
-            ofObject: Self.object(message), messageID: messageID, target: target, project: project,
-            platform: platform)
-    }
-
     /// The stored message as the mappings read it (``object(_:)``): converted once per send, not per platform.
     public init(
         ofObject message: [String: JSONValue], messageID: UInt64, target: MessageTarget, project: ProjectID,
@@ -89,13 +79,13 @@ public struct DevicePayload: Equatable, Sendable {
         platform: DevicePlatform = .ios
     ) {
         self.init(
-            of: (try? JSONSerialization.jsonObject(with: Data(messageJSON))) as? [String: Any], messageID: messageID,
-            target: target, project: project, platform: platform)
+            ofObject: Self.object(ofMessageJSON: messageJSON), messageID: messageID, target: target,
+            project: project, platform: platform)
     }
 
-    /// A parsed stored message as the mappings read it; empty for anything but a JSON object.
-    public static func object(_ message: [String: Any]?) -> [String: JSONValue] {
-        message.flatMap { JSONValue($0)?.object } ?? [:]
+    /// A stored message as the mappings read it: empty for anything but a JSON object (a damaged event).
+    public static func object(ofMessageJSON messageJSON: [UInt8]) -> [String: JSONValue] {
+        (try? JSONValue(parsing: messageJSON))?.object ?? [:]
     }
 
     /// The payload as JSON (UTF-8, keys sorted by code point).

@@ -26,11 +26,11 @@ public enum MessageValidation {
     ]
 
     /// - Parameters:
-    ///   - message: the decoded `message` object.
+    ///   - message: the `message` object, parsed (``JSONValue/init(parsing:)``).
     ///   - precedence: the rule conditions are checked under.
     /// - Throws: `LedgerCoreError.invalidArgument` naming the field (`message.topic`, `message.data.from`).
-    public static func validate(_ message: [String: Any], precedence: ConditionPrecedence) throws(LedgerCoreError)
-        -> ValidatedMessage
+    public static func validate(_ message: [String: JSONValue], precedence: ConditionPrecedence)
+        throws(LedgerCoreError) -> ValidatedMessage
     {
         for key in message.keys where !knownFields.contains(key) {
             throw LedgerCoreError(.invalidArgument, field: "message.\(key)", "unknown field \"\(key)\" in message")
@@ -44,7 +44,7 @@ public enum MessageValidation {
                     : "message must have exactly one of token, fid, topic or condition; it has \(targets.joined(separator: ", "))"
             )
         }
-        guard let text = message[kind] as? String else {
+        guard let text = message[kind]?.string else {
             throw LedgerCoreError(.invalidArgument, field: "message.\(kind)", "\(kind) must be a string")
         }
         let target: MessageTarget
@@ -57,18 +57,18 @@ public enum MessageValidation {
         }
         if let data = message["data"] { try checkDataKeys(data, path: "message.data") }
         for field in ["notification", "android", "apns", "webpush", "fcm_options", "fcmOptions"] {
-            if let value = message[field], !(value is [String: Any]) {
+            if let value = message[field], value.object == nil {
                 throw LedgerCoreError(.invalidArgument, field: "message.\(field)", "\(field) must be an object")
             }
         }
-        if let notification = message["notification"] as? [String: Any] {
+        if let notification = message["notification"]?.object {
             for (key, value) in notification {
                 guard ["title", "body", "image"].contains(key) else {
                     throw LedgerCoreError(
                         .invalidArgument, field: "message.notification.\(key)",
                         "unknown field \"\(key)\" in notification (title, body, image)")
                 }
-                guard value is String else {
+                guard value.string != nil else {
                     throw LedgerCoreError(
                         .invalidArgument, field: "message.notification.\(key)", "\(key) must be a string")
                 }
@@ -77,11 +77,9 @@ public enum MessageValidation {
         try PlatformValidation.validate(message)
         var stored = message
         stored.removeValue(forKey: "name")
-        // Through `JSONValue` and `JSONEncoder`, not `JSONSerialization`, whose sorted keys compare through
-        // ICU: that serialization was 11.7 % of the server's CPU under topic sends (docs/performance.md).
-        guard let json = JSONValue(stored)?.json else {
-            throw LedgerCoreError(.invalidArgument, field: "message", "message is not valid JSON")
-        }
+        // Through `JSONEncoder`, not `JSONSerialization`, whose sorted keys compare through ICU: that
+        // serialization was 11.7 % of the server's CPU under topic sends (docs/performance.md).
+        let json = JSONValue.object(stored).json
         guard json.count <= maximumPayloadBytes else {
             throw LedgerCoreError(
                 .invalidArgument, field: "message",
@@ -91,12 +89,12 @@ public enum MessageValidation {
     }
 
     /// Checks that `data` maps strings to strings with no reserved key.
-    static func checkDataKeys(_ data: Any, path: String) throws(LedgerCoreError) {
-        guard let data = data as? [String: Any] else {
+    static func checkDataKeys(_ data: JSONValue, path: String) throws(LedgerCoreError) {
+        guard let data = data.object else {
             throw LedgerCoreError(.invalidArgument, field: path, "data must be an object of strings")
         }
         for (key, value) in data {
-            guard value is String else {
+            guard value.string != nil else {
                 throw LedgerCoreError(.invalidArgument, field: "\(path).\(key)", "data values must be strings")
             }
             if isReservedDataKey(key) {

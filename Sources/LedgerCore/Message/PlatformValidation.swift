@@ -81,7 +81,7 @@ enum PlatformValidation {
     ]
 
     /// Checks `message`'s platform configurations; `message.fcm_options` and `message.fcmOptions` alike.
-    static func validate(_ message: [String: Any]) throws(LedgerCoreError) {
+    static func validate(_ message: [String: JSONValue]) throws(LedgerCoreError) {
         if let android = message["android"] {
             try check(android, as: .object(Self.android), path: "message.android")
             if let data = field(android, "data") {
@@ -90,11 +90,11 @@ enum PlatformValidation {
         }
         if let apns = message["apns"] {
             try check(apns, as: .object(Self.apns), path: "message.apns")
-            try checkAPNs(apns as? [String: Any] ?? [:])
+            try checkAPNs(apns.object ?? [:])
         }
         if let webpush = message["webpush"] {
             try check(webpush, as: .object(Self.webpush), path: "message.webpush")
-            try checkWebpush(webpush as? [String: Any] ?? [:])
+            try checkWebpush(webpush.object ?? [:])
         }
         if message["fcm_options"] != nil && message["fcmOptions"] != nil {
             throw LedgerCoreError(
@@ -107,42 +107,40 @@ enum PlatformValidation {
 
     // MARK: Types
 
-    static func check(_ value: Any, as type: FieldType, path: String) throws(LedgerCoreError) {
+    static func check(_ value: JSONValue, as type: FieldType, path: String) throws(LedgerCoreError) {
         func refuse(_ what: String) -> LedgerCoreError {
             LedgerCoreError(.invalidArgument, field: path, "\(path.split(separator: ".").last ?? "") must be \(what)")
         }
         switch type {
         case .string:
-            guard value is String else { throw refuse("a string") }
+            guard value.string != nil else { throw refuse("a string") }
         case .bool:
-            guard JSONValue.isBoolean(value) else { throw refuse("true or false") }
+            guard value.isBoolean else { throw refuse("true or false") }
         case .int32:
-            guard let number = value as? NSNumber, !JSONValue.isBoolean(value), Int32(exactly: number) != nil else {
-                throw refuse("a 32-bit integer")
-            }
+            guard let integer = value.integer, Int32(exactly: integer) != nil else { throw refuse("a 32-bit integer") }
         case .duration:
-            guard let text = value as? String, MessageLifetimeBounds.microseconds(ofDuration: text) != nil else {
+            guard let text = value.string, MessageLifetimeBounds.microseconds(ofDuration: text) != nil else {
                 throw refuse("a duration in seconds like \"3600s\" or \"3.5s\", from 0 to 2419200s (4 weeks)")
             }
         case .stringMap:
-            guard let map = value as? [String: Any] else { throw refuse("an object of strings") }
-            for (key, member) in map where !(member is String) {
+            guard let map = value.object else { throw refuse("an object of strings") }
+            for (key, member) in map where member.string == nil {
                 throw LedgerCoreError(
                     .invalidArgument, field: "\(path).\(key)", "the values of \(path) must be strings")
             }
         case .stringArray, .durationArray:
-            guard let array = value as? [Any] else { throw refuse("an array") }
+            guard let array = value.array else { throw refuse("an array") }
             for (index, element) in array.enumerated() {
                 try check(element, as: type.isDurationArray ? .duration : .string, path: "\(path)[\(index)]")
             }
         case .anyObject:
-            guard value is [String: Any] else { throw refuse("an object") }
+            guard value.object != nil else { throw refuse("an object") }
         case .oneOf(let allowed, let caseInsensitive):
-            guard let text = value as? String,
+            guard let text = value.string,
                 allowed.contains(caseInsensitive ? text.lowercased() : text)
             else { throw refuse("one of \(allowed.sorted().joined(separator: ", "))") }
         case .object(let fields):
-            guard let object = value as? [String: Any] else { throw refuse("an object") }
+            guard let object = value.object else { throw refuse("an object") }
             var seen: Set<String> = []
             for (key, member) in object {
                 let name = fields[key] != nil ? key : snakeCase(key)
@@ -162,9 +160,9 @@ enum PlatformValidation {
 
     // MARK: Values the server reads back
 
-    private static func checkAPNs(_ apns: [String: Any]) throws(LedgerCoreError) {
-        for (name, value) in field(apns, "headers") as? [String: Any] ?? [:] {
-            let text = value as? String ?? ""
+    private static func checkAPNs(_ apns: [String: JSONValue]) throws(LedgerCoreError) {
+        for (name, value) in field(.object(apns), "headers")?.object ?? [:] {
+            let text = value.string ?? ""
             let path = "message.apns.headers.\(name)"
             switch name.lowercased() {
             case "apns-expiration":
@@ -190,28 +188,28 @@ enum PlatformValidation {
             default: break
             }
         }
-        guard let payload = apns["payload"] as? [String: Any] else { return }
+        guard let payload = apns["payload"]?.object else { return }
         for key in payload.keys where key != "aps" && MessageValidation.isReservedDataKey(key) {
             throw LedgerCoreError(
                 .invalidArgument, field: "message.apns.payload.\(key)", "apns.payload key \"\(key)\" is reserved")
         }
         guard let aps = payload["aps"] else { return }
-        guard let aps = aps as? [String: Any] else {
+        guard let aps = aps.object else {
             throw LedgerCoreError(.invalidArgument, field: "message.apns.payload.aps", "aps must be an object")
         }
         for (key, value) in aps {
             let path = "message.apns.payload.aps.\(key)"
             switch key {
             case "alert", "sound":
-                guard value is String || value is [String: Any] else {
+                guard value.string != nil || value.object != nil else {
                     throw LedgerCoreError(.invalidArgument, field: path, "\(key) must be a string or an object")
                 }
             case "badge", "content-available", "mutable-content":
-                guard let number = value as? NSNumber, !JSONValue.isBoolean(value), Int64(exactly: number) != nil else {
+                guard value.integer != nil else {
                     throw LedgerCoreError(.invalidArgument, field: path, "\(key) must be an integer")
                 }
             case "category", "thread-id", "target-content-id", "interruption-level", "filter-criteria":
-                guard value is String else {
+                guard value.string != nil else {
                     throw LedgerCoreError(.invalidArgument, field: path, "\(key) must be a string")
                 }
             default: break
@@ -221,10 +219,10 @@ enum PlatformValidation {
 
     private static let urgencies: Set<String> = ["very-low", "low", "normal", "high"]
 
-    private static func checkWebpush(_ webpush: [String: Any]) throws(LedgerCoreError) {
+    private static func checkWebpush(_ webpush: [String: JSONValue]) throws(LedgerCoreError) {
         if let data = webpush["data"] { try MessageValidation.checkDataKeys(data, path: "message.webpush.data") }
-        for (name, value) in webpush["headers"] as? [String: Any] ?? [:] {
-            let text = value as? String ?? ""
+        for (name, value) in webpush["headers"]?.object ?? [:] {
+            let text = value.string ?? ""
             let path = "message.webpush.headers.\(name)"
             switch name.lowercased() {
             case "ttl":
@@ -240,7 +238,7 @@ enum PlatformValidation {
             default: break
             }
         }
-        if let link = (field(webpush, "fcm_options") as? [String: Any]).flatMap({ field($0, "link") }) as? String {
+        if let link = field(.object(webpush), "fcm_options").flatMap({ field($0, "link") })?.string {
             guard let url = URL(string: link), url.scheme?.lowercased() == "https", url.host?.isEmpty == false else {
                 throw LedgerCoreError(
                     .invalidArgument, field: "message.webpush.fcm_options.link", "link must be an HTTPS URL")
@@ -251,8 +249,8 @@ enum PlatformValidation {
     // MARK: Helpers
 
     /// A field of a JSON object by its proto name or its lowerCamelCase name.
-    static func field(_ value: Any, _ snakeCaseName: String) -> Any? {
-        guard let object = value as? [String: Any] else { return nil }
+    static func field(_ value: JSONValue, _ snakeCaseName: String) -> JSONValue? {
+        guard let object = value.object else { return nil }
         return object[snakeCaseName] ?? object[DevicePayload.lowerCamelCase(snakeCaseName)]
     }
 

@@ -1,7 +1,8 @@
 // libFuzzer target for what a request body goes through before anything is appended: the strict body checks
-// (UTF-8, no BOM, unique keys), JSON decoding, FCM v1 message validation (targets, data, notification, the
-// platform fields with their TTLs and headers), the lifetime parsers delivery reads back from stored
-// messages, and the payload mapping (what a device receives). Build and run with tools/fuzz/run.sh.
+// (UTF-8, no BOM, unique keys), JSON parsing (compared with JSONSerialization), FCM v1 message validation
+// (targets, data, notification, the platform fields with their TTLs and headers), the lifetime parsers
+// delivery reads back from stored messages, and the payload mapping (what a device receives). Build and run
+// with tools/fuzz/run.sh.
 //
 // For every input: nothing traps; a message that validates re-validates from its stored JSON to the same
 // target and the same bytes (what is stored is what was checked); every TTL the validator accepts is within
@@ -27,24 +28,84 @@ public func fuzzOneInput(_ data: UnsafePointer<UInt8>?, _ size: Int) -> CInt {
     _ = MessageLifetimeBounds.expiryMicroseconds(ofAPNsExpiration: text)
     _ = LedgerTime(parsing: text)
     checkPayload(of: Array(bytes), message: nil)
-    guard StrictJSON.problem(in: bytes) == nil,
-        let object = try? JSONSerialization.jsonObject(with: Data(bytes), options: [.fragmentsAllowed]),
-        let body = object as? [String: Any], let message = body["message"] as? [String: Any]
+    checkParserAgainstFoundation(bytes)
+    guard StrictJSON.problem(in: bytes) == nil, let body = (try? JSONValue(parsing: bytes))?.object,
+        let message = body["message"]?.object
     else { return 0 }
     for rule in ConditionPrecedence.allCases {
         guard let validated = try? MessageValidation.validate(message, precedence: rule) else { continue }
-        guard let stored = try? JSONSerialization.jsonObject(with: Data(validated.json)) as? [String: Any],
+        guard let stored = (try? JSONValue(parsing: validated.json))?.object,
             let again = try? MessageValidation.validate(stored, precedence: rule)
         else { fatalError("a validated message does not validate from its stored JSON") }
         guard again == validated else { fatalError("re-validating the stored message changed it") }
-        if let ttl = (stored["android"] as? [String: Any])?["ttl"] as? String,
+        let storedAny = try? JSONSerialization.jsonObject(with: Data(validated.json)) as? [String: Any]
+        guard let storedAny, JSONValue(storedAny) == .object(stored) else {
+            fatalError("Foundation reads the stored message differently")
+        }
+        if let ttl = stored["android"]?.object?["ttl"]?.string,
             MessageLifetimeBounds.microseconds(ofDuration: ttl) == nil
         {
             fatalError("a message with an out-of-range TTL was accepted: \(ttl)")
         }
-        checkPayload(of: validated.json, message: stored)
+        checkPayload(of: validated.json, message: storedAny)
     }
     return 0
+}
+
+/// Whether the parser's reading equals Foundation's, but for Foundation's number errors: it does not round
+/// decimal text of more than about 16 significant digits correctly (`333333333333333333333333.3` differs in
+/// its last bits, and a value near 2^63 may then land on the other side of an integer type's range), and it
+/// reads -2^63 as -2^63 + 1 or + 2. The same allowance as JSONParserTests' `nearlyEqual`.
+func readAlike(_ parsed: JSONValue, _ foundation: JSONValue?) -> Bool {
+    func double(_ value: JSONValue) -> Double? {
+        switch value {
+        case .integer(let integer): Double(integer)
+        case .unsigned(let unsigned): Double(unsigned)
+        case .number(let number): number
+        default: nil
+        }
+    }
+    switch (parsed, foundation) {
+    case (.integer(.min), .integer(let other)) where other <= .min + 2: return true
+    case (.array(let a), .array(let b)): return a.count == b.count && zip(a, b).allSatisfy { readAlike($0, $1) }
+    case (.object(let a), .object(let b)):
+        return a.count == b.count && a.allSatisfy { key, value in b[key].map { readAlike(value, $0) } ?? false }
+    case (.number, _?), (_, .number?):
+        guard let a = double(parsed), let b = foundation.flatMap(double) else { return false }
+        return a == b || abs(a - b) <= 8 * max(a.ulp, b.ulp)
+    default: return parsed == foundation
+    }
+}
+
+/// Whether the parser stopped at the `}` or `]` after a trailing comma, which `JSONSerialization` accepts
+/// and RFC 8259 (and Google's APIs) do not.
+func isTrailingComma(_ error: JSONParseError, in bytes: UnsafeBufferPointer<UInt8>) -> Bool {
+    guard error.offset < bytes.count, [UInt8(ascii: "}"), UInt8(ascii: "]")].contains(bytes[error.offset]) else {
+        return false
+    }
+    return bytes[..<error.offset].last { ![0x20, 0x09, 0x0A, 0x0D].contains($0) } == UInt8(ascii: ",")
+}
+
+/// The parser reads what `JSONSerialization` reads, as the same values; where only Foundation accepts the
+/// bytes, the route's strict checks (``StrictJSON``) refuse them anyway, they hold a surrogate escape, or
+/// they have a trailing comma.
+func checkParserAgainstFoundation(_ bytes: UnsafeBufferPointer<UInt8>) {
+    let foundation = (try? JSONSerialization.jsonObject(with: Data(bytes), options: [.fragmentsAllowed]))
+        .flatMap(JSONValue.init)
+    do {
+        let parsed = try JSONValue(parsing: bytes)
+        guard readAlike(parsed, foundation) else {
+            fatalError("the parser and JSONSerialization read different values")
+        }
+    } catch {
+        guard
+            foundation == nil || StrictJSON.problem(in: bytes) != nil
+                || String(decoding: bytes, as: UTF8.self).lowercased().contains("\\ud")
+                || isTrailingComma(error, in: bytes)
+        else {
+            fatalError("only JSONSerialization accepted the bytes: \(error)")
+        }
+    }
 }
 
 /// Maps `json` as a stored message and checks what a device of each platform would get. `message`: the

@@ -27,7 +27,7 @@ struct LedgerBench: AsyncParsableCommand {
 
     @Option(
         help:
-            "Run only these workloads (comma-separated: append, rebuild, scan, audience, parse, import, http, replay, proofs, delivery, peers; peers adds Redis and SQLite beside append and audience)."
+            "Run only these workloads (comma-separated: append, rebuild, scan, audience, parse, message, import, http, replay, proofs, delivery, peers; peers adds Redis and SQLite beside append and audience)."
     )
     var only: String?
 
@@ -86,6 +86,7 @@ struct LedgerBench: AsyncParsableCommand {
             }
         }
         if wants("parse") { try await section("parse") { [AudienceWorkload.parseRate()] } }
+        if wants("message") { try await section("message") { MessageWorkload.run() } }
         if wants("import") {
             try await section("import") { try importWorkloads(operations: full ? 2_000_000 : 200_000) }
         }
