@@ -69,6 +69,8 @@ public final class Ledger: Sendable {
     private let audienceRecorder: AudienceRecorder?
     /// Recent audiences' recipient digests, for the audience recorder and ``recordAudiences(of:time:)``.
     private let digestMemo = LockedMemo()
+    /// When each topic's membership last changed, as the writer saw it (for the memo).
+    private let topicChanges: TopicChangeTracker
     /// The writer's reference to the recorder (cleared on close: the recorder appends through the writer).
     private let recorderSlot: RecorderSlot
 
@@ -105,18 +107,21 @@ public final class Ledger: Sendable {
         self.logger = logger
         let slot = RecorderSlot()
         self.recorderSlot = slot
+        let changes = TopicChangeTracker(
+            head: try storage.environment.read { try LedgerSnapshot(txn: $0, schema: storage.schema).head().seq })
+        self.topicChanges = changes
         guard options.mode == .readWrite else {
             self.committer = nil
             self.audienceRecorder = nil
             return
         }
         let committer = Self.startWriter(
-            storage: storage, options: options, logger: logger, recorderSlot: slot,
+            storage: storage, options: options, logger: logger, recorderSlot: slot, changes: changes,
             fileProblem: { dataFile?.problem(at: dataPath) })
         self.committer = committer
         if options.recordsAudiences && !options.forRebuild {
             let recorder = Self.startRecorder(
-                storage: storage, committer: committer, memo: digestMemo, logger: logger)
+                storage: storage, committer: committer, memo: digestMemo, changes: changes, logger: logger)
             slot.recorder = recorder
             self.audienceRecorder = recorder
             // Sends a crash (or a rebuild) left without an audience get one now.
@@ -130,10 +135,11 @@ public final class Ledger: Sendable {
     }
 
     /// The single writer: each group-commit batch runs through ``commit(_:environment:schema:limits:now:logger:)``;
-    /// the sends it committed go to the audience recorder and the send observer.
+    /// its membership changes are dated in `changes`, and then the sends it committed go to the audience
+    /// recorder and the send observer.
     private static func startWriter(
         storage: LedgerStorage, options: Options, logger: Logger, recorderSlot slot: RecorderSlot,
-        fileProblem: @escaping @Sendable () -> String?
+        changes: TopicChangeTracker, fileProblem: @escaping @Sendable () -> String?
     ) -> GroupCommitter {
         let limits = options.limits
         let clock = options.clock
@@ -158,6 +164,9 @@ public final class Ledger: Sendable {
                     Self.commitNested(
                         batch, environment: environment, schema: schema, limits: limits, now: clock(), logger: logger)
                 }
+            // Before the sends reach the recorder: a send's audience must never be taken as unchanged
+            // across a change committed before it (``TopicChangeTracker``).
+            if let last = Self.lastSeq(in: results) { changes.noteChanges(of: batch, through: last) }
             let sends = Self.sends(in: results)
             if !sends.isEmpty {
                 slot.recorder?.enqueue(sends)
@@ -169,13 +178,14 @@ public final class Ledger: Sendable {
 
     /// Computes each committed send's audience on its own thread and appends it through the writer.
     private static func startRecorder(
-        storage: LedgerStorage, committer: GroupCommitter, memo: LockedMemo, logger: Logger
+        storage: LedgerStorage, committer: GroupCommitter, memo: LockedMemo, changes: TopicChangeTracker,
+        logger: Logger
     ) -> AudienceRecorder {
         AudienceRecorder(
             compute: { [environment = storage.environment, schema = storage.schema] sends in
                 try memo.withLock { memo in
                     try environment.read {
-                        try LedgerSnapshot(txn: $0, schema: schema).audienceRecords(sends, memo: memo)
+                        try LedgerSnapshot(txn: $0, schema: schema).audienceRecords(sends, memo: memo, changes: changes)
                     }
                 }
             },
@@ -189,6 +199,17 @@ public final class Ledger: Sendable {
                 done.wait()
                 return box.result ?? .failure(StoreError(.unavailable, "the writer stopped"))
             }, logger: logger)
+    }
+
+    /// The last seq appended by `results`, or `nil` when they appended nothing.
+    private static func lastSeq(in results: [Result<WriteReceipt, any Error>]) -> UInt64? {
+        var last: UInt64?
+        for case .success(let receipt) in results {
+            for outcome in receipt.outcomes {
+                if let seq = outcome.seq { last = max(last ?? seq, seq) }
+            }
+        }
+        return last
     }
 
     /// The sends committed in `results`.
@@ -346,7 +367,9 @@ public final class Ledger: Sendable {
     public func recordAudiences(of receipt: WriteReceipt, time: LedgerTime?) async throws -> [OperationOutcome] {
         let sends = Self.sends(in: [.success(receipt)])
         guard !sends.isEmpty else { return [] }
-        let records = try digestMemo.withLock { memo in try read { try $0.audienceRecords(sends, memo: memo) } }
+        let records = try digestMemo.withLock { memo in
+            try read { try $0.audienceRecords(sends, memo: memo, changes: topicChanges) }
+        }
         return try await append(
             WriteRequest(
                 actor: "ledger", requestID: "audience-\(UUID().uuidString.lowercased())", time: time,
@@ -358,9 +381,10 @@ public final class Ledger: Sendable {
     public var pendingAudiences: Int { audienceRecorder?.backlog ?? 0 }
 
     /// How many recorded audiences reused the recipient digest of an earlier send to the same target with
-    /// exactly the same members (``RecipientDigestMemo``), and how many were hashed from the tokens.
-    public var audienceDigestReuse: (reused: Int, hashed: Int) {
-        digestMemo.withLock { ($0.hits, $0.misses) }
+    /// exactly the same members (``RecipientDigestMemo``) — `unread` of them without reading the members,
+    /// since none had changed — and how many were hashed from the tokens.
+    public var audienceDigestReuse: (reused: Int, unread: Int, hashed: Int) {
+        digestMemo.withLock { ($0.hits + $0.unreadHits, $0.unreadHits, $0.misses) }
     }
 
     /// Why this ledger can no longer be written (its data file was deleted or replaced under it), or `nil`.

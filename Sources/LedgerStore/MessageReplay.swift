@@ -107,14 +107,26 @@ extension LedgerSnapshot {
     }
 
     /// The `audience` records of `sends`, each computed for the state at its send's seq; a send whose
-    /// audience is exactly the last one `memo` saw for its target reuses that count and digest.
-    func audienceRecords(_ sends: [PendingAudience], memo: RecipientDigestMemo) throws -> [AudienceRecord] {
+    /// audience is exactly the last one `memo` saw for its target reuses that count and digest — for a
+    /// topic none of whose memberships changed since (as `changes` dates them), without reading it.
+    func audienceRecords(_ sends: [PendingAudience], memo: RecipientDigestMemo, changes: TopicChangeTracker) throws
+        -> [AudienceRecord]
+    {
         try sends.map { pending in
             let (_, sent) = try sentEvent(at: pending.sendSeq)
-            let members = try audience(of: sent.target, precedence: sent.precedence, at: pending.sendSeq)
-            let recipients = try memo.digest(of: members, target: sent.target, precedence: sent.precedence) {
-                let (count, digest) = try recipientDigest($0)
-                return RecipientDigestMemo.Digest(count: count, digest: digest)
+            let recipients: RecipientDigestMemo.Digest
+            if case .topic(let topic) = sent.target,
+                let unchanged = memo.unchangedDigest(of: topic, at: pending.sendSeq, changes: changes)
+            {
+                recipients = unchanged
+            } else {
+                let members = try audience(of: sent.target, precedence: sent.precedence, at: pending.sendSeq)
+                recipients = try memo.digest(
+                    of: members, target: sent.target, precedence: sent.precedence, at: pending.sendSeq
+                ) {
+                    let (count, digest) = try recipientDigest($0)
+                    return RecipientDigestMemo.Digest(count: count, digest: digest)
+                }
             }
             return AudienceRecord(
                 messageID: pending.messageID, sendSeq: pending.sendSeq, recipientCount: UInt64(recipients.count),

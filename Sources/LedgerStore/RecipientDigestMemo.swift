@@ -10,6 +10,11 @@ import LedgerCore
 /// one pass over `capacity / 8` bytes — never by a hash of it, so a reused digest is exactly the digest the
 /// tokens would give. `ledger replay` and `ledger verify` never use the memo: they hash the tokens again.
 ///
+/// A topic's members need not even be read when none of them changed since its remembered audience: the
+/// writer dates every membership change (``TopicChangeTracker``), and a send to a topic whose last change
+/// is no later than the seq its remembered audience was taken at reuses it
+/// (``unchangedDigest(of:at:changes:)``). Conditions are always read and compared.
+///
 /// Entries are evicted least recently used once the remembered sets exceed `byteBudget`.
 ///
 /// - Note: Not thread-safe; `Ledger` keeps one behind a lock for its audience recorder and
@@ -24,6 +29,8 @@ final class RecipientDigestMemo {
     private struct Entry {
         var members: InstanceSet
         var digest: Digest
+        /// The seq of a send whose audience `members` is.
+        var seq: UInt64
         var lastUse: UInt64
     }
 
@@ -35,18 +42,37 @@ final class RecipientDigestMemo {
     private var entries: [String: Entry] = [:]
     private var bytes = 0
     private var clock: UInt64 = 0
+    /// Digests reused after comparing the members read with the remembered ones.
     private(set) var hits = 0
+    /// Digests reused without reading the members (``unchangedDigest(of:at:changes:)``).
+    private(set) var unreadHits = 0
     private(set) var misses = 0
 
     init(byteBudget: Int = RecipientDigestMemo.defaultByteBudget) {
         self.byteBudget = byteBudget
     }
 
-    /// The count and digest of `members`, the audience of a send to `target` under `precedence`: the
-    /// remembered ones when the last audience seen for that target had exactly these members, otherwise
-    /// `compute(members)`, remembered for the next send.
+    /// The remembered count and digest of the audience of a send at `seq` to `topic`, when the remembered
+    /// audience was taken at a seq no later than `seq` and no membership of the topic changed after it
+    /// (as `changes` dates them); otherwise `nil`, and the caller reads the members.
+    func unchangedDigest(of topic: TopicName, at seq: UInt64, changes: TopicChangeTracker) -> Digest? {
+        guard let key = Self.key(.topic(topic), .standard), var entry = entries[key], entry.seq <= seq,
+            changes.lastChange(of: topic) <= entry.seq
+        else { return nil }
+        clock &+= 1
+        unreadHits += 1
+        // The members are the audience at `seq` too: nothing changed in between.
+        entry.seq = seq
+        entry.lastUse = clock
+        entries[key] = entry
+        return entry.digest
+    }
+
+    /// The count and digest of `members`, the audience of a send at `seq` to `target` under `precedence`:
+    /// the remembered ones when the last audience seen for that target had exactly these members,
+    /// otherwise `compute(members)`, remembered for the next send.
     func digest(
-        of members: InstanceSet, target: MessageTarget, precedence: ConditionPrecedence,
+        of members: InstanceSet, target: MessageTarget, precedence: ConditionPrecedence, at seq: UInt64,
         compute: (InstanceSet) throws -> Digest
     ) rethrows -> Digest {
         // A token's audience is at most one instance: hashing it costs less than remembering it.
@@ -54,13 +80,14 @@ final class RecipientDigestMemo {
         clock &+= 1
         if var entry = entries[key], entry.members.hasSameMembers(as: members) {
             hits += 1
+            entry.seq = seq
             entry.lastUse = clock
             entries[key] = entry
             return entry.digest
         }
         misses += 1
         let digest = try compute(members)
-        remember(Entry(members: members, digest: digest, lastUse: clock), under: key)
+        remember(Entry(members: members, digest: digest, seq: seq, lastUse: clock), under: key)
         return digest
     }
 

@@ -42,38 +42,38 @@ struct RecipientDigestMemoTests {
         let memo = RecipientDigestMemo()
         let computations = Computations()
         let news = MessageTarget.topic(try TopicName("news"))
-        let first = memo.digest(of: set([1, 2, 3], capacity: 64), target: news, precedence: .leftToRight) {
+        let first = memo.digest(of: set([1, 2, 3], capacity: 64), target: news, precedence: .leftToRight, at: 1) {
             computations.compute($0)
         }
         // A later send with more instances in the ledger (a larger capacity) but the same members.
-        let again = memo.digest(of: set([1, 2, 3], capacity: 200), target: news, precedence: .standard) {
+        let again = memo.digest(of: set([1, 2, 3], capacity: 200), target: news, precedence: .standard, at: 2) {
             computations.compute($0)
         }
         #expect(again == first)
         #expect(computations.calls == 1)
-        let changed = memo.digest(of: set([1, 2, 4], capacity: 200), target: news, precedence: .leftToRight) {
+        let changed = memo.digest(of: set([1, 2, 4], capacity: 200), target: news, precedence: .leftToRight, at: 3) {
             computations.compute($0)
         }
         #expect(changed != first && changed.count == 3)
         #expect(computations.calls == 2)
         // The first set again: the memo keeps the last audience per target, so this computes again.
-        _ = memo.digest(of: set([1, 2, 3], capacity: 200), target: news, precedence: .leftToRight) {
+        _ = memo.digest(of: set([1, 2, 3], capacity: 200), target: news, precedence: .leftToRight, at: 4) {
             computations.compute($0)
         }
         #expect(computations.calls == 3)
 
         let condition = MessageTarget.condition("'a' in topics || 'b' in topics && 'c' in topics")
-        _ = memo.digest(of: set([7], capacity: 64), target: condition, precedence: .leftToRight) {
+        _ = memo.digest(of: set([7], capacity: 64), target: condition, precedence: .leftToRight, at: 5) {
             computations.compute($0)
         }
-        _ = memo.digest(of: set([7], capacity: 64), target: condition, precedence: .standard) {
+        _ = memo.digest(of: set([7], capacity: 64), target: condition, precedence: .standard, at: 6) {
             computations.compute($0)
         }
         #expect(computations.calls == 5)
 
         let token = MessageTarget.token(try RegistrationToken("device-1"))
         for _ in 0..<3 {
-            _ = memo.digest(of: set([9], capacity: 64), target: token, precedence: .leftToRight) {
+            _ = memo.digest(of: set([9], capacity: 64), target: token, precedence: .leftToRight, at: 7) {
                 computations.compute($0)
             }
         }
@@ -89,7 +89,7 @@ struct RecipientDigestMemoTests {
         let computations = Computations()
         let topics = try ["a", "b", "c"].map { MessageTarget.topic(try TopicName($0)) }
         func digest(_ target: MessageTarget, _ members: [InstanceID], capacity: Int = 64 * 64) {
-            _ = memo.digest(of: set(members, capacity: capacity), target: target, precedence: .leftToRight) {
+            _ = memo.digest(of: set(members, capacity: capacity), target: target, precedence: .leftToRight, at: 8) {
                 computations.compute($0)
             }
         }
@@ -147,6 +147,9 @@ struct RecipientDigestMemoTests {
         for (index, operations) in steps.enumerated() {
             let receipt = try await ledger.append(
                 WriteRequest(actor: "test", requestID: "step-\(index)", operations: operations))
+            // The recorder catches up before the next step's changes, so that which sends reuse a digest without
+            // reading is decided (a lagging recorder sees the next change and reads, then compares).
+            ledger.waitForAudiences()
             for (operation, outcome) in zip(operations, receipt.outcomes) {
                 switch operation {
                 case .subscribe(let token, _, _, _): members.insert(token.rawValue)
@@ -183,7 +186,126 @@ struct RecipientDigestMemoTests {
         }
         // Of the 14 sends, three found the last audience of their target (and rule) unchanged — news and the
         // condition in step 1, news in step 4 — and reused its digest, checked above like every other.
+        // News's two were reused without reading its members: none had changed since its last send (steps 1
+        // and 4; step 4's registrations join no topic).
         let reuse = ledger.audienceDigestReuse
-        #expect(reuse.reused == 3 && reuse.hashed == 11)
+        #expect(reuse.reused == 3 && reuse.unread == 2 && reuse.hashed == 11)
+    }
+}
+
+@Suite("Topic change tracker: reusing a topic's audience without reading it")
+struct TopicChangeTrackerTests {
+    let news = try! TopicName("news")
+    let sports = try! TopicName("sports")
+    let token = try! RegistrationToken("tracker-1:APA91b")
+
+    func request(_ operations: [LedgerOperation]) -> WriteRequest {
+        WriteRequest(actor: "test", requestID: "r", operations: operations)
+    }
+
+    @Test(
+        "dates what may have changed, never earlier: the head at open, a batch's topics, every topic on unregistration")
+    func dating() {
+        let tracker = TopicChangeTracker(head: 40)
+        #expect(tracker.lastChange(of: news) == 40)
+        tracker.noteChanges(
+            of: [request([.register(token, platform: nil, appID: nil), .acknowledge(token, through: 3)])], through: 50)
+        tracker.noteChanges(
+            of: [request([.send(.topic(news), precedence: .standard, messageJSON: [])])], through: 51)
+        #expect(tracker.lastChange(of: news) == 40)
+        tracker.noteChanges(
+            of: [request([.subscribe(token, news, via: .iid)]), request([.unsubscribe(token, news, via: .v1)])],
+            through: 60)
+        #expect(tracker.lastChange(of: news) == 60)
+        // A later batch never moves a date back.
+        tracker.noteChanges(of: [request([.subscribe(token, news, via: .iid)])], through: 55)
+        #expect(tracker.lastChange(of: news) == 60)
+        tracker.noteChanges(of: [request([.unregister(token, reason: "test")])], through: 70)
+        #expect(tracker.lastChange(of: news) == 70)
+        #expect(tracker.lastChange(of: sports) == 70)
+    }
+
+    @Test(
+        "the memo reuses a topic's digest unread only from an audience taken at or before the send and after its last change"
+    )
+    func unchangedDigest() {
+        let memo = RecipientDigestMemo()
+        let tracker = TopicChangeTracker(head: 10)
+        var members = InstanceSet(capacity: 64)
+        members.insert(3)
+        var computed = 0
+        let digest = memo.digest(of: members, target: .topic(news), precedence: .standard, at: 20) { set in
+            computed += 1
+            return RecipientDigestMemo.Digest(count: set.count, digest: [1])
+        }
+        #expect(computed == 1)
+        #expect(memo.unchangedDigest(of: news, at: 25, changes: tracker) == digest)
+        #expect(memo.unchangedDigest(of: sports, at: 25, changes: tracker) == nil)
+        // An audience taken later than the send says nothing of the send's.
+        #expect(memo.unchangedDigest(of: news, at: 15, changes: tracker) == nil)
+        // The entry now stands for seq 25; a change at 26 makes it unusable until the members are read again.
+        tracker.noteChanges(of: [request([.subscribe(token, news, via: .iid)])], through: 26)
+        #expect(memo.unchangedDigest(of: news, at: 27, changes: tracker) == nil)
+        #expect(memo.unreadHits == 1)
+        _ = memo.digest(of: members, target: .topic(news), precedence: .standard, at: 27) { _ in
+            Issue.record("the same members are compared, not hashed")
+            return digest
+        }
+        #expect(memo.unchangedDigest(of: news, at: 28, changes: tracker) == digest)
+        #expect(memo.unreadHits == 2 && memo.hits == 1 && memo.misses == 1)
+    }
+
+    @Test("through the ledger, concurrent batches of changes and sends: every recorded audience matches its replay")
+    func randomBatches() async throws {
+        let directory = TemporaryDirectory()
+        defer { directory.remove() }
+        let ledger = try openTestLedger(directory)
+        let history = RandomHistory(tokenCount: 24, topicCount: 3)
+        _ = try await ledger.append(
+            WriteRequest(
+                actor: "test", requestID: "setup",
+                operations: history.tokens.map { .register($0, platform: nil, appID: nil) }
+                    + history.tokens.indices.map { .subscribe(history.tokens[$0], history.topics[$0 % 3], via: .iid) }))
+        var generator = SeededGenerator(seed: 77)
+        var rounds: [[WriteRequest]] = []
+        for round in 0..<60 {
+            // Mostly sends to the topics, so that audiences repeat; changes now and then, of every kind.
+            rounds.append(
+                (0..<Int.random(in: 1...6, using: &generator)).map { index in
+                    let operations = (0..<Int.random(in: 1...3, using: &generator)).map { _ -> LedgerOperation in
+                        let topic = history.topics.randomElement(using: &generator)!
+                        guard Int.random(in: 0..<100, using: &generator) < 25 else {
+                            return .send(.topic(topic), precedence: .standard, messageJSON: Array("{}".utf8))
+                        }
+                        return history.operation(using: &generator)
+                    }
+                    return WriteRequest(actor: "test", requestID: "r\(round)-\(index)", operations: operations)
+                })
+        }
+        var messageIDs: [UInt64] = []
+        for (round, requests) in rounds.enumerated() {
+            // Concurrent appends share group-commit batches, and the recorder runs beside them (caught up
+            // every other round, so that some sends find their topic unchanged since the last audience).
+            if round % 2 == 0 { ledger.waitForAudiences() }
+            let receipts = try await withThrowingTaskGroup(of: WriteReceipt.self) { group in
+                for request in requests { group.addTask { try await ledger.append(request) } }
+                return try await group.reduce(into: []) { $0.append($1) }
+            }
+            for receipt in receipts {
+                for case .sent(_, let messageID) in receipt.outcomes { messageIDs.append(messageID) }
+            }
+        }
+        ledger.waitForAudiences()
+        try ledger.read { snapshot in
+            for messageID in messageIDs {
+                let replay = try #require(try MessageReplay.replay(messageID, in: snapshot))
+                #expect(replay.matchesRecord, "message \(messageID) at seq \(replay.seq)")
+            }
+        }
+        let reuse = ledger.audienceDigestReuse
+        #expect(messageIDs.count > 200)
+        #expect(reuse.reused + reuse.hashed == messageIDs.count)
+        // Both paths ran: reuse without reading, and hashing after a change.
+        #expect(reuse.unread > 20 && reuse.hashed > 20)
     }
 }

@@ -1,0 +1,60 @@
+import Foundation
+import LedgerCore
+
+/// For each topic, a seq through which its membership may last have changed: the writer notes every batch's
+/// subscribes, unsubscribes and unregistrations before the batch's sends reach the audience recorder, and
+/// the recorder asks before reading a topic's members (``RecipientDigestMemo/unchangedDigest(of:at:changes:)``).
+///
+/// Answers err one way only — later than the real change, never earlier: topics share 4,096 buckets by the
+/// hash of their name, a batch's changes are all dated at its last seq, an unregistration (which leaves every
+/// topic of its instance) dates every topic, and everything before the ledger was opened is dated at its
+/// head then. A late answer costs a read of the members that was not needed; an early one would reuse a
+/// stale digest, which no path here can give.
+///
+/// Its own lock, not the memo's: the recorder holds the memo's while it hashes, and the writer must not wait.
+final class TopicChangeTracker: @unchecked Sendable {
+    // @unchecked: every field is read and written under `lock`.
+    static let bucketCount = 4096
+    private let lock = NSLock()
+    private var buckets: [UInt64]
+    /// A seq through which every topic may have changed.
+    private var everyTopic: UInt64
+
+    /// - Parameter head: the ledger's head seq when it was opened (changes before it are unknown here).
+    init(head: UInt64) {
+        buckets = Array(repeating: 0, count: Self.bucketCount)
+        everyTopic = head
+    }
+
+    /// Notes the membership changes `requests` may have made, dated `seq` (the batch's last seq).
+    func noteChanges(of requests: [WriteRequest], through seq: UInt64) {
+        lock.lock()
+        defer { lock.unlock() }
+        var last: TopicName?
+        for request in requests {
+            for operation in request.operations {
+                switch operation {
+                case .subscribe(_, let topic, _, _), .unsubscribe(_, let topic, _, _):
+                    // A batchAdd names one topic a thousand times: hash it once.
+                    guard topic != last else { continue }
+                    last = topic
+                    let bucket = Self.bucket(of: topic)
+                    buckets[bucket] = max(buckets[bucket], seq)
+                case .unregister:
+                    everyTopic = max(everyTopic, seq)
+                case .register, .send, .recordAudience, .acknowledge:
+                    break
+                }
+            }
+        }
+    }
+
+    /// A seq at or after the last change of `topic`'s membership.
+    func lastChange(of topic: TopicName) -> UInt64 {
+        lock.lock()
+        defer { lock.unlock() }
+        return max(everyTopic, buckets[Self.bucket(of: topic)])
+    }
+
+    private static func bucket(of topic: TopicName) -> Int { topic.rawValue.hashValue & (bucketCount - 1) }
+}
