@@ -108,12 +108,8 @@ private struct JSONParser {
     mutating func object() throws(JSONParseError) -> JSONValue {
         try enter()
         var members: [String: JSONValue] = [:]
-        if index < bytes.count && bytes[index] == UInt8(ascii: "}") {
-            index += 1
-            depth -= 1
-            return .object(members)
-        }
-        while true {
+        if closes(UInt8(ascii: "}")) { return .object(members) }
+        repeat {
             guard index < bytes.count, bytes[index] == UInt8(ascii: "\"") else { throw fail("a name was expected") }
             let nameOffset = index
             let name = try string()
@@ -125,40 +121,39 @@ private struct JSONParser {
             guard members.updateValue(member, forKey: name) == nil else {
                 throw JSONParseError(message: "the name \"\(name)\" appears twice in one object", offset: nameOffset)
             }
-            skipWhitespace()
-            guard index < bytes.count else { throw fail("',' or '}' was expected") }
-            if bytes[index] == UInt8(ascii: "}") {
-                index += 1
-                depth -= 1
-                return .object(members)
-            }
-            guard bytes[index] == UInt8(ascii: ",") else { throw fail("',' or '}' was expected") }
-            index += 1
-            skipWhitespace()
-        }
+        } while try !endsAfterItem(UInt8(ascii: "}"))
+        return .object(members)
     }
 
     mutating func array() throws(JSONParseError) -> JSONValue {
         try enter()
         var elements: [JSONValue] = []
-        if index < bytes.count && bytes[index] == UInt8(ascii: "]") {
-            index += 1
-            depth -= 1
-            return .array(elements)
-        }
-        while true {
+        if closes(UInt8(ascii: "]")) { return .array(elements) }
+        repeat {
             elements.append(try value())
-            skipWhitespace()
-            guard index < bytes.count else { throw fail("',' or ']' was expected") }
-            if bytes[index] == UInt8(ascii: "]") {
-                index += 1
-                depth -= 1
-                return .array(elements)
-            }
-            guard bytes[index] == UInt8(ascii: ",") else { throw fail("',' or ']' was expected") }
-            index += 1
-            skipWhitespace()
+        } while try !endsAfterItem(UInt8(ascii: "]"))
+        return .array(elements)
+    }
+
+    /// Whether the container ends here: its closing byte is consumed and its level left.
+    mutating func closes(_ closer: UInt8) -> Bool {
+        guard index < bytes.count, bytes[index] == closer else { return false }
+        index += 1
+        depth -= 1
+        return true
+    }
+
+    /// After a member or an element: `true` at the container's end, `false` after a comma (and the
+    /// whitespace after it).
+    mutating func endsAfterItem(_ closer: UInt8) throws(JSONParseError) -> Bool {
+        skipWhitespace()
+        if closes(closer) { return true }
+        guard index < bytes.count, bytes[index] == UInt8(ascii: ",") else {
+            throw fail("',' or '\(Character(Unicode.Scalar(closer)))' was expected")
         }
+        index += 1
+        skipWhitespace()
+        return false
     }
 
     /// A string starting at its opening quote; `index` ends after its closing quote.
@@ -243,14 +238,7 @@ private struct JSONParser {
         guard bytes.count - index >= 4 else { throw fail("\\u needs four hexadecimal digits") }
         var unit: UInt32 = 0
         for _ in 0..<4 {
-            let byte = bytes[index]
-            let digit: UInt8
-            switch byte {
-            case UInt8(ascii: "0")...UInt8(ascii: "9"): digit = byte - UInt8(ascii: "0")
-            case UInt8(ascii: "a")...UInt8(ascii: "f"): digit = byte - UInt8(ascii: "a") + 10
-            case UInt8(ascii: "A")...UInt8(ascii: "F"): digit = byte - UInt8(ascii: "A") + 10
-            default: throw fail("\\u needs four hexadecimal digits")
-            }
+            guard let digit = Hex.value(ofDigit: bytes[index]) else { throw fail("\\u needs four hexadecimal digits") }
             unit = unit << 4 | UInt32(digit)
             index += 1
         }
