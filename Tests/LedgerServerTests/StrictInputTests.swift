@@ -39,6 +39,36 @@ struct StrictInputTests {
         }
     }
 
+    @Test(
+        "send bodies are RFC 8259: trailing commas, lone surrogates and nesting past 512 are 400; 512 levels are sent")
+    func rfc8259Bodies() async throws {
+        try await TestServer().run { client in
+            let device = try await client.registerDevice()
+            let before = try client.headSeq()
+            func nested(_ depth: Int) -> String {
+                String(repeating: #"{"k":"#, count: depth) + "1" + String(repeating: "}", count: depth)
+            }
+            let refused = [
+                #"{"message":{"token":"\#(device)","data":{"k":"v",}}}"#,
+                #"{"message":{"token":"\#(device)","data":{"k":"\ud800"}}}"#,
+                // The body, the message and apns are three levels of the 512; the payload's 510 more are too many.
+                #"{"message":{"token":"\#(device)","apns":{"payload":"# + nested(510) + "}}}",
+            ]
+            for body in refused {
+                let reply = try await client.call(.post, Self.send, body: body)
+                #expect(reply.status == .badRequest, "\(body.prefix(60))")
+                #expect(reply.googleStatus == "INVALID_ARGUMENT")
+                #expect(reply.text.contains("Invalid JSON payload received"), "\(reply.text)")
+            }
+            #expect(try client.headSeq() == before)
+            // 3 + 509 levels, the most there may be: parsed, validated, stored (under 4096 bytes) and recorded.
+            let deep = #"{"message":{"token":"\#(device)","apns":{"payload":"# + nested(509) + "}}}"
+            let reply = try await client.call(.post, Self.send, body: deep)
+            #expect(reply.status == .ok, "\(reply.text.prefix(200))")
+            #expect(try client.headSeq() == before + 2)  // the send and its audience
+        }
+    }
+
     @Test("audit times must be real dates")
     func realDates() async throws {
         try await TestServer().run { client in
