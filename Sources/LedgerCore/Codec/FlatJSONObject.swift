@@ -348,15 +348,12 @@ extension FlatJSONObject {
                     index += 1
                     guard let escape = peek() else { break }
                     index += 1
-                    switch escape {
-                    case UInt8(ascii: "\""), UInt8(ascii: "\\"), UInt8(ascii: "/"): utf8.append(escape)
-                    case UInt8(ascii: "b"): utf8.append(0x08)
-                    case UInt8(ascii: "f"): utf8.append(0x0C)
-                    case UInt8(ascii: "n"): utf8.append(0x0A)
-                    case UInt8(ascii: "r"): utf8.append(0x0D)
-                    case UInt8(ascii: "t"): utf8.append(0x09)
-                    case UInt8(ascii: "u"): utf8.append(contentsOf: try readUnicodeEscape())
-                    default: throw FlatJSONError("an unknown escape in a string", offset: index - 2)
+                    if let byte = JSONEscape.byte(after: escape) {
+                        utf8.append(byte)
+                    } else if escape == UInt8(ascii: "u") {
+                        utf8.append(contentsOf: try readUnicodeEscape())
+                    } else {
+                        throw FlatJSONError("an unknown escape in a string", offset: index - 2)
                     }
                 default:
                     guard byte >= 0x20 else { throw fail("a control character in a string") }

@@ -202,35 +202,30 @@ private struct JSONParser {
         guard index < bytes.count else { throw fail("a string is not closed") }
         let escape = bytes[index]
         index += 1
-        switch escape {
-        case UInt8(ascii: "\""), UInt8(ascii: "\\"), UInt8(ascii: "/"): decoded.append(escape)
-        case UInt8(ascii: "b"): decoded.append(0x08)
-        case UInt8(ascii: "f"): decoded.append(0x0C)
-        case UInt8(ascii: "n"): decoded.append(0x0A)
-        case UInt8(ascii: "r"): decoded.append(0x0D)
-        case UInt8(ascii: "t"): decoded.append(0x09)
-        case UInt8(ascii: "u"):
-            var scalar = try hexUnit()
-            if (0xD800..<0xDC00).contains(scalar) {
-                guard bytes.count - index >= 2, bytes[index] == UInt8(ascii: "\\"),
-                    bytes[index + 1] == UInt8(ascii: "u")
-                else { throw fail("a high surrogate escape must be followed by a low one") }
-                index += 2
-                let low = try hexUnit()
-                guard (0xDC00..<0xE000).contains(low) else {
-                    throw fail("a high surrogate escape must be followed by a low one")
-                }
-                scalar = 0x10000 + ((scalar - 0xD800) << 10) + (low - 0xDC00)
-            } else if (0xDC00..<0xE000).contains(scalar) {
-                throw fail("a low surrogate escape without a high one")
-            }
-            // Every value left is a scalar: below 0x110000 and not a surrogate.
-            guard let unicode = Unicode.Scalar(scalar) else { throw fail("an escape is not a Unicode scalar") }
-            UTF8.encode(unicode) { decoded.append($0) }
-        default:
+        if let byte = JSONEscape.byte(after: escape) {
+            decoded.append(byte)
+            return
+        }
+        guard escape == UInt8(ascii: "u") else {
             index -= 1
             throw fail("an unknown escape in a string")
         }
+        var scalar = try hexUnit()
+        if (0xD800..<0xDC00).contains(scalar) {
+            guard bytes.count - index >= 2, bytes[index] == UInt8(ascii: "\\"), bytes[index + 1] == UInt8(ascii: "u")
+            else { throw fail("a high surrogate escape must be followed by a low one") }
+            index += 2
+            let low = try hexUnit()
+            guard (0xDC00..<0xE000).contains(low) else {
+                throw fail("a high surrogate escape must be followed by a low one")
+            }
+            scalar = 0x10000 + ((scalar - 0xD800) << 10) + (low - 0xDC00)
+        } else if (0xDC00..<0xE000).contains(scalar) {
+            throw fail("a low surrogate escape without a high one")
+        }
+        // Every value left is a scalar: below 0x110000 and not a surrogate.
+        guard let unicode = Unicode.Scalar(scalar) else { throw fail("an escape is not a Unicode scalar") }
+        UTF8.encode(unicode) { decoded.append($0) }
     }
 
     /// Four hexadecimal digits.
@@ -286,5 +281,24 @@ private struct JSONParser {
         if let integer = Int64(exactly: double) { return .integer(integer) }
         if let unsigned = UInt64(exactly: double) { return .unsigned(unsigned) }
         return .number(double)
+    }
+}
+
+/// JSON's one-character escapes, shared by the readers of request bodies (this parser and
+/// ``FlatJSONObject``).
+enum JSONEscape {
+    /// The byte `\"`, `\\`, `\/`, `\b`, `\f`, `\n`, `\r` or `\t` stands for, given the byte after the
+    /// backslash; `nil` for `u` (four hex digits follow) and for anything JSON does not define.
+    @inline(__always)
+    static func byte(after escape: UInt8) -> UInt8? {
+        switch escape {
+        case UInt8(ascii: "\""), UInt8(ascii: "\\"), UInt8(ascii: "/"): escape
+        case UInt8(ascii: "b"): 0x08
+        case UInt8(ascii: "f"): 0x0C
+        case UInt8(ascii: "n"): 0x0A
+        case UInt8(ascii: "r"): 0x0D
+        case UInt8(ascii: "t"): 0x09
+        default: nil
+        }
     }
 }
