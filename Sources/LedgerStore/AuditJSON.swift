@@ -26,7 +26,7 @@ public enum AuditJSON {
             acknowledgedRecipients: recipients.indices.filter { replay.acknowledged[$0] }.map {
                 replay.recipients[$0].rawValue
             },
-            message: (try? JSONSerialization.jsonObject(with: Data(replay.messageJSON))).flatMap(JSONValue.init))
+            message: try? JSONValue(parsing: replay.messageJSON))
     }
 
     /// `ledger audit instance` / `GET …/audit/instances/{token}`.

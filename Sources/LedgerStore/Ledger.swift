@@ -367,6 +367,11 @@ public final class Ledger: Sendable {
     public func recordAudiences(of receipt: WriteReceipt, time: LedgerTime?) async throws -> [OperationOutcome] {
         let sends = Self.sends(in: [.success(receipt)])
         guard !sends.isEmpty else { return [] }
+        // A reader's change dates miss what another process writes: nothing is computed for it (the append
+        // below would refuse it anyway).
+        guard committer != nil else {
+            throw StoreError(.invalidArgument, "the ledger of \(project) is open read-only")
+        }
         let records = try digestMemo.withLock { memo in
             try read { try $0.audienceRecords(sends, memo: memo, changes: topicChanges) }
         }

@@ -50,7 +50,8 @@ public struct DevicePayload: Equatable, Sendable {
     /// The APNs push type (`alert`, `background`, …), iOS only.
     public let pushType: String?
 
-    /// The stored message as the mappings read it (``object(_:)``): converted once per send, not per platform.
+    /// The stored message as the mappings read it (``object(ofMessageJSON:)``): parsed once per send, not per
+    /// platform.
     public init(
         ofObject message: [String: JSONValue], messageID: UInt64, target: MessageTarget, project: ProjectID,
         platform: DevicePlatform
@@ -90,9 +91,9 @@ public struct DevicePayload: Equatable, Sendable {
 
     /// The payload as JSON (UTF-8, keys sorted by code point).
     ///
-    /// Swift's `JSONEncoder` (through ``JSONValue``), not `JSONSerialization`: the latter's sorted keys
-    /// compare through ICU, 25 times slower here, and rendering payloads was most of the server's CPU when
-    /// devices replayed their backlogs.
+    /// Written by ``JSONValue/json``, not `JSONSerialization`: the latter's sorted keys compare through ICU,
+    /// 25 times slower here, and rendering payloads was most of the server's CPU when devices replayed their
+    /// backlogs.
     public var json: [UInt8] { payload.json }
 
     // MARK: The mappings

@@ -7,7 +7,7 @@ import Foundation
 ///
 /// Foundation has no such type: `[String: Any]` cannot be given to `JSONEncoder`, and `JSONSerialization`
 /// sorts keys through ICU (25 times slower here; see ``DevicePayload/json``).
-public enum JSONValue: Equatable, Sendable, Codable {
+public enum JSONValue: Equatable, Sendable, Encodable {
     case string(String)
     case bool(Bool)
     case integer(Int64)
@@ -87,30 +87,6 @@ public enum JSONValue: Equatable, Sendable, Codable {
     public var integer: Int64? {
         if case .integer(let value) = self { return value }
         return nil
-    }
-
-    /// Decodes any JSON through a `Decoder`'s single-value container, trying each kind in turn. Slower than
-    /// ``init(parsing:)`` (every kind tried and refused is a thrown error); here so that the parser can be
-    /// compared with `JSONDecoder` and so that a `Codable` type can hold a free-form value.
-    public init(from decoder: any Decoder) throws {
-        let container = try decoder.singleValueContainer()
-        if container.decodeNil() {
-            self = .null
-        } else if let flag = try? container.decode(Bool.self) {
-            self = .bool(flag)
-        } else if let integer = try? container.decode(Int64.self) {
-            self = .integer(integer)
-        } else if let unsigned = try? container.decode(UInt64.self) {
-            self = .unsigned(unsigned)
-        } else if let number = try? container.decode(Double.self) {
-            self = .number(number)
-        } else if let text = try? container.decode(String.self) {
-            self = .string(text)
-        } else if let elements = try? container.decode([JSONValue].self) {
-            self = .array(elements)
-        } else {
-            self = .object(try container.decode([String: JSONValue].self))
-        }
     }
 
     private struct Key: CodingKey {

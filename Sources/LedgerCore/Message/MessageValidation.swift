@@ -77,7 +77,7 @@ public enum MessageValidation {
         try PlatformValidation.validate(message)
         var stored = message
         stored.removeValue(forKey: "name")
-        // Through `JSONEncoder`, not `JSONSerialization`, whose sorted keys compare through ICU: that
+        // Written by `JSONValue.json`, not `JSONSerialization`, whose sorted keys compare through ICU: that
         // serialization was 11.7 % of the server's CPU under topic sends (docs/performance.md).
         let json = JSONValue.object(stored).json
         guard json.count <= maximumPayloadBytes else {
