@@ -54,7 +54,7 @@ struct GoogleErrorMiddleware<Context: RequestContext>: RouterMiddleware {
     }
 
     private func internalError(_ error: any Error) -> FCMError {
-        let requestID = UUID().uuidString.lowercased()
+        let requestID = RequestID.random()
         logger.error("internal error", metadata: ["ledger.errorId": "\(requestID)", "error": "\(error)"])
         return FCMError.internalError(requestID: requestID)
     }

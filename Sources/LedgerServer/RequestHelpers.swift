@@ -27,7 +27,7 @@ extension Request {
     }
 
     /// A request id for the events this request appends.
-    var ledgerRequestID: String { UUID().uuidString.lowercased() }
+    var ledgerRequestID: String { RequestID.random() }
 }
 
 extension CredentialStore {

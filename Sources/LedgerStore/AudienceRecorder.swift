@@ -41,8 +41,12 @@ final class AudienceRecorder: @unchecked Sendable {
         self.compute = compute
         self.submit = submit
         self.logger = logger
-        let thread = Thread { [self] in run() }
-        thread.name = "ledger-audience"
+        let thread = Thread { [self] in
+            // Named from inside: on Linux, Foundation applies a name set before `start()` to no thread (profiles
+            // showed the writer under its creator's name).
+            Thread.current.name = "ledger-audience"
+            run()
+        }
         thread.start()
     }
 
@@ -115,7 +119,7 @@ final class AudienceRecorder: @unchecked Sendable {
             return
         }
         let request = WriteRequest(
-            actor: "ledger", requestID: "audience-\(UUID().uuidString.lowercased())",
+            actor: "ledger", requestID: "audience-\(RequestID.random())",
             operations: records.map { .recordAudience($0) })
         switch submit(request) {
         case .success(let receipt):

@@ -37,8 +37,12 @@ final class GroupCommitter: @unchecked Sendable {
         self.maximumBatchOperations = maximumBatchOperations
         self.observer = observer
         self.commit = commit
-        let thread = Thread { [self] in run() }
-        thread.name = "ledger-writer"
+        let thread = Thread { [self] in
+            // Named from inside: on Linux, Foundation applies a name set before `start()` to no thread (profiles
+            // showed the writer under its creator's name).
+            Thread.current.name = "ledger-writer"
+            run()
+        }
         thread.start()
     }
 

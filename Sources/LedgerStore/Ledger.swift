@@ -377,7 +377,7 @@ public final class Ledger: Sendable {
         }
         return try await append(
             WriteRequest(
-                actor: "ledger", requestID: "audience-\(UUID().uuidString.lowercased())", time: time,
+                actor: "ledger", requestID: "audience-\(RequestID.random())", time: time,
                 operations: records.map { .recordAudience($0) })
         ).outcomes
     }
