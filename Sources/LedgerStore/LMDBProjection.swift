@@ -66,29 +66,40 @@ struct LMDBProjection: LedgerProjection {
         return id
     }
 
+    /// The instance's current topics, ascending: from both of the instance side's databases.
     func topics(of instance: InstanceID) throws -> [TopicID] {
         var topics: [TopicID] = []
-        try txn.withCursor(schema.instanceTopics) { cursor in
-            try cursor.forEachValue(of: instance) { value in
-                topics.append(value.loadBigEndianUInt32())
-                return true
+        for database in [schema.instanceTopics, schema.recentInstanceTopics] {
+            try txn.withCursor(database) { cursor in
+                try cursor.forEachValue(of: instance) { value in
+                    topics.append(value.loadBigEndianUInt32())
+                    return true
+                }
             }
         }
-        return topics
+        return topics.sorted()
     }
 
     /// The seq since which `instance` has held `topic`, or `nil`.
     func subscribedSince(_ topic: TopicID, instance: InstanceID) throws -> UInt64? {
-        guard let entry = try txn.cursor(schema.instanceTopics).seek(instance, value: membershipValue(topic, since: 0)),
-            StoredMembership(entry.value).id == topic
-        else { return nil }
-        return StoredMembership(entry.value).since
+        for database in [schema.recentInstanceTopics, schema.instanceTopics] {
+            if let entry = try txn.cursor(database).seek(instance, value: membershipValue(topic, since: 0)),
+                StoredMembership(entry.value).id == topic
+            {
+                return StoredMembership(entry.value).since
+            }
+        }
+        return nil
     }
 
     /// How many topics `instance` holds now.
     func topicCount(of instance: InstanceID) throws -> Int {
-        let cursor = try txn.cursor(schema.instanceTopics)
-        return try cursor.find(instance) == nil ? 0 : try cursor.duplicateCount()
+        var count = 0
+        for database in [schema.instanceTopics, schema.recentInstanceTopics] {
+            let cursor = try txn.cursor(database)
+            if try cursor.find(instance) != nil { count += try cursor.duplicateCount() }
+        }
+        return count
     }
 
     func addTopic(_ topic: TopicID, to instance: InstanceID, at seq: UInt64) throws -> Bool {
@@ -103,15 +114,20 @@ struct LMDBProjection: LedgerProjection {
         return true
     }
 
-    /// Stores a membership that begins at `seq`; the caller has checked there is none.
+    /// Stores a membership that begins at `seq`; the caller has checked there is none. The instance side goes
+    /// to `recentInstanceTopics` (``RecentMemberships``).
     func putMembership(_ topic: TopicID, instance: InstanceID, at seq: UInt64) throws {
-        try txn.put(schema.instanceTopics, key: instance, value: membershipValue(topic, since: seq))
+        try txn.put(schema.recentInstanceTopics, key: instance, value: membershipValue(topic, since: seq))
         try txn.put(schema.topicMembers, key: topic, value: membershipValue(instance, since: seq))
     }
 
     /// Moves the membership held since `since` to the history, ending at `seq`.
     func endMembership(_ topic: TopicID, instance: InstanceID, since: UInt64, at seq: UInt64) throws {
-        try txn.delete(schema.instanceTopics, key: instance, value: membershipValue(topic, since: since))
+        let value = membershipValue(topic, since: since)
+        guard
+            try txn.delete(schema.recentInstanceTopics, key: instance, value: value)
+                || txn.delete(schema.instanceTopics, key: instance, value: value)
+        else { throw StoreError(.corrupt, "instance \(instance) holds topic \(topic) on one side only") }
         try txn.delete(schema.topicMembers, key: topic, value: membershipValue(instance, since: since))
         try txn.put(schema.instanceTopicHistory, key: instance, value: intervalValue(topic, start: since, end: seq))
         try txn.put(schema.topicMemberHistory, key: topic, value: intervalValue(instance, start: since, end: seq))

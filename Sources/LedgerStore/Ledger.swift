@@ -278,6 +278,7 @@ public final class Ledger: Sendable {
                     results.append(try appender.apply(request, now: now).mapError { $0 })
                 }
                 try appender.finish()
+                try RecentMemberships.moveIfFull(txn: txn, schema: schema, limit: limits.recentMembershipsBeforeMove)
                 return results
             }
         }
@@ -325,6 +326,8 @@ public final class Ledger: Sendable {
                                     messageIDs: SystemRandomNumberGenerator())
                                 let result = try appender.apply(request, now: now)
                                 try appender.finish()
+                                try RecentMemberships.moveIfFull(
+                                    txn: child, schema: schema, limit: limits.recentMembershipsBeforeMove)
                                 return result.mapError { $0 }
                             })
                     } catch LMDBError.Code.mapFull {

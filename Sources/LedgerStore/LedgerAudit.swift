@@ -71,7 +71,10 @@ extension LedgerSnapshot {
         }
         if let since = info.registeredSince { registrations.append(HeldInterval(start: since, end: nil)) }
         var subscriptions: [(topic: TopicID, interval: HeldInterval)] = []
-        try forEachInterval(current: schema.instanceTopics, history: schema.instanceTopicHistory, key: instance) {
+        try forEachInterval(
+            current: [schema.instanceTopics, schema.recentInstanceTopics], history: schema.instanceTopicHistory,
+            key: instance
+        ) {
             subscriptions.append(($0, $1))
         }
         var names: [TopicID: TopicName] = [:]
@@ -150,7 +153,8 @@ extension LedgerSnapshot {
         guard let id = try topicID(of: topic) else { return nil }
         let at = try seq ?? head().seq
         var changes: [(seq: UInt64, delta: Int)] = []
-        try forEachInterval(current: schema.topicMembers, history: schema.topicMemberHistory, key: id) { _, interval in
+        try forEachInterval(current: [schema.topicMembers], history: schema.topicMemberHistory, key: id) {
+            _, interval in
             changes.append((interval.start, 1))
             if let end = interval.end { changes.append((end, -1)) }
         }
@@ -174,15 +178,17 @@ extension LedgerSnapshot {
 
     /// Calls `body` with every interval (open ones from `current`, closed ones from `history`) under `key`.
     private func forEachInterval(
-        current: LMDBDatabase, history: LMDBDatabase, key: UInt32, _ body: (UInt32, HeldInterval) throws -> Void
+        current: [LMDBDatabase], history: LMDBDatabase, key: UInt32, _ body: (UInt32, HeldInterval) throws -> Void
     ) throws {
-        try txn.withCursor(current) { cursor in
-            try cursor.forEachValueChunk(of: key) { chunk in
-                for offset in stride(from: 0, to: chunk.count, by: StoredMembership.size) {
-                    let membership = StoredMembership(chunk, at: offset)
-                    try body(membership.id, HeldInterval(start: membership.since, end: nil))
+        for database in current {
+            try txn.withCursor(database) { cursor in
+                try cursor.forEachValueChunk(of: key) { chunk in
+                    for offset in stride(from: 0, to: chunk.count, by: StoredMembership.size) {
+                        let membership = StoredMembership(chunk, at: offset)
+                        try body(membership.id, HeldInterval(start: membership.since, end: nil))
+                    }
+                    return true
                 }
-                return true
             }
         }
         try txn.withCursor(history) { cursor in

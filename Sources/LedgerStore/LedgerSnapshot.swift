@@ -129,7 +129,7 @@ public struct LedgerSnapshot {
     /// The instances registered in the state at `seq` (now, when `nil`): the universe that `!` complements in.
     public func universe(at seq: UInt64? = nil) throws -> InstanceSet {
         var set = InstanceSet(capacity: try instanceIDBound())
-        try fillHeld(current: schema.universe, history: schema.universeHistory, key: universeKey, at: seq, into: &set)
+        try fillHeld(current: [schema.universe], history: schema.universeHistory, key: universeKey, at: seq, into: &set)
         return set
     }
 
@@ -154,23 +154,26 @@ public struct LedgerSnapshot {
     public func topics(of instance: InstanceID, at seq: UInt64? = nil) throws -> [TopicID] {
         var set = InstanceSet(capacity: try txn.count(schema.topicNames) + 1)
         try fillHeld(
-            current: schema.instanceTopics, history: schema.instanceTopicHistory, key: instance, at: seq, into: &set)
+            current: [schema.instanceTopics, schema.recentInstanceTopics], history: schema.instanceTopicHistory,
+            key: instance, at: seq, into: &set)
         return set.ids
     }
 
     /// The instance's current subscriptions with the seq each began at, ascending by topic id.
     public func subscriptions(of instance: InstanceID) throws -> [(topic: TopicID, since: UInt64)] {
-        var result: [(TopicID, UInt64)] = []
-        try txn.withCursor(schema.instanceTopics) { cursor in
-            try cursor.forEachValueChunk(of: instance) { chunk in
-                for offset in stride(from: 0, to: chunk.count, by: StoredMembership.size) {
-                    let membership = StoredMembership(chunk, at: offset)
-                    result.append((membership.id, membership.since))
+        var result: [(topic: TopicID, since: UInt64)] = []
+        for database in [schema.instanceTopics, schema.recentInstanceTopics] {
+            try txn.withCursor(database) { cursor in
+                try cursor.forEachValueChunk(of: instance) { chunk in
+                    for offset in stride(from: 0, to: chunk.count, by: StoredMembership.size) {
+                        let membership = StoredMembership(chunk, at: offset)
+                        result.append((membership.id, membership.since))
+                    }
+                    return true
                 }
-                return true
             }
         }
-        return result
+        return result.sorted { $0.topic < $1.topic }
     }
 
     /// The members of `topic` in the state at `seq` (now, when `nil`), ascending by instance id.
@@ -183,7 +186,8 @@ public struct LedgerSnapshot {
     /// The members of `topic` in the state at `seq` (now, when `nil`) as a set of `capacity`.
     public func memberSet(of topic: TopicID, at seq: UInt64? = nil, capacity: Int) throws -> InstanceSet {
         var set = InstanceSet(capacity: capacity)
-        try fillHeld(current: schema.topicMembers, history: schema.topicMemberHistory, key: topic, at: seq, into: &set)
+        try fillHeld(
+            current: [schema.topicMembers], history: schema.topicMemberHistory, key: topic, at: seq, into: &set)
         return set
     }
 
@@ -220,22 +224,24 @@ public struct LedgerSnapshot {
     /// audience (a million-instance universe is a million of these). A pair holds at most one interval at
     /// a time, so no id is counted twice.
     private func fillHeld(
-        current: LMDBDatabase, history: LMDBDatabase, key: UInt32, at seq: UInt64?, into set: inout InstanceSet
+        current: [LMDBDatabase], history: LMDBDatabase, key: UInt32, at seq: UInt64?, into set: inout InstanceSet
     ) throws {
         let bound = seq ?? .max
         try set.withUnsafeMutableWords { words in
-            try txn.withCursor(current) { cursor in
-                try cursor.forEachValueChunk(of: key) { chunk in
-                    for offset in stride(from: 0, to: chunk.count, by: StoredMembership.size) {
-                        let membership = StoredMembership(chunk, at: offset)
-                        guard membership.since <= bound else { continue }
-                        let id = membership.id
-                        guard Int(id >> 6) < words.count else {
-                            throw StoreError(.corrupt, "instance id \(id) out of range")
+            for database in current {
+                try txn.withCursor(database) { cursor in
+                    try cursor.forEachValueChunk(of: key) { chunk in
+                        for offset in stride(from: 0, to: chunk.count, by: StoredMembership.size) {
+                            let membership = StoredMembership(chunk, at: offset)
+                            guard membership.since <= bound else { continue }
+                            let id = membership.id
+                            guard Int(id >> 6) < words.count else {
+                                throw StoreError(.corrupt, "instance id \(id) out of range")
+                            }
+                            words[Int(id >> 6)] |= 1 << UInt64(id & 63)
                         }
-                        words[Int(id >> 6)] |= 1 << UInt64(id & 63)
+                        return true
                     }
-                    return true
                 }
             }
             guard let seq else { return }
@@ -276,7 +282,8 @@ public struct LedgerSnapshot {
         return LedgerStatistics(
             events: head.seq, headTime: head.seq == 0 ? nil : head.time, headHash: head.hash.hexString,
             instances: try txn.count(schema.instances), registeredInstances: try txn.count(schema.universe),
-            topics: try txn.count(schema.topicNames), subscriptions: try txn.count(schema.instanceTopics),
+            topics: try txn.count(schema.topicNames),
+            subscriptions: try txn.count(schema.instanceTopics) + txn.count(schema.recentInstanceTopics),
             messages: try txn.count(schema.messages), usedBytes: txn.environment.usedBytes,
             mapBytes: txn.environment.mapSize)
     }

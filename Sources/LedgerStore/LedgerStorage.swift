@@ -139,7 +139,8 @@ struct LedgerStorage {
     /// ledger can hold such a name (its writes failed), so the step only records the new version — which
     /// keeps older builds, which would not find hashed keys, from opening the ledger.
     /// Layout 3 → 6 builds the Merkle tree over the log (``MerkleStore``); 4 → 6 builds it again under keys
-    /// that grow with the log, 5 → 6 again from subtrees of 256 leaves.
+    /// that grow with the log, 5 → 6 again from subtrees of 256 leaves. 6 → 7 adds an empty
+    /// `recentInstanceTopics`.
     private static func upgradeLayout(_ txn: LMDBTransaction, _ schema: LedgerSchema) throws {
         var version = try txn.withValue(in: schema.meta, forKey: MetaKey.layoutVersion) {
             $0?.loadBigEndianUInt32()
@@ -171,6 +172,10 @@ struct LedgerStorage {
                 }
             }
             try builder.forEachStored { key, hash in try txn.put(schema.merkle, key: key, value: hash) }
+            version = 6
+        }
+        // 6 → 7: `recentInstanceTopics`, created empty by `LedgerSchema` in this transaction.
+        if version != LedgerSchema.layoutVersion {
             try txn.put(schema.meta, key: MetaKey.layoutVersion, value: LedgerSchema.layoutVersion)
         }
     }

@@ -152,11 +152,37 @@ extension Ledger {
         let referenceSchema = try reference.write { try LedgerSchema($0) }
         let projection = try ProjectionBuilder.fold(from: LedgerSnapshot(txn: txn, schema: schema), through: headSeq)
         try projection.write(to: reference, schema: referenceSchema)
+        try splitInstanceSide(of: reference, schema: referenceSchema, like: txn)
         try reference.read { referenceTxn in
             for (liveDatabase, referenceDatabase) in zip(schema.projections, referenceSchema.projections) {
                 try compare(
                     liveDatabase, in: txn, with: referenceDatabase, in: referenceTxn, report: &report,
                     limit: limit)
+            }
+        }
+    }
+
+    /// The live writer keeps new memberships' instance side in `recentInstanceTopics` until it moves them
+    /// (``RecentMemberships``); a rebuild writes every one to `instanceTopics`. Moves the reference's entries
+    /// that the live ledger holds in `recentInstanceTopics` there too, so the two compare entry by entry: a
+    /// live entry the rebuild lacks stays unmatched and is reported.
+    private func splitInstanceSide(
+        of reference: LMDBEnvironment, schema referenceSchema: LedgerSchema, like txn: LMDBTransaction
+    )
+        throws
+    {
+        var recent: [(key: [UInt8], value: [UInt8])] = []
+        try txn.withCursor(schema.recentInstanceTopics) { cursor in
+            try cursor.forEach { entry in
+                recent.append((Array(entry.key), Array(entry.value)))
+                return true
+            }
+        }
+        guard !recent.isEmpty else { return }
+        try reference.write { referenceTxn in
+            for entry in recent
+            where try referenceTxn.delete(referenceSchema.instanceTopics, key: entry.key, value: entry.value) {
+                try referenceTxn.put(referenceSchema.recentInstanceTopics, key: entry.key, value: entry.value)
             }
         }
     }

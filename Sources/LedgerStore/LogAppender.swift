@@ -230,6 +230,9 @@ struct TransactionSink: EventSink {
 public struct LedgerLimits: Sendable {
     /// Topics one instance may hold (FCM: 2000).
     public var maximumTopicsPerInstance = 2000
+    /// New memberships the instance side gathers in `recentInstanceTopics` before the writer moves them to
+    /// `instanceTopics` (``RecentMemberships``); 0 moves them at every commit.
+    public var recentMembershipsBeforeMove = 65_536
 
     public init() {}
 }

@@ -65,26 +65,32 @@ struct ObservedState: Equatable, CustomStringConvertible {
 }
 
 /// Every key and value of every database in the ledger's environment, for byte-for-byte comparisons.
+///
+/// `instanceTopics` is dumped as one database with `recentInstanceTopics`, sorted: the live writer keeps new
+/// memberships in the second until it moves them (`RecentMemberships`), a rebuild writes all to the first, and
+/// together they are the instance side. A membership in both would appear twice.
 func rawDump(directory: String, databases: [String]) throws -> [String: [[UInt8]]] {
     let environment = try LMDBEnvironment(path: directory)
     var dump: [String: [[UInt8]]] = [:]
     try environment.read { txn throws in
         for name in databases {
-            let database = try txn.openDatabase(name)
             var entries: [[UInt8]] = []
-            try txn.withCursor(database) { cursor in
-                try cursor.forEach { entry in
-                    entries.append(Array(entry.key) + [0xFF, 0xFE] + Array(entry.value))
-                    return true
+            for part in name == "instanceTopics" ? [name, "recentInstanceTopics"] : [name] {
+                try txn.withCursor(try txn.openDatabase(part)) { cursor in
+                    try cursor.forEach { entry in
+                        entries.append(Array(entry.key) + [0xFF, 0xFE] + Array(entry.value))
+                        return true
+                    }
                 }
             }
-            dump[name] = entries
+            dump[name] = name == "instanceTopics" ? entries.sorted { $0.lexicographicallyPrecedes($1) } : entries
         }
     }
     return dump
 }
 
-/// Every database derived from the log (what `rebuild` clears and writes again).
+/// Every database derived from the log (what `rebuild` clears and writes again); `instanceTopics` stands for
+/// the instance side's two databases (``rawDump(directory:databases:)``).
 let projectionDatabases = [
     "tokens", "instances", "universe", "universeHistory", "topicIDs", "topicNames", "instanceTopics", "topicMembers",
     "instanceTopicHistory", "topicMemberHistory", "messages", "sends", "acknowledged", "merkle",

@@ -42,6 +42,9 @@ public func openTestLedger(
     configure: (inout Ledger.Options) -> Void = { _ in }
 ) throws -> Ledger {
     var options = Ledger.Options(mode: mode)
+    // Small, so that tests see memberships on both of the instance side's databases and the moves between
+    // them (RecentMemberships); the default is 65,536.
+    options.limits.recentMembershipsBeforeMove = 7
     configure(&options)
     return try Ledger.open(dataDirectory: directory.path, project: project, options: options, logger: quietLogger)
 }
