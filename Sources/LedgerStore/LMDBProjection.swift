@@ -69,7 +69,7 @@ struct LMDBProjection: LedgerProjection {
     /// The instance's current topics, ascending: from both of the instance side's databases.
     func topics(of instance: InstanceID) throws -> [TopicID] {
         var topics: [TopicID] = []
-        for database in [schema.instanceTopics, schema.recentInstanceTopics] {
+        for database in schema.instanceSide {
             try txn.withCursor(database) { cursor in
                 try cursor.forEachValue(of: instance) { value in
                     topics.append(value.loadBigEndianUInt32())
@@ -95,7 +95,7 @@ struct LMDBProjection: LedgerProjection {
     /// How many topics `instance` holds now.
     func topicCount(of instance: InstanceID) throws -> Int {
         var count = 0
-        for database in [schema.instanceTopics, schema.recentInstanceTopics] {
+        for database in schema.instanceSide {
             let cursor = try txn.cursor(database)
             if try cursor.find(instance) != nil { count += try cursor.duplicateCount() }
         }

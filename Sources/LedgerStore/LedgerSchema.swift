@@ -60,6 +60,10 @@ struct LedgerSchema: Sendable {
     let acknowledged: LMDBDatabase
     let merkle: LMDBDatabase
 
+    /// The instance side of current memberships: `instanceTopics` and the new entries waiting in
+    /// `recentInstanceTopics` (``RecentMemberships``); every reader reads both.
+    let instanceSide: [LMDBDatabase]
+
     /// Every database derived from the log, in a fixed order (what `rebuild` clears and `verify` compares).
     var projections: [LMDBDatabase] {
         [
@@ -82,6 +86,7 @@ struct LedgerSchema: Sendable {
         topicNames = try txn.openDatabase("topicNames", flags: create)
         instanceTopics = try txn.openDatabase("instanceTopics", flags: duplicates)
         recentInstanceTopics = try txn.openDatabase("recentInstanceTopics", flags: duplicates)
+        instanceSide = [instanceTopics, recentInstanceTopics]
         topicMembers = try txn.openDatabase("topicMembers", flags: duplicates)
         instanceTopicHistory = try txn.openDatabase("instanceTopicHistory", flags: duplicates)
         topicMemberHistory = try txn.openDatabase("topicMemberHistory", flags: duplicates)

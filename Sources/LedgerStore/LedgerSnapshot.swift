@@ -154,7 +154,7 @@ public struct LedgerSnapshot {
     public func topics(of instance: InstanceID, at seq: UInt64? = nil) throws -> [TopicID] {
         var set = InstanceSet(capacity: try txn.count(schema.topicNames) + 1)
         try fillHeld(
-            current: [schema.instanceTopics, schema.recentInstanceTopics], history: schema.instanceTopicHistory,
+            current: schema.instanceSide, history: schema.instanceTopicHistory,
             key: instance, at: seq, into: &set)
         return set.ids
     }
@@ -162,7 +162,7 @@ public struct LedgerSnapshot {
     /// The instance's current subscriptions with the seq each began at, ascending by topic id.
     public func subscriptions(of instance: InstanceID) throws -> [(topic: TopicID, since: UInt64)] {
         var result: [(topic: TopicID, since: UInt64)] = []
-        for database in [schema.instanceTopics, schema.recentInstanceTopics] {
+        for database in schema.instanceSide {
             try txn.withCursor(database) { cursor in
                 try cursor.forEachValueChunk(of: instance) { chunk in
                     for offset in stride(from: 0, to: chunk.count, by: StoredMembership.size) {

@@ -4,7 +4,8 @@
 # 1000 tokens at 8, then topic sends at 64 to the topics batchAdd filled, then the same sends each after a
 # change of its topic's membership (wrk -t1, the Lua scripts of tools/bench/wrk). CPU per request (user +
 # system of the server process, /proc/PID/stat, from the start of each wrk run until the server is idle
-# again, so sends' queued audiences count) is steadier than req/s on a shared machine.
+# again, so sends' queued audiences count) is steadier than req/s on a shared machine. "KB" is what the server
+# wrote to disk per request over the same span (/proc/PID/io write_bytes: the ledger's pages and its log).
 #   tools/bench/cpu-per-request.sh OLD_LEDGER NEW_LEDGER [ROUNDS] [SECONDS]
 set -euo pipefail
 old="${1:?usage: tools/bench/cpu-per-request.sh OLD_LEDGER NEW_LEDGER [ROUNDS] [SECONDS]}"
@@ -38,6 +39,7 @@ PY
 }
 
 cpu() { awk '{print $14 + $15}' "/proc/$server/stat"; }
+written() { awk '/^write_bytes/ {print $2}' "/proc/$server/io"; }
 settled=0
 settle() { # waits until the server is idle (under 2 ticks in 0.25 s, at most 30 s): queued work counts too;
     # sets $settled to the quarter-seconds it took
@@ -52,16 +54,19 @@ settle() { # waits until the server is idle (under 2 ticks in 0.25 s, at most 30
     settled=120
 }
 measure() { # label, wrk arguments…: prints "label rate/s cpu µs/request"
-    local before after out requests rate
+    local before after out requests rate bytes_before bytes_after
     before=$(cpu)
+    bytes_before=$(written)
     out=$(wrk -t1 -d"${seconds}s" "${@:2}")
     settle
     after=$(cpu)
+    bytes_after=$(written)
     if echo "$out" | grep -q "Non-2xx"; then echo "error: $1 had answers that were not 2xx" >&2; exit 1; fi
     requests=$(echo "$out" | awk '/requests in/ {print $1}')
     rate=$(echo "$out" | awk '/Requests\/sec/ {print $2}')
-    printf "%s %s/s %s µs" "$1" "$rate" \
-        "$(python3 -c "import os; print(round(($after - $before) / os.sysconf('SC_CLK_TCK') * 1e6 / $requests))")"
+    printf "%s %s/s %s µs %s KB" "$1" "$rate" \
+        "$(python3 -c "import os; print(round(($after - $before) / os.sysconf('SC_CLK_TCK') * 1e6 / $requests))")" \
+        "$(python3 -c "print(round(($bytes_after - $bytes_before) / 1000 / $requests, 1))")"
     # Work left queued when wrk stopped: how long the server took to go idle (capped at 30 s).
     if [ "$settled" -ge 2 ]; then printf " (idle %ss later%s)" "$((settled / 4))" "$([ "$settled" -ge 120 ] && echo ", capped")"; fi
     printf "  "
