@@ -134,6 +134,12 @@ public final class LMDBTransaction {
         try health.check(health.perform { mdb_drop(handle, database.dbi, 0) }, "mdb_drop(\(database.name))")
     }
 
+    /// Deletes `database` itself, entries and name, from the environment; its handle is closed and must not
+    /// be used again. (Tests make older layouts with it.)
+    public func drop(_ database: LMDBDatabase) throws(LMDBError) {
+        try health.check(health.perform { mdb_drop(handle, database.dbi, 1) }, "mdb_drop(\(database.name), delete)")
+    }
+
     // MARK: Reads
 
     /// Lends the value stored under `key` (the first one, in a duplicate-sorted database) to `body`,

@@ -140,4 +140,57 @@ struct RecentMembershipsTests {
             #expect(try sideCounts(path).recent == 0)
         }
     }
+
+    @Test(
+        "a layout-6 ledger (no recentInstanceTopics) is refused by readers with the way to upgrade it, and upgraded in place by its first writer: same state, sound, and new memberships wait in the new database"
+    )
+    func upgradeFromLayout6() async throws {
+        let directory = TemporaryDirectory()
+        defer { directory.remove() }
+        let history = RandomHistory(tokenCount: 8, topicCount: 4)
+        var generator = SeededGenerator(seed: 61)
+        let path: String
+        do {
+            // Moves at every commit: all memberships in instanceTopics, as layout 6 kept them.
+            let ledger = try openTestLedger(directory) { options in
+                options.limits.recentMembershipsBeforeMove = 0
+                options.recordsAudiences = false
+            }
+            path = ledger.directory
+            _ = try await appendAll(history.requests(count: 40, using: &generator), to: ledger)
+            ledger.close()
+        }
+        #expect(try sideCounts(path).moved > 0)
+        do {
+            let environment = try LMDBEnvironment(path: path)
+            try environment.write { txn throws in
+                try txn.drop(try txn.openDatabase("recentInstanceTopics"))
+                try txn.put(try txn.openDatabase("meta"), key: "layoutVersion", value: UInt32(6))
+            }
+        }
+        #expect {
+            try openTestLedger(directory, mode: .readOnly)
+        } throws: { error in
+            "\(error)".contains("older store layout") && "\(error)".contains("open it once with a writer")
+        }
+        let ledger = try openTestLedger(directory) { $0.limits.recentMembershipsBeforeMove = 1_000 }
+        let head = try ledger.readLog { try $0.head().seq }
+        let folded = try foldLog(ledger)
+        for seq in [head / 2, head] {
+            let observed = try ledger.read {
+                try ObservedState($0, at: seq, tokens: history.tokens, topics: history.topics)
+            }
+            #expect(observed == ObservedState(folded[Int(seq)], tokens: history.tokens, topics: history.topics))
+        }
+        #expect(try ledger.verify().isSound)
+        let more = history.requests(count: 20, using: &generator)
+        _ = try await appendAll(more, to: ledger)
+        #expect(try ledger.verify().isSound)
+        ledger.close()
+        #expect(try sideCounts(path).recent > 0)
+        let version = try LMDBEnvironment(path: path).read { txn throws in
+            try txn.value(in: try txn.openDatabase("meta"), forKey: "layoutVersion")
+        }
+        #expect(version == [0, 0, 0, 7])
+    }
 }
