@@ -134,7 +134,7 @@ public final class Ledger: Sendable {
         }
     }
 
-    /// The single writer: each group-commit batch runs through ``commit(_:environment:schema:limits:now:logger:)``;
+    /// The single writer: each group-commit batch runs through ``commit(_:environment:schema:limits:moves:now:logger:)``;
     /// its membership changes are dated in `changes`, and then the sends it committed go to the audience
     /// recorder and the send observer.
     private static func startWriter(
@@ -146,6 +146,7 @@ public final class Ledger: Sendable {
         let sendObserver = options.sendObserver
         let isolation = options.isolation
         let reported = ReportedOnce()
+        let moves = RecentMemberships.MoveCursor()
         return GroupCommitter(maximumBatchOperations: options.maximumBatchOperations, observer: options.commitObserver)
         {
             [environment = storage.environment, schema = storage.schema, logger, slot] batch in
@@ -159,10 +160,12 @@ public final class Ledger: Sendable {
                 switch isolation {
                 case .retryAlone:
                     Self.commit(
-                        batch, environment: environment, schema: schema, limits: limits, now: clock(), logger: logger)
+                        batch, environment: environment, schema: schema, limits: limits, moves: moves, now: clock(),
+                        logger: logger)
                 case .nestedPerRequest:
                     Self.commitNested(
-                        batch, environment: environment, schema: schema, limits: limits, now: clock(), logger: logger)
+                        batch, environment: environment, schema: schema, limits: limits, moves: moves, now: clock(),
+                        logger: logger)
                 }
             // Before the sends reach the recorder: a send's audience must never be taken as unchanged
             // across a change committed before it (``TopicChangeTracker``).
@@ -265,7 +268,7 @@ public final class Ledger: Sendable {
     /// nothing written for it.
     static func commit(
         _ batch: [WriteRequest], environment: LMDBEnvironment, schema: LedgerSchema, limits: LedgerLimits,
-        now: LedgerTime, logger: Logger
+        moves: RecentMemberships.MoveCursor, now: LedgerTime, logger: Logger
     ) -> [Result<WriteReceipt, any Error>] {
         let directory = environment.path
         func run(_ requests: [WriteRequest]) throws -> [Result<WriteReceipt, any Error>] {
@@ -278,7 +281,8 @@ public final class Ledger: Sendable {
                     results.append(try appender.apply(request, now: now).mapError { $0 })
                 }
                 try appender.finish()
-                try RecentMemberships.moveIfFull(txn: txn, schema: schema, limit: limits.recentMembershipsBeforeMove)
+                try RecentMemberships.moveIfFull(
+                    txn: txn, schema: schema, limit: limits.recentMembershipsBeforeMove, cursor: moves)
                 return results
             }
         }
@@ -311,7 +315,7 @@ public final class Ledger: Sendable {
     /// child is discarded alone. A full map still aborts the whole batch, which is grown and run again.
     static func commitNested(
         _ batch: [WriteRequest], environment: LMDBEnvironment, schema: LedgerSchema, limits: LedgerLimits,
-        now: LedgerTime, logger: Logger
+        moves: RecentMemberships.MoveCursor, now: LedgerTime, logger: Logger
     ) -> [Result<WriteReceipt, any Error>] {
         do {
             return try environment.write { txn in
@@ -327,7 +331,8 @@ public final class Ledger: Sendable {
                                 let result = try appender.apply(request, now: now)
                                 try appender.finish()
                                 try RecentMemberships.moveIfFull(
-                                    txn: child, schema: schema, limit: limits.recentMembershipsBeforeMove)
+                                    txn: child, schema: schema, limit: limits.recentMembershipsBeforeMove,
+                                    cursor: moves)
                                 return result.mapError { $0 }
                             })
                     } catch LMDBError.Code.mapFull {

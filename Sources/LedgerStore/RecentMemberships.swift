@@ -10,38 +10,77 @@ import LedgerCore
 /// 5.7 MB written per request (docs/performance.md, "seventh pass"). New memberships therefore go to a small
 /// tree, whose few pages every commit rewrites anyway; once it holds
 /// `LedgerLimits.recentMembershipsBeforeMove` entries (65,536 by default, 768 KiB of values) the writer moves
-/// them all, in key order, into `instanceTopics` within the same transaction, so each instance's page is
-/// written once per move rather than once per commit. Both trees are read as one (``LMDBProjection``,
-/// ``LedgerSnapshot``), and an entry is in exactly one of them; what a rebuild or a bulk import writes goes
-/// straight to `instanceTopics`.
+/// a slice of whole instances' entries, in key order and going round the instances, into `instanceTopics`
+/// within the same transaction, so each instance's page is written once per round rather than once per
+/// commit. Both trees are read as one (``LMDBProjection``, ``LedgerSnapshot``), and an entry is in exactly one
+/// of them; what a rebuild or a bulk import writes goes straight to `instanceTopics`.
 enum RecentMemberships {
-    /// Moves every entry of `recentInstanceTopics` into `instanceTopics` when there are at least `limit`.
-    /// Runs in the batch's write transaction, so the move commits with the batch or not at all.
+    /// Once `recentInstanceTopics` holds `limit` entries or more, moves whole instances' entries into
+    /// `instanceTopics`, a quarter of `limit` at a time (everything when `limit` is 0), going round the
+    /// instances from `cursor`, until fewer than `limit` wait. Runs in the batch's write transaction, so a move
+    /// commits with the batch or not at all.
     ///
-    /// - Returns: the number of entries moved (0 when under the limit).
+    /// Moving a slice rather than everything keeps each commit's extra pages bounded (a move dirties a page or
+    /// two per instance, and LMDB holds dirty pages in memory until the commit); going round means an
+    /// instance waits a full round — about `limit` new memberships — between moves, so its page is written
+    /// once for all the entries it gathered.
+    ///
+    /// - Returns: the number of entries moved.
     @discardableResult
-    static func moveIfFull(txn: LMDBTransaction, schema: LedgerSchema, limit: Int) throws -> Int {
-        guard try txn.count(schema.recentInstanceTopics) >= limit else { return 0 }
-        return try move(txn: txn, schema: schema)
+    static func moveIfFull(txn: LMDBTransaction, schema: LedgerSchema, limit: Int, cursor: MoveCursor) throws -> Int {
+        var waiting = try txn.count(schema.recentInstanceTopics)
+        let slice = limit == 0 ? waiting : max(limit / 4, 1)
+        var moved = 0
+        while waiting > 0 && waiting >= limit {
+            let count = try moveSlice(txn: txn, schema: schema, from: &cursor.next, atLeast: slice)
+            guard count > 0 else { throw StoreError(.corrupt, "recentInstanceTopics counts entries it does not hold") }
+            moved += count
+            waiting -= count
+        }
+        return moved
     }
 
-    /// Moves every entry of `recentInstanceTopics` into `instanceTopics`, in key order.
-    static func move(txn: LMDBTransaction, schema: LedgerSchema) throws -> Int {
+    /// Where the next move starts: the instance after the last one moved. Only the writer thread uses it; a
+    /// position lost with an aborted transaction or a restart changes only which instances move first.
+    final class MoveCursor: @unchecked Sendable {
+        var next: InstanceID = 0
+    }
+
+    /// Moves every entry of whole instances, in key order from the first instance at or after `start`
+    /// (going on from the first instance when the end is reached), until at least `minimum` entries have moved
+    /// or none is left; `start` becomes the instance after the last one moved.
+    private static func moveSlice(
+        txn: LMDBTransaction, schema: LedgerSchema, from start: inout InstanceID, atLeast minimum: Int
+    ) throws -> Int {
         var entries: [(instance: InstanceID, value: [UInt8])] = []
-        try txn.withCursor(schema.recentInstanceTopics) { cursor in
-            try cursor.forEach { entry in
-                guard entry.key.count == 4, entry.value.count == StoredMembership.size else {
-                    throw StoreError(.corrupt, "recentInstanceTopics holds an entry of the wrong size")
+        func collect(from first: InstanceID, below end: InstanceID?) throws {
+            try txn.withCursor(schema.recentInstanceTopics) { cursor in
+                try cursor.forEach(from: first) { entry in
+                    guard entry.key.count == 4, entry.value.count == StoredMembership.size else {
+                        throw StoreError(.corrupt, "recentInstanceTopics holds an entry of the wrong size")
+                    }
+                    let instance = entry.key.loadBigEndianUInt32()
+                    if let end, instance >= end { return false }
+                    // Only whole instances: stop where the next one begins.
+                    if entries.count >= minimum && entries.last?.instance != instance { return false }
+                    entries.append((instance, Array(entry.value)))
+                    return true
                 }
-                entries.append((entry.key.loadBigEndianUInt32(), Array(entry.value)))
-                return true
             }
         }
+        try collect(from: start, below: nil)
+        if entries.count < minimum && start > 0 { try collect(from: 0, below: start) }
+        guard let last = entries.last?.instance else { return 0 }
         for entry in entries {
             guard try txn.put(schema.instanceTopics, key: entry.instance, value: entry.value, flags: .noDuplicateData)
             else { throw StoreError(.corrupt, "instance \(entry.instance) holds a membership on both of its sides") }
         }
-        try txn.clear(schema.recentInstanceTopics)
+        var previous: InstanceID?
+        for entry in entries where entry.instance != previous {
+            previous = entry.instance
+            try txn.delete(schema.recentInstanceTopics, key: entry.instance)
+        }
+        start = last == .max ? 0 : last + 1
         return entries.count
     }
 }
