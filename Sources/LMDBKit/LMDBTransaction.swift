@@ -12,7 +12,9 @@ public final class LMDBTransaction {
     public let environment: LMDBEnvironment
     public let isReadOnly: Bool
     private var finished = false
-    private var cachedCursors: [MDB_dbi: LMDBCursor] = [:]
+    /// ``cursor(_:)``'s cursors by database handle (small integers): an array index, where a dictionary
+    /// hashed the handle on every point lookup.
+    private var cachedCursors: [LMDBCursor?] = []
     let health: TransactionHealth
 
     /// The first LMDB call of this transaction that failed, if any. A transaction with a failure never
@@ -108,7 +110,7 @@ public final class LMDBTransaction {
     }
 
     private func closeCachedCursors() {
-        for cursor in cachedCursors.values { cursor.close() }
+        for cursor in cachedCursors { cursor?.close() }
         cachedCursors.removeAll()
     }
 
@@ -216,13 +218,17 @@ public final class LMDBTransaction {
     /// Its position is whatever the last caller left; do not iterate with it while others may use it —
     /// use ``withCursor(_:_:)`` for iteration.
     public func cursor(_ database: LMDBDatabase) throws(LMDBError) -> LMDBCursor {
-        if let cursor = cachedCursors[database.dbi] { return cursor }
+        let index = Int(database.dbi)
+        if index < cachedCursors.count, let cursor = cachedCursors[index] { return cursor }
         var cursor: OpaquePointer?
         try health.check(
             health.perform { mdb_cursor_open(handle, database.dbi, &cursor) }, "mdb_cursor_open(\(database.name))")
         guard let cursor else { throw LMDBError(code: .invalid, function: "mdb_cursor_open") }
         let wrapper = LMDBCursor(handle: cursor, database: database, health: health)
-        cachedCursors[database.dbi] = wrapper
+        if index >= cachedCursors.count {
+            cachedCursors.append(contentsOf: repeatElement(nil, count: index + 1 - cachedCursors.count))
+        }
+        cachedCursors[index] = wrapper
         return wrapper
     }
 

@@ -92,6 +92,26 @@ struct LMDBProjection: LedgerProjection {
         return nil
     }
 
+    /// Whether `instance` holds `topic` (the seq since which, or `nil`) and how many topics it holds: one
+    /// B-tree search of each of the instance side's databases, where asking ``subscribedSince(_:instance:)``
+    /// and ``topicCount(of:)`` apart takes two — the value search starts from the cursor already on the
+    /// instance's key (LMDB skips the descent when the key is the cursor's).
+    func membership(_ topic: TopicID, instance: InstanceID) throws -> (since: UInt64?, topicCount: Int) {
+        var since: UInt64?
+        var count = 0
+        for database in schema.instanceSide {
+            let cursor = try txn.cursor(database)
+            guard try cursor.find(instance) != nil else { continue }
+            count += try cursor.duplicateCount()
+            if since == nil, let entry = try cursor.seek(instance, value: membershipValue(topic, since: 0)),
+                StoredMembership(entry.value).id == topic
+            {
+                since = StoredMembership(entry.value).since
+            }
+        }
+        return (since, count)
+    }
+
     /// How many topics `instance` holds now.
     func topicCount(of instance: InstanceID) throws -> Int {
         var count = 0

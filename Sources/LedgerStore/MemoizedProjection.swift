@@ -10,8 +10,9 @@ import LedgerCore
 /// in the dirty-page list — the top of the writer's profile (docs/performance.md, "Issue #14 before and
 /// after"). Here topic ids, registrations and topic counts are asked of LMDB once per transaction and kept;
 /// for tokens and memberships only the last answer is kept, since the fold asks right after the check
-/// ("Issue #14, second pass"). Every write updates what is kept, so an answer is always what LMDB would
-/// say now.
+/// ("Issue #14, second pass"), and the first membership question about an instance also counts its topics
+/// from the same searches (``LMDBProjection/membership(_:instance:)``). Every write updates what is kept, so
+/// an answer is always what LMDB would say now.
 ///
 /// Lives no longer than its transaction: an aborted or retried transaction starts with an empty memo.
 struct MemoizedProjection: AppenderProjection {
@@ -24,6 +25,9 @@ struct MemoizedProjection: AppenderProjection {
     /// The seq of each looked-up instance's registration in force, or `nil` when it is not registered.
     private var registrations: [InstanceID: UInt64?] = [:]
     private var topicIDs: [TopicName: TopicID] = [:]
+    /// The last topic asked about: a batch names one topic for all its tokens, and comparing its name costs
+    /// less than hashing it for `topicIDs`.
+    private var lastTopic: (name: TopicName, id: TopicID)?
     /// Topic counts of looked-up instances.
     private var topicCounts: [InstanceID: Int] = [:]
     /// The last membership asked about: the appender's check and the fold's add or remove ask in turn.
@@ -70,9 +74,15 @@ struct MemoizedProjection: AppenderProjection {
     }
 
     mutating func topicID(for topic: TopicName, create: Bool) throws -> TopicID? {
-        if let known = topicIDs[topic] { return known }
-        let id = try stored.topicID(for: topic, create: create)
-        if let id { topicIDs[topic] = id }
+        if let last = lastTopic, last.name == topic { return last.id }
+        let id: TopicID?
+        if let known = topicIDs[topic] {
+            id = known
+        } else {
+            id = try stored.topicID(for: topic, create: create)
+            if let id { topicIDs[topic] = id }
+        }
+        if let id { lastTopic = (topic, id) }
         return id
     }
 
@@ -82,7 +92,15 @@ struct MemoizedProjection: AppenderProjection {
 
     mutating func subscribedSince(_ topic: TopicID, instance: InstanceID) throws -> UInt64? {
         if let last = lastMembership, last.instance == instance, last.topic == topic { return last.since }
-        let since = try stored.subscribedSince(topic, instance: instance)
+        let since: UInt64?
+        if topicCounts[instance] == nil {
+            // A subscribe asks for the count next: both from the same searches.
+            let found = try stored.membership(topic, instance: instance)
+            topicCounts[instance] = found.topicCount
+            since = found.since
+        } else {
+            since = try stored.subscribedSince(topic, instance: instance)
+        }
         lastMembership = (instance, topic, since)
         return since
     }
