@@ -82,7 +82,7 @@ struct LMDBProjection: LedgerProjection {
 
     /// The seq since which `instance` has held `topic`, or `nil`.
     func subscribedSince(_ topic: TopicID, instance: InstanceID) throws -> UInt64? {
-        for database in [schema.recentInstanceTopics, schema.instanceTopics] {
+        for database in schema.instanceSide {
             if let entry = try txn.cursor(database).seek(instance, value: membershipValue(topic, since: 0)),
                 StoredMembership(entry.value).id == topic
             {

@@ -71,10 +71,7 @@ extension LedgerSnapshot {
         }
         if let since = info.registeredSince { registrations.append(HeldInterval(start: since, end: nil)) }
         var subscriptions: [(topic: TopicID, interval: HeldInterval)] = []
-        try forEachInterval(
-            current: schema.instanceSide, history: schema.instanceTopicHistory,
-            key: instance
-        ) {
+        try forEachInterval(current: schema.instanceSide, history: schema.instanceTopicHistory, key: instance) {
             subscriptions.append(($0, $1))
         }
         var names: [TopicID: TopicName] = [:]

@@ -154,8 +154,7 @@ public struct LedgerSnapshot {
     public func topics(of instance: InstanceID, at seq: UInt64? = nil) throws -> [TopicID] {
         var set = InstanceSet(capacity: try txn.count(schema.topicNames) + 1)
         try fillHeld(
-            current: schema.instanceSide, history: schema.instanceTopicHistory,
-            key: instance, at: seq, into: &set)
+            current: schema.instanceSide, history: schema.instanceTopicHistory, key: instance, at: seq, into: &set)
         return set.ids
     }
 

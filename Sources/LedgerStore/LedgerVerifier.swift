@@ -168,9 +168,7 @@ extension Ledger {
     /// live entry the rebuild lacks stays unmatched and is reported.
     private func splitInstanceSide(
         of reference: LMDBEnvironment, schema referenceSchema: LedgerSchema, like txn: LMDBTransaction
-    )
-        throws
-    {
+    ) throws {
         var recent: [(key: [UInt8], value: [UInt8])] = []
         try txn.withCursor(schema.recentInstanceTopics) { cursor in
             try cursor.forEach { entry in

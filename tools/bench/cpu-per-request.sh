@@ -53,7 +53,7 @@ settle() { # waits until the server is idle (under 2 ticks in 0.25 s, at most 30
     done
     settled=120
 }
-measure() { # label, wrk arguments…: prints "label rate/s cpu µs/request"
+measure() { # label, wrk arguments…: prints "label rate/s cpu-µs/request KB-written/request"
     local before after out requests rate bytes_before bytes_after
     before=$(cpu)
     bytes_before=$(written)
