@@ -122,6 +122,9 @@ struct BulkProjection: AppenderProjection {
 
     // MARK: AppenderProjection
 
+    /// A bulk import's requests are not resolved before queueing, and its lookups are in memory anyway.
+    mutating func remember(_ token: RegistrationToken, isInstance instance: InstanceID) {}
+
     func subscribedSince(_ topic: TopicID, instance: InstanceID) -> UInt64? {
         instanceTopics[Int(instance) - 1].first { $0.topic == topic }?.since
     }

@@ -33,12 +33,32 @@ public struct WriteRequest: Sendable {
     /// `nil` uses the store's clock.
     public var time: LedgerTime?
     public var operations: [LedgerOperation]
+    /// Empty, or one entry per operation: the instance id its token had in a snapshot read before the
+    /// request was queued (``Ledger/append(_:)`` fills it for large requests), so the writer does not search
+    /// the `tokens` tree again. Sound because a token's id, once assigned, never changes and is never
+    /// removed (unregistering keeps it; registering again reuses it): what any committed snapshot says about
+    /// a token the writer would find too. `nil` (a token the snapshot did not know, or no token) leaves the
+    /// writer to look it up. Only registration state, which changes, is always checked by the writer.
+    var resolvedInstances: [InstanceID?] = []
 
     public init(actor: String, requestID: String, time: LedgerTime? = nil, operations: [LedgerOperation]) {
         self.actor = actor
         self.requestID = requestID
         self.time = time
         self.operations = operations
+    }
+}
+
+extension LedgerOperation {
+    /// The registration token the operation acts on, if any.
+    var token: RegistrationToken? {
+        switch self {
+        case .register(let token, _, _), .unregister(let token, _), .subscribe(let token, _, _, _),
+            .unsubscribe(let token, _, _, _), .acknowledge(let token, _):
+            return token
+        case .send(.token(let token), _, _): return token
+        case .send, .recordAudience: return nil
+        }
     }
 }
 

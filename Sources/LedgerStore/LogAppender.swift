@@ -10,6 +10,8 @@ protocol AppenderProjection: LedgerProjection {
     mutating func topicCount(of instance: InstanceID) throws -> Int
     /// The seqs of message `messageID`'s send and audience, or `nil` when no such message was sent.
     mutating func messageState(_ messageID: UInt64) throws -> MessageState?
+    /// Takes `instance` as the id of `token` without searching for it (``WriteRequest/resolvedInstances``).
+    mutating func remember(_ token: RegistrationToken, isInstance instance: InstanceID)
 }
 
 /// Where a ``LogAppender`` stores what it appends: each event, then the head.
@@ -69,7 +71,11 @@ struct LogAppender<Projection: AppenderProjection, Sink: EventSink> {
         }
         var outcomes: [OperationOutcome] = []
         outcomes.reserveCapacity(request.operations.count)
-        for operation in request.operations {
+        let resolved = request.resolvedInstances.count == request.operations.count ? request.resolvedInstances : []
+        for (index, operation) in request.operations.enumerated() {
+            if !resolved.isEmpty, let instance = resolved[index], let token = operation.token {
+                projection.remember(token, isInstance: instance)
+            }
             outcomes.append(try apply(operation, request: request, time: time))
         }
         return .success(WriteReceipt(outcomes: outcomes, time: time))

@@ -44,6 +44,12 @@ struct MemoizedProjection: AppenderProjection {
         return found
     }
 
+    /// Keeps `instance` as the last token's answer, so neither the appender's check nor the fold searches
+    /// `tokens` for it.
+    mutating func remember(_ token: RegistrationToken, isInstance instance: InstanceID) {
+        lastToken = (token, instance)
+    }
+
     mutating func createInstance(for token: RegistrationToken) throws -> InstanceID {
         let instance = try stored.createInstance(for: token)
         lastToken = (token, instance)

@@ -74,14 +74,20 @@ public struct LedgerMerkleNodes: MerkleNodeSource {
     /// itself when the appender first stores it).
     func computed(level: Int, index: UInt64) throws -> [UInt8] {
         let width = UInt64(1) << UInt64(level)
+        let first = index * width + 1
         var layer: [SHA256Digest] = []
         layer.reserveCapacity(Int(width))
-        for seq in (index * width + 1)...(index * width + width) {
-            let leaf = try txn.withValue(in: schema.log, forKey: seq) { record in
-                try record.map { MerkleHash.leaf(try HashChain.split(record: $0).hash) }
+        // One cursor walks the leaves' records in order (a search, then a step per record) instead of one
+        // search from the root per leaf; each record's key is checked, so a gap in the log is still reported.
+        try txn.withCursor(schema.log) { cursor in
+            var entry = try cursor.seek(first)
+            for seq in first...(first + width - 1) {
+                guard let record = entry, record.key.count == 8, record.key.loadBigEndianUInt64() == seq else {
+                    throw StoreError(.corrupt, "the log has no event at seq \(seq)")
+                }
+                layer.append(MerkleHash.leaf(try HashChain.split(record: record.value).hash))
+                if seq < first + width - 1 { entry = try cursor.next() }
             }
-            guard let leaf else { throw StoreError(.corrupt, "the log has no event at seq \(seq)") }
-            layer.append(leaf)
         }
         while layer.count > 1 {
             layer = stride(from: 0, to: layer.count, by: 2).map { MerkleHash.node(layer[$0], layer[$0 + 1]) }

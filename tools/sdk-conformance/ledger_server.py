@@ -2,6 +2,7 @@
 browser tests)."""
 
 import os
+import shutil
 import socket
 import subprocess
 import tempfile
@@ -44,12 +45,14 @@ def start_server(extra_args=()):
 
 
 def stop_and_verify(process, data, binary, projects=("demo-project",)):
-    """Stops the server; its ledgers must be sound: chain intact, projections equal a rebuild."""
+    """Stops the server; its ledgers must be sound: chain intact, projections equal a rebuild. The data
+    directory is removed once they are (kept for a look when they are not)."""
     process.terminate()
     process.wait(timeout=10)
     for project in projects:
         verify = subprocess.run(
             [binary, "verify", "--data", data, "--project", project], capture_output=True, text=True)
         assert verify.returncode == 0, verify.stdout + verify.stderr
+    shutil.rmtree(data, ignore_errors=True)
 
 

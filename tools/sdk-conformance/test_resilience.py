@@ -3,6 +3,7 @@ timeout, connections beyond the cap are refused at once while /healthz keeps ans
 pending long poll at once instead of holding shutdown for a minute."""
 
 import json
+import shutil
 import signal
 import socket
 import tempfile
@@ -46,6 +47,7 @@ def limited(contract):
     process, base, data, binary = start_server(["--config", str(path)])
     yield {"base": base, "data": data, "binary": binary}
     stop_and_verify(process, data, binary, projects=())
+    shutil.rmtree(path.parent, ignore_errors=True)
 
 
 def test_slow_connections_are_closed_and_health_answers(limited):
