@@ -142,13 +142,23 @@ extension Ledger {
     ) throws {
         let directory = (scratch as NSString).appendingPathComponent("ledger-verify-\(UUID().uuidString)")
         try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
-        defer { try? FileManager.default.removeItem(atPath: directory) }
         var options = LMDBEnvironment.Options()
         options.noSync = true
         // Starts as small as the ledger's own map was configured and grows like it (a different environment:
         // growing it never waits for the read transaction this runs in).
         options.mapSize = self.options.environment.mapSize
-        let reference = try LMDBEnvironment(path: directory, options: options)
+        let reference: LMDBEnvironment
+        do {
+            reference = try LMDBEnvironment(path: directory, options: options)
+        } catch {
+            try? FileManager.default.removeItem(atPath: directory)
+            throw error
+        }
+        // Unlinked as soon as it is open: LMDB works on the files it opened and never opens them by name again,
+        // so the space goes back to the file system when this environment closes — or when the process ends,
+        // however it ends. An interrupted verify (Ctrl-C, a kill, a crash) used to leave a comparison ledger
+        // as large as the projections in the temporary directory.
+        try? FileManager.default.removeItem(atPath: directory)
         let referenceSchema = try reference.write { try LedgerSchema($0) }
         let projection = try ProjectionBuilder.fold(from: LedgerSnapshot(txn: txn, schema: schema), through: headSeq)
         try projection.write(to: reference, schema: referenceSchema)

@@ -227,6 +227,54 @@ struct LedgerCLITests {
         #expect(events.map { $0 > 0 && $0 < 400_000 && $0 % 50_000 == 0 } == true, "\(String(describing: events))")
     }
 
+    @Test(
+        "verify killed while it compares leaves nothing in the temporary directory: its scratch ledger is unlinked as soon as it is open"
+    )
+    func verifyKilledLeavesNoScratch() throws {
+        let data = TemporaryDirectory()
+        let input = TemporaryDirectory()
+        let scratch = TemporaryDirectory("ledger-scratch")
+        defer {
+            data.remove()
+            input.remove()
+            scratch.remove()
+        }
+        // Enough events that verify's fold into its scratch ledger takes a good part of a second.
+        let file = input.path + "/ops.jsonl"
+        try Data(registerAndSubscribeLines(tokens: 30_000, subscriptions: 60_000).joined(separator: "\n").utf8)
+            .write(to: URL(fileURLWithPath: file))
+        let imported = try ledger("import", file, data: data)
+        #expect(imported.status == 0, "\(imported.stderr)")
+
+        let process = Process()
+        process.executableURL = builtProductsDirectory().appendingPathComponent("ledger")
+        process.arguments = ["verify", "--data", data.path]
+        process.environment = ProcessInfo.processInfo.environment.merging(["TMPDIR": scratch.path]) { $1 }
+        process.standardOutput = FileHandle.nullDevice
+        process.standardError = FileHandle.nullDevice
+        try process.run()
+        // Wait until verify holds its scratch ledger open, then kill it there.
+        let descriptors = "/proc/\(process.processIdentifier)/fd"
+        var held: String?
+        let deadline = Date().addingTimeInterval(60)
+        while process.isRunning, held == nil, Date() < deadline {
+            let names = (try? FileManager.default.contentsOfDirectory(atPath: descriptors)) ?? []
+            held = names.lazy.compactMap {
+                try? FileManager.default.destinationOfSymbolicLink(atPath: descriptors + "/" + $0)
+            }.first { $0.hasPrefix(scratch.path + "/ledger-verify-") && $0.contains("/data.mdb") }
+            if held == nil { usleep(1_000) }
+        }
+        kill(process.processIdentifier, SIGKILL)
+        process.waitUntilExit()
+        #expect(held != nil, "verify ended before it could be killed with its scratch ledger open")
+        #expect(process.terminationReason == .uncaughtSignal)
+        // Open, and already unlinked.
+        #expect(held?.hasSuffix("/data.mdb (deleted)") == true, "\(held ?? "")")
+        #expect(try FileManager.default.contentsOfDirectory(atPath: scratch.path) == [])
+        // The ledger itself is untouched: verify only reads it.
+        #expect(try ledger("verify", data: data).status == 0)
+    }
+
     @Test("import on a terminal draws a progress bar per phase on standard error, with no rate before one is known")
     func importProgressOnATerminal() throws {
         let data = TemporaryDirectory()
