@@ -444,18 +444,46 @@ public final class Ledger: Sendable {
     /// Writes a consistent hot copy of this ledger to `<destination>/<project>/data.mdb`, compacted, while
     /// writers go on; the copy opens like any ledger (`--data destination`).
     ///
+    /// The copy is written under a hidden temporary name beside the target, flushed to disk, and renamed into
+    /// place only when whole: a backup that fails (a full disk) or is interrupted never takes the target's
+    /// name, so a `<project>/data.mdb` in a backup directory is always a complete copy. (LMDB's copy itself
+    /// does not sync.)
+    ///
     /// - Throws: `.invalidArgument` when the destination already holds this project's ledger;
-    ///   `.unavailable` when it cannot be written.
+    ///   `.unavailable` when it cannot be written (nothing is left behind).
     public func backup(to destination: String) throws {
         let target = (destination as NSString).appendingPathComponent(project.rawValue)
         guard !FileManager.default.fileExists(atPath: target + "/data.mdb") else {
             throw StoreError(.invalidArgument, "\(target) already holds a ledger; choose an empty destination")
         }
+        let partial = (destination as NSString).appendingPathComponent(
+            ".\(project.rawValue).partial-\(UUID().uuidString)")
         do {
-            try FileManager.default.createDirectory(atPath: target, withIntermediateDirectories: true)
-            try environment.copy(to: target)
+            try FileManager.default.createDirectory(atPath: partial, withIntermediateDirectories: true)
+            try environment.copy(to: partial)
+            try Self.sync(partial + "/data.mdb")
+            try Self.sync(partial)
+            // rename(2) replaces a target that is an empty directory, and fails on one that holds anything.
+            guard rename(partial, target) == 0 else {
+                throw StoreError(
+                    .unavailable, "cannot rename the finished copy into place: \(String(cString: strerror(errno)))")
+            }
+            try Self.sync(destination)
         } catch {
+            try? FileManager.default.removeItem(atPath: partial)
             throw StoreError(.unavailable, "cannot write the backup to \(target): \(error)")
+        }
+    }
+
+    /// `fsync(2)` of a file or directory, or throws naming it.
+    private static func sync(_ path: String) throws {
+        let fd = Glibc.open(path, O_RDONLY)
+        guard fd >= 0 else {
+            throw StoreError(.unavailable, "cannot open \(path): \(String(cString: strerror(errno)))")
+        }
+        defer { Glibc.close(fd) }
+        guard fsync(fd) == 0 else {
+            throw StoreError(.unavailable, "cannot sync \(path): \(String(cString: strerror(errno)))")
         }
     }
 

@@ -251,33 +251,3 @@ private struct UnexpectedFailure: Error, CustomStringConvertible {
     static let detail = "internal detail that must stay in the log"
     var description: String { Self.detail }
 }
-
-/// A tmpfs mounted for one test (root only).
-struct TmpfsMount {
-    let path: String
-
-    init?(megabytes: Int) {
-        let path = NSTemporaryDirectory() + "ledger-tmpfs-\(UUID().uuidString)"
-        try? FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true)
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: "/bin/mount")
-        process.arguments = ["-t", "tmpfs", "-o", "size=\(megabytes)m", "tmpfs", path]
-        process.standardError = FileHandle.nullDevice
-        guard (try? process.run()) != nil else { return nil }
-        process.waitUntilExit()
-        guard process.terminationStatus == 0 else {
-            try? FileManager.default.removeItem(atPath: path)
-            return nil
-        }
-        self.path = path
-    }
-
-    func unmount() {
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: "/bin/umount")
-        process.arguments = [path]
-        try? process.run()
-        process.waitUntilExit()
-        try? FileManager.default.removeItem(atPath: path)
-    }
-}

@@ -173,3 +173,33 @@ public func runProcess(_ path: String, _ arguments: [String], input: String? = n
 public func sha256Hex(_ text: String) -> String {
     SHA256.hash(data: Array(text.utf8)).map { String(format: "%02x", $0) }.joined()
 }
+
+/// A tmpfs mounted for one test (root only).
+public struct TmpfsMount: Sendable {
+    public let path: String
+
+    public init?(megabytes: Int) {
+        let path = NSTemporaryDirectory() + "ledger-tmpfs-\(UUID().uuidString)"
+        try? FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true)
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: "/bin/mount")
+        process.arguments = ["-t", "tmpfs", "-o", "size=\(megabytes)m", "tmpfs", path]
+        process.standardError = FileHandle.nullDevice
+        guard (try? process.run()) != nil else { return nil }
+        process.waitUntilExit()
+        guard process.terminationStatus == 0 else {
+            try? FileManager.default.removeItem(atPath: path)
+            return nil
+        }
+        self.path = path
+    }
+
+    public func unmount() {
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: "/bin/umount")
+        process.arguments = [path]
+        try? process.run()
+        process.waitUntilExit()
+        try? FileManager.default.removeItem(atPath: path)
+    }
+}
