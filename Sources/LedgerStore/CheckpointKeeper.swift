@@ -62,8 +62,17 @@ public struct CheckpointKeeper: Sendable {
     }
 
     /// The checkpoints kept so far, oldest first.
+    ///
+    /// A last line without its newline is a write that a crash or a full disk cut short: its checkpoint was
+    /// never handed out (``sign(_:)`` returns only after the whole line is on disk), so it is not one of them.
+    /// Any other line that is not a kept checkpoint is `.corrupt`.
     public func kept() throws -> [(size: UInt64, note: String)] {
-        guard let data = FileManager.default.contents(atPath: keptPath) else { return [] }
+        guard var data = FileManager.default.contents(atPath: keptPath) else { return [] }
+        if let lastNewline = data.lastIndex(of: UInt8(ascii: "\n")) {
+            data = data[...lastNewline]
+        } else {
+            data = Data()
+        }
         return try data.split(separator: UInt8(ascii: "\n")).map { line in
             guard let object = try? JSONSerialization.jsonObject(with: Data(line)) as? [String: Any],
                 let size = (object["size"] as? NSNumber)?.uint64Value, let note = object["note"] as? String
@@ -75,10 +84,11 @@ public struct CheckpointKeeper: Sendable {
     private func keep(size: UInt64, note: String) throws {
         var line = try JSONSerialization.data(withJSONObject: ["size": size, "note": note], options: [.sortedKeys])
         line.append(UInt8(ascii: "\n"))
-        let fd = openFile(keptPath, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0o644)
+        let fd = openFile(keptPath, O_RDWR | O_CREAT | O_APPEND | O_CLOEXEC, 0o644)
         guard fd >= 0 else { throw StoreError(.unavailable, "cannot write \(keptPath): errno \(errno)") }
         defer { close(fd) }
         flock(fd, LOCK_EX)
+        try dropTornTail(fd, path: keptPath)
         try writeDurably(fd, Array(line), path: keptPath)
     }
 
@@ -147,6 +157,37 @@ public struct CheckpointSettings: Sendable, Equatable {
 private func writeDurably(_ fd: Int32, _ bytes: [UInt8], path: String) throws {
     guard bytes.withUnsafeBytes({ write(fd, $0.baseAddress, $0.count) }) == bytes.count, fsync(fd) == 0 else {
         throw StoreError(.unavailable, "cannot write \(path): errno \(errno)")
+    }
+}
+
+/// Cuts the file back to its last newline when a write was cut short (a crash, a full disk), so the next line
+/// starts on a line of its own instead of being glued to the fragment. The caller holds the file's lock.
+private func dropTornTail(_ fd: Int32, path: String) throws {
+    let size = lseek(fd, 0, SEEK_END)
+    guard size > 0 else { return }
+    var end = size
+    var byte: UInt8 = 0
+    guard pread(fd, &byte, 1, end - 1) == 1 else {
+        throw StoreError(.unavailable, "cannot read \(path): errno \(errno)")
+    }
+    guard byte != UInt8(ascii: "\n") else { return }
+    // Back to just after the last newline (or to the start), a chunk at a time.
+    var chunk = [UInt8](repeating: 0, count: 4096)
+    var keep: off_t = 0
+    search: while end > 0 {
+        let start = max(0, end - off_t(chunk.count))
+        let count = Int(end - start)
+        guard chunk.withUnsafeMutableBytes({ pread(fd, $0.baseAddress, count, start) }) == count else {
+            throw StoreError(.unavailable, "cannot read \(path): errno \(errno)")
+        }
+        if let index = chunk[..<count].lastIndex(of: UInt8(ascii: "\n")) {
+            keep = start + off_t(index) + 1
+            break search
+        }
+        end = start
+    }
+    guard ftruncate(fd, keep) == 0, fsync(fd) == 0 else {
+        throw StoreError(.unavailable, "cannot repair \(path): errno \(errno)")
     }
 }
 

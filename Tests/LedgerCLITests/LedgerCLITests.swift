@@ -199,7 +199,7 @@ struct LedgerCLITests {
         process.arguments = ["import", file, "--data", data.path]
         process.standardOutput = FileHandle.nullDevice
         process.standardError = FileHandle.nullDevice
-        try process.run()
+        let exit = try ChildExit(running: process)
         // Killed once the log holds a request or two (the map file has grown past 12 MiB).
         let map = data.path + "/demo-project/data.mdb"
         let deadline = Date().addingTimeInterval(120)
@@ -210,7 +210,7 @@ struct LedgerCLITests {
             usleep(20_000)
         }
         kill(process.processIdentifier, SIGKILL)
-        process.waitUntilExit()
+        exit.wait()
         #expect(process.terminationReason == .uncaughtSignal, "the import ended before it could be killed")
 
         // Readers and writers are told to rebuild.
@@ -252,20 +252,28 @@ struct LedgerCLITests {
         process.environment = ProcessInfo.processInfo.environment.merging(["TMPDIR": scratch.path]) { $1 }
         process.standardOutput = FileHandle.nullDevice
         process.standardError = FileHandle.nullDevice
-        try process.run()
-        // Wait until verify holds its scratch ledger open, then kill it there.
+        let exit = try ChildExit(running: process)
+        // Wait until verify holds its scratch ledger open and unlinked, then kill it there. (Between opening and
+        // unlinking there are a few microseconds in which a kill would leave the files; a build that never
+        // unlinks them is killed half a second after it opened them.)
         let descriptors = "/proc/\(process.processIdentifier)/fd"
         var held: String?
+        var firstSeen: Date?
         let deadline = Date().addingTimeInterval(60)
-        while process.isRunning, held == nil, Date() < deadline {
+        while process.isRunning, Date() < deadline {
             let names = (try? FileManager.default.contentsOfDirectory(atPath: descriptors)) ?? []
             held = names.lazy.compactMap {
                 try? FileManager.default.destinationOfSymbolicLink(atPath: descriptors + "/" + $0)
             }.first { $0.hasPrefix(scratch.path + "/ledger-verify-") && $0.contains("/data.mdb") }
-            if held == nil { usleep(1_000) }
+            if let held {
+                if held.hasSuffix(" (deleted)") { break }
+                if let firstSeen, Date().timeIntervalSince(firstSeen) > 0.5 { break }
+                firstSeen = firstSeen ?? Date()
+            }
+            usleep(1_000)
         }
         kill(process.processIdentifier, SIGKILL)
-        process.waitUntilExit()
+        exit.wait()
         #expect(held != nil, "verify ended before it could be killed with its scratch ledger open")
         #expect(process.terminationReason == .uncaughtSignal)
         // Open, and already unlinked.

@@ -1,6 +1,7 @@
 import Crypto
 import Foundation
 import LedgerCore
+import LedgerTestSupport
 import Testing
 
 @Suite("Merkle tree (RFC 6962 / 9162) and signed checkpoints (C2SP)")
@@ -176,9 +177,9 @@ struct MerkleTreeTests {
         process.arguments = ["python3", script.path] + arguments
         let output = Pipe()
         process.standardOutput = output
-        try process.run()
+        let exit = try ChildExit(running: process)
         let text = String(decoding: output.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-        process.waitUntilExit()
+        exit.wait()
         return (process.terminationStatus, text)
     }
 

@@ -22,7 +22,7 @@ struct CrashSafetyTests {
             worker.arguments = [directory.path, "16"]
             let output = Pipe()
             worker.standardOutput = output
-            try worker.run()
+            let exit = try ChildExit(running: worker)
             // Read acknowledgements as they arrive; kill at a random moment once the writers are running.
             let reader = output.fileHandleForReading
             var text = ""
@@ -40,7 +40,7 @@ struct CrashSafetyTests {
             }
             usleep(UInt32.random(in: 0...150_000, using: &generator))
             kill(worker.processIdentifier, SIGKILL)
-            worker.waitUntilExit()
+            exit.wait()
             text += String(decoding: reader.readDataToEndOfFile(), as: UTF8.self)
             #expect(worker.terminationReason == .uncaughtSignal, "round \(round): the worker exited by itself")
 

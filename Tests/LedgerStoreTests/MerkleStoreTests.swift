@@ -158,3 +158,40 @@ struct CheckpointKeyTests {
         }
     }
 }
+
+@Suite("Kept checkpoints")
+struct KeptCheckpointTests {
+    @Test(
+        "a last line cut short (a crash or a full disk mid-write) is not a kept checkpoint, and the next one starts on its own line"
+    )
+    func tornTail() async throws {
+        let directory = TemporaryDirectory()
+        defer { directory.remove() }
+        let ledger = try openTestLedger(directory)
+        defer { ledger.close() }
+        _ = try await ledger.append(
+            WriteRequest(
+                actor: "test", requestID: "r",
+                operations: [.register(try RegistrationToken("device:APA91b"), platform: nil, appID: nil)]))
+        let keeper = try CheckpointKeeper.open(dataDirectory: directory.path, project: .default)
+        let first = try ledger.read { try keeper.sign($0) }
+        let path = directory.path + "/demo-project/checkpoints.jsonl"
+        let whole = try Data(contentsOf: URL(fileURLWithPath: path))
+        // A second line torn after a few bytes, as a crash would leave it.
+        let handle = try #require(FileHandle(forWritingAtPath: path))
+        try handle.seekToEnd()
+        try handle.write(contentsOf: Data(#"{"note":"topicledger/demo"#.utf8))
+        try handle.close()
+
+        #expect(try keeper.kept().map(\.note) == [first.note])
+        let second = try ledger.read { try keeper.sign($0) }
+        #expect(try keeper.kept().map(\.note) == [first.note, second.note])
+        let text = try String(contentsOfFile: path, encoding: .utf8)
+        #expect(text.hasPrefix(String(decoding: whole, as: UTF8.self)))
+        #expect(text.split(separator: "\n").count == 2 && text.hasSuffix("\n"))
+
+        // A damaged line that is not the last is still refused.
+        try Data(("garbage\n" + text).utf8).write(to: URL(fileURLWithPath: path))
+        #expect(throws: StoreError.self) { try keeper.kept() }
+    }
+}

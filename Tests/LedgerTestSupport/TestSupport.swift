@@ -133,6 +133,24 @@ public func runProduct(_ name: String, _ arguments: [String], input: String? = n
     try runProcess(builtProductsDirectory().appendingPathComponent(name).path, arguments, input: input)
 }
 
+/// Waits for a child process without `Process.waitUntilExit()`, which polls a run loop for the child's end and,
+/// called off the main thread under load, can miss it and wait forever (a known swift-corelibs-foundation
+/// problem; a full test run hung once, idle, with no child left). The termination handler is installed before
+/// the process starts, so even a child that ends at once is seen.
+public final class ChildExit: Sendable {
+    private let exited = DispatchSemaphore(value: 0)
+
+    /// Installs the termination handler, then runs `process`.
+    public init(running process: Process) throws {
+        let exited = exited
+        process.terminationHandler = { _ in exited.signal() }
+        try process.run()
+    }
+
+    /// Returns once the process has ended (its `terminationStatus` and `terminationReason` are then set).
+    public func wait() { exited.wait() }
+}
+
 /// Runs the executable at `path` with `arguments`, feeding `input` on standard input.
 public func runProcess(_ path: String, _ arguments: [String], input: String? = nil) throws -> ProcessResult {
     let process = Process()
@@ -144,7 +162,7 @@ public func runProcess(_ path: String, _ arguments: [String], input: String? = n
     process.standardOutput = stdout
     process.standardError = stderr
     process.standardInput = stdin
-    try process.run()
+    let exit = try ChildExit(running: process)
     if let input {
         // A child that stops reading early (an import refusing a line) closes the pipe: its exit status and
         // standard error say so, and the write's EPIPE is not an error of the test (nor SIGPIPE its end).
@@ -162,7 +180,7 @@ public func runProcess(_ path: String, _ arguments: [String], input: String? = n
     }
     let outData = stdout.fileHandleForReading.readDataToEndOfFile()
     group.wait()
-    process.waitUntilExit()
+    exit.wait()
     return ProcessResult(
         status: process.terminationStatus, stdout: String(decoding: outData, as: UTF8.self),
         stderr: String(decoding: errData, as: UTF8.self))
@@ -185,8 +203,8 @@ public struct TmpfsMount: Sendable {
         process.executableURL = URL(fileURLWithPath: "/bin/mount")
         process.arguments = ["-t", "tmpfs", "-o", "size=\(megabytes)m", "tmpfs", path]
         process.standardError = FileHandle.nullDevice
-        guard (try? process.run()) != nil else { return nil }
-        process.waitUntilExit()
+        guard let exit = try? ChildExit(running: process) else { return nil }
+        exit.wait()
         guard process.terminationStatus == 0 else {
             try? FileManager.default.removeItem(atPath: path)
             return nil
@@ -198,8 +216,7 @@ public struct TmpfsMount: Sendable {
         let process = Process()
         process.executableURL = URL(fileURLWithPath: "/bin/umount")
         process.arguments = [path]
-        try? process.run()
-        process.waitUntilExit()
+        (try? ChildExit(running: process))?.wait()
         try? FileManager.default.removeItem(atPath: path)
     }
 }
