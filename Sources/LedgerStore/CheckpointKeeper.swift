@@ -92,17 +92,30 @@ public struct CheckpointKeeper: Sendable {
         try writeDurably(fd, Array(line), path: keptPath)
     }
 
+    /// Writes the new key to a temporary file beside `path`, syncs it, then links it to `path`: the key file
+    /// appears whole or not at all, so a crash or a full disk midway never leaves a partial key that every
+    /// later start refuses, and a process that finds the key made by another never reads it half-written.
+    /// When two processes create it at once, the link of one fails with `EEXIST` and it loads the other's.
     private static func createKey(_ path: String, name: String) throws -> NoteSigner {
         let signer = try NoteSigner(name: name, key: Curve25519.Signing.PrivateKey())
         let text = signer.signerKeyLine + "\n"
-        // O_EXCL: two processes creating the key at once do not overwrite each other's.
-        let fd = openFile(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o600)
-        guard fd >= 0 else {
+        let temporary = path + ".new-\(UUID().uuidString)"
+        let fd = openFile(temporary, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o600)
+        guard fd >= 0 else { throw StoreError(.unavailable, "cannot create \(temporary): errno \(errno)") }
+        defer { unlink(temporary) }
+        do {
+            defer { close(fd) }
+            try writeDurably(fd, Array(text.utf8), path: temporary)
+        }
+        guard link(temporary, path) == 0 else {
             if errno == EEXIST { return try loadKey(path) }
             throw StoreError(.unavailable, "cannot create \(path): errno \(errno)")
         }
-        defer { close(fd) }
-        try writeDurably(fd, Array(text.utf8), path: path)
+        let directory = openFile((path as NSString).deletingLastPathComponent, O_RDONLY | O_CLOEXEC, 0)
+        if directory >= 0 {
+            fsync(directory)
+            close(directory)
+        }
         return signer
     }
 

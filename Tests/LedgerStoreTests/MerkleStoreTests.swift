@@ -159,6 +159,35 @@ struct CheckpointKeyTests {
     }
 }
 
+@Suite("The checkpoint signing key, made at once by many")
+struct CheckpointKeyRaceTests {
+    @Test(
+        "processes or threads that make the key at the same time all end up with the one key, and no temporary file is left"
+    )
+    func concurrentCreation() async throws {
+        for _ in 0..<5 {
+            let directory = TemporaryDirectory()
+            defer { directory.remove() }
+            try FileManager.default.createDirectory(
+                atPath: directory.path + "/demo-project", withIntermediateDirectories: true)
+            let path = directory.path
+            let keys = try await withThrowingTaskGroup(of: String.self) { group in
+                for _ in 0..<8 {
+                    group.addTask {
+                        try CheckpointKeeper.open(dataDirectory: path, project: .default).signer.verifier.keyLine
+                    }
+                }
+                return try await group.reduce(into: []) { $0.append($1) }
+            }
+            #expect(Set(keys).count == 1)
+            #expect(
+                try FileManager.default.contentsOfDirectory(atPath: path + "/demo-project").sorted() == [
+                    "checkpoint.key"
+                ])
+        }
+    }
+}
+
 @Suite("Kept checkpoints")
 struct KeptCheckpointTests {
     @Test(
