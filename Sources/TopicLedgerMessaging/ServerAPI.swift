@@ -112,7 +112,7 @@ struct ServerAPI: Sendable {
         let data: Data
         let response: URLResponse
         do {
-            (data, response) = try await session.data(for: request)
+            (data, response) = try await Self.data(for: request, in: session)
         } catch {
             throw MessagingError.from(transport: error)
         }
@@ -124,6 +124,89 @@ struct ServerAPI: Sendable {
                 status: http.statusCode, body: data, retryAfterHeader: http.value(forHTTPHeaderField: "Retry-After"))
         }
         return data
+    }
+}
+
+extension ServerAPI {
+    /// `URLSession.data(for:)`, made safe to cancel on Linux. FoundationNetworking's version cancels its
+    /// `URLSessionTask` inside the Swift task's cancellation handler, which runs with the task's status lock
+    /// held and waits for the session's work queue; when the work queue is at that moment resuming the same
+    /// task, each waits for the other for good (swift-corelibs-foundation#5412; `Messaging.close()` hung a test
+    /// run this way). And `URLSessionTask.cancel()` itself, when the task's answer is already queued, crashes
+    /// FoundationNetworking ("Trying to access a behaviour for a task that in not in the registry"): the
+    /// stress test in `CancellationTests` met both within 400 cancellations. So here a cancelled call ends at
+    /// once with `CancellationError` and, on Linux, its request is left to finish on its own (its answer is
+    /// dropped; a long poll ends within its `waitSeconds`); elsewhere the request is cancelled too.
+    static func data(for request: URLRequest, in session: URLSession) async throws -> (Data, URLResponse) {
+        let call = PendingDataTask()
+        return try await withTaskCancellationHandler {
+            try await withCheckedThrowingContinuation { continuation in
+                call.start(session: session, request: request, continuation: continuation)
+            }
+        } onCancel: {
+            call.cancel()
+        }
+    }
+}
+
+/// One ``ServerAPI/data(for:in:)`` call: its continuation is resumed exactly once — by the answer or by
+/// cancellation, whichever comes first (either may come before the request even starts).
+private final class PendingDataTask: @unchecked Sendable {
+    // @unchecked: every property is only touched with `lock` held.
+    private let lock = NSLock()
+    private var continuation: CheckedContinuation<(Data, URLResponse), Error>?
+    private var task: URLSessionDataTask?
+    private var cancelled = false
+
+    func start(
+        session: URLSession, request: URLRequest, continuation: CheckedContinuation<(Data, URLResponse), Error>
+    ) {
+        let alreadyCancelled = lock.locked {
+            self.continuation = continuation
+            return cancelled
+        }
+        if alreadyCancelled {
+            finish(.failure(CancellationError()))
+            return
+        }
+        let task = session.dataTask(with: request) { [self] data, response, error in
+            if let error {
+                finish(.failure(error))
+            } else if let data, let response {
+                finish(.success((data, response)))
+            } else {
+                finish(.failure(URLError(.badServerResponse)))
+            }
+        }
+        // Cancelled while the task was being made: its continuation is resumed already; never start it.
+        guard
+            lock.locked({ () -> Bool in
+                self.task = task
+                return !cancelled
+            })
+        else { return }
+        task.resume()
+    }
+
+    func cancel() {
+        let task = lock.locked {
+            cancelled = true
+            return self.task
+        }
+        finish(.failure(CancellationError()))
+        #if !canImport(FoundationNetworking)
+            task?.cancel()
+        #else
+            _ = task
+        #endif
+    }
+
+    private func finish(_ result: Result<(Data, URLResponse), Error>) {
+        let continuation = lock.locked {
+            defer { self.continuation = nil }
+            return self.continuation
+        }
+        continuation?.resume(with: result)
     }
 }
 
