@@ -135,8 +135,9 @@ public func runProduct(_ name: String, _ arguments: [String], input: String? = n
 
 /// Waits for a child process without `Process.waitUntilExit()`, which polls a run loop for the child's end and,
 /// called off the main thread under load, can miss it and wait forever (a known swift-corelibs-foundation
-/// problem; a full test run hung once, idle, with no child left). The termination handler is installed before
-/// the process starts, so even a child that ends at once is seen.
+/// problem, reported by other projects; the one hang of a full test run seen here was another Foundation
+/// deadlock, in URLSession — see `ServerAPI.data(for:in:)`). The termination handler is installed before the
+/// process starts, so even a child that ends at once is seen.
 public final class ChildExit: Sendable {
     private let exited = DispatchSemaphore(value: 0)
 
