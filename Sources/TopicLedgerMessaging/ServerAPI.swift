@@ -181,8 +181,9 @@ private final class PendingDataTask: @unchecked Sendable {
         // Cancelled while the task was being made: its continuation is resumed already; never start it.
         guard
             lock.locked({ () -> Bool in
+                guard !cancelled else { return false }
                 self.task = task
-                return !cancelled
+                return true
             })
         else { return }
         task.resume()
@@ -203,7 +204,11 @@ private final class PendingDataTask: @unchecked Sendable {
 
     private func finish(_ result: Result<(Data, URLResponse), Error>) {
         let continuation = lock.locked {
-            defer { self.continuation = nil }
+            // The task's completion handler holds this object: let go of the task, so neither keeps the other.
+            defer {
+                self.continuation = nil
+                task = nil
+            }
             return self.continuation
         }
         continuation?.resume(with: result)
