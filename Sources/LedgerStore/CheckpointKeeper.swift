@@ -111,11 +111,8 @@ public struct CheckpointKeeper: Sendable {
             if errno == EEXIST { return try loadKey(path) }
             throw StoreError(.unavailable, "cannot create \(path): errno \(errno)")
         }
-        let directory = openFile((path as NSString).deletingLastPathComponent, O_RDONLY | O_CLOEXEC, 0)
-        if directory >= 0 {
-            fsync(directory)
-            close(directory)
-        }
+        // The link is in place; making it durable is best effort (the key is whole either way).
+        try? syncPath((path as NSString).deletingLastPathComponent)
         return signer
     }
 

@@ -461,29 +461,17 @@ public final class Ledger: Sendable {
         do {
             try FileManager.default.createDirectory(atPath: partial, withIntermediateDirectories: true)
             try environment.copy(to: partial)
-            try Self.sync(partial + "/data.mdb")
-            try Self.sync(partial)
+            try syncPath(partial + "/data.mdb")
+            try syncPath(partial)
             // rename(2) replaces a target that is an empty directory, and fails on one that holds anything.
             guard rename(partial, target) == 0 else {
                 throw StoreError(
                     .unavailable, "cannot rename the finished copy into place: \(String(cString: strerror(errno)))")
             }
-            try Self.sync(destination)
+            try syncPath(destination)
         } catch {
             try? FileManager.default.removeItem(atPath: partial)
             throw StoreError(.unavailable, "cannot write the backup to \(target): \(error)")
-        }
-    }
-
-    /// `fsync(2)` of a file or directory, or throws naming it.
-    private static func sync(_ path: String) throws {
-        let fd = Glibc.open(path, O_RDONLY)
-        guard fd >= 0 else {
-            throw StoreError(.unavailable, "cannot open \(path): \(String(cString: strerror(errno)))")
-        }
-        defer { Glibc.close(fd) }
-        guard fsync(fd) == 0 else {
-            throw StoreError(.unavailable, "cannot sync \(path): \(String(cString: strerror(errno)))")
         }
     }
 
