@@ -35,6 +35,7 @@ struct BulkProjection: AppenderProjection {
     /// Closed memberships as (instance, topic, start, end).
     private var closedMemberships: [Interval] = []
     private var messages: [UInt64: (send: UInt64, audience: UInt64)] = [:]
+    private var lastSent: (seq: UInt64, messageID: UInt64) = (0, 0)
     private var acknowledged: [InstanceID: UInt64] = [:]
     /// The last token and topic looked up or created, with their ids (which never change): a bulk import
     /// decides an operation and then folds its event, asking twice for each, with the same string — which
@@ -109,7 +110,10 @@ struct BulkProjection: AppenderProjection {
         return true
     }
 
-    mutating func recordSend(messageID: UInt64, at seq: UInt64) { messages[messageID] = (seq, 0) }
+    mutating func recordSend(messageID: UInt64, at seq: UInt64) {
+        messages[messageID] = (seq, 0)
+        if seq > lastSent.seq { lastSent = (seq, messageID) }
+    }
 
     mutating func recordAudience(messageID: UInt64, at seq: UInt64) {
         guard let send = messages[messageID]?.send else { return }
@@ -134,6 +138,8 @@ struct BulkProjection: AppenderProjection {
     func messageState(_ messageID: UInt64) -> MessageState? {
         messages[messageID].map { MessageState(sendSeq: $0.send, audienceSeq: $0.audience) }
     }
+
+    func lastSentMessageID() -> UInt64 { lastSent.messageID }
 
     // MARK: Writing
 

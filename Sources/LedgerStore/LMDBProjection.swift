@@ -162,6 +162,17 @@ struct LMDBProjection: LedgerProjection {
         try txn.withValue(in: schema.messages, forKey: messageID) { $0.map(MessageState.init) }
     }
 
+    /// The message id of the last entry of `sends`, or 0 when it is empty.
+    func lastSentMessageID() throws -> UInt64 {
+        try txn.withCursor(schema.sends) { cursor in
+            guard let last = try cursor.last() else { return 0 }
+            guard last.value.count == 8 else {
+                throw StoreError(.corrupt, "sends entry has a \(last.value.count)-byte message id, expected 8")
+            }
+            return last.value.loadBigEndianUInt64()
+        }
+    }
+
     func recordAudience(messageID: UInt64, at seq: UInt64) throws {
         guard let sendSeq = try messageState(messageID)?.sendSeq else { return }
         try txn.put(schema.messages, key: messageID, value: MessageState(sendSeq: sendSeq, audienceSeq: seq).encoded)

@@ -10,6 +10,8 @@ protocol AppenderProjection: LedgerProjection {
     mutating func topicCount(of instance: InstanceID) throws -> Int
     /// The seqs of message `messageID`'s send and audience, or `nil` when no such message was sent.
     mutating func messageState(_ messageID: UInt64) throws -> MessageState?
+    /// The id of the message sent last (the send with the highest seq), or 0 when nothing was sent.
+    mutating func lastSentMessageID() throws -> UInt64
     /// Takes `instance` as the id of `token` without searching for it (``WriteRequest/resolvedInstances``).
     mutating func remember(_ token: RegistrationToken, isInstance instance: InstanceID)
 }
@@ -38,6 +40,8 @@ struct LogAppender<Projection: AppenderProjection, Sink: EventSink> {
     private(set) var projection: Projection
     var sink: Sink
     private var messageIDs: any RandomNumberGenerator
+    /// The id of the message sent last, read from the projection at the first send of the transaction.
+    private var lastMessageID: UInt64?
 
     init(
         projection: Projection, sink: Sink, head: LedgerHead, limits: LedgerLimits,
@@ -136,7 +140,7 @@ struct LogAppender<Projection: AppenderProjection, Sink: EventSink> {
             if case .token(let token) = target, try registeredInstance(token) == nil {
                 return .rejected(Self.unknownToken)
             }
-            let messageID = try freshMessageID()
+            let messageID = try freshMessageID(at: time)
             let sent = SentMessage(
                 messageID: messageID, target: target, precedence: precedence, messageJSON: messageJSON)
             return .sent(seq: try append(.sent(sent), request, time), messageID: messageID)
@@ -171,11 +175,19 @@ struct LogAppender<Projection: AppenderProjection, Sink: EventSink> {
         return instance
     }
 
-    /// A random id in 1…2^63-1 not used before in this project.
-    private mutating func freshMessageID() throws -> UInt64 {
+    /// An id in 1…2^63-1 not used before in this project, after the last one sent (``MessageIDs``); a
+    /// random one only when the ids after the last one have run out.
+    private mutating func freshMessageID(at time: LedgerTime) throws -> UInt64 {
+        let last = try lastMessageID ?? projection.lastSentMessageID()
+        var candidate = MessageIDs.candidate(at: time, after: last)
         while true {
-            let candidate = UInt64.random(in: 1...UInt64(Int64.max), using: &messageIDs)
-            if try projection.messageState(candidate) == nil { return candidate }
+            let id = candidate ?? UInt64.random(in: 1...MessageIDs.largest, using: &messageIDs)
+            if try projection.messageState(id) == nil {
+                lastMessageID = id
+                return id
+            }
+            // Taken: only by an id of a ledger written before ids were ordered, which were random.
+            candidate = MessageIDs.candidate(at: time, after: id)
         }
     }
 

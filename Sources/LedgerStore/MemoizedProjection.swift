@@ -142,6 +142,10 @@ struct MemoizedProjection: AppenderProjection {
         try stored.messageState(messageID)
     }
 
+    func lastSentMessageID() throws -> UInt64 {
+        try stored.lastSentMessageID()
+    }
+
     mutating func recordAudience(messageID: UInt64, at seq: UInt64) throws {
         try stored.recordAudience(messageID: messageID, at: seq)
     }
