@@ -17,6 +17,10 @@ public final class LMDBTransaction {
     private var cachedCursors: [LMDBCursor?] = []
     let health: TransactionHealth
 
+    /// LMDB's number of this transaction (`mdb_txn_id`): a write transaction's is one more than the last
+    /// committed write's.
+    public var id: UInt64 { UInt64(mdb_txn_id(handle)) }
+
     /// The first LMDB call of this transaction that failed, if any. A transaction with a failure never
     /// commits: ``LMDBEnvironment/write(_:)`` aborts it, whatever its body did with the error.
     public var failure: LMDBError? { health.failure }

@@ -92,6 +92,18 @@ struct LMDBProjection: LedgerProjection {
         return nil
     }
 
+    /// The seq since which `instance` has held `topic`, or `nil`, asked of the topic's side (`topicMembers`):
+    /// the same answer as ``subscribedSince(_:instance:)`` — the two sides always hold the same memberships
+    /// (`verify` compares them) — from the pages a new membership of the topic is put on anyway, where the
+    /// instance side's search reads a page of each instance that the writer does not otherwise touch
+    /// (``RecentMemberships``).
+    func memberSince(_ topic: TopicID, instance: InstanceID) throws -> UInt64? {
+        guard let entry = try txn.cursor(schema.topicMembers).seek(topic, value: membershipValue(instance, since: 0)),
+            StoredMembership(entry.value).id == instance
+        else { return nil }
+        return StoredMembership(entry.value).since
+    }
+
     /// Whether `instance` holds `topic` (the seq since which, or `nil`) and how many topics it holds: one
     /// B-tree search of each of the instance side's databases, where asking ``subscribedSince(_:instance:)``
     /// and ``topicCount(of:)`` apart takes two — the value search starts from the cursor already on the

@@ -147,6 +147,7 @@ public final class Ledger: Sendable {
         let isolation = options.isolation
         let reported = ReportedOnce()
         let moves = RecentMemberships.MoveCursor()
+        let facts = InstanceFacts()
         return GroupCommitter(maximumBatchOperations: options.maximumBatchOperations, observer: options.commitObserver)
         {
             [environment = storage.environment, schema = storage.schema, logger, slot] batch in
@@ -160,12 +161,12 @@ public final class Ledger: Sendable {
                 switch isolation {
                 case .retryAlone:
                     Self.commit(
-                        batch, environment: environment, schema: schema, limits: limits, moves: moves, now: clock(),
-                        logger: logger)
+                        batch, environment: environment, schema: schema, limits: limits, moves: moves, facts: facts,
+                        now: clock(), logger: logger)
                 case .nestedPerRequest:
                     Self.commitNested(
-                        batch, environment: environment, schema: schema, limits: limits, moves: moves, now: clock(),
-                        logger: logger)
+                        batch, environment: environment, schema: schema, limits: limits, moves: moves, facts: facts,
+                        now: clock(), logger: logger)
                 }
             // Before the sends reach the recorder: a send's audience must never be taken as unchanged
             // across a change committed before it (``TopicChangeTracker``).
@@ -282,16 +283,18 @@ public final class Ledger: Sendable {
     /// whole transaction — and LMDBKit never commits a transaction in which an LMDB call failed, even if the
     /// error was caught. A full map is grown and the batch run again (``LMDBEnvironment/write(_:)``). When the
     /// batch fails otherwise, each request is retried alone, so only the request that fails fails, with
-    /// nothing written for it.
+    /// nothing written for it. `facts` learn from every transaction and are told which committed
+    /// (``InstanceFacts``).
     static func commit(
         _ batch: [WriteRequest], environment: LMDBEnvironment, schema: LedgerSchema, limits: LedgerLimits,
-        moves: RecentMemberships.MoveCursor, now: LedgerTime, logger: Logger
+        moves: RecentMemberships.MoveCursor, facts: InstanceFacts, now: LedgerTime, logger: Logger
     ) -> [Result<WriteReceipt, any Error>] {
         let directory = environment.path
         func run(_ requests: [WriteRequest]) throws -> [Result<WriteReceipt, any Error>] {
-            try environment.write { txn in
+            let (results, transaction) = try environment.write { txn in
+                facts.begin(transaction: txn.id)
                 var appender = try LogAppender(
-                    txn: txn, schema: schema, limits: limits, messageIDs: SystemRandomNumberGenerator())
+                    txn: txn, schema: schema, limits: limits, facts: facts, messageIDs: SystemRandomNumberGenerator())
                 var results: [Result<WriteReceipt, any Error>] = []
                 results.reserveCapacity(requests.count)
                 for request in requests {
@@ -300,8 +303,10 @@ public final class Ledger: Sendable {
                 try appender.finish()
                 try RecentMemberships.moveIfFull(
                     txn: txn, schema: schema, limit: limits.recentMembershipsBeforeMove, cursor: moves)
-                return results
+                return (results, txn.id)
             }
+            facts.committed(transaction: transaction)
+            return results
         }
         do {
             return try run(batch)
@@ -329,13 +334,15 @@ public final class Ledger: Sendable {
     }
 
     /// ``RequestIsolation/nestedPerRequest``: each request in a child transaction of the batch's one; a failed
-    /// child is discarded alone. A full map still aborts the whole batch, which is grown and run again.
+    /// child is discarded alone, and with it `facts` (which may hold what it learnt). A full map still aborts
+    /// the whole batch, which is grown and run again.
     static func commitNested(
         _ batch: [WriteRequest], environment: LMDBEnvironment, schema: LedgerSchema, limits: LedgerLimits,
-        moves: RecentMemberships.MoveCursor, now: LedgerTime, logger: Logger
+        moves: RecentMemberships.MoveCursor, facts: InstanceFacts, now: LedgerTime, logger: Logger
     ) -> [Result<WriteReceipt, any Error>] {
         do {
-            return try environment.write { txn in
+            let (results, transaction) = try environment.write { txn in
+                facts.begin(transaction: txn.id)
                 var results: [Result<WriteReceipt, any Error>] = []
                 results.reserveCapacity(batch.count)
                 for request in batch {
@@ -343,7 +350,7 @@ public final class Ledger: Sendable {
                         results.append(
                             try txn.nested { child in
                                 var appender = try LogAppender(
-                                    txn: child, schema: schema, limits: limits,
+                                    txn: child, schema: schema, limits: limits, facts: facts,
                                     messageIDs: SystemRandomNumberGenerator())
                                 let result = try appender.apply(request, now: now)
                                 try appender.finish()
@@ -355,14 +362,17 @@ public final class Ledger: Sendable {
                     } catch LMDBError.Code.mapFull {
                         throw LMDBError(code: .mapFull, function: "mdb_put")
                     } catch {
+                        facts.forget()
                         logger.error(
                             "ledger write failed; nothing was written",
                             metadata: ["ledger.request": "\(request.requestID)", "error": "\(error)"])
                         results.append(.failure(storageError(error, directory: environment.path)))
                     }
                 }
-                return results
+                return (results, txn.id)
             }
+            facts.committed(transaction: transaction)
+            return results
         } catch {
             logger.error("ledger batch failed; nothing was written", metadata: ["error": "\(error)"])
             return batch.map { _ in .failure(storageError(error, directory: environment.path)) }

@@ -206,15 +206,17 @@ struct LogAppender<Projection: AppenderProjection, Sink: EventSink> {
 }
 
 extension LogAppender where Projection == MemoizedProjection, Sink == TransactionSink {
-    /// The live writer's appender: everything in `txn`, from the head stored there.
-    init(txn: LMDBTransaction, schema: LedgerSchema, limits: LedgerLimits, messageIDs: any RandomNumberGenerator)
-        throws
-    {
+    /// The live writer's appender: everything in `txn`, from the head stored there, with the writer's
+    /// `facts` begun for `txn` (``InstanceFacts``).
+    init(
+        txn: LMDBTransaction, schema: LedgerSchema, limits: LedgerLimits, facts: InstanceFacts,
+        messageIDs: any RandomNumberGenerator
+    ) throws {
         let head =
             try txn.withValue(in: schema.meta, forKey: MetaKey.head) { try $0.map(LedgerHead.init) } ?? .empty
         self.init(
-            projection: MemoizedProjection(txn: txn, schema: schema), sink: TransactionSink(txn: txn, schema: schema),
-            head: head, limits: limits, messageIDs: messageIDs)
+            projection: MemoizedProjection(txn: txn, schema: schema, facts: facts),
+            sink: TransactionSink(txn: txn, schema: schema), head: head, limits: limits, messageIDs: messageIDs)
     }
 }
 

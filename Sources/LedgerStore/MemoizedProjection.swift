@@ -8,13 +8,17 @@ import LedgerCore
 /// batch of 1,000 subscriptions to one topic asks for that topic 2,000 times. Each question is a B-tree
 /// search with a `memcmp` per level, and in a write transaction every page it touches is also looked up
 /// in the dirty-page list — the top of the writer's profile (docs/performance.md, "Issue #14 before and
-/// after"). Here topic ids, registrations and topic counts are asked of LMDB once per transaction and kept;
-/// for tokens and memberships only the last answer is kept, since the fold asks right after the check
-/// ("Issue #14, second pass"), and the first membership question about an instance also counts its topics
-/// from the same searches (``LMDBProjection/membership(_:instance:)``). Every write updates what is kept, so
-/// an answer is always what LMDB would say now.
+/// after"). Here topic ids are asked of LMDB once per transaction and kept; registrations and topic counts
+/// once per writer, in ``InstanceFacts``, which outlive the transaction while nothing else writes; for
+/// tokens and memberships only the last answer is kept, since the fold asks right after the check ("Issue
+/// #14, second pass"). The first membership question about an instance also counts its topics from the same
+/// searches (``LMDBProjection/membership(_:instance:)``); once its count is known, whether it holds a topic
+/// is asked of the topic's side (``LMDBProjection/memberSince(_:instance:)``), whose pages a new
+/// membership is put on anyway. Every write updates what is kept, so an answer is always what LMDB would
+/// say now.
 ///
-/// Lives no longer than its transaction: an aborted or retried transaction starts with an empty memo.
+/// Lives no longer than its transaction: an aborted or retried transaction starts with an empty memo (and
+/// ``InstanceFacts/begin(transaction:)`` forgets the facts of a transaction that did not commit).
 struct MemoizedProjection: AppenderProjection {
     private let stored: LMDBProjection
     /// The last token asked about, with its instance or `nil` when it has none: the appender's check and the
@@ -22,19 +26,19 @@ struct MemoizedProjection: AppenderProjection {
     /// saved: hashing and probing 150-byte tokens was 6.7 % of the server's samples under batchAdd, the
     /// searches 1 %.)
     private var lastToken: (token: RegistrationToken, instance: InstanceID?)?
-    /// The seq of each looked-up instance's registration in force, or `nil` when it is not registered.
-    private var registrations: [InstanceID: UInt64?] = [:]
+    /// Registrations and topic counts, kept across the writer's transactions.
+    private let facts: InstanceFacts
     private var topicIDs: [TopicName: TopicID] = [:]
     /// The last topic asked about: a batch names one topic for all its tokens, and comparing its name costs
     /// less than hashing it for `topicIDs`.
     private var lastTopic: (name: TopicName, id: TopicID)?
-    /// Topic counts of looked-up instances.
-    private var topicCounts: [InstanceID: Int] = [:]
     /// The last membership asked about: the appender's check and the fold's add or remove ask in turn.
     private var lastMembership: (instance: InstanceID, topic: TopicID, since: UInt64?)?
 
-    init(txn: LMDBTransaction, schema: LedgerSchema) {
+    /// - Parameter facts: the writer's, begun for `txn`; by default facts for this transaction alone.
+    init(txn: LMDBTransaction, schema: LedgerSchema, facts: InstanceFacts = InstanceFacts()) {
         stored = LMDBProjection(txn: txn, schema: schema)
+        self.facts = facts
     }
 
     mutating func instanceID(for token: RegistrationToken) throws -> InstanceID? {
@@ -53,30 +57,26 @@ struct MemoizedProjection: AppenderProjection {
     mutating func createInstance(for token: RegistrationToken) throws -> InstanceID {
         let instance = try stored.createInstance(for: token)
         lastToken = (token, instance)
-        registrations[instance] = .some(nil)
-        topicCounts[instance] = 0
+        facts.setRegistered(false, instance)
+        facts.setTopicCount(0, of: instance)
         return instance
     }
 
     mutating func isRegistered(_ instance: InstanceID) throws -> Bool {
-        try registeredSince(instance) != nil
-    }
-
-    mutating func registeredSince(_ instance: InstanceID) throws -> UInt64? {
-        if let known = registrations[instance] { return known }
-        let since = try stored.registeredSince(instance)
-        registrations[instance] = .some(since)
-        return since
+        if let known = facts.isRegistered(instance) { return known }
+        let registered = try stored.isRegistered(instance)
+        facts.setRegistered(registered, instance)
+        return registered
     }
 
     mutating func register(_ instance: InstanceID, platform: String?, appID: String?, at seq: UInt64) throws {
         try stored.register(instance, platform: platform, appID: appID, at: seq)
-        registrations[instance] = .some(seq)
+        facts.setRegistered(true, instance)
     }
 
     mutating func unregister(_ instance: InstanceID, at seq: UInt64) throws {
         try stored.unregister(instance, at: seq)
-        registrations[instance] = .some(nil)
+        facts.setRegistered(false, instance)
     }
 
     mutating func topicID(for topic: TopicName, create: Bool) throws -> TopicID? {
@@ -99,22 +99,22 @@ struct MemoizedProjection: AppenderProjection {
     mutating func subscribedSince(_ topic: TopicID, instance: InstanceID) throws -> UInt64? {
         if let last = lastMembership, last.instance == instance, last.topic == topic { return last.since }
         let since: UInt64?
-        if topicCounts[instance] == nil {
+        if facts.topicCount(of: instance) == nil {
             // A subscribe asks for the count next: both from the same searches.
             let found = try stored.membership(topic, instance: instance)
-            topicCounts[instance] = found.topicCount
+            facts.setTopicCount(found.topicCount, of: instance)
             since = found.since
         } else {
-            since = try stored.subscribedSince(topic, instance: instance)
+            since = try stored.memberSince(topic, instance: instance)
         }
         lastMembership = (instance, topic, since)
         return since
     }
 
     mutating func topicCount(of instance: InstanceID) throws -> Int {
-        if let known = topicCounts[instance] { return known }
+        if let known = facts.topicCount(of: instance) { return known }
         let count = try stored.topicCount(of: instance)
-        topicCounts[instance] = count
+        facts.setTopicCount(count, of: instance)
         return count
     }
 
@@ -122,7 +122,7 @@ struct MemoizedProjection: AppenderProjection {
         guard try subscribedSince(topic, instance: instance) == nil else { return false }
         try stored.putMembership(topic, instance: instance, at: seq)
         lastMembership = (instance, topic, seq)
-        if let count = topicCounts[instance] { topicCounts[instance] = count + 1 }
+        if let count = facts.topicCount(of: instance) { facts.setTopicCount(count + 1, of: instance) }
         return true
     }
 
@@ -130,7 +130,7 @@ struct MemoizedProjection: AppenderProjection {
         guard let since = try subscribedSince(topic, instance: instance) else { return false }
         try stored.endMembership(topic, instance: instance, since: since, at: seq)
         lastMembership = (instance, topic, nil)
-        if let count = topicCounts[instance] { topicCounts[instance] = count - 1 }
+        if let count = facts.topicCount(of: instance) { facts.setTopicCount(count - 1, of: instance) }
         return true
     }
 
