@@ -20,7 +20,8 @@ protocol AppenderProjection: LedgerProjection {
 protocol EventSink {
     /// Stores `event`, which follows the event whose chain hash is `previousHash`: encodes it, chains it
     /// (replacing `previousHash` with its hash), writes its record and extends the Merkle tree — or keeps it
-    /// for a later stage that does all that in order (a bulk import), leaving `previousHash` alone.
+    /// for a later stage that does all that in order (a bulk import's log writer, or ``TransactionSink`` at
+    /// ``store(head:)``), leaving `previousHash` alone.
     mutating func store(_ event: LedgerEvent, chainingFrom previousHash: inout [UInt8]) throws
     /// Stores the head after the last event of the transaction (its hash as the sink chained it).
     mutating func store(head: LedgerHead) throws
@@ -220,14 +221,26 @@ extension LogAppender where Projection == MemoizedProjection, Sink == Transactio
     }
 }
 
-/// Stores events in the write transaction that also holds the projections: the log record, and the Merkle
-/// tree's nodes as they complete.
+/// Stores events in the write transaction that also holds the projections: the log records, and the Merkle
+/// tree's nodes as they complete — all put when the appender finishes, before the head.
+///
+/// A transaction of many events (a batchAdd, an import's requests) is encoded, chained and hashed by an
+/// ``EventChainer`` on another thread, a chunk at a time, while the writer decides and folds the next events;
+/// a small one is chained here at the end (waking another thread would cost it more than the hashing).
+/// Either way the chain is computed from the head's hash in seq order, and nothing is stored before
+/// ``store(head:)``, so the chain hash the appender passes to ``store(_:chainingFrom:)`` is left as it was
+/// at the transaction's start and the head's hash is set here. No one reads this transaction's log records
+/// before it finishes.
 struct TransactionSink: EventSink {
+    /// Events handed to a chainer this many at a time; below it a transaction is chained on the writer.
+    static let chunk = 256
+
     let txn: LMDBTransaction
     let schema: LedgerSchema
-    /// The record being written, reused from event to event: with the head's hash replaced in place, an
-    /// event allocates nothing here.
-    private var record: [UInt8] = []
+    private var pending: [LedgerEvent] = []
+    private var chainer: EventChainer?
+    /// The chain hash before the transaction's first event.
+    private var startHash: [UInt8]?
 
     init(txn: LMDBTransaction, schema: LedgerSchema) {
         self.txn = txn
@@ -235,14 +248,61 @@ struct TransactionSink: EventSink {
     }
 
     mutating func store(_ event: LedgerEvent, chainingFrom previousHash: inout [UInt8]) throws {
-        record.removeAll(keepingCapacity: true)
-        HashChain.appendRecord(of: event, chainingFrom: &previousHash, to: &record)
-        try txn.put(schema.log, key: event.seq, value: record, flags: .append)
-        try MerkleStore.didAppend(seq: event.seq, txn: txn, schema: schema)
+        if startHash == nil { startHash = previousHash }
+        pending.append(event)
+        guard pending.count >= Self.chunk else { return }
+        if chainer == nil { chainer = EventChainer(chainingFrom: previousHash, firstSeq: pending[0].seq) }
+        chainer?.submit(pending)
+        pending = []
+        pending.reserveCapacity(Self.chunk)
     }
 
-    func store(head: LedgerHead) throws {
+    mutating func store(head: LedgerHead) throws {
+        var head = head
+        if let chainer {
+            chainer.submit(pending)
+            let output = chainer.finish()
+            try putRecords(output)
+            head.hash = output.hash
+        } else if let startHash {
+            head.hash = try putRecords(of: pending, chainingFrom: startHash)
+        }
+        pending = []
         try txn.put(schema.meta, key: MetaKey.head, value: head.encoded)
+    }
+
+    /// Puts the chainer's records, then the tree's subtrees they complete: the one the transaction began
+    /// inside of from the log (its earlier leaves are there), the others as the chainer hashed them.
+    private func putRecords(_ output: EventChainer.Output) throws {
+        guard !output.ends.isEmpty else { return }
+        let first = output.firstSeq
+        var start = 0
+        for (offset, end) in output.ends.enumerated() {
+            try txn.put(schema.log, key: first + UInt64(offset), value: output.records[start..<end], flags: .append)
+            start = end
+        }
+        let last = first + UInt64(output.ends.count - 1)
+        let partial = EventChainer.subtreeEnd(holding: first)
+        if (first - 1) % MerkleStore.lowestStoredWidth != 0, partial <= last {
+            try MerkleStore.didAppend(seq: partial, txn: txn, schema: schema)
+        }
+        for subtree in output.subtrees {
+            try MerkleStore.store(
+                lowestSubtree: subtree.hash, completedAt: subtree.completedAt, txn: txn, schema: schema)
+        }
+    }
+
+    /// Encodes, chains and puts `events` here, with the subtrees they complete; returns the last chain hash.
+    private func putRecords(of events: [LedgerEvent], chainingFrom hash: [UInt8]) throws -> [UInt8] {
+        var hash = hash
+        var record: [UInt8] = []
+        for event in events {
+            record.removeAll(keepingCapacity: true)
+            HashChain.appendRecord(of: event, chainingFrom: &hash, to: &record)
+            try txn.put(schema.log, key: event.seq, value: record, flags: .append)
+            try MerkleStore.didAppend(seq: event.seq, txn: txn, schema: schema)
+        }
+        return hash
     }
 }
 

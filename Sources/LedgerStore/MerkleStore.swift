@@ -34,12 +34,33 @@ enum MerkleStore {
     /// Called by the appender after it stored the event at `seq` (leaf `seq - 1`), in the same transaction:
     /// stores the subtrees that leaf completes.
     static func didAppend(seq: UInt64, txn: LMDBTransaction, schema: LedgerSchema) throws {
-        let width = UInt64(1) << UInt64(lowestStoredLevel)
-        guard seq % width == 0 else { return }
+        guard seq % lowestStoredWidth == 0 else { return }
+        let hash = try LedgerMerkleNodes(txn: txn, schema: schema).computed(
+            level: lowestStoredLevel, index: seq / lowestStoredWidth - 1)
+        try store(lowestSubtree: hash, completedAt: seq, txn: txn, schema: schema)
+    }
+
+    /// The hash of the complete subtree over `leaves` (leaf hashes, a power of two of them, at least one).
+    static func subtreeHash(leaves: [SHA256Digest]) -> [UInt8] {
+        var layer = leaves
+        while layer.count > 1 {
+            layer = stride(from: 0, to: layer.count, by: 2).map { MerkleHash.node(layer[$0], layer[$0 + 1]) }
+        }
+        return MerkleHash.bytes(layer[0])
+    }
+
+    /// Leaves of the smallest stored subtree.
+    static let lowestStoredWidth = UInt64(1) << UInt64(lowestStoredLevel)
+
+    /// Stores `hash`, the smallest stored subtree that the event at `seq` completes (`seq` a multiple of
+    /// ``lowestStoredWidth``), and the larger subtrees it completes with the stored ones to its left.
+    static func store(lowestSubtree hash: [UInt8], completedAt seq: UInt64, txn: LMDBTransaction, schema: LedgerSchema)
+        throws
+    {
         let nodes = LedgerMerkleNodes(txn: txn, schema: schema)
         var level = lowestStoredLevel
-        var index = seq / width - 1
-        var hash = try nodes.computed(level: level, index: index)
+        var index = seq / lowestStoredWidth - 1
+        var hash = hash
         try txn.put(schema.merkle, key: key(level: level, index: index), value: hash)
         while index & 1 == 1 {
             hash = MerkleHash.node(try nodes.subtree(level: level, index: index - 1), hash)
@@ -89,10 +110,7 @@ public struct LedgerMerkleNodes: MerkleNodeSource {
                 if seq < first + width - 1 { entry = try cursor.next() }
             }
         }
-        while layer.count > 1 {
-            layer = stride(from: 0, to: layer.count, by: 2).map { MerkleHash.node(layer[$0], layer[$0 + 1]) }
-        }
-        return MerkleHash.bytes(layer[0])
+        return MerkleStore.subtreeHash(leaves: layer)
     }
 }
 

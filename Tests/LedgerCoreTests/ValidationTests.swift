@@ -1,4 +1,5 @@
 import LedgerCore
+import LedgerTestSupport
 import Testing
 
 @Suite("Topic names, tokens, project ids")
@@ -40,6 +41,35 @@ struct ValidationTests {
         for bad in ["", "has space", "slash/", "ü", String(repeating: "a", count: 4097), "quote\""] {
             #expect(throws: LedgerCoreError.self) { try RegistrationToken(bad, field: "registration_tokens[0]") }
         }
+    }
+
+    @Test("the first byte outside the token alphabet is found at every offset")
+    func tokenAlphabetScan() throws {
+        let alphabet = Array("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_:.-".utf8)
+        var generator = SeededGenerator(seed: 14)
+        var refused = 0
+        for _ in 0..<4000 {
+            var bytes = (0..<Int.random(in: 1...70, using: &generator)).map { _ in
+                alphabet.randomElement(using: &generator)!
+            }
+            // Zero to two bytes of any value (the neighbours of the alphabet's ranges included), anywhere.
+            for _ in 0..<Int.random(in: 0...2, using: &generator) {
+                bytes[Int.random(in: 0..<bytes.count, using: &generator)] = UInt8.random(in: 0...255, using: &generator)
+            }
+            let text = String(decoding: bytes, as: UTF8.self)  // an invalid sequence becomes U+FFFD
+            let expected = text.utf8.firstIndex { !alphabet.contains($0) }.map {
+                text.utf8.distance(from: text.utf8.startIndex, to: $0)
+            }
+            guard text.utf8.count <= RegistrationToken.maximumLength else { continue }
+            do {
+                _ = try RegistrationToken(text)
+                #expect(expected == nil, "\(bytes) accepted")
+            } catch {
+                refused += 1
+                #expect(expected != nil && "\(error)".hasSuffix("at offset \(expected!)"), "\(bytes): \(error)")
+            }
+        }
+        #expect(refused > 1000)
     }
 
     @Test("tokens never print themselves")
