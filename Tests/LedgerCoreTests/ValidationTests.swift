@@ -70,6 +70,15 @@ struct ValidationTests {
             }
         }
         #expect(refused > 1000)
+        // Every byte value alone, and after sixteen valid ones (the eight-at-a-time path).
+        for byte in UInt8.min...UInt8.max {
+            for prefix in ["", String(repeating: "a", count: 16)] {
+                let text = prefix + String(decoding: [byte], as: UTF8.self)
+                let valid = text.utf8.allSatisfy { alphabet.contains($0) }
+                #expect((try? RegistrationToken(text)) != nil || !valid, "byte \(byte) refused")
+                #expect((try? RegistrationToken(text)) == nil || valid, "byte \(byte) accepted")
+            }
+        }
     }
 
     @Test("tokens never print themselves")
