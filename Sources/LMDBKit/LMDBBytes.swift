@@ -52,16 +52,35 @@ extension UInt32: LMDBBytes {
 }
 
 extension UnsafeRawBufferPointer {
-    /// Reads a big-endian `UInt64` at `offset`.
+    /// Reads a big-endian `UInt64` at `offset`. Bytes outside the buffer read as zero: a stored value shorter
+    /// than its layout (a damaged file) gives a wrong number — which `verify` reports — and never a read
+    /// past the value, which in a release build would not trap but could run off the end of the map.
     @inlinable
     public func loadBigEndianUInt64(at offset: Int = 0) -> UInt64 {
-        UInt64(bigEndian: loadUnaligned(fromByteOffset: offset, as: UInt64.self))
+        guard offset >= 0, offset <= count - 8 else { return UInt64(loadBigEndianPadded(at: offset, width: 8)) }
+        return UInt64(bigEndian: loadUnaligned(fromByteOffset: offset, as: UInt64.self))
     }
 
-    /// Reads a big-endian `UInt32` at `offset`.
+    /// Reads a big-endian `UInt32` at `offset`; bytes outside the buffer read as zero
+    /// (``loadBigEndianUInt64(at:)``).
     @inlinable
     public func loadBigEndianUInt32(at offset: Int = 0) -> UInt32 {
-        UInt32(bigEndian: loadUnaligned(fromByteOffset: offset, as: UInt32.self))
+        guard offset >= 0, offset <= count - 4 else {
+            return UInt32(truncatingIfNeeded: loadBigEndianPadded(at: offset, width: 4))
+        }
+        return UInt32(bigEndian: loadUnaligned(fromByteOffset: offset, as: UInt32.self))
+    }
+
+    /// `width` bytes from `offset`, big-endian, those outside the buffer as zero.
+    @usableFromInline
+    func loadBigEndianPadded(at offset: Int, width: Int) -> UInt64 {
+        var value: UInt64 = 0
+        for index in 0..<width {
+            let (position, overflow) = offset.addingReportingOverflow(index)
+            let byte = !overflow && position >= 0 && position < count ? self[position] : 0
+            value = value << 8 | UInt64(byte)
+        }
+        return value
     }
 }
 

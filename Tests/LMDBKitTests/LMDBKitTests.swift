@@ -19,6 +19,25 @@ private struct Boom: Error {}
 
 @Suite("LMDBKit")
 struct LMDBKitTests {
+    @Test("big-endian loads: in range as stored; bytes past a short value read as zero, never out of bounds")
+    func bigEndianLoads() {
+        let bytes: [UInt8] = [0x01, 0x02, 0x03, 0x04, 0x05, 0x06, 0x07, 0x08, 0x09]
+        bytes.withUnsafeBytes { buffer in
+            #expect(buffer.loadBigEndianUInt64() == 0x0102_0304_0506_0708)
+            #expect(buffer.loadBigEndianUInt64(at: 1) == 0x0203_0405_0607_0809)
+            #expect(buffer.loadBigEndianUInt32(at: 5) == 0x0607_0809)
+            // Short: the missing low-order bytes are zero.
+            #expect(buffer.loadBigEndianUInt64(at: 2) == 0x0304_0506_0708_0900)
+            #expect(buffer.loadBigEndianUInt32(at: 7) == 0x0809_0000)
+            #expect(UnsafeRawBufferPointer(rebasing: buffer[0..<3]).loadBigEndianUInt64() == 0x0102_0300_0000_0000)
+            for offset in [-8, -1, 9, 100, Int.max, Int.min] {
+                #expect(buffer.loadBigEndianUInt64(at: offset) == (offset == -1 ? 0x01_0203_0405_0607 : 0))
+                #expect(buffer.loadBigEndianUInt32(at: offset) == (offset == -1 ? 0x0001_0203 : 0))
+            }
+        }
+        #expect(UnsafeRawBufferPointer(start: nil, count: 0).loadBigEndianUInt64() == 0)
+    }
+
     @Test("put, get, overwrite and delete round-trip")
     func putGetDelete() throws {
         try withEnvironment { env throws in

@@ -285,6 +285,35 @@ struct LedgerTests {
         }
     }
 
+    @Test("a stored value shorter than its layout: the writer reads it without a trap, verify reports it")
+    func shortStoredValue() async throws {
+        let directory = TemporaryDirectory()
+        defer { directory.remove() }
+        let ledgerDirectory = try await closedLedger(
+            in: directory,
+            [
+                .register(token, platform: nil, appID: nil),
+                .send(.token(token), precedence: .leftToRight, messageJSON: Array("{}".utf8)),
+                .acknowledge(token, through: 2),
+            ])
+        do {
+            // Three bytes where the delivery cursor's eight belong (instance 1).
+            let environment = try LMDBEnvironment(path: ledgerDirectory)
+            try environment.write { txn throws in
+                try txn.put(try txn.openDatabase("acknowledged"), key: UInt32(1), value: [0, 0, 1] as [UInt8])
+            }
+        }
+        let ledger = try openTestLedger(directory)
+        defer { ledger.close() }
+        // The writer reads the cursor to decide an acknowledgement: a short value reads as zero-padded
+        // (0x000001 followed by five zero bytes), so this one, below it, changes nothing.
+        let receipt = try await ledger.append(request(.acknowledge(token, through: 2)))
+        #expect(receipt.outcomes == [.unchanged])
+        let report = try ledger.verify()
+        #expect(!report.isSound)
+        #expect(report.problems.contains { $0.contains("acknowledged") })
+    }
+
     @Test("an interrupted rebuild is detected: readers and writers are told to run rebuild")
     func interruptedRebuild() async throws {
         let directory = TemporaryDirectory()
