@@ -13,12 +13,16 @@ run:
 # conformance suite and the raw-HTTP battery against the built server (pip installs firebase-admin 7.7.0),
 # the seeds scenario, the audit console in headless chromium (apt installs chromium and chromium-driver, pip
 # selenium; screenshots to docs/console), schemathesis against docs/openapi.yaml (30 s), and the libFuzzer targets (15 s each, an
-# unoptimized build: it builds in half the time of a release one, which is most of this step).
+# unoptimized build: it builds in half the time of a release one, which is most of this step). The request
+# cancellation stress test runs in a process of its own: a cancelled URLSession request can hold
+# FoundationNetworking's work queue, which every session of a process shares, for its 60 s timeout, and the
+# messaging and delivery tests beside it then time out (one CI run, 2026-11-26).
 test:
 	@tools/install-deps.sh
 	python3 -m pip install --quiet --disable-pip-version-check -r tools/merkle/requirements.txt
 	swift build --build-tests
-	swift test --skip-build
+	swift test --skip-build --skip CancellationTests
+	swift test --skip-build --filter CancellationTests
 	tools/sdk-conformance/run.sh "$$(swift build --show-bin-path)/ledger"
 	samples/seeds-scenario.sh
 	tools/console-browser/run.sh "$$(swift build --show-bin-path)/ledger"
