@@ -17,7 +17,7 @@ scripts="$(cd "$(dirname "$0")/wrk" && pwd)"
 work=$(mktemp -d)
 port=$((18000 + RANDOM % 2000))
 server=""
-trap '[ -n "$server" ] && kill "$server" 2>/dev/null; rm -rf "$work"' EXIT
+trap '[ -n "$server" ] && kill "$server" 2>/dev/null && wait "$server" 2>/dev/null; rm -rf "$work"' EXIT
 export LEDGER_BENCH_TOKENS="$work/tokens"
 
 start() { # binary: a fresh ledger, 8000 devices registered
