@@ -31,10 +31,18 @@ final class EventChainer: @unchecked Sendable {
         /// The smallest stored subtrees whose leaves are all in this transaction: the seq that completes
         /// each, and its hash, in seq order.
         var subtrees: [(completedAt: UInt64, hash: [UInt8])] = []
+        /// The seq that completes the smallest stored subtree the transaction began inside of (after its first
+        /// leaf), or `nil` when the transaction began a subtree: that one is the writer's to hash, from the
+        /// log, if the transaction reaches its end.
+        let beganInside: UInt64?
     }
 
     private let queue = DispatchQueue(label: "ledger-chain")
     private let firstSeq: UInt64
+    /// ``Output/beganInside``.
+    private let beganInside: UInt64?
+    /// The first seq whose subtree is hashed here: the transaction's first, or the one after `beganInside`.
+    private let firstWhole: UInt64
     private var hash: [UInt8]
     private var records: [UInt8] = []
     private var ends: [Int] = []
@@ -48,6 +56,9 @@ final class EventChainer: @unchecked Sendable {
     init(chainingFrom hash: [UInt8], firstSeq: UInt64) {
         self.firstSeq = firstSeq
         self.hash = hash
+        let width = MerkleStore.lowestStoredWidth
+        beganInside = (firstSeq &- 1) % width == 0 ? nil : ((firstSeq &- 1) / width &+ 1) &* width
+        firstWhole = beganInside.map { $0 &+ 1 } ?? firstSeq
         leaves.reserveCapacity(Int(MerkleStore.lowestStoredWidth))
     }
 
@@ -60,19 +71,12 @@ final class EventChainer: @unchecked Sendable {
     /// Waits for every submitted event, and hands over what was made of them.
     func finish() -> Output {
         queue.sync {}
-        return Output(firstSeq: firstSeq, hash: hash, records: records, ends: ends, subtrees: subtrees)
-    }
-
-    /// The seq that completes the smallest stored subtree holding `seq` (a multiple of the width).
-    static func subtreeEnd(holding seq: UInt64) -> UInt64 {
-        let width = MerkleStore.lowestStoredWidth
-        return ((seq &- 1) / width &+ 1) &* width
+        return Output(
+            firstSeq: firstSeq, hash: hash, records: records, ends: ends, subtrees: subtrees, beganInside: beganInside)
     }
 
     private func chain(_ events: [LedgerEvent]) {
         let width = MerkleStore.lowestStoredWidth
-        // A subtree is hashed here only when its first leaf is in this transaction.
-        let firstWhole = (firstSeq &- 1) % width == 0 ? firstSeq : Self.subtreeEnd(holding: firstSeq) &+ 1
         for event in events {
             let start = records.count
             HashChain.appendRecord(of: event, chainingFrom: &hash, to: &records)

@@ -239,8 +239,6 @@ struct TransactionSink: EventSink {
     let schema: LedgerSchema
     private var pending: [LedgerEvent] = []
     private var chainer: EventChainer?
-    /// The chain hash before the transaction's first event.
-    private var startHash: [UInt8]?
 
     init(txn: LMDBTransaction, schema: LedgerSchema) {
         self.txn = txn
@@ -248,7 +246,6 @@ struct TransactionSink: EventSink {
     }
 
     mutating func store(_ event: LedgerEvent, chainingFrom previousHash: inout [UInt8]) throws {
-        if startHash == nil { startHash = previousHash }
         pending.append(event)
         guard pending.count >= Self.chunk else { return }
         if chainer == nil { chainer = EventChainer(chainingFrom: previousHash, firstSeq: pending[0].seq) }
@@ -257,6 +254,7 @@ struct TransactionSink: EventSink {
         pending.reserveCapacity(Self.chunk)
     }
 
+    /// `head.hash` is the hash the transaction began from (the appender's, which this sink left alone).
     mutating func store(head: LedgerHead) throws {
         var head = head
         if let chainer {
@@ -264,8 +262,8 @@ struct TransactionSink: EventSink {
             let output = chainer.finish()
             try putRecords(output)
             head.hash = output.hash
-        } else if let startHash {
-            head.hash = try putRecords(of: pending, chainingFrom: startHash)
+        } else if !pending.isEmpty {
+            head.hash = try putRecords(of: pending, chainingFrom: head.hash)
         }
         pending = []
         try txn.put(schema.meta, key: MetaKey.head, value: head.encoded)
@@ -281,10 +279,8 @@ struct TransactionSink: EventSink {
             try txn.put(schema.log, key: first + UInt64(offset), value: output.records[start..<end], flags: .append)
             start = end
         }
-        let last = first + UInt64(output.ends.count - 1)
-        let partial = EventChainer.subtreeEnd(holding: first)
-        if (first - 1) % MerkleStore.lowestStoredWidth != 0, partial <= last {
-            try MerkleStore.didAppend(seq: partial, txn: txn, schema: schema)
+        if let end = output.beganInside, end < first + UInt64(output.ends.count) {
+            try MerkleStore.didAppend(seq: end, txn: txn, schema: schema)
         }
         for subtree in output.subtrees {
             try MerkleStore.store(

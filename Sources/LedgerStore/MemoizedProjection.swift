@@ -35,8 +35,8 @@ struct MemoizedProjection: AppenderProjection {
     /// The last membership asked about: the appender's check and the fold's add or remove ask in turn.
     private var lastMembership: (instance: InstanceID, topic: TopicID, since: UInt64?)?
 
-    /// - Parameter facts: the writer's, begun for `txn`; by default facts for this transaction alone.
-    init(txn: LMDBTransaction, schema: LedgerSchema, facts: InstanceFacts = InstanceFacts()) {
+    /// - Parameter facts: the writer's, begun for `txn`.
+    init(txn: LMDBTransaction, schema: LedgerSchema, facts: InstanceFacts) {
         stored = LMDBProjection(txn: txn, schema: schema)
         self.facts = facts
     }
