@@ -38,16 +38,28 @@ struct EventChainerTests {
 
     @Test(
         "requests of 1 to 1000 events, starting anywhere in a subtree of 256: the log, tree and head of one event per transaction",
-        arguments: [Ledger.RequestIsolation.retryAlone, .nestedPerRequest])
-    func sameBytes(isolation: Ledger.RequestIsolation) async throws {
+        arguments: [Ledger.RequestIsolation.retryAlone, .nestedPerRequest], [false, true])
+    func sameBytes(isolation: Ledger.RequestIsolation, fullMap: Bool) async throws {
         // Transactions that end before, at and after a subtree's last leaf; that hold one, two and many whole
         // subtrees; and that begin inside one and complete it.
         let sizes = [3, 300, 1, 255, 256, 700, 2, 513, 1000, 254, 768, 257, 1]
         let operations = try Self.operations(sizes.reduce(0, +))
         let directory = TemporaryDirectory()
         defer { directory.remove() }
-        let large = try openTestLedger(directory, project: try ProjectID("large")) { $0.isolation = isolation }
+        // With `fullMap`, a few of the large transactions meet a full map midway — while their events are being
+        // chained, or as their records are put — and run again from the start after the map grows: the first
+        // run's chainer and records must leave nothing behind.
+        let firings = Firings(limit: 4)
+        let large = try openTestLedger(directory, project: try ProjectID("large")) {
+            $0.isolation = isolation
+            if fullMap {
+                $0.environment.faultInjector = LMDBFaultInjector { _, call in
+                    (call == 1_500 || call == 3_500) && firings.fire() ? .mapFull : nil
+                }
+            }
+        }
         try await Self.append(operations, in: sizes, to: large)
+        #expect(fullMap ? firings.count > 0 : firings.count == 0)
         let small = try openTestLedger(directory, project: try ProjectID("small"))
         try await Self.append(operations, in: Array(repeating: 1, count: operations.count), to: small)
         #expect(try large.verify().isSound)
@@ -67,4 +79,24 @@ struct EventChainerTests {
             #expect(largeDump[name] == smallDump[name], "\(name) differs")
         }
     }
+}
+
+/// Counts the faults an injector fires, up to a limit.
+private final class Firings: @unchecked Sendable {
+    // @unchecked: every access holds `lock`.
+    private let lock = NSLock()
+    private let limit: Int
+    private var fired = 0
+
+    init(limit: Int) { self.limit = limit }
+
+    func fire() -> Bool {
+        lock.withLock {
+            guard fired < limit else { return false }
+            fired += 1
+            return true
+        }
+    }
+
+    var count: Int { lock.withLock { fired } }
 }
