@@ -48,20 +48,23 @@ struct InstanceIDRoutes {
         // rate budget get RESOURCE_EXHAUSTED; the rest go in one request.
         // A token named twice is one change: it takes one unit of the budget and shares its outcome.
         let tokens = body.registrationTokens.map { $0.flatMap { try? RegistrationToken($0) } }
-        var budget = server.subscriptionRate.take(Set(tokens.compactMap { $0 }).count, for: caller.project)
+        let firstOccurrence = Self.firstOccurrences(of: tokens)
+        let distinct = tokens.indices.filter { tokens[$0] != nil && firstOccurrence[$0] == $0 }.count
+        var budget = server.subscriptionRate.take(distinct, for: caller.project)
         var operations: [LedgerOperation] = []
+        operations.reserveCapacity(distinct)
         var slots: [Slot] = []
-        var slotOfToken: [RegistrationToken: Slot] = [:]
-        for token in tokens {
+        slots.reserveCapacity(tokens.count)
+        for (position, token) in tokens.enumerated() {
             guard let token else {
                 slots.append(.error("INVALID_ARGUMENT"))
                 continue
             }
-            if let earlier = slotOfToken[token] {
-                slots.append(earlier)
+            let first = firstOccurrence[position]
+            if first < position {
+                slots.append(slots[first])
                 continue
             }
-            defer { slotOfToken[token] = slots.last }
             guard budget > 0 else {
                 slots.append(.error("RESOURCE_EXHAUSTED"))
                 continue
@@ -91,6 +94,21 @@ struct InstanceIDRoutes {
             response.headers[.retryAfter] = String(server.subscriptionRate.retryAfter(for: caller.project))
         }
         return response
+    }
+
+    /// For each position, the position where the same token first occurs (itself for a first occurrence or a
+    /// malformed token): one hash per token. Counting distinct tokens with a `Set` and then sharing outcomes
+    /// through a dictionary hashed each 152-byte token three times — 5 % of the server's samples under the
+    /// 1000-token batchAdd load.
+    static func firstOccurrences(of tokens: [RegistrationToken?]) -> [Int] {
+        var firstPosition: [RegistrationToken: Int] = [:]
+        firstPosition.reserveCapacity(tokens.count)
+        return tokens.enumerated().map { position, token in
+            guard let token else { return position }
+            if let first = firstPosition[token] { return first }
+            firstPosition[token] = position
+            return position
+        }
     }
 
     /// `{"results":[{},{"error":"NOT_FOUND"},…]}`: one result per token of the request, in order.

@@ -1,7 +1,7 @@
 import Foundation
 import HTTPTypes
 import LedgerCore
-import LedgerServer
+@testable import LedgerServer
 import Testing
 
 /// A clock the test moves by hand.
@@ -72,6 +72,47 @@ struct LimitTests {
             #expect(reply.headers[.retryAfter] != nil)
             #expect(try client.headSeq() == before + 2)
         }
+    }
+
+    @Test("in a batch, a repeated token shares its first occurrence's outcome, budget or not; malformed ones take none")
+    func batchRepeatsShareOutcomes() async throws {
+        let clock = ManualClock()
+        try await TestServer(configure: {
+            $0.subscriptionChangesPerSecond = 3
+            $0.rateClock = { clock.now }
+        }).run { client in
+            var tokens: [String] = []
+            for _ in 0..<4 { tokens.append(try await client.registerDevice()) }
+            let (a, b, c, d) = (tokens[0], tokens[1], tokens[2], tokens[3])
+            func batchAdd(_ list: [String]) async throws -> [[String: String]]? {
+                let body = list.map { "\"\($0)\"" }.joined(separator: ",")
+                let reply = try await client.call(
+                    .post, "/iid/v1:batchAdd", body: #"{"to":"/topics/news","registration_tokens":[\#(body)]}"#)
+                #expect(reply.status == .ok)
+                return reply.json["results"] as? [[String: String]]
+            }
+            let before = try client.headSeq()
+            // Two changes take two units of the three, however often their tokens and malformed ones repeat.
+            #expect(
+                try await batchAdd([a, "bad token", b, a, "bad token", b]) == [
+                    [:], ["error": "INVALID_ARGUMENT"], [:], [:], ["error": "INVALID_ARGUMENT"], [:],
+                ])
+            #expect(try client.headSeq() == before + 2)
+            // One unit left: c takes it, d is over the budget, and each repeat shares its first outcome.
+            #expect(
+                try await batchAdd([c, d, c, d]) == [
+                    [:], ["error": "RESOURCE_EXHAUSTED"], [:], ["error": "RESOURCE_EXHAUSTED"],
+                ])
+            #expect(try client.headSeq() == before + 3)
+        }
+    }
+
+    @Test("first occurrences: each position names where its token first appears; malformed ones name themselves")
+    func firstOccurrences() throws {
+        let tokens = try ["aa", "bb", "aa", "cc", "bb", "aa"].map { try RegistrationToken($0) }
+        let list: [RegistrationToken?] = [tokens[0], nil, tokens[1], tokens[2], nil, tokens[3], tokens[4], tokens[5]]
+        #expect(InstanceIDRoutes.firstOccurrences(of: list) == [0, 1, 2, 0, 4, 5, 2, 0])
+        #expect(InstanceIDRoutes.firstOccurrences(of: []) == [])
     }
 
     @Test("sends over the quota are 429 QUOTA_EXCEEDED with Retry-After and append nothing")
