@@ -45,16 +45,31 @@ struct NameKey: LMDBBytes {
 /// The one place both the write side (``LMDBProjection``) and the read side (``LedgerSnapshot``) resolve a
 /// token or topic name to its id.
 enum NameIndex {
+    /// The id a name maps to: exactly four bytes. A value of another length (a damaged or edited file) is
+    /// refused rather than read zero-padded, which would name another instance or topic and have the writer
+    /// fold an event into its projections.
+    private static func storedID(_ value: UnsafeRawBufferPointer, in database: String) throws -> UInt32 {
+        guard value.count == 4 else {
+            throw StoreError(
+                .corrupt,
+                "a value of \(database) is \(value.count) bytes where an id's 4 belong; run `ledger verify`, then "
+                    + "`ledger rebuild`")
+        }
+        return value.loadBigEndianUInt32()
+    }
+
     /// The instance id of `token`, registered now or in the past.
     ///
-    /// - Throws: `.corrupt` when a hashed key belongs to another token (a SHA-256 collision).
+    /// - Throws: `.corrupt` when a hashed key belongs to another token (a SHA-256 collision), or the stored id
+    ///   is not four bytes.
     static func instanceID(of token: RegistrationToken, txn: LMDBTransaction, schema: LedgerSchema) throws
         -> InstanceID?
     {
         let key = NameKey(token.rawValue)
-        guard let id = try txn.withValue(in: schema.tokens, forKey: key, { $0?.loadBigEndianUInt32() }) else {
-            return nil
-        }
+        guard
+            let id = try txn.withValue(
+                in: schema.tokens, forKey: key, { try $0.map { try storedID($0, in: "tokens") } })
+        else { return nil }
         if key.isHashed {
             let stored = try txn.withValue(in: schema.instances, forKey: id) { try $0.map(InstanceRecord.token(in:)) }
             guard stored == token.rawValue else {
@@ -66,12 +81,14 @@ enum NameIndex {
 
     /// The id of `topic`, if it was ever subscribed to.
     ///
-    /// - Throws: `.corrupt` when a hashed key belongs to another name (a SHA-256 collision).
+    /// - Throws: `.corrupt` when a hashed key belongs to another name (a SHA-256 collision), or the stored id
+    ///   is not four bytes.
     static func topicID(of topic: TopicName, txn: LMDBTransaction, schema: LedgerSchema) throws -> TopicID? {
         let key = NameKey(topic.rawValue)
-        guard let id = try txn.withValue(in: schema.topicIDs, forKey: key, { $0?.loadBigEndianUInt32() }) else {
-            return nil
-        }
+        guard
+            let id = try txn.withValue(
+                in: schema.topicIDs, forKey: key, { try $0.map { try storedID($0, in: "topicIDs") } })
+        else { return nil }
         if key.isHashed {
             let matches = try txn.withValue(in: schema.topicNames, forKey: id) {
                 $0?.elementsEqual(topic.rawValue.utf8) ?? false

@@ -314,6 +314,55 @@ struct LedgerTests {
         #expect(report.problems.contains { $0.contains("acknowledged") })
     }
 
+    @Test(
+        "a token's or topic's stored id that is not four bytes is refused as corrupt: nothing is written, rebuild mends it"
+    )
+    func shortStoredID() async throws {
+        let topic = try TopicName("news")
+        for database in ["tokens", "topicIDs"] {
+            let directory = TemporaryDirectory()
+            defer { directory.remove() }
+            let ledgerDirectory = try await closedLedger(
+                in: directory, [.register(token, platform: nil, appID: nil), .subscribe(token, topic, via: .v1)])
+            do {
+                // Three bytes where the id's four belong: read zero-padded, 0x00000100 would name instance or
+                // topic 256.
+                let environment = try LMDBEnvironment(path: ledgerDirectory)
+                try environment.write { txn throws in
+                    let db = try txn.openDatabase(database)
+                    let key = try txn.withCursor(db) { cursor in try cursor.first().map { Array($0.key) } }
+                    try txn.put(db, key: try #require(key), value: [0, 0, 1] as [UInt8])
+                }
+            }
+            do {
+                let ledger = try openTestLedger(directory)
+                defer { ledger.close() }
+                let head = try ledger.readLog { try $0.head() }
+                // Readers are told why; the writer refuses the unsubscription (the reason goes to the log, the
+                // caller is told nothing was written).
+                #expect {
+                    _ = try ledger.read { snapshot in
+                        database == "tokens" ? try snapshot.instanceID(of: token) : try snapshot.topicID(of: topic)
+                    }
+                } throws: {
+                    ($0 as? StoreError)?.code == .corrupt && "\($0)".contains("\(database) is 3 bytes")
+                        && !"\($0)".contains(token.rawValue)
+                }
+                await #expect {
+                    _ = try await ledger.append(request(.unsubscribe(token, topic, via: .v1, failIfAbsent: true)))
+                } throws: { ($0 as? StoreError)?.code == .unavailable }
+                #expect(try ledger.readLog { try $0.head() } == head)
+                #expect(try !ledger.verify().isSound)
+            }
+            let rebuilder = try openTestLedger(directory) { $0.forRebuild = true }
+            try rebuilder.rebuildProjections()
+            #expect(try rebuilder.verify().isSound)
+            let receipt = try await rebuilder.append(request(.unsubscribe(token, topic, via: .v1, failIfAbsent: true)))
+            #expect(receipt.outcomes.count == 1 && receipt.outcomes[0].rejection == nil)
+            rebuilder.close()
+        }
+    }
+
     @Test("an interrupted rebuild is detected: readers and writers are told to run rebuild")
     func interruptedRebuild() async throws {
         let directory = TemporaryDirectory()
