@@ -7,6 +7,7 @@
 # again, so sends' queued audiences count) is steadier than req/s on a shared machine. "KB" is what reached the
 # ledger's block device per request over the same span (its sectors written: the ledger's pages).
 #   tools/bench/cpu-per-request.sh OLD_LEDGER NEW_LEDGER [ROUNDS] [SECONDS]
+#   WORKLOADS="batchAdd send" tools/bench/cpu-per-request.sh …   # only these (send needs batchAdd before it)
 set -euo pipefail
 old="${1:?usage: tools/bench/cpu-per-request.sh OLD_LEDGER NEW_LEDGER [ROUNDS] [SECONDS]}"
 new="${2:?usage: tools/bench/cpu-per-request.sh OLD_LEDGER NEW_LEDGER [ROUNDS] [SECONDS]}"
@@ -60,6 +61,7 @@ settle() { # waits until the server is idle (under 2 ticks in 0.25 s, at most 30
 }
 measure() { # label, wrk arguments…: prints "label rate/s cpu-µs/request KB-written/request"
     local before after out requests rate bytes_before bytes_after
+    case " ${WORKLOADS:-healthz subscribe batchAdd send churn} " in *" $1 "*) ;; *) return 0 ;; esac
     before=$(cpu)
     bytes_before=$(written)
     out=$(wrk -t1 -d"${seconds}s" "${@:2}")
