@@ -48,15 +48,26 @@ struct LimitTests {
         }
     }
 
-    @Test("in a batch, tokens beyond the budget get RESOURCE_EXHAUSTED and the rest succeed")
-    func batchPartialSuccess() async throws {
+    /// A server whose project may make `changesPerSecond` subscription changes on a clock that stands still,
+    /// with `devices` devices registered; `body` gets the client and their tokens.
+    private func withSubscriptionBudget(
+        _ changesPerSecond: Int, devices: Int,
+        _ body: @escaping @Sendable (TestServer.Client, [String]) async throws -> Void
+    ) async throws {
         let clock = ManualClock()
         try await TestServer(configure: {
-            $0.subscriptionChangesPerSecond = 3
+            $0.subscriptionChangesPerSecond = changesPerSecond
             $0.rateClock = { clock.now }
         }).run { client in
             var tokens: [String] = []
-            for _ in 0..<4 { tokens.append(try await client.registerDevice()) }
+            for _ in 0..<devices { tokens.append(try await client.registerDevice()) }
+            try await body(client, tokens)
+        }
+    }
+
+    @Test("in a batch, tokens beyond the budget get RESOURCE_EXHAUSTED and the rest succeed")
+    func batchPartialSuccess() async throws {
+        try await withSubscriptionBudget(3, devices: 4) { client, tokens in
             let list = (tokens.prefix(2) + ["bad token", "unknown-token"] + tokens.suffix(2)).map { "\"\($0)\"" }
             let before = try client.headSeq()
             let reply = try await client.call(
@@ -76,13 +87,7 @@ struct LimitTests {
 
     @Test("in a batch, a repeated token shares its first occurrence's outcome, budget or not; malformed ones take none")
     func batchRepeatsShareOutcomes() async throws {
-        let clock = ManualClock()
-        try await TestServer(configure: {
-            $0.subscriptionChangesPerSecond = 3
-            $0.rateClock = { clock.now }
-        }).run { client in
-            var tokens: [String] = []
-            for _ in 0..<4 { tokens.append(try await client.registerDevice()) }
+        try await withSubscriptionBudget(3, devices: 4) { client, tokens in
             let (a, b, c, d) = (tokens[0], tokens[1], tokens[2], tokens[3])
             func batchAdd(_ list: [String]) async throws -> [[String: String]]? {
                 let body = list.map { "\"\($0)\"" }.joined(separator: ",")
