@@ -22,6 +22,13 @@ struct LedgerTests {
         return ledger.directory
     }
 
+    /// Changes the closed ledger in `ledgerDirectory` underneath the store, in one LMDB write transaction; the
+    /// environment is closed again before this returns.
+    func editUnderneath(_ ledgerDirectory: String, _ body: (LMDBTransaction) throws -> Void) throws {
+        let environment = try LMDBEnvironment(path: ledgerDirectory)
+        try environment.write { txn in try body(txn) }
+    }
+
     @Test("the 2001st topic of one instance is refused and changes nothing")
     func topicLimit() async throws {
         let directory = TemporaryDirectory()
@@ -244,11 +251,8 @@ struct LedgerTests {
             }
         }
         // A store layout this build does not know.
-        do {
-            let environment = try LMDBEnvironment(path: ledgerDirectory)
-            try environment.write { txn throws in
-                try txn.put(try txn.openDatabase("meta"), key: "layoutVersion", value: UInt32(99))
-            }
+        try editUnderneath(ledgerDirectory) { txn in
+            try txn.put(try txn.openDatabase("meta"), key: "layoutVersion", value: UInt32(99))
         }
         #expect {
             _ = try openTestLedger(directory, mode: .readOnly)
@@ -264,12 +268,9 @@ struct LedgerTests {
         let ledgerDirectory = try await closedLedger(
             in: directory,
             [.register(token, platform: nil, appID: nil), .subscribe(token, try TopicName("news"), via: .v1)])
-        do {
-            let environment = try LMDBEnvironment(path: ledgerDirectory)
-            try environment.write { txn throws in
-                let members = try txn.openDatabase("topicMembers", flags: [.duplicateSort, .duplicateFixed])
-                try txn.clear(members)
-            }
+        try editUnderneath(ledgerDirectory) { txn in
+            let members = try txn.openDatabase("topicMembers", flags: [.duplicateSort, .duplicateFixed])
+            try txn.clear(members)
         }
         do {
             let ledger = try openTestLedger(directory, mode: .readOnly)
@@ -296,12 +297,9 @@ struct LedgerTests {
                 .send(.token(token), precedence: .leftToRight, messageJSON: Array("{}".utf8)),
                 .acknowledge(token, through: 2),
             ])
-        do {
-            // Three bytes where the delivery cursor's eight belong (instance 1).
-            let environment = try LMDBEnvironment(path: ledgerDirectory)
-            try environment.write { txn throws in
-                try txn.put(try txn.openDatabase("acknowledged"), key: UInt32(1), value: [0, 0, 1] as [UInt8])
-            }
+        // Three bytes where the delivery cursor's eight belong (instance 1).
+        try editUnderneath(ledgerDirectory) { txn in
+            try txn.put(try txn.openDatabase("acknowledged"), key: UInt32(1), value: [0, 0, 1] as [UInt8])
         }
         let ledger = try openTestLedger(directory)
         defer { ledger.close() }
@@ -324,22 +322,19 @@ struct LedgerTests {
             defer { directory.remove() }
             let ledgerDirectory = try await closedLedger(
                 in: directory, [.register(token, platform: nil, appID: nil), .subscribe(token, topic, via: .v1)])
-            do {
-                // Three bytes where the id's four belong: read zero-padded, 0x00000100 would name instance or
-                // topic 256.
-                let environment = try LMDBEnvironment(path: ledgerDirectory)
-                try environment.write { txn throws in
-                    let db = try txn.openDatabase(database)
-                    let key = try txn.withCursor(db) { cursor in try cursor.first().map { Array($0.key) } }
-                    try txn.put(db, key: try #require(key), value: [0, 0, 1] as [UInt8])
-                }
+            // Three bytes where the id's four belong: read zero-padded, 0x00000100 would name instance or
+            // topic 256.
+            try editUnderneath(ledgerDirectory) { txn in
+                let db = try txn.openDatabase(database)
+                let key = try txn.withCursor(db) { cursor in try cursor.first().map { Array($0.key) } }
+                try txn.put(db, key: try #require(key), value: [0, 0, 1] as [UInt8])
             }
             do {
                 let ledger = try openTestLedger(directory)
                 defer { ledger.close() }
                 let head = try ledger.readLog { try $0.head() }
-                // Readers are told why; the writer refuses the unsubscription (the reason goes to the log, the
-                // caller is told nothing was written).
+                // Readers are told why; the writer refuses the unsubscription (the server's log gets the reason,
+                // the caller is told nothing was written).
                 #expect {
                     _ = try ledger.read { snapshot in
                         database == "tokens" ? try snapshot.instanceID(of: token) : try snapshot.topicID(of: topic)
@@ -368,11 +363,8 @@ struct LedgerTests {
         let directory = TemporaryDirectory()
         defer { directory.remove() }
         let ledgerDirectory = try await closedLedger(in: directory, [.register(token, platform: nil, appID: nil)])
-        do {
-            let environment = try LMDBEnvironment(path: ledgerDirectory)
-            try environment.write { txn throws in
-                try txn.put(try txn.openDatabase("meta"), key: "rebuildingThrough", value: UInt64(0))
-            }
+        try editUnderneath(ledgerDirectory) { txn in
+            try txn.put(try txn.openDatabase("meta"), key: "rebuildingThrough", value: UInt64(0))
         }
         #expect {
             _ = try openTestLedger(directory)
