@@ -15,6 +15,8 @@ public final class LMDBTransaction {
     /// ``cursor(_:)``'s cursors by database handle (small integers): an array index, where a dictionary
     /// hashed the handle on every point lookup.
     private var cachedCursors: [LMDBCursor?] = []
+    /// ``put(_:key:value:flags:)``'s and ``delete(_:key:value:)``'s cursors by database handle (see there).
+    private var writeCursors: [OpaquePointer?] = []
     let health: TransactionHealth
 
     /// LMDB's number of this transaction (`mdb_txn_id`): a write transaction's is one more than the last
@@ -113,9 +115,24 @@ public final class LMDBTransaction {
         mdb_txn_abort(handle)
     }
 
+    /// Closes the cursors this transaction keeps on `database` (before its handle is closed).
+    private func closeCursors(of database: LMDBDatabase) {
+        let index = Int(database.dbi)
+        if index < cachedCursors.count, let cursor = cachedCursors[index] {
+            cursor.close()
+            cachedCursors[index] = nil
+        }
+        if index < writeCursors.count, let cursor = writeCursors[index] {
+            mdb_cursor_close(cursor)
+            writeCursors[index] = nil
+        }
+    }
+
     private func closeCachedCursors() {
         for cursor in cachedCursors { cursor?.close() }
         cachedCursors.removeAll()
+        for cursor in writeCursors { if let cursor { mdb_cursor_close(cursor) } }
+        writeCursors.removeAll()
     }
 
     // MARK: Databases
@@ -143,6 +160,7 @@ public final class LMDBTransaction {
     /// Deletes `database` itself, entries and name, from the environment; its handle is closed and must not
     /// be used again. (Tests make older layouts with it.)
     public func drop(_ database: LMDBDatabase) throws(LMDBError) {
+        closeCursors(of: database)
         try health.check(health.perform { mdb_drop(handle, database.dbi, 1) }, "mdb_drop(\(database.name), delete)")
     }
 
@@ -183,11 +201,12 @@ public final class LMDBTransaction {
     public func put(
         _ database: LMDBDatabase, key: some LMDBBytes, value: some LMDBBytes, flags: LMDBWriteFlags = []
     ) throws(LMDBError) -> Bool {
+        let cursor = try writeCursor(database)
         let result = key.withLMDBBytes { keyBytes in
             value.withLMDBBytes { valueBytes in
                 var keyValue = MDB_val(keyBytes)
                 var dataValue = MDB_val(valueBytes)
-                return health.perform { mdb_put(handle, database.dbi, &keyValue, &dataValue, flags.rawValue) }
+                return health.perform { mdb_cursor_put(cursor, &keyValue, &dataValue, flags.rawValue) }
             }
         }
         if result == MDB_KEYEXIST && !flags.isDisjoint(with: [.noOverwrite, .noDuplicateData]) { return false }
@@ -202,17 +221,45 @@ public final class LMDBTransaction {
     public func delete(_ database: LMDBDatabase, key: some LMDBBytes, value: (some LMDBBytes)? = [UInt8]?.none)
         throws(LMDBError) -> Bool
     {
+        // What `mdb_del` does, through the kept cursor: find the entry, then delete it — every value of the key
+        // when no value is given; a value is ignored, as `mdb_del` does, unless the database holds duplicates.
+        let cursor = try writeCursor(database)
         let result = key.withLMDBBytes { keyBytes in
             var keyValue = MDB_val(keyBytes)
-            guard let value else { return health.perform { mdb_del(handle, database.dbi, &keyValue, nil) } }
+            guard let value, database.allowsDuplicates else {
+                return health.perform {
+                    var found = MDB_val()
+                    let result = mdb_cursor_get(cursor, &keyValue, &found, MDB_SET)
+                    return result == MDB_SUCCESS ? mdb_cursor_del(cursor, UInt32(MDB_NODUPDATA)) : result
+                }
+            }
             return value.withLMDBBytes { valueBytes in
                 var dataValue = MDB_val(valueBytes)
-                return health.perform { mdb_del(handle, database.dbi, &keyValue, &dataValue) }
+                return health.perform {
+                    let result = mdb_cursor_get(cursor, &keyValue, &dataValue, MDB_GET_BOTH)
+                    return result == MDB_SUCCESS ? mdb_cursor_del(cursor, 0) : result
+                }
             }
         }
         if result == MDB_NOTFOUND { return false }
         try health.check(result, "mdb_del(\(database.name))")
         return true
+    }
+
+    /// The cursor ``put(_:key:value:flags:)`` and ``delete(_:key:value:)`` write through, one per database, kept for the transaction:
+    /// `mdb_put` makes a fresh cursor per call, which searches from the root, where a cursor left on the page
+    /// of the last write searches only that page when the next key falls in it (LMDB's `mdb_cursor_set`).
+    private func writeCursor(_ database: LMDBDatabase) throws(LMDBError) -> OpaquePointer {
+        let index = Int(database.dbi)
+        if index < writeCursors.count, let cursor = writeCursors[index] { return cursor }
+        var cursor: OpaquePointer?
+        try health.check(mdb_cursor_open(handle, database.dbi, &cursor), "mdb_cursor_open(\(database.name))")
+        guard let cursor else { throw LMDBError(code: .invalid, function: "mdb_cursor_open") }
+        if index >= writeCursors.count {
+            writeCursors.append(contentsOf: repeatElement(nil, count: index + 1 - writeCursors.count))
+        }
+        writeCursors[index] = cursor
+        return cursor
     }
 
     // MARK: Cursors

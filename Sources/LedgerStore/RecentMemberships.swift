@@ -49,10 +49,15 @@ enum RecentMemberships {
     /// Moves every entry of whole instances, in key order from the first instance at or after `start`
     /// (going on from the first instance when the end is reached), until at least `minimum` entries have moved
     /// or none is left; `start` becomes the instance after the last one moved.
+    ///
+    /// Each instance's entries are put in one call (`MDB_MULTIPLE`: one search for the instance, where a put
+    /// per entry searched for it each time), and its key deleted from `recentInstanceTopics` once.
     private static func moveSlice(
         txn: LMDBTransaction, schema: LedgerSchema, from start: inout InstanceID, atLeast minimum: Int
     ) throws -> Int {
-        var entries: [(instance: InstanceID, value: [UInt8])] = []
+        // The entries' values laid end to end, and where each instance's run begins.
+        var values: [UInt8] = []
+        var runs: [(instance: InstanceID, start: Int)] = []
         func collect(from first: InstanceID, below end: InstanceID?) throws {
             try txn.withCursor(schema.recentInstanceTopics) { cursor in
                 try cursor.forEach(from: first) { entry in
@@ -61,26 +66,35 @@ enum RecentMemberships {
                     }
                     let instance = entry.key.loadBigEndianUInt32()
                     if let end, instance >= end { return false }
-                    // Only whole instances: stop where the next one begins.
-                    if entries.count >= minimum && entries.last?.instance != instance { return false }
-                    entries.append((instance, Array(entry.value)))
+                    if runs.last?.instance != instance {
+                        // Only whole instances: stop where the next one begins.
+                        if values.count >= minimum * StoredMembership.size { return false }
+                        runs.append((instance, values.count))
+                    }
+                    values.append(contentsOf: entry.value)
                     return true
                 }
             }
         }
+        values.reserveCapacity(minimum * StoredMembership.size)
         try collect(from: start, below: nil)
-        if entries.count < minimum && start > 0 { try collect(from: 0, below: start) }
-        guard let last = entries.last?.instance else { return 0 }
-        for entry in entries {
-            guard try txn.put(schema.instanceTopics, key: entry.instance, value: entry.value, flags: .noDuplicateData)
-            else { throw StoreError(.corrupt, "instance \(entry.instance) holds a membership on both of its sides") }
-        }
-        var previous: InstanceID?
-        for entry in entries where entry.instance != previous {
-            previous = entry.instance
-            try txn.delete(schema.recentInstanceTopics, key: entry.instance)
+        if values.count < minimum * StoredMembership.size && start > 0 { try collect(from: 0, below: start) }
+        guard let last = runs.last?.instance else { return 0 }
+        let cursor = try txn.cursor(schema.instanceTopics)
+        try values.withUnsafeBytes { values in
+            for (index, run) in runs.enumerated() {
+                let end = index + 1 < runs.count ? runs[index + 1].start : values.count
+                do {
+                    try cursor.putDuplicates(
+                        run.instance, values: UnsafeRawBufferPointer(rebasing: values[run.start..<end]),
+                        valueSize: StoredMembership.size, flags: .noDuplicateData)
+                } catch let error as LMDBError where error.code == .keyExists {
+                    throw StoreError(.corrupt, "instance \(run.instance) holds a membership on both of its sides")
+                }
+                try txn.delete(schema.recentInstanceTopics, key: run.instance)
+            }
         }
         start = last == .max ? 0 : last + 1
-        return entries.count
+        return values.count / StoredMembership.size
     }
 }

@@ -230,6 +230,75 @@ struct LMDBKitTests {
             }
         }
     }
+
+    /// `put` and `delete` write through a cursor the transaction keeps per database, which starts its
+    /// search from where the last write left it: whatever the order of writes and the page splits and merges
+    /// between them, the result is what `mdb_put`/`mdb_del` give — checked against a model, with reads through
+    /// the shared read cursor between the writes, and with keys and values enough to fill many pages.
+    @Test("random duplicate puts, pair and key deletes, and reads between them agree with a model")
+    func duplicateModelCheck() async throws {
+        await propertyCheck(count: 20, input: Gen.uint64()) { seed in
+            var random = SplitMix(seed: seed)
+            try! withEnvironment { env throws in
+                let db = try env.write {
+                    try $0.openDatabase("dups", flags: [.create, .duplicateSort, .duplicateFixed])
+                }
+                var model: [UInt32: Set<UInt64>] = [:]
+                for _ in 0..<12 {
+                    try env.write { txn throws in
+                        for _ in 0..<Int.random(in: 1...400, using: &random) {
+                            let key = UInt32.random(in: 0..<300, using: &random)
+                            let value = UInt64.random(in: 0..<64, using: &random)
+                            switch Int.random(in: 0..<10, using: &random) {
+                            case 0..<6:
+                                let added = try txn.put(db, key: key, value: value, flags: .noDuplicateData)
+                                #expect(added == model[key, default: []].insert(value).inserted)
+                            case 6..<8:
+                                let deleted = try txn.delete(db, key: key, value: value)
+                                #expect(deleted == (model[key]?.remove(value) != nil))
+                                if model[key]?.isEmpty == true { model[key] = nil }
+                            case 8:
+                                #expect(try txn.delete(db, key: key) == (model.removeValue(forKey: key) != nil))
+                            default:
+                                let cursor = try txn.cursor(db)
+                                let found = try cursor.find(key) != nil
+                                #expect(found == (model[key] != nil))
+                                if found { #expect(try cursor.duplicateCount() == model[key]?.count) }
+                                let entry = try cursor.seek(key, value: value)
+                                let next = model[key]?.filter { $0 >= value }.min()
+                                #expect(entry.map { $0.value.loadBigEndianUInt64() } == next)
+                            }
+                        }
+                    }
+                }
+                try env.read { txn throws in
+                    var stored: [UInt32: Set<UInt64>] = [:]
+                    try txn.withCursor(db) { cursor throws in
+                        try cursor.forEach { entry in
+                            stored[entry.key.loadBigEndianUInt32(), default: []].insert(
+                                entry.value.loadBigEndianUInt64())
+                            return true
+                        }
+                    }
+                    #expect(stored == model)
+                    #expect(try txn.count(db) == model.values.reduce(0) { $0 + $1.count })
+                }
+            }
+        }
+    }
+
+    @Test("a value given to delete in a database without duplicates is ignored, as mdb_del does")
+    func deleteIgnoresValueWithoutDuplicates() throws {
+        try withEnvironment { env throws in
+            let db = try env.write { try $0.openDatabase("plain", flags: .create) }
+            try env.write { txn throws in
+                try txn.put(db, key: UInt32(1), value: UInt32(7))
+                #expect(try txn.delete(db, key: UInt32(1), value: UInt32(8)))
+                #expect(try txn.delete(db, key: UInt32(1), value: UInt32(7)) == false)
+            }
+            try env.read { txn throws in #expect(try txn.count(db) == 0) }
+        }
+    }
 }
 
 private struct SplitMix: RandomNumberGenerator {

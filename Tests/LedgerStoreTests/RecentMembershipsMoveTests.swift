@@ -70,4 +70,30 @@ struct RecentMembershipsMoveTests {
             #expect(try txn.count(schema.instanceTopics) == 10 * 3 + 2 + 1 + 9)
         }
     }
+
+    @Test(
+        "a membership already on the moved side is refused as corrupt, and the transaction that found it commits nothing"
+    )
+    func bothSidesRefused() throws {
+        let directory = TemporaryDirectory()
+        defer { directory.remove() }
+        let environment = try LMDBEnvironment(path: directory.path)
+        let cursor = RecentMemberships.MoveCursor()
+        let schema = try environment.write { try LedgerSchema($0) }
+        let refusal = #expect(throws: StoreError.self) {
+            try environment.write { txn throws in
+                for topic: UInt32 in 1...3 {
+                    try txn.put(schema.recentInstanceTopics, key: UInt32(5), value: membershipValue(topic, since: 1))
+                }
+                try txn.put(schema.instanceTopics, key: UInt32(5), value: membershipValue(2, since: 1))
+                try RecentMemberships.moveIfFull(txn: txn, schema: schema, limit: 0, cursor: cursor)
+            }
+        }
+        #expect(refusal?.code == .corrupt)
+        #expect(refusal?.message == "instance 5 holds a membership on both of its sides")
+        try environment.read { txn throws in
+            #expect(try txn.count(schema.recentInstanceTopics) == 0)
+            #expect(try txn.count(schema.instanceTopics) == 0)
+        }
+    }
 }
