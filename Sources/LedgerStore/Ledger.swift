@@ -273,7 +273,7 @@ public final class Ledger: Sendable {
     /// Each operation's token's instance id in a snapshot read now (`nil` for none); empty when the snapshot
     /// cannot be read, leaving every lookup to the writer.
     func resolvedInstances(of operations: [LedgerOperation]) -> [InstanceID?] {
-        (try? read { snapshot in try operations.map { try $0.token.flatMap(snapshot.instanceID(of:)) } }) ?? []
+        (try? read { snapshot in try snapshot.instanceIDs(of: operations.map(\.token)) }) ?? []
     }
 
     /// Runs one group-commit batch in one write transaction: every request's events, projection changes

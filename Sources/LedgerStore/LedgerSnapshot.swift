@@ -86,6 +86,11 @@ public struct LedgerSnapshot {
         try NameIndex.instanceID(of: token, txn: txn, schema: schema)
     }
 
+    /// ``instanceID(of:)`` of each token (`nil` for a `nil` token), looked up in key order.
+    public func instanceIDs(of tokens: [RegistrationToken?]) throws -> [InstanceID?] {
+        try NameIndex.instanceIDs(of: tokens, txn: txn, schema: schema)
+    }
+
     /// What the ledger knows of an instance now.
     public func instance(_ instance: InstanceID) throws -> InstanceInfo? {
         guard

@@ -107,4 +107,43 @@ struct ResolvedInstancesTests {
         }
         #expect(topics == [0, 1])
     }
+
+    @Test(
+        "looked up together in key order, tokens get what each gets alone: registered, unregistered, unknown, repeated, missing, and stored under their hash"
+    )
+    func batchLookupMatchesOneByOne() async throws {
+        let directory = TemporaryDirectory()
+        defer { directory.remove() }
+        let ledger = try openTestLedger(directory)
+        defer { ledger.close() }
+        var random = SystemRandomNumberGenerator()
+        let alphabet = Array("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_:.-")
+        func token(length: Int) throws -> RegistrationToken {
+            try RegistrationToken(String((0..<length).map { _ in alphabet.randomElement(using: &random)! }))
+        }
+        // Short and long inline keys (prefixes of each other too), and keys over LMDB's 511 bytes.
+        var registered: [RegistrationToken] = []
+        for _ in 0..<300 { registered.append(try token(length: Int.random(in: 1...200, using: &random))) }
+        for _ in 0..<5 { registered.append(try token(length: Int.random(in: 512...4096, using: &random))) }
+        for index in 0..<20 { registered.append(try RegistrationToken(registered[index].rawValue + "x")) }
+        _ = try await ledger.append(
+            WriteRequest(
+                actor: "test", requestID: "setup",
+                operations: registered.map { LedgerOperation.register($0, platform: nil, appID: nil) }
+                    + registered.prefix(10).map { LedgerOperation.unregister($0, reason: "test") }))
+        var unknown: [RegistrationToken] = []
+        for _ in 0..<50 { unknown.append(try token(length: Int.random(in: 1...600, using: &random))) }
+        var asked: [RegistrationToken?] = registered + unknown + Array(registered.prefix(30))
+        asked += [nil, nil]
+        asked.shuffle(using: &random)
+        let (together, alone) = try ledger.read { snapshot in
+            let alone = try asked.map { (token: RegistrationToken?) -> InstanceID? in
+                guard let token else { return nil }
+                return try snapshot.instanceID(of: token)
+            }
+            return (try snapshot.instanceIDs(of: asked), alone)
+        }
+        #expect(together == alone)
+        #expect(alone.compactMap { $0 }.count == registered.count + 30)
+    }
 }

@@ -27,7 +27,7 @@ struct LedgerBench: AsyncParsableCommand {
 
     @Option(
         help:
-            "Run only these workloads (comma-separated: append, rebuild, scan, audience, parse, message, import, http, replay, proofs, delivery, peers; peers adds Redis and SQLite beside append and audience)."
+            "Run only these workloads (comma-separated: append, rebuild, scan, audience, parse, message, import, http, resolve, replay, proofs, delivery, peers; peers adds Redis and SQLite beside append and audience)."
     )
     var only: String?
 
@@ -93,6 +93,12 @@ struct LedgerBench: AsyncParsableCommand {
         if wants("http") {
             try await section("http") {
                 try await HTTPWorkload(ledgerBinary: ledgerBinary, scratch: scratch, seconds: full ? 10 : 2).run()
+            }
+        }
+        if wants("resolve") {
+            try await section("resolve") {
+                try await ResolveWorkload(scratch: scratch, seed: seed, batches: full ? 400 : 100).run(
+                    devices: [HTTPWorkload.devices, full ? 1_000_000 : 200_000])
             }
         }
         if wants("delivery") {
