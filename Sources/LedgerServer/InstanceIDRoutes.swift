@@ -103,11 +103,13 @@ struct InstanceIDRoutes {
     static func firstOccurrences(of tokens: [RegistrationToken?]) -> [Int] {
         var firstPosition: [RegistrationToken: Int] = [:]
         firstPosition.reserveCapacity(tokens.count)
+        /// The value `slot` holds: reached through the dictionary's `default:` subscript in place, which finds
+        /// the token's entry or inserts this position in one search (a lookup and then an insert searched
+        /// twice).
+        func value(_ slot: inout Int) -> Int { slot }
         return tokens.enumerated().map { position, token in
             guard let token else { return position }
-            if let first = firstPosition[token] { return first }
-            firstPosition[token] = position
-            return position
+            return value(&firstPosition[token, default: position])
         }
     }
 
