@@ -287,6 +287,58 @@ struct LMDBKitTests {
         }
     }
 
+    /// The parent's kept write cursor stays usable around nested transactions: a child's writes join the
+    /// parent when it commits and vanish when it aborts, and the parent's next writes land where they belong.
+    @Test("writes through the parent's kept cursor before, between and after committed and aborted children")
+    func nestedAroundKeptCursor() async throws {
+        await propertyCheck(count: 20, input: Gen.uint64()) { seed in
+            var random = SplitMix(seed: seed)
+            try! withEnvironment { env throws in
+                let db = try env.write {
+                    try $0.openDatabase("dups", flags: [.create, .duplicateSort, .duplicateFixed])
+                }
+                var model: [UInt32: Set<UInt64>] = [:]
+                func change(_ txn: LMDBTransaction, _ model: inout [UInt32: Set<UInt64>]) throws {
+                    for _ in 0..<Int.random(in: 1...200, using: &random) {
+                        let key = UInt32.random(in: 0..<100, using: &random)
+                        let value = UInt64.random(in: 0..<32, using: &random)
+                        if Int.random(in: 0..<3, using: &random) < 2 {
+                            try txn.put(db, key: key, value: value)
+                            model[key, default: []].insert(value)
+                        } else {
+                            #expect(try txn.delete(db, key: key, value: value) == (model[key]?.remove(value) != nil))
+                            if model[key]?.isEmpty == true { model[key] = nil }
+                        }
+                    }
+                }
+                try env.write { txn throws in
+                    for _ in 0..<6 {
+                        try change(txn, &model)
+                        let commits = Bool.random(using: &random)
+                        var childModel = model
+                        _ = try? txn.nested { child throws in
+                            try change(child, &childModel)
+                            if !commits { throw Boom() }
+                        }
+                        if commits { model = childModel }
+                    }
+                    try change(txn, &model)
+                }
+                try env.read { txn throws in
+                    var stored: [UInt32: Set<UInt64>] = [:]
+                    try txn.withCursor(db) { cursor throws in
+                        try cursor.forEach { entry in
+                            stored[entry.key.loadBigEndianUInt32(), default: []].insert(
+                                entry.value.loadBigEndianUInt64())
+                            return true
+                        }
+                    }
+                    #expect(stored == model)
+                }
+            }
+        }
+    }
+
     @Test("a value given to delete in a database without duplicates is ignored, as mdb_del does")
     func deleteIgnoresValueWithoutDuplicates() throws {
         try withEnvironment { env throws in

@@ -49,8 +49,7 @@ struct FlatJSONObjectTests {
             // refuses them all.
             let lenient =
                 foundation != nil && flat == nil
-                && (Self.hasTrailingComma(bytes)
-                    || String(decoding: bytes, as: UTF8.self).contains(/[0-9][eE][+-]?[0-9]{4,}/))
+                && (Self.hasTrailingComma(bytes) || Self.hasNumberBeyondDouble(String(decoding: bytes, as: UTF8.self)))
             #expect(
                 (flat != nil) == (foundation != nil) || lenient,
                 "flat \(flat != nil), foundation \(foundation != nil): \(String(decoding: bytes, as: UTF8.self))")
@@ -86,7 +85,7 @@ struct FlatJSONObjectTests {
             // escape there passes; JSONSerialization, which reads every value, refuses those bodies.
             let lenient =
                 flat == nil && decoded != nil
-                && (Self.hasTrailingComma(bytes) || text.contains(/[0-9][eE][+-]?[0-9]{4,}/)
+                && (Self.hasTrailingComma(bytes) || Self.hasNumberBeyondDouble(text)
                     || (try? JSONSerialization.jsonObject(with: Data(bytes))) == nil)
             #expect(
                 flat == decoded || lenient,
@@ -166,6 +165,16 @@ struct FlatJSONObjectTests {
         case .null?: return foundation is NSNull
         case .other?: return !(foundation is String) && !(foundation is [Any]) && !(foundation is NSNull)
         case nil: return false
+        }
+    }
+
+    /// Whether `text` holds a number a `Double` cannot hold (`8630682337E728`, or 400 digits), which this
+    /// reader refuses and Foundation sometimes takes. (An exponent of four digits or more, the check before,
+    /// missed `E728`: one CI-sized run in six failed on it.) Digits inside strings count too, which can only
+    /// excuse more.
+    static func hasNumberBeyondDouble(_ text: String) -> Bool {
+        text.matches(of: /[0-9]+(\.[0-9]+)?([eE][+-]?[0-9]+)?/).contains { match in
+            Double(String(match.output.0)).map { !$0.isFinite } ?? false
         }
     }
 
