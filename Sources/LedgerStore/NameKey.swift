@@ -108,8 +108,8 @@ enum NameIndex {
                 UnsafeRawBufferPointer(rebasing: keys[place.start..<place.end])
             }
             // Sorted by each key's first eight bytes as an integer (a shorter key zero-padded, which keeps the
-            // byte order: no token byte is 0), and only keys that share them by all their bytes — a sort by
-            // `memcmp` alone cost more than the lookups it sped up.
+            // byte order: no token byte is 0), and only keys that share them by all their bytes: an integer
+            // comparison where a sort by `memcmp` alone made a call per comparison.
             var order = places.indices.map { (prefix: key(places[$0]).loadBigEndianUInt64(), place: $0) }
             order.sort { left, right in
                 left.prefix != right.prefix
