@@ -58,6 +58,7 @@ enum RecentMemberships {
         // The entries' values laid end to end, and where each instance's run begins.
         var values: [UInt8] = []
         var runs: [(instance: InstanceID, start: Int)] = []
+        var count = 0
         func collect(from first: InstanceID, below end: InstanceID?) throws {
             try txn.withCursor(schema.recentInstanceTopics) { cursor in
                 try cursor.forEach(from: first) { entry in
@@ -68,17 +69,17 @@ enum RecentMemberships {
                     if let end, instance >= end { return false }
                     if runs.last?.instance != instance {
                         // Only whole instances: stop where the next one begins.
-                        if values.count >= minimum * StoredMembership.size { return false }
+                        if count >= minimum { return false }
                         runs.append((instance, values.count))
                     }
                     values.append(contentsOf: entry.value)
+                    count += 1
                     return true
                 }
             }
         }
-        values.reserveCapacity(minimum * StoredMembership.size)
         try collect(from: start, below: nil)
-        if values.count < minimum * StoredMembership.size && start > 0 { try collect(from: 0, below: start) }
+        if count < minimum && start > 0 { try collect(from: 0, below: start) }
         guard let last = runs.last?.instance else { return 0 }
         let cursor = try txn.cursor(schema.instanceTopics)
         try values.withUnsafeBytes { values in
@@ -95,6 +96,6 @@ enum RecentMemberships {
             }
         }
         start = last == .max ? 0 : last + 1
-        return values.count / StoredMembership.size
+        return count
     }
 }

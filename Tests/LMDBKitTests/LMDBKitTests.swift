@@ -17,6 +17,25 @@ private func withEnvironment<R>(
 
 private struct Boom: Error {}
 
+/// A duplicate-sorted database of fixed-size values, for the model checks.
+private func openDuplicates(_ env: LMDBEnvironment) throws -> LMDBDatabase {
+    try env.write { try $0.openDatabase("dups", flags: [.create, .duplicateSort, .duplicateFixed]) }
+}
+
+/// Every key's values in `db` (`UInt32` keys, `UInt64` values), read in a fresh transaction.
+private func duplicateContents(_ env: LMDBEnvironment, _ db: LMDBDatabase) throws -> [UInt32: Set<UInt64>] {
+    try env.read { txn throws in
+        var stored: [UInt32: Set<UInt64>] = [:]
+        try txn.withCursor(db) { cursor throws in
+            try cursor.forEach { entry in
+                stored[entry.key.loadBigEndianUInt32(), default: []].insert(entry.value.loadBigEndianUInt64())
+                return true
+            }
+        }
+        return stored
+    }
+}
+
 @Suite("LMDBKit")
 struct LMDBKitTests {
     @Test("big-endian loads: in range as stored; bytes past a short value read as zero, never out of bounds")
@@ -240,9 +259,7 @@ struct LMDBKitTests {
         await propertyCheck(count: 20, input: Gen.uint64()) { seed in
             var random = SplitMix(seed: seed)
             try! withEnvironment { env throws in
-                let db = try env.write {
-                    try $0.openDatabase("dups", flags: [.create, .duplicateSort, .duplicateFixed])
-                }
+                let db = try openDuplicates(env)
                 var model: [UInt32: Set<UInt64>] = [:]
                 for _ in 0..<12 {
                     try env.write { txn throws in
@@ -271,18 +288,8 @@ struct LMDBKitTests {
                         }
                     }
                 }
-                try env.read { txn throws in
-                    var stored: [UInt32: Set<UInt64>] = [:]
-                    try txn.withCursor(db) { cursor throws in
-                        try cursor.forEach { entry in
-                            stored[entry.key.loadBigEndianUInt32(), default: []].insert(
-                                entry.value.loadBigEndianUInt64())
-                            return true
-                        }
-                    }
-                    #expect(stored == model)
-                    #expect(try txn.count(db) == model.values.reduce(0) { $0 + $1.count })
-                }
+                #expect(try duplicateContents(env, db) == model)
+                try env.read { txn throws in #expect(try txn.count(db) == model.values.reduce(0) { $0 + $1.count }) }
             }
         }
     }
@@ -294,9 +301,7 @@ struct LMDBKitTests {
         await propertyCheck(count: 20, input: Gen.uint64()) { seed in
             var random = SplitMix(seed: seed)
             try! withEnvironment { env throws in
-                let db = try env.write {
-                    try $0.openDatabase("dups", flags: [.create, .duplicateSort, .duplicateFixed])
-                }
+                let db = try openDuplicates(env)
                 var model: [UInt32: Set<UInt64>] = [:]
                 func change(_ txn: LMDBTransaction, _ model: inout [UInt32: Set<UInt64>]) throws {
                     for _ in 0..<Int.random(in: 1...200, using: &random) {
@@ -324,17 +329,7 @@ struct LMDBKitTests {
                     }
                     try change(txn, &model)
                 }
-                try env.read { txn throws in
-                    var stored: [UInt32: Set<UInt64>] = [:]
-                    try txn.withCursor(db) { cursor throws in
-                        try cursor.forEach { entry in
-                            stored[entry.key.loadBigEndianUInt32(), default: []].insert(
-                                entry.value.loadBigEndianUInt64())
-                            return true
-                        }
-                    }
-                    #expect(stored == model)
-                }
+                #expect(try duplicateContents(env, db) == model)
             }
         }
     }
