@@ -118,13 +118,14 @@ struct ResolvedInstancesTests {
         defer { ledger.close() }
         var random = SystemRandomNumberGenerator()
         let alphabet = Array("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_:.-")
-        func token(length: Int) throws -> RegistrationToken {
-            try RegistrationToken(String((0..<length).map { _ in alphabet.randomElement(using: &random)! }))
+        // Registered tokens begin with `r`, unknown ones with `u`: no unknown token can be a registered one.
+        func token(_ first: Character, length: Int) throws -> RegistrationToken {
+            try RegistrationToken(String([first] + (1..<length).map { _ in alphabet.randomElement(using: &random)! }))
         }
         // Short and long inline keys (prefixes of each other too), and keys over LMDB's 511 bytes.
         var registered: [RegistrationToken] = []
-        for _ in 0..<300 { registered.append(try token(length: Int.random(in: 1...200, using: &random))) }
-        for _ in 0..<5 { registered.append(try token(length: Int.random(in: 512...4096, using: &random))) }
+        for _ in 0..<300 { registered.append(try token("r", length: Int.random(in: 1...200, using: &random))) }
+        for _ in 0..<5 { registered.append(try token("r", length: Int.random(in: 512...4096, using: &random))) }
         for index in 0..<20 { registered.append(try RegistrationToken(registered[index].rawValue + "x")) }
         _ = try await ledger.append(
             WriteRequest(
@@ -132,7 +133,7 @@ struct ResolvedInstancesTests {
                 operations: registered.map { LedgerOperation.register($0, platform: nil, appID: nil) }
                     + registered.prefix(10).map { LedgerOperation.unregister($0, reason: "test") }))
         var unknown: [RegistrationToken] = []
-        for _ in 0..<50 { unknown.append(try token(length: Int.random(in: 1...600, using: &random))) }
+        for _ in 0..<50 { unknown.append(try token("u", length: Int.random(in: 1...600, using: &random))) }
         var asked: [RegistrationToken?] = registered + unknown + Array(registered.prefix(30))
         asked += [nil, nil]
         asked.shuffle(using: &random)
