@@ -76,6 +76,26 @@ final class EventChainer: @unchecked Sendable {
     }
 
     private func chain(_ events: [LedgerEvent]) {
+        // The state is moved into locals for the loop and back after it: every access to a class's stored
+        // property is checked for exclusivity at run time, several per event, where a local's is checked by
+        // the compiler.
+        var hash: [UInt8] = []
+        var records: [UInt8] = []
+        var ends: [Int] = []
+        var subtrees: [(completedAt: UInt64, hash: [UInt8])] = []
+        var leaves: [SHA256Digest] = []
+        swap(&hash, &self.hash)
+        swap(&records, &self.records)
+        swap(&ends, &self.ends)
+        swap(&subtrees, &self.subtrees)
+        swap(&leaves, &self.leaves)
+        defer {
+            swap(&hash, &self.hash)
+            swap(&records, &self.records)
+            swap(&ends, &self.ends)
+            swap(&subtrees, &self.subtrees)
+            swap(&leaves, &self.leaves)
+        }
         let width = MerkleStore.lowestStoredWidth
         for event in events {
             let start = records.count
