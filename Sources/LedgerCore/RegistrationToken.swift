@@ -80,19 +80,28 @@ public struct RegistrationToken: Hashable, Sendable, Comparable, CustomStringCon
         return (word >> UInt64(byte & 63)) & 1 == 1
     }
 
-    /// Byte order of the UTF-8 form (the order of the recipient digest), compared with `memcmp`.
+    /// Byte order of the UTF-8 form (the order of the recipient digest and of the `tokens` tree).
     public static func < (lhs: Self, rhs: Self) -> Bool {
         var left = lhs.rawValue
         var right = rhs.rawValue
         return left.withUTF8 { a in
-            right.withUTF8 { b in
-                let common = min(a.count, b.count)
-                let order = common == 0 ? 0 : memcmp(a.baseAddress!, b.baseAddress!, common)
-                return order != 0 ? order < 0 : a.count < b.count
-            }
+            right.withUTF8 { b in ByteOrder.precedes(UnsafeRawBufferPointer(a), UnsafeRawBufferPointer(b)) }
         }
     }
 
     /// Redacted: tokens must not reach logs through string interpolation.
     public var description: String { "RegistrationToken(redacted)" }
+}
+
+/// LMDB's default key order, which byte strings of names and tokens are sorted in.
+public enum ByteOrder {
+    /// Whether `left` sorts before `right`: bytes compared as unsigned (`memcmp`), a prefix before the longer.
+    public static func precedes(_ left: UnsafeRawBufferPointer, _ right: UnsafeRawBufferPointer) -> Bool {
+        let common = min(left.count, right.count)
+        guard common > 0, let leftBytes = left.baseAddress, let rightBytes = right.baseAddress else {
+            return left.count < right.count
+        }
+        let order = memcmp(leftBytes, rightBytes, common)
+        return order < 0 || (order == 0 && left.count < right.count)
+    }
 }

@@ -43,23 +43,28 @@ final class EventChainer: @unchecked Sendable {
     private let beganInside: UInt64?
     /// The first seq whose subtree is hashed here: the transaction's first, or the one after `beganInside`.
     private let firstWhole: UInt64
-    private var hash: [UInt8]
-    private var records: [UInt8] = []
-    private var ends: [Int] = []
-    private var subtrees: [(completedAt: UInt64, hash: [UInt8])] = []
-    /// Leaf hashes of the subtree being filled, when it began in this transaction.
-    private var leaves: [SHA256Digest] = []
+    /// What the submitted events have made so far.
+    private var made: Progress
+
+    private struct Progress {
+        var hash: [UInt8]
+        var records: [UInt8] = []
+        var ends: [Int] = []
+        var subtrees: [(completedAt: UInt64, hash: [UInt8])] = []
+        /// Leaf hashes of the subtree being filled, when it began in this transaction.
+        var leaves: [SHA256Digest] = []
+    }
 
     /// - Parameters:
     ///   - hash: the chain hash of the event before `firstSeq`.
     ///   - firstSeq: the seq of the first event that will be submitted.
     init(chainingFrom hash: [UInt8], firstSeq: UInt64) {
         self.firstSeq = firstSeq
-        self.hash = hash
+        made = Progress(hash: hash)
         let width = MerkleStore.lowestStoredWidth
         beganInside = (firstSeq &- 1) % width == 0 ? nil : ((firstSeq &- 1) / width &+ 1) &* width
         firstWhole = beganInside.map { $0 &+ 1 } ?? firstSeq
-        leaves.reserveCapacity(Int(MerkleStore.lowestStoredWidth))
+        made.leaves.reserveCapacity(Int(MerkleStore.lowestStoredWidth))
     }
 
     /// Queues the next events, which follow the last ones submitted.
@@ -72,43 +77,30 @@ final class EventChainer: @unchecked Sendable {
     func finish() -> Output {
         queue.sync {}
         return Output(
-            firstSeq: firstSeq, hash: hash, records: records, ends: ends, subtrees: subtrees, beganInside: beganInside)
+            firstSeq: firstSeq, hash: made.hash, records: made.records, ends: made.ends, subtrees: made.subtrees,
+            beganInside: beganInside)
     }
 
     private func chain(_ events: [LedgerEvent]) {
-        // The state is moved into locals for the loop and back after it: every access to a class's stored
+        // The state is moved into a local for the loop and back after it: every access to a class's stored
         // property is checked for exclusivity at run time, several per event, where a local's is checked by
         // the compiler.
-        var hash: [UInt8] = []
-        var records: [UInt8] = []
-        var ends: [Int] = []
-        var subtrees: [(completedAt: UInt64, hash: [UInt8])] = []
-        var leaves: [SHA256Digest] = []
-        swap(&hash, &self.hash)
-        swap(&records, &self.records)
-        swap(&ends, &self.ends)
-        swap(&subtrees, &self.subtrees)
-        swap(&leaves, &self.leaves)
-        defer {
-            swap(&hash, &self.hash)
-            swap(&records, &self.records)
-            swap(&ends, &self.ends)
-            swap(&subtrees, &self.subtrees)
-            swap(&leaves, &self.leaves)
-        }
+        var made = Progress(hash: [])
+        swap(&made, &self.made)
+        defer { swap(&made, &self.made) }
         let width = MerkleStore.lowestStoredWidth
         for event in events {
-            let start = records.count
-            HashChain.appendRecord(of: event, chainingFrom: &hash, to: &records)
-            ends.append(records.count)
+            let start = made.records.count
+            HashChain.appendRecord(of: event, chainingFrom: &made.hash, to: &made.records)
+            made.ends.append(made.records.count)
             guard event.seq >= firstWhole else { continue }
-            leaves.append(
-                records.withUnsafeBytes {
+            made.leaves.append(
+                made.records.withUnsafeBytes {
                     MerkleHash.leaf(UnsafeRawBufferPointer(rebasing: $0[start..<(start + HashChain.hashSize)]))
                 })
             if event.seq % width == 0 {
-                subtrees.append((event.seq, MerkleStore.subtreeHash(leaves: leaves)))
-                leaves.removeAll(keepingCapacity: true)
+                made.subtrees.append((event.seq, MerkleStore.subtreeHash(leaves: made.leaves)))
+                made.leaves.removeAll(keepingCapacity: true)
             }
         }
     }

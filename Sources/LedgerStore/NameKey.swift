@@ -1,5 +1,4 @@
 import Crypto
-import Foundation
 import LMDBKit
 import LedgerCore
 
@@ -113,7 +112,7 @@ enum NameIndex {
             var order = places.indices.map { (prefix: key(places[$0]).loadBigEndianUInt64(), place: $0) }
             order.sort { left, right in
                 left.prefix != right.prefix
-                    ? left.prefix < right.prefix : precedes(key(places[left.place]), key(places[right.place]))
+                    ? left.prefix < right.prefix : ByteOrder.precedes(key(places[left.place]), key(places[right.place]))
             }
             for entry in order {
                 let place = places[entry.place]
@@ -123,16 +122,6 @@ enum NameIndex {
             }
         }
         return ids
-    }
-
-    /// LMDB's default key order: bytes compared as unsigned, a prefix before the longer key.
-    private static func precedes(_ left: UnsafeRawBufferPointer, _ right: UnsafeRawBufferPointer) -> Bool {
-        let common = min(left.count, right.count)
-        guard common > 0, let leftBytes = left.baseAddress, let rightBytes = right.baseAddress else {
-            return left.count < right.count
-        }
-        let order = memcmp(leftBytes, rightBytes, common)
-        return order < 0 || (order == 0 && left.count < right.count)
     }
 
     /// The id of `topic`, if it was ever subscribed to.
