@@ -300,9 +300,12 @@ public final class Ledger: Sendable {
                 for request in requests {
                     results.append(try appender.apply(request, now: now).mapError { $0 })
                 }
-                try appender.finish()
+                // The moves first, while the chainer (if any) chains the last events: the writer would
+                // otherwise wait for it in `finish`.
+                appender.sink.submitPending()
                 try RecentMemberships.moveIfFull(
                     txn: txn, schema: schema, limit: limits.recentMembershipsBeforeMove, cursor: moves)
+                try appender.finish()
                 return (results, txn.id)
             }
             facts.committed(transaction: transaction)
@@ -353,10 +356,11 @@ public final class Ledger: Sendable {
                                     txn: child, schema: schema, limits: limits, facts: facts,
                                     messageIDs: SystemRandomNumberGenerator())
                                 let result = try appender.apply(request, now: now)
-                                try appender.finish()
+                                appender.sink.submitPending()
                                 try RecentMemberships.moveIfFull(
                                     txn: child, schema: schema, limit: limits.recentMembershipsBeforeMove,
                                     cursor: moves)
+                                try appender.finish()
                                 return result.mapError { $0 }
                             })
                     } catch LMDBError.Code.mapFull {

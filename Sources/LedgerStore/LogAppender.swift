@@ -254,6 +254,14 @@ struct TransactionSink: EventSink {
         pending.reserveCapacity(Self.chunk)
     }
 
+    /// Hands the events not yet submitted to the chainer, when there is one, so that it chains them while the
+    /// writer does other work before ``store(head:)`` waits for it (the moves of ``RecentMemberships``).
+    mutating func submitPending() {
+        guard let chainer, !pending.isEmpty else { return }
+        chainer.submit(pending)
+        pending = []
+    }
+
     /// `head.hash` is the hash the transaction began from (the appender's, which this sink left alone).
     mutating func store(head: LedgerHead) throws {
         var head = head

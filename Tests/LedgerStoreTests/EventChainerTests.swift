@@ -81,6 +81,90 @@ struct EventChainerTests {
     }
 }
 
+/// The chainer's queue and the caller share the chunks: what `finish` finds not yet begun it chains itself, after
+/// the one the queue is in. Whoever chains which chunk, the output is the same.
+@Suite("Event chainer: chunks shared with the caller")
+struct EventChainerSharingTests {
+    /// `count` subscription events from `firstSeq`, with tokens and topics of varying length.
+    static func events(from firstSeq: UInt64, count: Int) throws -> [LedgerEvent] {
+        try (0..<UInt64(count)).map { offset in
+            let seq = firstSeq + offset
+            return LedgerEvent(
+                seq: seq, time: LedgerTime(microseconds: 1_800_000_000_000_000 + Int64(offset)), actor: "t",
+                requestID: "r",
+                body: .subscribed(
+                    token: try RegistrationToken("device-\(seq)-" + String(repeating: "x", count: Int(seq % 7))),
+                    topic: try TopicName("topic-\(seq % 13)"), via: .iid))
+        }
+    }
+
+    /// The chain, its records and the complete subtrees of 256 leaves computed one event at a time, without
+    /// the chainer: `HashChain` and RFC 6962's tree over the chain hashes (`InMemoryMerkleLeaves`).
+    static func expected(_ events: [LedgerEvent], from hash: [UInt8]) throws
+        -> (hash: [UInt8], records: [UInt8], ends: [Int], subtrees: [UInt64: [UInt8]])
+    {
+        var hash = hash
+        var records: [UInt8] = []
+        var ends: [Int] = []
+        var leaves: [UInt64: [UInt8]] = [:]
+        for event in events {
+            HashChain.appendRecord(of: event, chainingFrom: &hash, to: &records)
+            ends.append(records.count)
+            leaves[event.seq] = MerkleHash.leaf(hash)
+        }
+        let width = MerkleStore.lowestStoredWidth
+        var subtrees: [UInt64: [UInt8]] = [:]
+        for event in events where event.seq % width == 0 {
+            let span = (event.seq - width + 1)...event.seq
+            guard let first = events.first, first.seq <= span.lowerBound else { continue }
+            let tree = MerkleTree(size: width, source: InMemoryMerkleLeaves(leaves: span.map { leaves[$0]! }))
+            subtrees[event.seq] = try tree.root()
+        }
+        return (hash, records, ends, subtrees)
+    }
+
+    enum Holdup: CaseIterable { case none, untilFinish, released }
+
+    @Test(
+        "the queue chains every chunk, the caller chains every one, or they share them: the same records, hash and subtrees",
+        arguments: Holdup.allCases, [1, 200, 256, 257, 1_000])
+    func shared(holdup: Holdup, firstSeq: UInt64) throws {
+        let start = [UInt8](repeating: 7, count: 32)
+        let events = try Self.events(from: firstSeq, count: 2_000)
+        let expected = try Self.expected(events, from: start)
+        for round in 0..<(holdup == .released ? 20 : 1) {
+            let queue = DispatchQueue(label: "test-chain")
+            let gate = DispatchSemaphore(value: 0)
+            if holdup != .none { queue.async { gate.wait() } }
+            let chainer = EventChainer(chainingFrom: start, firstSeq: firstSeq, queue: queue)
+            let chunks = stride(from: 0, to: events.count, by: 256).map {
+                Array(events[$0..<min($0 + 256, events.count)])
+            }
+            for chunk in chunks { chainer.submit(chunk) }
+            switch holdup {
+            case .none: queue.sync {}  // every chunk chained on the queue
+            case .released:
+                gate.signal()
+                if round % 2 == 1 { usleep(UInt32(round * 50)) }
+            case .untilFinish: break
+            }
+            let output = chainer.finish()
+            if holdup == .untilFinish { gate.signal() }
+            // Released: the queue may have begun none, some or all of the chunks; only the output is checked.
+            if holdup == .none { #expect(chainer.chunksChainedByCaller == 0) }
+            if holdup == .untilFinish { #expect(chainer.chunksChainedByCaller == chunks.count) }
+            queue.sync {}  // the queue's drain, if it was still to run, finds nothing and changes nothing
+            #expect(output.firstSeq == firstSeq)
+            #expect(output.hash == expected.hash)
+            #expect(output.records == expected.records)
+            #expect(output.ends == expected.ends)
+            #expect(
+                Dictionary(uniqueKeysWithValues: output.subtrees.map { ($0.completedAt, $0.hash) }) == expected.subtrees
+            )
+        }
+    }
+}
+
 /// Counts the faults an injector fires, up to a limit.
 private final class Firings: @unchecked Sendable {
     // @unchecked: every access holds `lock`.
