@@ -300,12 +300,7 @@ public final class Ledger: Sendable {
                 for request in requests {
                     results.append(try appender.apply(request, now: now).mapError { $0 })
                 }
-                // The moves first, while the chainer (if any) chains the last events: the writer would
-                // otherwise wait for it in `finish`.
-                appender.sink.submitPending()
-                try RecentMemberships.moveIfFull(
-                    txn: txn, schema: schema, limit: limits.recentMembershipsBeforeMove, cursor: moves)
-                try appender.finish()
+                try finish(&appender, txn: txn, schema: schema, limits: limits, moves: moves)
                 return (results, txn.id)
             }
             facts.committed(transaction: transaction)
@@ -336,6 +331,19 @@ public final class Ledger: Sendable {
         }
     }
 
+    /// Ends a transaction's appending: moves recent memberships if they are due while the chainer (if any)
+    /// chains the last events — the writer would otherwise wait for it — then stores the log's records, the
+    /// tree's subtrees and the head.
+    private static func finish(
+        _ appender: inout LogAppender<MemoizedProjection, TransactionSink>, txn: LMDBTransaction,
+        schema: LedgerSchema, limits: LedgerLimits, moves: RecentMemberships.MoveCursor
+    ) throws {
+        appender.sink.submitPending()
+        try RecentMemberships.moveIfFull(
+            txn: txn, schema: schema, limit: limits.recentMembershipsBeforeMove, cursor: moves)
+        try appender.finish()
+    }
+
     /// ``RequestIsolation/nestedPerRequest``: each request in a child transaction of the batch's one; a failed
     /// child is discarded alone, and with it `facts` (which may hold what it learnt). A full map still aborts
     /// the whole batch, which is grown and run again.
@@ -356,11 +364,7 @@ public final class Ledger: Sendable {
                                     txn: child, schema: schema, limits: limits, facts: facts,
                                     messageIDs: SystemRandomNumberGenerator())
                                 let result = try appender.apply(request, now: now)
-                                appender.sink.submitPending()
-                                try RecentMemberships.moveIfFull(
-                                    txn: child, schema: schema, limit: limits.recentMembershipsBeforeMove,
-                                    cursor: moves)
-                                try appender.finish()
+                                try finish(&appender, txn: child, schema: schema, limits: limits, moves: moves)
                                 return result.mapError { $0 }
                             })
                     } catch LMDBError.Code.mapFull {
