@@ -14,7 +14,9 @@ struct ResolveWorkload {
     let batches: Int
 
     func run(devices: [Int]) async throws -> [BenchResult] {
-        try await devices.asyncMap { try await measure(devices: $0) }
+        var results: [BenchResult] = []
+        for count in devices { results.append(try await measure(devices: count)) }
+        return results
     }
 
     private func measure(devices: Int) async throws -> BenchResult {
@@ -60,13 +62,5 @@ struct ResolveWorkload {
             name: "batch token resolution, 1000 tokens, \(devices) devices, in key order", unit: "tokens/s",
             value: lookups / sorted.seconds, baselineName: "one lookup per token in request order",
             baseline: lookups / inOrder.seconds, notes: "ratio > 1: key order pays for its sort")
-    }
-}
-
-extension Array {
-    fileprivate func asyncMap<T>(_ transform: (Element) async throws -> T) async throws -> [T] {
-        var result: [T] = []
-        for element in self { result.append(try await transform(element)) }
-        return result
     }
 }
