@@ -84,13 +84,15 @@ struct ServerContext: Sendable {
 /// API, health and Prometheus metrics.
 ///
 /// Separate from ``buildApplication(configuration:ledgers:logger:)`` so tests can drive it without a socket.
+/// Every route is registered through the ``TokenPathRouter`` (never on its `router` directly), so that it
+/// knows every path that might also match one it serves from its table.
 public func buildRouter(
     configuration: ServerConfiguration, ledgers: LedgerRegistry, logger: Logger = Logger(label: "topicledger")
-) -> Router<LedgerRequestContext> {
-    let router = Router(context: LedgerRequestContext.self)
+) -> TokenPathRouter {
+    let router = TokenPathRouter(router: Router(context: LedgerRequestContext.self))
     let server = ServerContext(configuration: configuration, ledgers: ledgers)
-    router.middlewares.add(MetricsMiddleware(metrics: ledgers.metrics))
-    router.middlewares.add(GoogleErrorMiddleware(logger: logger))
+    router.add(middleware: MetricsMiddleware(metrics: ledgers.metrics))
+    router.add(middleware: GoogleErrorMiddleware(logger: logger))
     // Liveness: the process answers. Readiness: every configured project can be served.
     router.get("/healthz") { _, _ in try JSONResponse.encoded(HealthStatus(status: "ok", reasons: nil)) }
     router.get("/readyz") { _, _ in

@@ -13,7 +13,7 @@ struct AuditRoutes {
     static let defaultPageSize = 1000
     static let maximumPageSize = 10_000
 
-    func register(on router: Router<LedgerRequestContext>) {
+    func register(on router: TokenPathRouter) {
         let audit = router.group("/v1/projects/:project/audit")
             .add(
                 middleware: ProjectAuthentication(

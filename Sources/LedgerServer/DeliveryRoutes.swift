@@ -17,7 +17,7 @@ struct DeliveryRoutes {
     static let maximumWaitSeconds = 60
     static let keepAliveInterval: Duration = .seconds(15)
 
-    func register(on router: Router<LedgerRequestContext>) {
+    func register(on router: TokenPathRouter) {
         let device = router.group("/v1/projects/:project/registrations/:token")
             .add(middleware: ProjectAuthentication(credentials: server.configuration.credentials, roles: [.client]))
             .add(middleware: RegistrationInPath())

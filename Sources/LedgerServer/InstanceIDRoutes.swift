@@ -7,7 +7,7 @@ import LedgerStore
 struct InstanceIDRoutes {
     let server: ServerContext
 
-    func register(on router: Router<LedgerRequestContext>) {
+    func register(on router: TokenPathRouter) {
         let iid = router.group("/iid").add(
             middleware: InstanceIDAuthentication(credentials: server.configuration.credentials))
         iid.post("v1:batchAdd") { request, context in try await batch(request, context, subscribe: true) }

@@ -6,7 +6,7 @@ import LedgerStore
 struct MessageRoutes {
     let server: ServerContext
 
-    func register(on router: Router<LedgerRequestContext>) {
+    func register(on router: TokenPathRouter) {
         let credentials = server.configuration.credentials
         router.group("/v1/projects/:project").add(
             middleware: ProjectAuthentication(credentials: credentials, roles: [.admin])

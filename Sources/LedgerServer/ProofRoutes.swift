@@ -16,7 +16,7 @@ import LedgerStore
 struct ProofRoutes {
     let server: ServerContext
 
-    func register(on router: Router<LedgerRequestContext>) {
+    func register(on router: TokenPathRouter) {
         let project = router.group("/v1/projects/:project")
             .add(
                 middleware: ProjectAuthentication(

@@ -7,7 +7,7 @@ import LedgerStore
 struct RegistrationRoutes {
     let server: ServerContext
 
-    func register(on router: Router<LedgerRequestContext>) {
+    func register(on router: TokenPathRouter) {
         let credentials = server.configuration.credentials
         router.group("/v1/projects/:project/registrations")
             .add(middleware: ProjectAuthentication(credentials: credentials, roles: [.client]))

@@ -10,7 +10,7 @@ struct TopicSubscriptionRoutes {
     static let defaultPageSize = 1000
     static let maximumPageSize = 2000
 
-    func register(on router: Router<LedgerRequestContext>) {
+    func register(on router: TokenPathRouter) {
         let base: RouterPath = "/v1/projects/:project/registrations/:token/topicSubscriptions"
         let credentials = server.configuration.credentials
         let writes = router.group(base)

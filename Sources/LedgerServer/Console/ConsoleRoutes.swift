@@ -24,7 +24,7 @@ struct ConsoleRoutes {
         library = (try? ConsoleTemplates.library()) ?? MustacheLibrary()
     }
 
-    func register(on router: Router<LedgerRequestContext>) {
+    func register(on router: TokenPathRouter) {
         let console = router.group("/console")
         console.get { request, _ in try answer { try overview(request) } }
         console.get("sign-in") { request, _ in signInPage(request) }
