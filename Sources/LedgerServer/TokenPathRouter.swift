@@ -163,9 +163,12 @@ where Fallback.Context == LedgerRequestContext {
         return nil
     }
 
-    /// The index ranges of a canonical path's components: `nil` unless it begins with `/` and has one `/`
-    /// before each component, none empty, and no `/` at the end (the form clients send; any other form goes
-    /// to Hummingbird's router, which also skips empty components).
+    /// The index ranges of a canonical path's components: `nil` unless it is printable ASCII, begins with
+    /// `/` and has one `/` before each component, none empty, and no `/` at the end (the form clients send,
+    /// percent-encoding anything else; any other form goes to Hummingbird's router, which also skips empty
+    /// components). Printable ASCII is one `Character` per byte, so splitting the bytes at `/` gives the
+    /// components Hummingbird's split by `Character` gives: a `/` followed by a combining mark is one
+    /// `Character`, not a separator, to Hummingbird.
     static func components(of path: String) -> [Range<String.Index>]? {
         let utf8 = path.utf8
         guard utf8.first == UInt8(ascii: "/"), utf8.count > 1, utf8.last != UInt8(ascii: "/") else { return nil }
@@ -174,7 +177,9 @@ where Fallback.Context == LedgerRequestContext {
         var start = utf8.index(after: utf8.startIndex)
         var index = start
         while index < utf8.endIndex {
-            if utf8[index] == UInt8(ascii: "/") {
+            let byte = utf8[index]
+            guard byte > 0x20 && byte < 0x7F else { return nil }
+            if byte == UInt8(ascii: "/") {
                 guard index > start else { return nil }
                 ranges.append(start..<index)
                 start = utf8.index(after: index)

@@ -80,6 +80,9 @@ struct TokenPathRouterTests {
             "v1/projects/demo-project/registrations/TOKEN/topicSubscriptions",  // no leading slash
             "/v1/projects/demo-project/registrations/TOKEN/topicsubscriptions",  // another literal
             "/v1/projects/demo-project/registrations/TOKEN",  // another route or none
+            "/v1/projects/demo-project/registrations/\u{301}TOKEN/topicSubscriptions",  // "/\u{301}": one Character
+            "/v1/projects/demo-project/registrations/TOKEN\u{301}/topicSubscriptions",  // not ASCII
+            "/v1/projects/demo project/registrations/TOKEN/topicSubscriptions",  // a space
             "/",
             "",
         ])
@@ -92,6 +95,7 @@ struct TokenPathRouterTests {
         let pieces = [
             "v1", "projects", "demo-project", "registrations", "topicSubscriptions", "iid", "info", "rel",
             "topics", "messages:send", "healthz", "metrics", "audit", "Ｖ1", "\u{212A}", "é", "e\u{301}", "%2F",
+            "\u{301}x", "\u{301}", "a b", "\r\n",
             Self.token, "t", "",
         ]
         var matched = 0
