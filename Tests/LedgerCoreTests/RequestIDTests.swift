@@ -34,3 +34,35 @@ import Testing
         #expect(Set(ids).count == ids.count)
     }
 }
+
+@Suite struct PooledSystemRandomTests {
+    /// Every word is handed out once: draws from several threads at once, across many refills of the pool,
+    /// never repeat (64-bit words: a repeat by chance among 80,000 is about 2e-10 likely).
+    @Test func concurrentDrawsNeverRepeat() async {
+        let draws = await withTaskGroup(of: [UInt64].self) { group in
+            for _ in 0..<4 {
+                group.addTask {
+                    var generator = PooledSystemRandomNumberGenerator()
+                    return (0..<20_000).map { _ in generator.next() }
+                }
+            }
+            return await group.reduce(into: []) { $0 += $1 }
+        }
+        #expect(draws.count == 80_000)
+        #expect(Set(draws).count == draws.count)
+    }
+
+    /// `fill` writes every byte of buffers of any length, including lengths that are not whole words.
+    @Test(arguments: [1, 7, 13, 4096, 4099])
+    func fillWritesEveryByte(count: Int) {
+        // Filled twice from zeroed buffers: a byte left unwritten would be zero both times; a written one is
+        // zero twice with chance 1/65,536, so at most a few per buffer by chance.
+        var first = [UInt8](repeating: 0, count: count)
+        var second = [UInt8](repeating: 0, count: count)
+        first.withUnsafeMutableBytes { PooledSystemRandomNumberGenerator.fill($0) }
+        second.withUnsafeMutableBytes { PooledSystemRandomNumberGenerator.fill($0) }
+        let zeroTwice = zip(first, second).filter { $0 == 0 && $1 == 0 }.count
+        #expect(zeroTwice <= max(2, count / 1000), "\(zeroTwice) of \(count) bytes never written")
+        #expect(first != second)
+    }
+}
