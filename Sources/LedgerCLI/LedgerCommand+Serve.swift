@@ -104,6 +104,11 @@ extension LedgerCommand {
         }
 
         func run() async throws {
+            // swift-log's stream handler (standard error, as without a bootstrap), formatting a logger's
+            // metadata only when it logs: Hummingbird sets a request id on every request's logger.
+            LoggingSystem.bootstrap { label in
+                DeferredMetadataLogHandler(wrapping: StreamLogHandler.standardError(label: label))
+            }
             var logger = Logger(label: "ledger")
             logger.logLevel = .info
             let configuration = try configuration()
