@@ -94,7 +94,7 @@ struct MessageRoutes {
             project: project)
         switch receipt.outcomes[0] {
         case .sent(_, let messageID):
-            return try JSONResponse.encoded(MessageName(name: "projects/\(project)/messages/\(messageID)"))
+            return JSONResponse.bytes(MessageName(name: "projects/\(project)/messages/\(messageID)").json)
         case .rejected:
             throw FCMError.notFound("Requested entity was not found.", errorCode: "UNREGISTERED")
         case .appended, .unchanged:

@@ -127,6 +127,15 @@ where Fallback.Context == LedgerRequestContext {
 
     let routes: [Entry]
     let fallback: Fallback
+    /// Bit `n` is set when some route has `n` components: a path with another number of `/`s is left to the
+    /// fallback before its components are collected (most requests name no token route).
+    let componentCounts: UInt64
+
+    init(routes: [Entry], fallback: Fallback) {
+        self.routes = routes
+        self.fallback = fallback
+        componentCounts = routes.reduce(0) { $0 | ($1.pattern.count < 64 ? 1 << UInt64($1.pattern.count) : 0) }
+    }
 
     public func respond(to request: Request, context: Context) async throws -> Response {
         let path = request.uri.path
@@ -146,8 +155,11 @@ where Fallback.Context == LedgerRequestContext {
 
     /// The route and parameters for `path`, if it is canonical and the table holds a route for it and `method`.
     func match(_ path: String, method: HTTPRequest.Method) -> (Entry, Parameters)? {
-        guard let ranges = Self.components(of: path) else { return nil }
         let utf8 = path.utf8
+        var slashes = 0
+        for byte in utf8 where byte == UInt8(ascii: "/") { slashes += 1 }
+        guard slashes < 64, componentCounts & (1 << UInt64(slashes)) != 0, let ranges = Self.components(of: path)
+        else { return nil }
         candidates: for entry in routes where entry.method == method && entry.pattern.count == ranges.count {
             for (component, range) in zip(entry.pattern, ranges) {
                 if case .literal(let bytes) = component, !utf8[range].elementsEqual(bytes) { continue candidates }

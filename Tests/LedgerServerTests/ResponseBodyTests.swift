@@ -41,6 +41,24 @@ struct ResponseBodyTests {
         #expect(ours == theirs)
     }
 
+    @Test("a send's answer: the same bytes for random projects and message ids, and for names that need escaping")
+    func messageName() async throws {
+        await propertyCheck(count: 300, input: Gen.uint64()) { seed in
+            var generator = SeededGenerator(seed: seed)
+            let project = String(
+                (0..<Int.random(in: 6...30, using: &generator)).map { _ in
+                    Array("abcdefghijklmnopqrstuvwxyz0123456789-").randomElement(using: &generator)!
+                })
+            let name = MessageName(name: "projects/\(project)/messages/\(generator.next() >> 1)")
+            #expect(name.json == (try? Self.encoder.encode(name)).map { Array($0) }, "\(name.name)")
+        }
+        for odd in ["a\"b", "back\\slash", "new\nline", "\u{1}", "été", "😀", "slash/"] {
+            let name = MessageName(name: odd)
+            let ours = try JSONSerialization.jsonObject(with: Data(name.json)) as? [String: String]
+            #expect(ours == ["name": odd])
+        }
+    }
+
     @Test("a topic subscription resource: the same bytes for random valid tokens, topics and times")
     func subscriptionResource() async throws {
         let alphabet = Array("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_.")
