@@ -13,31 +13,7 @@ old="${1:?usage: tools/bench/cpu-per-request.sh OLD_LEDGER NEW_LEDGER [ROUNDS] [
 new="${2:?usage: tools/bench/cpu-per-request.sh OLD_LEDGER NEW_LEDGER [ROUNDS] [SECONDS]}"
 rounds="${3:-2}"
 seconds="${4:-6}"
-command -v wrk >/dev/null || { echo "error: wrk is missing: apt-get install -y wrk" >&2; exit 1; }
-scripts="$(cd "$(dirname "$0")/wrk" && pwd)"
-work=$(mktemp -d)
-port=$((18000 + RANDOM % 2000))
-server=""
-trap '[ -n "$server" ] && kill "$server" 2>/dev/null && wait "$server" 2>/dev/null; rm -rf "$work"' EXIT
-export LEDGER_BENCH_TOKENS="$work/tokens"
-
-start() { # binary: a fresh ledger, 8000 devices registered
-    [ -n "$server" ] && kill "$server" 2>/dev/null && wait "$server" 2>/dev/null || true
-    rm -rf "$work/data"
-    "$1" serve --data "$work/data" --port "$port" --subscription-rate 1000000000 --send-quota 1000000000 \
-        --registration-rate 1000000000 >/dev/null 2>&1 &
-    server=$!
-    for _ in $(seq 100); do curl -sf "http://127.0.0.1:$port/healthz" >/dev/null && break; sleep 0.1; done
-    python3 - "http://127.0.0.1:$port" "$LEDGER_BENCH_TOKENS" <<'PY'
-import concurrent.futures, json, sys, urllib.request
-def register(_):
-    request = urllib.request.Request(sys.argv[1] + "/v1/projects/demo-project/registrations", data=b"{}",
-        method="POST", headers={"x-goog-api-key": "dev-client-key", "Content-Type": "application/json"})
-    return json.load(urllib.request.urlopen(request))["token"]
-with concurrent.futures.ThreadPoolExecutor(16) as pool:
-    open(sys.argv[2], "w").write("\n".join(pool.map(register, range(8000))))
-PY
-}
+source "$(dirname "$0")/fresh-server.sh"
 
 cpu() { awk '{print $14 + $15}' "/proc/$server/stat"; }
 # Bytes written to the block device that holds the ledger (sectors of /sys/class/block/DEV/stat; the whole
