@@ -9,8 +9,9 @@ import Logging
 /// handler it wraps (whose own metadata stays empty), so a line reads as the wrapped handler would have
 /// written it.
 ///
-/// - Note: A metadata provider's values take precedence over the logger's metadata here (the wrapped
-///   handler sees them as the message's); `ledger serve` installs no provider.
+/// - Note: The logger's metadata takes precedence over a metadata provider's values here (the wrapped
+///   handler sees it as the message's, and `StreamLogHandler` lets a provider override a logger's own
+///   metadata but not a message's); `ledger serve` installs no provider.
 public struct DeferredMetadataLogHandler<Wrapped: LogHandler>: LogHandler {
     private var wrapped: Wrapped
     public var metadata: Logger.Metadata = [:]
