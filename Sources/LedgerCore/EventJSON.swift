@@ -139,20 +139,17 @@ public struct JSONObjectWriter {
     static func appendQuoted(_ value: String, to out: inout [UInt8]) {
         out.append(UInt8(ascii: "\""))
         defer { out.append(UInt8(ascii: "\"")) }
-        // Most strings (tokens, names, times) need no escape: copied whole, not byte by byte — from the
-        // string's contiguous storage where it has one (a native string), which the scan reads as a buffer
-        // rather than through `String.UTF8View`'s checked indices.
-        let plain: (UInt8) -> Bool = { $0 >= 0x20 && $0 != UInt8(ascii: "\"") && $0 != UInt8(ascii: "\\") }
-        let copied = value.utf8.withContiguousStorageIfAvailable { bytes in
-            guard bytes.allSatisfy(plain) else { return false }
+        // Most strings (tokens, names, times) need no escape: copied whole, not byte by byte, and scanned as
+        // a buffer of their UTF-8 (`withUTF8`) rather than through `String.UTF8View`'s checked indices.
+        var value = value
+        let copied = value.withUTF8 { bytes in
+            guard bytes.allSatisfy({ $0 >= 0x20 && $0 != UInt8(ascii: "\"") && $0 != UInt8(ascii: "\\") }) else {
+                return false
+            }
             out.append(contentsOf: bytes)
             return true
         }
-        if copied == true { return }
-        if copied == nil && value.utf8.allSatisfy(plain) {
-            out.append(contentsOf: value.utf8)
-            return
-        }
+        if copied { return }
         for byte in value.utf8 {
             switch byte {
             case UInt8(ascii: "\""): out.append(contentsOf: [UInt8(ascii: "\\"), UInt8(ascii: "\"")])

@@ -84,7 +84,7 @@ struct MessageRoutes {
                 }
                 if !registered { throw FCMError.notFound("Requested entity was not found.", errorCode: "UNREGISTERED") }
             }
-            return try JSONResponse.encoded(MessageName(name: "projects/\(project)/messages/fake_message_id"))
+            return JSONResponse.bytes(MessageName(name: "projects/\(project)/messages/fake_message_id").json)
         }
         try server.takeSend(for: project)
         let receipt = try await server.append(
