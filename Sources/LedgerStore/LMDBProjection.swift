@@ -69,27 +69,16 @@ struct LMDBProjection: LedgerProjection {
     /// The instance's current topics, ascending: from both of the instance side's databases.
     func topics(of instance: InstanceID) throws -> [TopicID] {
         var topics: [TopicID] = []
-        for database in schema.instanceSide {
-            try txn.withCursor(database) { cursor in
-                try cursor.forEachValue(of: instance) { value in
-                    topics.append(value.loadBigEndianUInt32())
-                    return true
-                }
-            }
+        try RecentMemberships.forEachMembership(of: instance, txn: txn, schema: schema) { topic, _ in
+            topics.append(topic)
         }
         return topics.sorted()
     }
 
-    /// The seq since which `instance` has held `topic`, or `nil`.
+    /// The seq since which `instance` has held `topic`, or `nil`: asked of the topic's side
+    /// (``memberSince(_:instance:)``), which holds the same memberships as the instance side.
     func subscribedSince(_ topic: TopicID, instance: InstanceID) throws -> UInt64? {
-        for database in schema.instanceSide {
-            if let entry = try txn.cursor(database).seek(instance, value: membershipValue(topic, since: 0)),
-                StoredMembership(entry.value).id == topic
-            {
-                return StoredMembership(entry.value).since
-            }
-        }
-        return nil
+        try memberSince(topic, instance: instance)
     }
 
     /// The seq since which `instance` has held `topic`, or `nil`, asked of the topic's side (`topicMembers`):
@@ -104,34 +93,18 @@ struct LMDBProjection: LedgerProjection {
         return StoredMembership(entry.value).since
     }
 
-    /// Whether `instance` holds `topic` (the seq since which, or `nil`) and how many topics it holds: one
-    /// B-tree search of each of the instance side's databases, where asking ``subscribedSince(_:instance:)``
-    /// and ``topicCount(of:)`` apart takes two — the value search starts from the cursor already on the
-    /// instance's key (LMDB skips the descent when the key is the cursor's).
-    func membership(_ topic: TopicID, instance: InstanceID) throws -> (since: UInt64?, topicCount: Int) {
-        var since: UInt64?
-        var count = 0
-        for database in schema.instanceSide {
-            let cursor = try txn.cursor(database)
-            guard try cursor.find(instance) != nil else { continue }
-            count += try cursor.duplicateCount()
-            if since == nil, let entry = try cursor.seek(instance, value: membershipValue(topic, since: 0)),
-                StoredMembership(entry.value).id == topic
-            {
-                since = StoredMembership(entry.value).since
-            }
+    /// How many of the instance's topics are in `instanceTopics`: one B-tree search (the rest wait in
+    /// `recentMemberships`).
+    func settledTopicCount(of instance: InstanceID) throws -> Int {
+        try txn.withCursor(schema.instanceTopics) { cursor in
+            try cursor.find(instance) != nil ? cursor.duplicateCount() : 0
         }
-        return (since, count)
     }
 
-    /// How many topics `instance` holds now.
+    /// How many topics `instance` holds now: its `instanceTopics` and its entries in its partition of
+    /// `recentMemberships`, which this reads whole (the writer keeps the latter count, ``InstanceFacts``).
     func topicCount(of instance: InstanceID) throws -> Int {
-        var count = 0
-        for database in schema.instanceSide {
-            let cursor = try txn.cursor(database)
-            if try cursor.find(instance) != nil { count += try cursor.duplicateCount() }
-        }
-        return count
+        try settledTopicCount(of: instance) + RecentMemberships.recentCount(of: instance, txn: txn, schema: schema)
     }
 
     func addTopic(_ topic: TopicID, to instance: InstanceID, at seq: UInt64) throws -> Bool {
@@ -147,22 +120,26 @@ struct LMDBProjection: LedgerProjection {
     }
 
     /// Stores a membership that begins at `seq`; the caller has checked there is none. The instance side goes
-    /// to `recentInstanceTopics` (``RecentMemberships``).
+    /// to `recentMemberships` (``RecentMemberships``).
     func putMembership(_ topic: TopicID, instance: InstanceID, at seq: UInt64) throws {
-        try txn.put(schema.recentInstanceTopics, key: instance, value: membershipValue(topic, since: seq))
+        try RecentMemberships.add(topic, instance: instance, since: seq, txn: txn, schema: schema)
         try txn.put(schema.topicMembers, key: topic, value: membershipValue(instance, since: seq))
     }
 
     /// Moves the membership held since `since` to the history, ending at `seq`.
-    func endMembership(_ topic: TopicID, instance: InstanceID, since: UInt64, at seq: UInt64) throws {
-        let value = membershipValue(topic, since: since)
+    ///
+    /// - Returns: whether its instance side was in `recentMemberships` (rather than `instanceTopics`).
+    @discardableResult
+    func endMembership(_ topic: TopicID, instance: InstanceID, since: UInt64, at seq: UInt64) throws -> Bool {
+        let wasRecent = try RecentMemberships.remove(topic, instance: instance, since: since, txn: txn, schema: schema)
         guard
-            try txn.delete(schema.recentInstanceTopics, key: instance, value: value)
-                || txn.delete(schema.instanceTopics, key: instance, value: value)
+            try wasRecent
+                || txn.delete(schema.instanceTopics, key: instance, value: membershipValue(topic, since: since))
         else { throw StoreError(.corrupt, "instance \(instance) holds topic \(topic) on one side only") }
         try txn.delete(schema.topicMembers, key: topic, value: membershipValue(instance, since: since))
         try txn.put(schema.instanceTopicHistory, key: instance, value: intervalValue(topic, start: since, end: seq))
         try txn.put(schema.topicMemberHistory, key: topic, value: intervalValue(instance, start: since, end: seq))
+        return wasRecent
     }
 
     func recordSend(messageID: UInt64, at seq: UInt64) throws {

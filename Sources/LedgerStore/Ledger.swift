@@ -300,7 +300,7 @@ public final class Ledger: Sendable {
                 for request in requests {
                     results.append(try appender.apply(request, now: now).mapError { $0 })
                 }
-                try finish(&appender, txn: txn, schema: schema, limits: limits, moves: moves)
+                try finish(&appender, txn: txn, schema: schema, limits: limits, moves: moves, facts: facts)
                 return (results, txn.id)
             }
             facts.committed(transaction: transaction)
@@ -336,11 +336,12 @@ public final class Ledger: Sendable {
     /// tree's subtrees and the head.
     private static func finish(
         _ appender: inout LogAppender<MemoizedProjection, TransactionSink>, txn: LMDBTransaction,
-        schema: LedgerSchema, limits: LedgerLimits, moves: RecentMemberships.MoveCursor
+        schema: LedgerSchema, limits: LedgerLimits, moves: RecentMemberships.MoveCursor, facts: InstanceFacts
     ) throws {
         appender.sink.submitPending()
         try RecentMemberships.moveIfFull(
-            txn: txn, schema: schema, limit: limits.recentMembershipsBeforeMove, cursor: moves)
+            txn: txn, schema: schema, limit: limits.recentMembershipsBeforeMove, cursor: moves,
+            moved: { facts.recentMoved($0) })
         try appender.finish()
     }
 
@@ -364,7 +365,8 @@ public final class Ledger: Sendable {
                                     txn: child, schema: schema, limits: limits, facts: facts,
                                     messageIDs: SystemRandomNumberGenerator())
                                 let result = try appender.apply(request, now: now)
-                                try finish(&appender, txn: child, schema: schema, limits: limits, moves: moves)
+                                try finish(
+                                    &appender, txn: child, schema: schema, limits: limits, moves: moves, facts: facts)
                                 return result.mapError { $0 }
                             })
                     } catch LMDBError.Code.mapFull {

@@ -71,7 +71,10 @@ extension LedgerSnapshot {
         }
         if let since = info.registeredSince { registrations.append(HeldInterval(start: since, end: nil)) }
         var subscriptions: [(topic: TopicID, interval: HeldInterval)] = []
-        try forEachInterval(current: schema.instanceSide, history: schema.instanceTopicHistory, key: instance) {
+        try RecentMemberships.forEachMembership(of: instance, txn: txn, schema: schema) { topic, since in
+            subscriptions.append((topic, HeldInterval(start: since, end: nil)))
+        }
+        try forEachInterval(current: [], history: schema.instanceTopicHistory, key: instance) {
             subscriptions.append(($0, $1))
         }
         var names: [TopicID: TopicName] = [:]

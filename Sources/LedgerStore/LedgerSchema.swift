@@ -17,7 +17,7 @@ import LedgerCore
 /// | topicIDs | ``NameKey`` of the topic name | topic u32 |
 /// | topicNames | topic u32 | topic name |
 /// | instanceTopics (dup) | instance u32 | topic u32 ‖ since u64 |
-/// | recentInstanceTopics (dup) | instance u32 | topic u32 ‖ since u64 (memberships not yet moved to `instanceTopics`) |
+/// | recentMemberships (dup) | partition u32 (instance >> 12) | since u64 ‖ instance u32 ‖ topic u32 (memberships not yet moved to `instanceTopics`) |
 /// | topicMembers (dup) | topic u32 | instance u32 ‖ since u64 |
 /// | instanceTopicHistory (dup) | instance u32 | topic u32 ‖ start u64 ‖ end u64 |
 /// | topicMemberHistory (dup) | topic u32 | instance u32 ‖ start u64 ‖ end u64 |
@@ -26,10 +26,11 @@ import LedgerCore
 /// | acknowledged | instance u32 | seq u64: the delivery cursor (every message sent at or before it is acked) |
 /// | merkle | end seq u64 ‖ level u8 | SHA-256 (32): a complete subtree of the RFC 6962 tree (``MerkleStore``) |
 ///
-/// An instance's current topics are the union of `instanceTopics` and `recentInstanceTopics`, which never hold
-/// the same entry: the writer adds new memberships to the small `recentInstanceTopics` and moves them into
-/// `instanceTopics` in key order once enough have gathered (``RecentMemberships``), so that a batch touching
-/// thousands of instances writes a few pages of the small tree instead of one page per instance.
+/// An instance's current topics are the union of its `instanceTopics` and its entries in `recentMemberships`,
+/// which never hold the same membership: the writer appends new memberships to their partition's run of
+/// `recentMemberships` and moves whole partitions into `instanceTopics` once enough have gathered
+/// (``RecentMemberships``), so that a batch touching thousands of instances writes the last pages of a few
+/// runs instead of one page per instance.
 ///
 /// An interval `[start, end)` means: held after applying event `start`, no longer after applying `end`.
 /// Duplicate databases hold fixed-size values so that whole member sets are read a page at a time.
@@ -38,9 +39,10 @@ struct LedgerSchema: Sendable {
     /// Layout 2 added `sends` and `acknowledged`; layout 3 stores names over LMDB's key limit under their
     /// hash (``NameKey``); layout 4 keeps the Merkle tree over the log (`merkle`); layout 5 keys its subtrees
     /// by the seq that completes them, so that appends write one page; layout 6 stores subtrees from 256
-    /// leaves instead of 16, so that most commits write no page of it; layout 7 adds `recentInstanceTopics`.
+    /// leaves instead of 16, so that most commits write no page of it; layout 7 adds `recentInstanceTopics`, keyed
+    /// by instance; layout 8 replaces it with `recentMemberships`, keyed by partition and in seq order.
     /// A writer opening an older ledger upgrades it in place (see ``LedgerStorage``).
-    static let layoutVersion: UInt32 = 7
+    static let layoutVersion: UInt32 = 8
 
     let meta: LMDBDatabase
     let log: LMDBDatabase
@@ -51,7 +53,7 @@ struct LedgerSchema: Sendable {
     let topicIDs: LMDBDatabase
     let topicNames: LMDBDatabase
     let instanceTopics: LMDBDatabase
-    let recentInstanceTopics: LMDBDatabase
+    let recentMemberships: LMDBDatabase
     let topicMembers: LMDBDatabase
     let instanceTopicHistory: LMDBDatabase
     let topicMemberHistory: LMDBDatabase
@@ -60,14 +62,10 @@ struct LedgerSchema: Sendable {
     let acknowledged: LMDBDatabase
     let merkle: LMDBDatabase
 
-    /// The instance side of current memberships: `instanceTopics` and the new entries waiting in
-    /// `recentInstanceTopics` (``RecentMemberships``); every reader reads both.
-    let instanceSide: [LMDBDatabase]
-
     /// Every database derived from the log, in a fixed order (what `rebuild` clears and `verify` compares).
     var projections: [LMDBDatabase] {
         [
-            tokens, instances, universe, universeHistory, topicIDs, topicNames, instanceTopics, recentInstanceTopics,
+            tokens, instances, universe, universeHistory, topicIDs, topicNames, instanceTopics, recentMemberships,
             topicMembers, instanceTopicHistory, topicMemberHistory, messages, sends, acknowledged, merkle,
         ]
     }
@@ -85,8 +83,7 @@ struct LedgerSchema: Sendable {
         topicIDs = try txn.openDatabase("topicIDs", flags: create)
         topicNames = try txn.openDatabase("topicNames", flags: create)
         instanceTopics = try txn.openDatabase("instanceTopics", flags: duplicates)
-        recentInstanceTopics = try txn.openDatabase("recentInstanceTopics", flags: duplicates)
-        instanceSide = [instanceTopics, recentInstanceTopics]
+        recentMemberships = try txn.openDatabase("recentMemberships", flags: duplicates)
         topicMembers = try txn.openDatabase("topicMembers", flags: duplicates)
         instanceTopicHistory = try txn.openDatabase("instanceTopicHistory", flags: duplicates)
         topicMemberHistory = try txn.openDatabase("topicMemberHistory", flags: duplicates)

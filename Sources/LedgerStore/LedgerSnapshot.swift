@@ -157,25 +157,27 @@ public struct LedgerSnapshot {
 
     /// The topics of `instance` in the state at `seq` (now, when `nil`), ascending by id.
     public func topics(of instance: InstanceID, at seq: UInt64? = nil) throws -> [TopicID] {
-        var set = InstanceSet(capacity: try txn.count(schema.topicNames) + 1)
+        let capacity = try txn.count(schema.topicNames) + 1
+        var set = InstanceSet(capacity: capacity)
         try fillHeld(
-            current: schema.instanceSide, history: schema.instanceTopicHistory, key: instance, at: seq, into: &set)
+            current: [schema.instanceTopics], history: schema.instanceTopicHistory, key: instance, at: seq,
+            into: &set)
+        let bound = seq ?? .max
+        try RecentMemberships.forEachRecent(inPartitionOf: instance, txn: txn, schema: schema) { entry in
+            guard entry.instance == instance, entry.since <= bound else { return }
+            guard Int(entry.topic) < capacity else {
+                throw StoreError(.corrupt, "topic id \(entry.topic) out of range")
+            }
+            set.insert(entry.topic)
+        }
         return set.ids
     }
 
     /// The instance's current subscriptions with the seq each began at, ascending by topic id.
     public func subscriptions(of instance: InstanceID) throws -> [(topic: TopicID, since: UInt64)] {
         var result: [(topic: TopicID, since: UInt64)] = []
-        for database in schema.instanceSide {
-            try txn.withCursor(database) { cursor in
-                try cursor.forEachValueChunk(of: instance) { chunk in
-                    for offset in stride(from: 0, to: chunk.count, by: StoredMembership.size) {
-                        let membership = StoredMembership(chunk, at: offset)
-                        result.append((membership.id, membership.since))
-                    }
-                    return true
-                }
-            }
+        try RecentMemberships.forEachMembership(of: instance, txn: txn, schema: schema) { topic, since in
+            result.append((topic, since))
         }
         return result.sorted { $0.topic < $1.topic }
     }
@@ -287,7 +289,7 @@ public struct LedgerSnapshot {
             events: head.seq, headTime: head.seq == 0 ? nil : head.time, headHash: head.hash.hexString,
             instances: try txn.count(schema.instances), registeredInstances: try txn.count(schema.universe),
             topics: try txn.count(schema.topicNames),
-            subscriptions: try txn.count(schema.instanceTopics) + txn.count(schema.recentInstanceTopics),
+            subscriptions: try txn.count(schema.instanceTopics) + txn.count(schema.recentMemberships),
             messages: try txn.count(schema.messages), usedBytes: txn.environment.usedBytes,
             mapBytes: txn.environment.mapSize)
     }

@@ -140,7 +140,8 @@ struct LedgerStorage {
     /// keeps older builds, which would not find hashed keys, from opening the ledger.
     /// Layout 3 → 6 builds the Merkle tree over the log (``MerkleStore``); 4 → 6 builds it again under keys
     /// that grow with the log, 5 → 6 again from subtrees of 256 leaves. 6 → 7 adds an empty
-    /// `recentInstanceTopics`.
+    /// `recentInstanceTopics`; 7 → 8 moves its entries into `instanceTopics` and replaces it with
+    /// `recentMemberships` (``RecentMemberships``).
     private static func upgradeLayout(_ txn: LMDBTransaction, _ schema: LedgerSchema) throws {
         var version = try txn.withValue(in: schema.meta, forKey: MetaKey.layoutVersion) {
             $0?.loadBigEndianUInt32()
@@ -174,7 +175,28 @@ struct LedgerStorage {
             try builder.forEachStored { key, hash in try txn.put(schema.merkle, key: key, value: hash) }
             version = 6
         }
-        // 6 → 7: `recentInstanceTopics`, created empty by `LedgerSchema` in this transaction.
+        // 6 → 7 added `recentInstanceTopics`; 7 → 8 moves what waits there into `instanceTopics` and drops it
+        // (`recentMemberships`, its replacement, is created empty by `LedgerSchema` in this transaction).
+        if let old = version, old < 8 {
+            let recent = try txn.openDatabase(
+                "recentInstanceTopics", flags: [.create, .duplicateSort, .duplicateFixed])
+            try txn.withCursor(recent) { cursor in
+                try cursor.forEach { entry in
+                    guard entry.key.count == 4, entry.value.count == StoredMembership.size else {
+                        throw StoreError(.corrupt, "recentInstanceTopics holds an entry of the wrong size")
+                    }
+                    guard
+                        try txn.put(schema.instanceTopics, key: entry.key, value: entry.value, flags: .noDuplicateData)
+                    else {
+                        throw StoreError(
+                            .corrupt,
+                            "instance \(entry.key.loadBigEndianUInt32()) holds a membership on both of its sides")
+                    }
+                    return true
+                }
+            }
+            try txn.drop(recent)
+        }
         if version != LedgerSchema.layoutVersion {
             try txn.put(schema.meta, key: MetaKey.layoutVersion, value: LedgerSchema.layoutVersion)
         }

@@ -172,25 +172,33 @@ extension Ledger {
         }
     }
 
-    /// The live writer keeps new memberships' instance side in `recentInstanceTopics` until it moves them
+    /// The live writer keeps new memberships' instance side in `recentMemberships` until it moves them
     /// (``RecentMemberships``); a rebuild writes every one to `instanceTopics`. Moves the reference's entries
-    /// that the live ledger holds in `recentInstanceTopics` there too, so the two compare entry by entry: a
+    /// that the live ledger holds in `recentMemberships` there too, so the two compare entry by entry: a
     /// live entry the rebuild lacks stays unmatched and is reported.
     private func splitInstanceSide(
         of reference: LMDBEnvironment, schema referenceSchema: LedgerSchema, like txn: LMDBTransaction
     ) throws {
-        var recent: [(key: [UInt8], value: [UInt8])] = []
-        try txn.withCursor(schema.recentInstanceTopics) { cursor in
-            try cursor.forEach { entry in
-                recent.append((Array(entry.key), Array(entry.value)))
+        var recent: [RecentMemberships.Entry] = []
+        try txn.withCursor(schema.recentMemberships) { cursor in
+            try cursor.forEach { item in
+                // A value of the wrong size stays where it is and is reported by the comparison.
+                guard item.value.count == RecentMemberships.Entry.size else { return true }
+                recent.append(RecentMemberships.Entry(item.value))
                 return true
             }
         }
         guard !recent.isEmpty else { return }
         try reference.write { referenceTxn in
             for entry in recent
-            where try referenceTxn.delete(referenceSchema.instanceTopics, key: entry.key, value: entry.value) {
-                try referenceTxn.put(referenceSchema.recentInstanceTopics, key: entry.key, value: entry.value)
+            where try referenceTxn.delete(
+                referenceSchema.instanceTopics, key: entry.instance,
+                value: membershipValue(entry.topic, since: entry.since))
+            {
+                // Under the partition the entry's instance belongs to: one the live ledger keeps elsewhere is reported.
+                try referenceTxn.put(
+                    referenceSchema.recentMemberships, key: RecentMemberships.partition(of: entry.instance),
+                    value: entry.encoded)
             }
         }
     }

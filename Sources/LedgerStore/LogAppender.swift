@@ -314,9 +314,11 @@ struct TransactionSink: EventSink {
 public struct LedgerLimits: Sendable {
     /// Topics one instance may hold (FCM: 2000).
     public var maximumTopicsPerInstance = 2000
-    /// New memberships the instance side gathers in `recentInstanceTopics` before the writer moves them to
-    /// `instanceTopics` (``RecentMemberships``); 0 moves them at every commit.
-    public var recentMembershipsBeforeMove = 65_536
+    /// New memberships the instance side gathers in `recentMemberships` before the writer moves them to
+    /// `instanceTopics` (``RecentMemberships``); 0 moves them at every commit. The more wait, the fewer times
+    /// each instance's page is rewritten per membership, and the more a reader of one instance's topics scans
+    /// (its partition's share of them).
+    public var recentMembershipsBeforeMove = 262_144
 
     public init() {}
 }

@@ -11,10 +11,10 @@ import LedgerCore
 /// after"). Here topic ids are asked of LMDB once per transaction and kept; registrations and topic counts
 /// once per writer, in ``InstanceFacts``, which outlive the transaction while nothing else writes; for
 /// tokens and memberships only the last answer is kept, since the fold asks right after the check ("Issue
-/// #14, second pass"). The first membership question about an instance also counts its topics from the same
-/// searches (``LMDBProjection/membership(_:instance:)``); once its count is known, whether it holds a topic
-/// is asked of the topic's side (``LMDBProjection/memberSince(_:instance:)``), whose pages a new
-/// membership is put on anyway. Every write updates what is kept, so an answer is always what LMDB would
+/// #14, second pass"). Whether an instance holds a topic is asked of the topic's side
+/// (``LMDBProjection/memberSince(_:instance:)``), whose pages a new membership is put on anyway; an
+/// instance's topic count is its `instanceTopics` count plus its count in `recentMemberships`, which the
+/// facts keep for every instance. Every write updates what is kept, so an answer is always what LMDB would
 /// say now.
 ///
 /// Lives no longer than its transaction: an aborted or retried transaction starts with an empty memo (and
@@ -98,37 +98,43 @@ struct MemoizedProjection: AppenderProjection {
 
     mutating func subscribedSince(_ topic: TopicID, instance: InstanceID) throws -> UInt64? {
         if let last = lastMembership, last.instance == instance, last.topic == topic { return last.since }
-        let since: UInt64?
-        if facts.topicCount(of: instance) == nil {
-            // A subscribe asks for the count next: both from the same searches.
-            let found = try stored.membership(topic, instance: instance)
-            facts.setTopicCount(found.topicCount, of: instance)
-            since = found.since
-        } else {
-            since = try stored.memberSince(topic, instance: instance)
-        }
+        let since = try stored.memberSince(topic, instance: instance)
         lastMembership = (instance, topic, since)
         return since
     }
 
     mutating func topicCount(of instance: InstanceID) throws -> Int {
         if let known = facts.topicCount(of: instance) { return known }
-        let count = try stored.topicCount(of: instance)
+        let count = try stored.settledTopicCount(of: instance) + recentCount(of: instance)
         facts.setTopicCount(count, of: instance)
         return count
+    }
+
+    /// How many of `instance`'s memberships wait in `recentMemberships`: from the facts, which load every
+    /// instance's count the first time one is asked (a read of the whole of `recentMemberships`, once per
+    /// writer while nothing else writes); read from its partition only when they cannot be kept.
+    private mutating func recentCount(of instance: InstanceID) throws -> Int {
+        if !facts.recentCountsLoaded {
+            facts.loadRecentCounts(try RecentMemberships.recentCounts(txn: stored.txn, schema: stored.schema))
+        }
+        if let known = facts.recentCount(of: instance) { return known }
+        return try RecentMemberships.recentCount(of: instance, txn: stored.txn, schema: stored.schema)
     }
 
     mutating func addTopic(_ topic: TopicID, to instance: InstanceID, at seq: UInt64) throws -> Bool {
         guard try subscribedSince(topic, instance: instance) == nil else { return false }
         try stored.putMembership(topic, instance: instance, at: seq)
         lastMembership = (instance, topic, seq)
+        facts.recentChanged(instance, by: 1)
         if let count = facts.topicCount(of: instance) { facts.setTopicCount(count + 1, of: instance) }
         return true
     }
 
     mutating func removeTopic(_ topic: TopicID, from instance: InstanceID, at seq: UInt64) throws -> Bool {
         guard let since = try subscribedSince(topic, instance: instance) else { return false }
-        try stored.endMembership(topic, instance: instance, since: since, at: seq)
+        if try stored.endMembership(topic, instance: instance, since: since, at: seq) {
+            facts.recentChanged(instance, by: -1)
+        }
         lastMembership = (instance, topic, nil)
         if let count = facts.topicCount(of: instance) { facts.setTopicCount(count - 1, of: instance) }
         return true

@@ -6,15 +6,29 @@ import Testing
 
 @testable import LedgerStore
 
-/// `RecentMemberships.moveIfFull` on its own: slices of whole instances, going round them.
-@Suite("Recent memberships: moving slices")
+/// `RecentMemberships.moveIfFull` on its own: whole partitions, going round them.
+@Suite("Recent memberships: moving partitions")
 struct RecentMembershipsMoveTests {
-    /// instance → its (topic, since) entries in `database`.
-    private func entries(_ txn: LMDBTransaction, _ database: LMDBDatabase) throws -> [UInt32: [UInt32]] {
-        var result: [UInt32: [UInt32]] = [:]
-        try txn.withCursor(database) { cursor in
+    /// instance → its topics in `instanceTopics`, with the seq each began at.
+    private func moved(_ txn: LMDBTransaction, _ schema: LedgerSchema) throws -> [UInt32: [String]] {
+        var result: [UInt32: [String]] = [:]
+        try txn.withCursor(schema.instanceTopics) { cursor in
             try cursor.forEach { entry in
-                result[entry.key.loadBigEndianUInt32(), default: []].append(StoredMembership(entry.value).id)
+                let membership = StoredMembership(entry.value)
+                result[entry.key.loadBigEndianUInt32(), default: []].append("\(membership.id)@\(membership.since)")
+                return true
+            }
+        }
+        return result
+    }
+
+    /// partition → the instances with entries in it.
+    private func waiting(_ txn: LMDBTransaction, _ schema: LedgerSchema) throws -> [UInt32: Set<UInt32>] {
+        var result: [UInt32: Set<UInt32>] = [:]
+        try txn.withCursor(schema.recentMemberships) { cursor in
+            try cursor.forEach { entry in
+                result[entry.key.loadBigEndianUInt32(), default: []].insert(
+                    RecentMemberships.Entry(entry.value).instance)
                 return true
             }
         }
@@ -22,52 +36,71 @@ struct RecentMembershipsMoveTests {
     }
 
     @Test(
-        "at the limit, whole instances move in key order, a quarter of the limit at a time, until fewer than the limit wait; the next move goes on after the last instance moved and round to the first"
+        "at the limit, whole partitions move, each instance's entries sorted by topic with their seqs, until fewer than the limit wait; the next move goes on after the last partition moved and round to the first; every moved instance is named"
     )
-    func slicesGoRound() throws {
+    func partitionsGoRound() throws {
         let directory = TemporaryDirectory()
         defer { directory.remove() }
         let environment = try LMDBEnvironment(path: directory.path)
         let cursor = RecentMemberships.MoveCursor()
+        var seq: UInt64 = 0
         try environment.write { txn throws in
             let schema = try LedgerSchema(txn)
-            func wait(_ instance: UInt32, topics: ClosedRange<UInt32>) throws {
+            func wait(_ instance: UInt32, topics: [UInt32]) throws {
                 for topic in topics {
-                    try txn.put(schema.recentInstanceTopics, key: instance, value: membershipValue(topic, since: 1))
+                    seq += 1
+                    try RecentMemberships.add(topic, instance: instance, since: seq, txn: txn, schema: schema)
                 }
             }
-            for instance: UInt32 in 1...10 { try wait(instance, topics: 1...3) }
-            // 30 wait, limit 12: slices of 3 entries, here one instance each, until 9 wait.
-            #expect(try RecentMemberships.moveIfFull(txn: txn, schema: schema, limit: 12, cursor: cursor) == 21)
-            #expect(
-                try entries(txn, schema.instanceTopics)
-                    == Dictionary(uniqueKeysWithValues: (1...7).map { ($0, [1, 2, 3]) }))
-            #expect(try Array(entries(txn, schema.recentInstanceTopics).keys).sorted() == [8, 9, 10])
-            #expect(cursor.next == 8)
+            var named: [UInt32] = []
+            func move(limit: Int) throws -> Int {
+                try RecentMemberships.moveIfFull(txn: txn, schema: schema, limit: limit, cursor: cursor) {
+                    named.append($0)
+                }
+            }
+            // Partition 0 (instances 1 ..< 4096), 1 (4096 ..< 8192), 2 (8192 ...); the entries of one partition
+            // interleaved in seq order, topics out of order.
+            try wait(2, topics: [9])
+            try wait(1, topics: [3, 1])
+            try wait(4096, topics: [4, 3, 2, 1])
+            try wait(2, topics: [5])
+            try wait(1, topics: [2])
+            try wait(8200, topics: [5, 6, 7])
+            #expect(try waiting(txn, schema) == [0: [1, 2], 1: [4096], 2: [8200]])
+            #expect(try txn.count(schema.recentMemberships) == 12)
+
+            // 12 wait, limit 10: partition 0 moves (5 entries), and 7 wait.
+            #expect(try move(limit: 10) == 5)
+            #expect(try moved(txn, schema) == [1: ["1@3", "2@9", "3@2"], 2: ["5@8", "9@1"]])
+            #expect(try waiting(txn, schema) == [1: [4096], 2: [8200]])
+            #expect(named == [1, 2])
+            #expect(cursor.next == 1)
 
             // Under the limit: nothing moves.
-            try wait(1, topics: 4...5)
-            #expect(try RecentMemberships.moveIfFull(txn: txn, schema: schema, limit: 12, cursor: cursor) == 0)
+            try wait(3, topics: [4, 5])
+            #expect(try move(limit: 10) == 0)
 
-            // 12 wait: the round goes on at 8, and stops as soon as fewer than 12 wait.
-            try wait(2, topics: 4...4)
-            #expect(try RecentMemberships.moveIfFull(txn: txn, schema: schema, limit: 12, cursor: cursor) == 3)
-            #expect(try Array(entries(txn, schema.recentInstanceTopics).keys).sorted() == [1, 2, 9, 10])
-            #expect(cursor.next == 9)
+            // 10 wait: the round goes on at partition 1.
+            try wait(3, topics: [6])
+            #expect(try move(limit: 10) == 4)
+            #expect(try moved(txn, schema)[4096] == ["1@7", "2@6", "3@5", "4@4"])
+            #expect(try waiting(txn, schema) == [0: [3], 2: [8200]])
+            #expect(cursor.next == 2)
 
-            // 18 wait: 9, 10, then round to the first instances — 1 (2 entries) is not a slice alone, so 2
-            // comes too — and 3, which gathered the most, waits for the next round.
-            try wait(3, topics: 4...12)
-            #expect(try RecentMemberships.moveIfFull(txn: txn, schema: schema, limit: 12, cursor: cursor) == 9)
-            #expect(try entries(txn, schema.recentInstanceTopics) == [3: Array(4...12)])
-            #expect(try entries(txn, schema.instanceTopics)[1] == [1, 2, 3, 4, 5])
-            #expect(try entries(txn, schema.instanceTopics)[2] == [1, 2, 3, 4])
-            #expect(cursor.next == 3)
+            // Partition 2, then past the last partition round to the first: partition 0, until fewer than 4 wait.
+            try wait(4097, topics: [1])
+            named = []
+            #expect(try move(limit: 4) == 3 + 3)
+            #expect(named == [8200, 3])
+            #expect(try waiting(txn, schema) == [1: [4097]])
+            #expect(cursor.next == 1)
 
             // Limit 0: everything, whatever the cursor.
-            #expect(try RecentMemberships.moveIfFull(txn: txn, schema: schema, limit: 0, cursor: cursor) == 9)
-            #expect(try txn.count(schema.recentInstanceTopics) == 0)
-            #expect(try txn.count(schema.instanceTopics) == 10 * 3 + 2 + 1 + 9)
+            try wait(1, topics: [7])
+            #expect(try move(limit: 0) == 2)
+            #expect(try txn.count(schema.recentMemberships) == 0)
+            #expect(try txn.count(schema.instanceTopics) == 5 + 4 + 3 + 3 + 1 + 1)
+            #expect(try moved(txn, schema)[1] == ["1@3", "2@9", "3@2", "7@\(seq)"])
         }
     }
 
@@ -83,7 +116,7 @@ struct RecentMembershipsMoveTests {
         let refusal = #expect(throws: StoreError.self) {
             try environment.write { txn throws in
                 for topic: UInt32 in 1...3 {
-                    try txn.put(schema.recentInstanceTopics, key: UInt32(5), value: membershipValue(topic, since: 1))
+                    try RecentMemberships.add(topic, instance: 5, since: 1, txn: txn, schema: schema)
                 }
                 try txn.put(schema.instanceTopics, key: UInt32(5), value: membershipValue(2, since: 1))
                 try RecentMemberships.moveIfFull(txn: txn, schema: schema, limit: 0, cursor: cursor)
@@ -92,8 +125,29 @@ struct RecentMembershipsMoveTests {
         #expect(refusal?.code == .corrupt)
         #expect(refusal?.message == "instance 5 holds a membership on both of its sides")
         try environment.read { txn throws in
-            #expect(try txn.count(schema.recentInstanceTopics) == 0)
+            #expect(try txn.count(schema.recentMemberships) == 0)
             #expect(try txn.count(schema.instanceTopics) == 0)
+        }
+    }
+
+    @Test("an entry in a partition its instance does not belong to is refused as corrupt by every reader of it")
+    func misplacedEntryRefused() throws {
+        let directory = TemporaryDirectory()
+        defer { directory.remove() }
+        let environment = try LMDBEnvironment(path: directory.path)
+        let schema = try environment.write { try LedgerSchema($0) }
+        try environment.write { txn throws in
+            // Instance 5 belongs to partition 0.
+            try txn.put(
+                schema.recentMemberships, key: UInt32(0),
+                value: RecentMemberships.Entry(since: 1, instance: 4096 + 5, topic: 2).encoded)
+        }
+        try environment.read { txn throws in
+            let refusal = #expect(throws: StoreError.self) {
+                try RecentMemberships.forEachMembership(of: 5, txn: txn, schema: schema) { _, _ in }
+            }
+            #expect(refusal?.code == .corrupt)
+            #expect(refusal?.message == "recentMemberships holds instance 4101 in another partition")
         }
     }
 }

@@ -66,24 +66,38 @@ struct ObservedState: Equatable, CustomStringConvertible {
 
 /// Every key and value of every database in the ledger's environment, for byte-for-byte comparisons.
 ///
-/// `instanceTopics` is dumped as one database with `recentInstanceTopics`, sorted: the live writer keeps new
-/// memberships in the second until it moves them (`RecentMemberships`), a rebuild writes all to the first, and
-/// together they are the instance side. A membership in both would appear twice.
+/// `instanceTopics` is dumped as one database with `recentMemberships`, sorted, each entry of the latter
+/// (`partition → since ‖ instance ‖ topic`) as `instanceTopics` would hold it (`instance → topic ‖ since`): the
+/// live writer keeps new memberships in the second until it moves them (`RecentMemberships`), a rebuild writes
+/// all to the first, and together they are the instance side. A membership in both would appear twice.
 func rawDump(directory: String, databases: [String]) throws -> [String: [[UInt8]]] {
     let environment = try LMDBEnvironment(path: directory)
     var dump: [String: [[UInt8]]] = [:]
     try environment.read { txn throws in
         for name in databases {
             var entries: [[UInt8]] = []
-            for part in name == "instanceTopics" ? [name, "recentInstanceTopics"] : [name] {
-                try txn.withCursor(try txn.openDatabase(part)) { cursor in
+            try txn.withCursor(try txn.openDatabase(name)) { cursor in
+                try cursor.forEach { entry in
+                    entries.append(Array(entry.key) + [0xFF, 0xFE] + Array(entry.value))
+                    return true
+                }
+            }
+            if name == "instanceTopics" {
+                try txn.withCursor(try txn.openDatabase("recentMemberships")) { cursor in
                     try cursor.forEach { entry in
-                        entries.append(Array(entry.key) + [0xFF, 0xFE] + Array(entry.value))
+                        let value = Array(entry.value)
+                        guard value.count == 16 else {
+                            Issue.record(
+                                "a recentMemberships value of \(value.count) bytes, not since ‖ instance ‖ topic")
+                            return false
+                        }
+                        entries.append(Array(value[8..<12]) + [0xFF, 0xFE] + Array(value[12..<16] + value[0..<8]))
                         return true
                     }
                 }
+                entries.sort { $0.lexicographicallyPrecedes($1) }
             }
-            dump[name] = name == "instanceTopics" ? entries.sorted { $0.lexicographicallyPrecedes($1) } : entries
+            dump[name] = entries
         }
     }
     return dump

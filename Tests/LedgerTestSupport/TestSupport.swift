@@ -57,7 +57,7 @@ public func openTestLedger(
 ) throws -> Ledger {
     var options = Ledger.Options(mode: mode)
     // Small, so that tests see memberships on both of the instance side's databases and the moves between
-    // them (RecentMemberships); the default is 65,536.
+    // them (RecentMemberships); the default is 262,144.
     options.limits.recentMembershipsBeforeMove = 7
     configure(&options)
     return try Ledger.open(dataDirectory: directory.path, project: project, options: options, logger: quietLogger)
