@@ -17,7 +17,7 @@ import LedgerCore
 /// | topicIDs | ``NameKey`` of the topic name | topic u32 |
 /// | topicNames | topic u32 | topic name |
 /// | instanceTopics (dup) | instance u32 | topic u32 ‖ since u64 |
-/// | recentMemberships (dup) | partition u32 (instance >> 12) | since u64 ‖ instance u32 ‖ topic u32 (memberships not yet moved to `instanceTopics`) |
+/// | recentMemberships (dup) | partition u32 (instance >> 11) | since u64 ‖ instance u32 ‖ topic u32 (memberships not yet moved to `instanceTopics`) |
 /// | topicMembers (dup) | topic u32 | instance u32 ‖ since u64 |
 /// | instanceTopicHistory (dup) | instance u32 | topic u32 ‖ start u64 ‖ end u64 |
 /// | topicMemberHistory (dup) | topic u32 | instance u32 ‖ start u64 ‖ end u64 |

@@ -9,20 +9,23 @@ import LedgerCore
 /// instance side, and LMDB copies and writes every page it changes. Keyed by instance, even a small tree of
 /// new memberships has nearly all its pages rewritten by every such commit, and the more it holds the more
 /// pages that is (docs/performance.md, sixteenth pass). Here a new membership is appended to the end of its
-/// partition's run — `instance >> partitionShift`, 4,096 instances to a partition — so a commit writes the last
+/// partition's run — `instance >> partitionShift`, 2,048 instances to a partition — so a commit writes the last
 /// page or two of each partition it touches, however many entries wait. Once `LedgerLimits.recentMembershipsBeforeMove`
 /// entries wait, the writer moves whole partitions, going round them, into `instanceTopics` within the same
 /// transaction: sorted by instance and topic, each instance's entries in one `MDB_MULTIPLE` put, so each
 /// instance's page is written once per round for all the entries it gathered, and one move dirties the pages
-/// of at most 4,096 instances.
+/// of at most 2,048 instances.
 ///
 /// Both sides are read as one (``forEachMembership(of:txn:schema:_:)``), and an entry is in exactly one of them;
 /// what a rebuild or a bulk import writes goes straight to `instanceTopics`. Reading an instance's recent
 /// entries scans its partition's run (its entries are not together in it): the price of commits that do not
 /// rewrite the run.
 enum RecentMemberships {
-    /// Instances `p << partitionShift ..< (p + 1) << partitionShift` share partition `p`.
-    static let partitionShift: UInt32 = 12
+    /// Instances `p << partitionShift ..< (p + 1) << partitionShift` share partition `p`. Larger partitions mean
+    /// fewer runs for a commit to write the end of and larger moves (2^12 measured the same rate as 2^11 under
+    /// batchAdd, with p99 latency 77–82 ms against 55 and 96 MiB of heap against 58: docs/performance.md,
+    /// sixteenth pass); smaller ones, less for a reader of one instance to scan.
+    static let partitionShift: UInt32 = 11
 
     static func partition(of instance: InstanceID) -> UInt32 { instance >> partitionShift }
 

@@ -43,6 +43,7 @@ struct RecentMembershipsMoveTests {
         defer { directory.remove() }
         let environment = try LMDBEnvironment(path: directory.path)
         let cursor = RecentMemberships.MoveCursor()
+        let size = UInt32(1) << RecentMemberships.partitionShift
         var seq: UInt64 = 0
         try environment.write { txn throws in
             let schema = try LedgerSchema(txn)
@@ -58,21 +59,21 @@ struct RecentMembershipsMoveTests {
                     named.append($0)
                 }
             }
-            // Partition 0 (instances 1 ..< 4096), 1 (4096 ..< 8192), 2 (8192 ...); the entries of one partition
+            // Partition 0 (instances 1 ..< size), 1 (size ..< 2 size), 2 (2 size ...); the entries of one partition
             // interleaved in seq order, topics out of order.
             try wait(2, topics: [9])
             try wait(1, topics: [3, 1])
-            try wait(4096, topics: [4, 3, 2, 1])
+            try wait(size, topics: [4, 3, 2, 1])
             try wait(2, topics: [5])
             try wait(1, topics: [2])
-            try wait(8200, topics: [5, 6, 7])
-            #expect(try waiting(txn, schema) == [0: [1, 2], 1: [4096], 2: [8200]])
+            try wait(2 * size + 8, topics: [5, 6, 7])
+            #expect(try waiting(txn, schema) == [0: [1, 2], 1: [size], 2: [2 * size + 8]])
             #expect(try txn.count(schema.recentMemberships) == 12)
 
             // 12 wait, limit 10: partition 0 moves (5 entries), and 7 wait.
             #expect(try move(limit: 10) == 5)
             #expect(try moved(txn, schema) == [1: ["1@3", "2@9", "3@2"], 2: ["5@8", "9@1"]])
-            #expect(try waiting(txn, schema) == [1: [4096], 2: [8200]])
+            #expect(try waiting(txn, schema) == [1: [size], 2: [2 * size + 8]])
             #expect(named == [1, 2])
             #expect(cursor.next == 1)
 
@@ -83,16 +84,16 @@ struct RecentMembershipsMoveTests {
             // 10 wait: the round goes on at partition 1.
             try wait(3, topics: [6])
             #expect(try move(limit: 10) == 4)
-            #expect(try moved(txn, schema)[4096] == ["1@7", "2@6", "3@5", "4@4"])
-            #expect(try waiting(txn, schema) == [0: [3], 2: [8200]])
+            #expect(try moved(txn, schema)[size] == ["1@7", "2@6", "3@5", "4@4"])
+            #expect(try waiting(txn, schema) == [0: [3], 2: [2 * size + 8]])
             #expect(cursor.next == 2)
 
             // Partition 2, then past the last partition round to the first: partition 0, until fewer than 4 wait.
-            try wait(4097, topics: [1])
+            try wait(size + 1, topics: [1])
             named = []
             #expect(try move(limit: 4) == 3 + 3)
-            #expect(named == [8200, 3])
-            #expect(try waiting(txn, schema) == [1: [4097]])
+            #expect(named == [2 * size + 8, 3])
+            #expect(try waiting(txn, schema) == [1: [size + 1]])
             #expect(cursor.next == 1)
 
             // Limit 0: everything, whatever the cursor.
@@ -136,18 +137,19 @@ struct RecentMembershipsMoveTests {
         defer { directory.remove() }
         let environment = try LMDBEnvironment(path: directory.path)
         let schema = try environment.write { try LedgerSchema($0) }
+        let size = UInt32(1) << RecentMemberships.partitionShift
         try environment.write { txn throws in
-            // Instance 5 belongs to partition 0.
+            // Instance 5 belongs to partition 0, the entry's instance to partition 1.
             try txn.put(
                 schema.recentMemberships, key: UInt32(0),
-                value: RecentMemberships.Entry(since: 1, instance: 4096 + 5, topic: 2).encoded)
+                value: RecentMemberships.Entry(since: 1, instance: size + 5, topic: 2).encoded)
         }
         try environment.read { txn throws in
             let refusal = #expect(throws: StoreError.self) {
                 try RecentMemberships.forEachMembership(of: 5, txn: txn, schema: schema) { _, _ in }
             }
             #expect(refusal?.code == .corrupt)
-            #expect(refusal?.message == "recentMemberships holds instance 4101 in another partition")
+            #expect(refusal?.message == "recentMemberships holds instance \(size + 5) in another partition")
         }
     }
 }

@@ -26,7 +26,7 @@ struct RecentMembershipsTests {
     )
     func splitChangesNoRead(padding: Int) async throws {
         // `padding` instances registered first, so that the history's own instances get ids from padding + 1: 4,090
-        // puts them on both sides of 4,096, where the second partition begins.
+        // puts them on both sides of 4,096, where a partition begins (for any partition size up to 4,096).
         let pad = WriteRequest(
             actor: "test", requestID: "pad",
             operations: (0..<padding).map { .register(try! RegistrationToken("pad-\($0)"), platform: nil, appID: nil) })
