@@ -92,7 +92,13 @@ def test_csv_download_equals_ledger_replay(scenario, browser):
     browser.find_element(By.PARTIAL_LINK_TEXT, "Download the recipients").click()
     path = os.path.join(browser.downloads, f"message-{scenario['condition']}-recipients.csv")
     deadline = time.time() + 10
-    while not os.path.exists(path) and time.time() < deadline:
+
+    def finished():
+        # Chromium may show the file before it has written it (CI read it empty once): done when it is there, not
+        # empty (the CSV has at least its header) and no partial download is left.
+        return (os.path.exists(path) and os.path.getsize(path) > 0
+                and not any(name.endswith(".crdownload") for name in os.listdir(browser.downloads)))
+    while not finished() and time.time() < deadline:
         time.sleep(0.1)
     with open(path) as downloaded:
         csv = downloaded.read()
