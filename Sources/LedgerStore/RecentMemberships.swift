@@ -124,22 +124,23 @@ enum RecentMemberships {
     /// How many memberships wait in `recentMemberships`, by instance: every partition read once.
     static func recentCounts(txn: LMDBTransaction, schema: LedgerSchema) throws -> [InstanceID: Int] {
         var counts: [InstanceID: Int] = [:]
-        try txn.withCursor(schema.recentMemberships) { cursor in
-            var key = try cursor.first()?.key.loadBigEndianUInt32()
-            while let partition = key {
-                try cursor.forEachValueChunk(of: partition) { chunk in
-                    guard chunk.count % Entry.size == 0 else {
-                        throw StoreError(.corrupt, "recentMemberships holds a value of the wrong size")
-                    }
-                    for offset in stride(from: 0, to: chunk.count, by: Entry.size) {
-                        counts[Entry(chunk, at: offset).instance, default: 0] += 1
-                    }
-                    return true
-                }
-                key = partition == .max ? nil : try cursor.seek(partition + 1)?.key.loadBigEndianUInt32()
-            }
+        for partition in try partitions(txn: txn, schema: schema) {
+            try forEachRecent(inPartition: partition, txn: txn, schema: schema) { counts[$0.instance, default: 0] += 1 }
         }
         return counts
+    }
+
+    /// The partitions that hold waiting entries, ascending.
+    static func partitions(txn: LMDBTransaction, schema: LedgerSchema) throws -> [UInt32] {
+        try txn.withCursor(schema.recentMemberships) { cursor in
+            var partitions: [UInt32] = []
+            var key = try cursor.first()?.key.loadBigEndianUInt32()
+            while let partition = key {
+                partitions.append(partition)
+                key = partition == .max ? nil : try cursor.seek(partition + 1)?.key.loadBigEndianUInt32()
+            }
+            return partitions
+        }
     }
 
     // MARK: Writing

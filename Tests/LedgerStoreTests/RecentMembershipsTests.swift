@@ -154,33 +154,26 @@ struct RecentMembershipsTests {
         }
     }
 
-    @Test(
-        "a layout-6 ledger (no recent side) is refused by readers with the way to upgrade it, and upgraded in place by its first writer: same state, sound, and new memberships wait in recentMemberships"
+    /// A ledger of 40 random requests, every membership moved to `instanceTopics` at each commit (as layouts
+    /// 6 and 7 with nothing waiting would hold it), closed; its directory.
+    private func movedLedger(
+        _ directory: TemporaryDirectory, _ history: RandomHistory, _ generator: inout SeededGenerator
     )
-    func upgradeFromLayout6() async throws {
-        let directory = TemporaryDirectory()
-        defer { directory.remove() }
-        let history = RandomHistory(tokenCount: 8, topicCount: 4)
-        var generator = SeededGenerator(seed: 61)
-        let path: String
-        do {
-            // Moves at every commit: all memberships in instanceTopics, as layout 6 kept them.
-            let ledger = try openTestLedger(directory) { options in
-                options.limits.recentMembershipsBeforeMove = 0
-                options.recordsAudiences = false
-            }
-            path = ledger.directory
-            _ = try await appendAll(history.requests(count: 40, using: &generator), to: ledger)
-            ledger.close()
+        async throws -> String
+    {
+        let ledger = try openTestLedger(directory) { options in
+            options.limits.recentMembershipsBeforeMove = 0
+            options.recordsAudiences = false
         }
-        #expect(try sideCounts(path).moved > 0)
-        do {
-            let environment = try LMDBEnvironment(path: path)
-            try environment.write { txn throws in
-                try txn.drop(try txn.openDatabase("recentMemberships"))
-                try txn.put(try txn.openDatabase("meta"), key: "layoutVersion", value: UInt32(6))
-            }
-        }
+        _ = try await appendAll(history.requests(count: 40, using: &generator), to: ledger)
+        ledger.close()
+        #expect(try sideCounts(ledger.directory).moved > 0)
+        return ledger.directory
+    }
+
+    /// Readers refuse the older ledger with the way to upgrade it; its first writer upgrades it in place to the
+    /// state the log folds to, sound; returns that writer.
+    private func expectUpgraded(_ directory: TemporaryDirectory, _ history: RandomHistory) throws -> Ledger {
         #expect {
             try openTestLedger(directory, mode: .readOnly)
         } throws: { error in
@@ -196,15 +189,35 @@ struct RecentMembershipsTests {
             #expect(observed == ObservedState(folded[Int(seq)], tokens: history.tokens, topics: history.topics))
         }
         #expect(try ledger.verify().isSound)
-        let more = history.requests(count: 20, using: &generator)
-        _ = try await appendAll(more, to: ledger)
+        return ledger
+    }
+
+    /// The layout version stored in a closed ledger's meta database.
+    private func layoutVersion(_ path: String) throws -> [UInt8]? {
+        try LMDBEnvironment(path: path).read { txn throws in
+            try txn.value(in: try txn.openDatabase("meta"), forKey: "layoutVersion")
+        }
+    }
+
+    @Test(
+        "a layout-6 ledger (no recent side) is refused by readers with the way to upgrade it, and upgraded in place by its first writer: same state, sound, and new memberships wait in recentMemberships"
+    )
+    func upgradeFromLayout6() async throws {
+        let directory = TemporaryDirectory()
+        defer { directory.remove() }
+        let history = RandomHistory(tokenCount: 8, topicCount: 4)
+        var generator = SeededGenerator(seed: 61)
+        let path = try await movedLedger(directory, history, &generator)
+        try LMDBEnvironment(path: path).write { txn throws in
+            try txn.drop(try txn.openDatabase("recentMemberships"))
+            try txn.put(try txn.openDatabase("meta"), key: "layoutVersion", value: UInt32(6))
+        }
+        let ledger = try expectUpgraded(directory, history)
+        _ = try await appendAll(history.requests(count: 20, using: &generator), to: ledger)
         #expect(try ledger.verify().isSound)
         ledger.close()
         #expect(try sideCounts(path).recent > 0)
-        let version = try LMDBEnvironment(path: path).read { txn throws in
-            try txn.value(in: try txn.openDatabase("meta"), forKey: "layoutVersion")
-        }
-        #expect(version == [0, 0, 0, 8])
+        #expect(try layoutVersion(path) == [0, 0, 0, 8])
     }
 
     @Test(
@@ -215,69 +228,38 @@ struct RecentMembershipsTests {
         defer { directory.remove() }
         let history = RandomHistory(tokenCount: 8, topicCount: 4)
         var generator = SeededGenerator(seed: 67)
-        let path: String
-        do {
-            let ledger = try openTestLedger(directory) { options in
-                options.limits.recentMembershipsBeforeMove = 0
-                options.recordsAudiences = false
-            }
-            path = ledger.directory
-            _ = try await appendAll(history.requests(count: 40, using: &generator), to: ledger)
-            ledger.close()
-        }
+        let path = try await movedLedger(directory, history, &generator)
         // Layout 7 kept new memberships' instance side in recentInstanceTopics, keyed by instance: every other
         // instance's entries go there, as a writer of layout 7 would have left them.
-        var waiting = 0
-        do {
-            let environment = try LMDBEnvironment(path: path)
-            try environment.write { txn throws in
-                let instanceTopics = try txn.openDatabase("instanceTopics", flags: [.duplicateSort, .duplicateFixed])
-                let old = try txn.openDatabase(
-                    "recentInstanceTopics", flags: [.create, .duplicateSort, .duplicateFixed])
-                var entries: [([UInt8], [UInt8])] = []
-                try txn.withCursor(instanceTopics) { cursor in
-                    try cursor.forEach { entry in
-                        if entry.key.loadBigEndianUInt32() % 2 == 1 {
-                            entries.append((Array(entry.key), Array(entry.value)))
-                        }
-                        return true
+        let waiting = try LMDBEnvironment(path: path).write { txn throws in
+            let instanceTopics = try txn.openDatabase("instanceTopics", flags: [.duplicateSort, .duplicateFixed])
+            let old = try txn.openDatabase("recentInstanceTopics", flags: [.create, .duplicateSort, .duplicateFixed])
+            var entries: [([UInt8], [UInt8])] = []
+            try txn.withCursor(instanceTopics) { cursor in
+                try cursor.forEach { entry in
+                    if entry.key.loadBigEndianUInt32() % 2 == 1 {
+                        entries.append((Array(entry.key), Array(entry.value)))
                     }
+                    return true
                 }
-                for (key, value) in entries {
-                    #expect(try txn.delete(instanceTopics, key: key, value: value))
-                    try txn.put(old, key: key, value: value)
-                }
-                waiting = entries.count
-                try txn.drop(try txn.openDatabase("recentMemberships"))
-                try txn.put(try txn.openDatabase("meta"), key: "layoutVersion", value: UInt32(7))
             }
+            for (key, value) in entries {
+                #expect(try txn.delete(instanceTopics, key: key, value: value))
+                try txn.put(old, key: key, value: value)
+            }
+            try txn.drop(try txn.openDatabase("recentMemberships"))
+            try txn.put(try txn.openDatabase("meta"), key: "layoutVersion", value: UInt32(7))
+            return entries.count
         }
         #expect(waiting > 0)
-        #expect {
-            try openTestLedger(directory, mode: .readOnly)
-        } throws: { error in
-            "\(error)".contains("older store layout") && "\(error)".contains("open it once with a writer")
-        }
-        let ledger = try openTestLedger(directory) { $0.limits.recentMembershipsBeforeMove = 1_000 }
-        let head = try ledger.readLog { try $0.head().seq }
-        let folded = try foldLog(ledger)
-        for seq in [head / 2, head] {
-            let observed = try ledger.read {
-                try ObservedState($0, at: seq, tokens: history.tokens, topics: history.topics)
-            }
-            #expect(observed == ObservedState(folded[Int(seq)], tokens: history.tokens, topics: history.topics))
-        }
-        #expect(try ledger.verify().isSound)
+        let ledger = try expectUpgraded(directory, history)
         ledger.close()
         let (moved, recent) = try sideCounts(path)
         #expect(recent == 0)
         #expect(moved > waiting)
-        let environment = try LMDBEnvironment(path: path)
-        try environment.read { txn throws in
-            #expect(try txn.value(in: try txn.openDatabase("meta"), forKey: "layoutVersion") == [0, 0, 0, 8])
-        }
+        #expect(try layoutVersion(path) == [0, 0, 0, 8])
         let gone = #expect(throws: LMDBError.self) {
-            try environment.read { txn throws in _ = try txn.openDatabase("recentInstanceTopics") }
+            try LMDBEnvironment(path: path).read { txn throws in _ = try txn.openDatabase("recentInstanceTopics") }
         }
         #expect(gone?.code == .notFound)
     }
