@@ -31,9 +31,10 @@ final class InstanceFacts {
     /// Indexed by instance id (ids start at 1; index 0 is unused).
     private var counts: [UInt16] = []
     private var registrations: [Registration] = []
-    /// How many memberships of each instance wait in `recentMemberships` (0 past the end), when loaded: a
-    /// first question about an instance's topic count asks here rather than read its partition whole.
-    private var recentCounts: [UInt32]?
+    /// How many memberships of each instance wait in `recentMemberships` (an instance absent: none), once
+    /// loaded: a first question about an instance's topic count asks here rather than read its partition whole.
+    /// Keyed by id rather than indexed like the arrays above, so that every instance is kept, whatever its id.
+    private var recentCounts: [InstanceID: Int]?
     /// The number of the write transaction the facts reflect the end of, or `nil` when they reflect none.
     private var validThrough: UInt64?
     /// A transaction has begun and not been recorded as committed.
@@ -71,49 +72,32 @@ final class InstanceFacts {
         counts[index] = count >= 0 && count < Int(Self.unknownCount) ? UInt16(count) : Self.unknownCount
     }
 
-    /// Whether ``loadRecentCounts(_:)`` has been called since the facts were last forgotten (and no instance
-    /// id too large to keep has come since).
-    var recentCountsLoaded: Bool { recentCounts != nil }
-
     /// How many of `instance`'s memberships wait in `recentMemberships`, if the counts are loaded.
     func recentCount(of instance: InstanceID) -> Int? {
-        guard let recentCounts else { return nil }
-        let index = Int(instance)
-        return index < recentCounts.count ? Int(recentCounts[index]) : 0
+        recentCounts.map { $0[instance] ?? 0 }
     }
 
-    /// Keeps every instance's count of memberships waiting in `recentMemberships` (``RecentMemberships/recentCounts(txn:schema:)``),
-    /// unless an id is too large to keep.
+    /// Keeps every instance's count of memberships waiting in `recentMemberships`
+    /// (``RecentMemberships/recentCounts(txn:schema:)``).
     func loadRecentCounts(_ loaded: [InstanceID: Int]) {
-        var counts: [UInt32] = []
-        for (instance, count) in loaded {
-            guard let index = slot(instance, in: &counts, unknown: 0), count >= 0, count <= Int(UInt32.max) else {
-                recentCounts = nil
-                return
-            }
-            counts[index] = UInt32(count)
-        }
-        recentCounts = counts
+        recentCounts = loaded
     }
 
     /// A membership of `instance` was appended to (`change` 1) or deleted from (−1) `recentMemberships`.
     func recentChanged(_ instance: InstanceID, by change: Int) {
-        // Taken out (and the property emptied) so that the array is changed in place, not copied.
-        guard var counts = recentCounts else { return }
-        recentCounts = nil
-        guard let index = slot(instance, in: &counts, unknown: 0) else { return }
-        let count = Int(counts[index]) + change
-        guard count >= 0, count <= Int(UInt32.max) else { return }
-        counts[index] = UInt32(count)
-        recentCounts = counts
+        guard let known = recentCounts?[instance, default: 0] else { return }
+        let count = known + change
+        // Below zero only if the counts were wrong: forgotten, to be read from LMDB again.
+        guard count >= 0 else {
+            recentCounts = nil
+            return
+        }
+        recentCounts?[instance] = count == 0 ? nil : count
     }
 
     /// `instance`'s memberships moved from `recentMemberships` to `instanceTopics`.
     func recentMoved(_ instance: InstanceID) {
-        guard var counts = recentCounts else { return }
-        recentCounts = nil
-        if Int(instance) < counts.count { counts[Int(instance)] = 0 }
-        recentCounts = counts
+        recentCounts?[instance] = nil
     }
 
     /// Whether `instance` is registered, if known.

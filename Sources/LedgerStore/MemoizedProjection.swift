@@ -112,13 +112,12 @@ struct MemoizedProjection: AppenderProjection {
 
     /// How many of `instance`'s memberships wait in `recentMemberships`: from the facts, which load every
     /// instance's count the first time one is asked (a read of the whole of `recentMemberships`, once per
-    /// writer while nothing else writes); read from its partition only when they cannot be kept.
+    /// writer while nothing else writes).
     private mutating func recentCount(of instance: InstanceID) throws -> Int {
-        if !facts.recentCountsLoaded {
-            facts.loadRecentCounts(try RecentMemberships.recentCounts(txn: stored.txn, schema: stored.schema))
-        }
         if let known = facts.recentCount(of: instance) { return known }
-        return try RecentMemberships.recentCount(of: instance, txn: stored.txn, schema: stored.schema)
+        let counts = try RecentMemberships.recentCounts(txn: stored.txn, schema: stored.schema)
+        facts.loadRecentCounts(counts)
+        return counts[instance] ?? 0
     }
 
     mutating func addTopic(_ topic: TopicID, to instance: InstanceID, at seq: UInt64) throws -> Bool {

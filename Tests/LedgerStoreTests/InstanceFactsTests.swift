@@ -199,4 +199,34 @@ private final class OneFault: @unchecked Sendable {
             return true
         }
     }
+
+    @Test(
+        "waiting counts are kept for every instance once loaded, ids past the arrays' limit too, follow adds, deletes and moves, and are forgotten with the rest"
+    )
+    func recentCountsOfEveryInstance() {
+        let facts = InstanceFacts()
+        let large = InstanceFacts.largestKeptInstance + 5
+        #expect(facts.recentCount(of: 3) == nil, "not loaded")
+        facts.recentChanged(3, by: 1)
+        #expect(facts.recentCount(of: 3) == nil, "a change before loading is not a count")
+        facts.loadRecentCounts([3: 2, large: 4])
+        #expect(facts.recentCount(of: 3) == 2)
+        #expect(facts.recentCount(of: large) == 4)
+        #expect(facts.recentCount(of: 7) == 0)
+        facts.recentChanged(large, by: 1)
+        facts.recentChanged(7, by: 1)
+        facts.recentChanged(3, by: -1)
+        #expect(facts.recentCount(of: large) == 5)
+        #expect(facts.recentCount(of: 7) == 1)
+        #expect(facts.recentCount(of: 3) == 1)
+        facts.recentMoved(large)
+        #expect(facts.recentCount(of: large) == 0)
+        #expect(facts.recentCount(of: 3) == 1)
+        // A delete of what the counts say is not there: they are wrong, and forgotten.
+        facts.recentChanged(9, by: -1)
+        #expect(facts.recentCount(of: 3) == nil)
+        facts.loadRecentCounts([3: 1])
+        facts.forget()
+        #expect(facts.recentCount(of: 3) == nil)
+    }
 }
