@@ -94,17 +94,11 @@ struct LMDBProjection: LedgerProjection {
     }
 
     /// How many of the instance's topics are in `instanceTopics`: one B-tree search (the rest wait in
-    /// `recentMemberships`).
+    /// `recentMemberships`; the writer keeps their count, ``InstanceFacts``).
     func settledTopicCount(of instance: InstanceID) throws -> Int {
         try txn.withCursor(schema.instanceTopics) { cursor in
             try cursor.find(instance) != nil ? cursor.duplicateCount() : 0
         }
-    }
-
-    /// How many topics `instance` holds now: its `instanceTopics` and its entries in its partition of
-    /// `recentMemberships`, which this reads whole (the writer keeps the latter count, ``InstanceFacts``).
-    func topicCount(of instance: InstanceID) throws -> Int {
-        try settledTopicCount(of: instance) + RecentMemberships.recentCount(of: instance, txn: txn, schema: schema)
     }
 
     func addTopic(_ topic: TopicID, to instance: InstanceID, at seq: UInt64) throws -> Bool {

@@ -112,15 +112,6 @@ enum RecentMemberships {
         }
     }
 
-    /// How many of `instance`'s memberships wait in `recentMemberships`.
-    static func recentCount(of instance: InstanceID, txn: LMDBTransaction, schema: LedgerSchema) throws -> Int {
-        var count = 0
-        try forEachRecent(inPartitionOf: instance, txn: txn, schema: schema) { entry in
-            if entry.instance == instance { count += 1 }
-        }
-        return count
-    }
-
     /// How many memberships wait in `recentMemberships`, by instance: every partition read once.
     static func recentCounts(txn: LMDBTransaction, schema: LedgerSchema) throws -> [InstanceID: Int] {
         var counts: [InstanceID: Int] = [:]
