@@ -56,12 +56,19 @@ extension LedgerCommand {
             help: "Largest request body accepted (default 1048576). Overrides the config file.")
         var maxBodyBytes: Int?
 
+        @Option(
+            name: .customLong("max-connections"),
+            help: ArgumentHelp(
+                "Connections held open at once; one more is closed as it arrives (default 10000). Keep it under"
+                    + " the process's file-descriptor limit. Overrides the config file."))
+        var maxConnections: Int?
+
         func validate() throws {
             guard (0...65535).contains(port) else { throw ValidationError("--port must be 0…65535") }
             for (name, value) in [
                 ("--subscription-rate", subscriptionRate), ("--send-quota", sendQuota), ("--max-topics", maxTopics),
                 ("--registration-rate", registrationRate),
-                ("--max-body-bytes", maxBodyBytes),
+                ("--max-body-bytes", maxBodyBytes), ("--max-connections", maxConnections),
             ] where (value ?? 1) < 1 {
                 throw ValidationError("\(name) must be at least 1")
             }
@@ -94,6 +101,7 @@ extension LedgerCommand {
             if let sendQuota { configuration.sendsPerMinute = sendQuota }
             if let maxTopics { configuration.limits.maximumTopicsPerInstance = maxTopics }
             if let maxBodyBytes { configuration.maximumBodyBytes = maxBodyBytes }
+            if let maxConnections { configuration.maximumConnections = maxConnections }
             return configuration
         }
 

@@ -703,6 +703,20 @@ struct ServeConfigurationTests {
             #expect(refused.stderr.contains(path), "\(refused.stderr)")
         }
     }
+
+    @Test("a limit flag below 1 is refused at start, naming the flag")
+    func limitFlagsBelowOne() throws {
+        let data = TemporaryDirectory()
+        defer { data.remove() }
+        for flag in ["--max-connections", "--max-body-bytes", "--subscription-rate", "--registration-rate"] {
+            // On 0.0.0.0 in dev mode the server refuses to start anyway, so a flag let through fails the message
+            // check below instead of leaving a server running.
+            let refused = try runProduct(
+                "ledger", ["serve", flag, "0", "--host", "0.0.0.0", "--port", "0", "--data", data.path])
+            #expect(refused.status != 0)
+            #expect(refused.stderr.contains("\(flag) must be at least 1"), "\(refused.stderr)")
+        }
+    }
 }
 
 @Suite("ledger checkpoint, prove and verify-proof")

@@ -1,6 +1,6 @@
 """Connections and shutdown (issue "Crash-proof server"): slow or idle connections are closed after the idle
-timeout, connections beyond the cap are refused at once while /healthz keeps answering, and SIGTERM ends a
-pending long poll at once instead of holding shutdown for a minute."""
+timeout, connections beyond the cap (the config's, or `--max-connections`) are refused at once while /healthz
+keeps answering, and SIGTERM ends a pending long poll at once instead of holding shutdown for a minute."""
 
 import json
 import shutil
@@ -69,6 +69,27 @@ def test_connections_beyond_the_cap_are_closed_at_once(limited):
         sock.close()
     time.sleep(0.5)
     assert requests.get(limited["base"] + "/healthz", timeout=5).status_code == 200
+
+
+def test_max_connections_flag_overrides_the_config(contract):
+    # The config allows 40; the flag lowers the cap to 12, so of 16 connections some are closed at once.
+    config = json.loads(SAMPLE_CONFIG.read_text())
+    config["limits"].update({"maxConnections": 40})
+    path = Path(tempfile.mkdtemp(prefix="ledger-config-")) / "config.json"
+    path.write_text(json.dumps(config))
+    process, base, data, binary = start_server(["--config", str(path), "--max-connections", "12"])
+    try:
+        held = [_partial_request(base) for _ in range(10)]
+        assert not any(_closed_within(sock, 0.2) for sock in held), "connections under the cap were closed"
+        extra = [_partial_request(base) for _ in range(6)]
+        assert any(_closed_within(sock, 1) for sock in extra), "connections beyond --max-connections 12 were kept"
+        for sock in held + extra:
+            sock.close()
+        time.sleep(0.5)
+        assert requests.get(base + "/healthz", timeout=5).status_code == 200
+    finally:
+        stop_and_verify(process, data, binary, projects=())
+        shutil.rmtree(path.parent, ignore_errors=True)
 
 
 def test_sigterm_ends_a_pending_long_poll_at_once(contract):

@@ -17,7 +17,10 @@ struct DeliveryWorkload {
         let data = LedgerBench.scratchDirectory(in: scratch, label: "delivery")
         defer { try? FileManager.default.removeItem(atPath: data) }
         let port = 20_000 + Int.random(in: 0..<2000)
-        let server = try HTTPWorkload.startServer(ledgerBinary: ledgerBinary, data: data, port: port)
+        // Every stream is a connection, and the server closes those past its cap (10,000 by default) at once.
+        let server = try HTTPWorkload.startServer(
+            ledgerBinary: ledgerBinary, data: data, port: port,
+            arguments: ["--max-connections", String(devices + idleStreams + 100)])
         defer {
             server.terminate()
             server.waitUntilExit()

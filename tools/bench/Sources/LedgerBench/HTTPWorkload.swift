@@ -132,14 +132,15 @@ struct HTTPWorkload {
         return Double(done) / (ContinuousClock.now - start).seconds
     }
 
-    /// `ledger serve` on `port` with the rate limits out of the way.
-    static func startServer(ledgerBinary: String, data: String, port: Int) throws -> Process {
+    /// `ledger serve` on `port` in dev mode with the rate limits out of the way, and `arguments` after.
+    static func startServer(ledgerBinary: String, data: String, port: Int, arguments: [String] = []) throws -> Process {
         let server = Process()
         server.executableURL = URL(fileURLWithPath: ledgerBinary)
-        server.arguments = [
-            "serve", "--data", data, "--port", String(port), "--subscription-rate", "1000000000", "--send-quota",
-            "1000000000", "--registration-rate", "1000000000",
-        ]
+        server.arguments =
+            [
+                "serve", "--data", data, "--port", String(port), "--subscription-rate", "1000000000", "--send-quota",
+                "1000000000", "--registration-rate", "1000000000",
+            ] + arguments
         server.standardOutput = FileHandle.nullDevice
         server.standardError = FileHandle.nullDevice
         try server.run()
