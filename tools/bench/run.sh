@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Builds the benchmark harness in release mode and runs it.
-#   tools/bench/run.sh            quick mode (about 2 minutes of workloads, plus the release build)
-#   tools/bench/run.sh full       full mode (about 27 minutes of workloads)
+#   tools/bench/run.sh            quick mode (under 2 minutes of workloads, plus the release build)
+#   tools/bench/run.sh full       full mode (about 20 minutes of workloads)
 # Results: a table on stdout and tools/bench/results/<mode>-<timestamp>.json.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
