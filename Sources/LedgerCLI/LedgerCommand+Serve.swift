@@ -105,6 +105,24 @@ extension LedgerCommand {
             return configuration
         }
 
+        /// Raises the process's limit on open files to its hard limit, and returns the connection cap that leaves
+        /// room for: the configured one, or lower — said on standard error — when the limit is too low for it
+        /// (``FileDescriptorLimit``).
+        func connectionCap(_ configuration: ServerConfiguration, logger: Logger) -> Int {
+            let openFiles = FileDescriptorLimit.raiseToHardLimit()
+            let cap = FileDescriptorLimit.connectionCap(
+                requested: configuration.maximumConnections, limit: openFiles,
+                reserve: FileDescriptorLimit.reserve(projects: configuration.credentials.projects.count))
+            if cap < configuration.maximumConnections, let openFiles {
+                let message =
+                    "this process may open \(openFiles) files: connections are capped at \(cap), not"
+                    + " \(configuration.maximumConnections). Raise the hard limit on open files (ulimit -Hn,"
+                    + " systemd's LimitNOFILE=) or lower --max-connections."
+                logger.warning("\(message)")
+            }
+            return cap
+        }
+
         /// Whether `host` names only this machine (127.0.0.0/8, ::1, localhost).
         static func isLoopback(_ host: String) -> Bool {
             host == "localhost" || host == "::1" || host == "[::1]"
@@ -119,7 +137,8 @@ extension LedgerCommand {
             }
             var logger = Logger(label: "ledger")
             logger.logLevel = .info
-            let configuration = try configuration()
+            var configuration = try configuration()
+            configuration.maximumConnections = connectionCap(configuration, logger: logger)
             if configuration.isDevelopment {
                 printNow(
                     """

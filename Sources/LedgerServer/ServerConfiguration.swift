@@ -24,8 +24,8 @@ public struct ServerConfiguration: Sendable {
     /// A connection that has not sent a whole request for this long — idle between requests, or stuck in
     /// the middle of a request head — is closed. Long polls and streams are requests in progress, not idle.
     public var idleTimeoutSeconds = 30
-    /// Connections held open at once; the ones beyond are closed on arrival. Keep it well under the
-    /// process's file-descriptor limit.
+    /// Connections held open at once; the ones beyond are closed on arrival. `ledger serve` lowers it to what
+    /// the process's limit on open files leaves room for (``FileDescriptorLimit``).
     public var maximumConnections = 10_000
     /// Subscription changes per second per project, counted per token (FCM: 3000). A single change over the
     /// rate gets 429 RESOURCE_EXHAUSTED with Retry-After; in a batch, the tokens beyond the budget do.

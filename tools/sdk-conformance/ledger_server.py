@@ -2,6 +2,7 @@
 browser tests)."""
 
 import os
+import resource
 import shutil
 import socket
 import subprocess
@@ -20,16 +21,18 @@ def _free_port():
 _server_ports = set()
 
 
-def start_server(extra_args=()):
-    """Starts `ledger serve` on a free port with a fresh data directory; returns (process, base, data, binary)."""
+def start_server(extra_args=(), open_files=None):
+    """Starts `ledger serve` on a free port with a fresh data directory; returns (process, base, data, binary).
+    `open_files`, a (soft, hard) pair, is the server's limit on open files (RLIMIT_NOFILE)."""
     binary = os.environ.get("LEDGER_BIN")
     assert binary and os.path.exists(binary), "set LEDGER_BIN to the built ledger executable"
     data = tempfile.mkdtemp(prefix="ledger-sdk-")
     port = _free_port()
     _server_ports.add(port)
+    limit = (lambda: resource.setrlimit(resource.RLIMIT_NOFILE, open_files)) if open_files else None
     process = subprocess.Popen(
         [binary, "serve", "--data", data, "--port", str(port), *extra_args],
-        stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, preexec_fn=limit)
     base = f"http://127.0.0.1:{port}"
     deadline = time.time() + 30
     while True:

@@ -92,6 +92,39 @@ def test_max_connections_flag_overrides_the_config(contract):
         shutil.rmtree(path.parent, ignore_errors=True)
 
 
+def test_a_low_soft_limit_on_open_files_is_raised(contract):
+    # Soft 256, hard 4096: the server raises its soft limit, so it holds 300 connections open.
+    process, base, data, binary = start_server(open_files=(256, 4096))
+    try:
+        held = [_partial_request(base) for _ in range(300)]
+        time.sleep(0.5)
+        assert not any(_closed_within(sock, 0.01) for sock in held), "connections under the raised limit were closed"
+        for sock in held:
+            sock.close()
+    finally:
+        stop_and_verify(process, data, binary, projects=())
+
+
+def test_the_cap_leaves_room_under_the_hard_limit_on_open_files(contract):
+    # Hard limit 256 with the default cap of 10,000: the cap comes down to 256 - 72 (one project's reserve), so
+    # connections past it are closed at once instead of waiting unaccepted; the server says so at start.
+    process, base, data, binary = start_server(open_files=(256, 256))
+    try:
+        held = [_partial_request(base) for _ in range(180)]
+        time.sleep(0.5)
+        assert not any(_closed_within(sock, 0.01) for sock in held), "connections under the cap were closed"
+        extra = [_partial_request(base) for _ in range(12)]
+        assert any(_closed_within(sock, 1) for sock in extra), "connections past the lowered cap were kept"
+        for sock in held + extra:
+            sock.close()
+        time.sleep(0.5)
+        assert requests.get(base + "/healthz", timeout=5).status_code == 200
+    finally:
+        stop_and_verify(process, data, binary, projects=())
+    output = process.stdout.read().decode()
+    assert "connections are capped at 184, not 10000" in output, output
+
+
 def test_sigterm_ends_a_pending_long_poll_at_once(contract):
     process, base, data, binary = start_server()
     token = requests.post(f"{base}/v1/projects/{PROJECT}/registrations", headers={"x-goog-api-key": "dev-client-key"},
