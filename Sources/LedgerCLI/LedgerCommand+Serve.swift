@@ -59,8 +59,8 @@ extension LedgerCommand {
         @Option(
             name: .customLong("max-connections"),
             help: ArgumentHelp(
-                "Connections held open at once; one more is closed as it arrives (default 10000). Keep it under"
-                    + " the process's file-descriptor limit. Overrides the config file."))
+                "Connections held open at once; one more is closed as it arrives (default 10000). Lowered, with a"
+                    + " warning, to what the limit on open files leaves room for. Overrides the config file."))
         var maxConnections: Int?
 
         func validate() throws {
