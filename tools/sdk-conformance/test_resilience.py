@@ -38,6 +38,20 @@ def _closed_within(sock, seconds):
         return True
 
 
+def _expect_cap(base, under, over, cap):
+    """`under` connections held open stay open; of `over` more, some are closed at once; once all are closed,
+    /healthz answers."""
+    held = [_partial_request(base) for _ in range(under)]
+    time.sleep(0.5)
+    assert not any(_closed_within(sock, 0.01) for sock in held), f"connections under the cap of {cap} were closed"
+    extra = [_partial_request(base) for _ in range(over)]
+    assert any(_closed_within(sock, 1) for sock in extra), f"connections past the cap of {cap} were kept"
+    for sock in held + extra:
+        sock.close()
+    time.sleep(0.5)
+    assert requests.get(base + "/healthz", timeout=5).status_code == 200
+
+
 @pytest.fixture(scope="module")
 def limited(contract):
     config = json.loads(SAMPLE_CONFIG.read_text())
@@ -79,14 +93,7 @@ def test_max_connections_flag_overrides_the_config(contract):
     path.write_text(json.dumps(config))
     process, base, data, binary = start_server(["--config", str(path), "--max-connections", "12"])
     try:
-        held = [_partial_request(base) for _ in range(10)]
-        assert not any(_closed_within(sock, 0.2) for sock in held), "connections under the cap were closed"
-        extra = [_partial_request(base) for _ in range(6)]
-        assert any(_closed_within(sock, 1) for sock in extra), "connections beyond --max-connections 12 were kept"
-        for sock in held + extra:
-            sock.close()
-        time.sleep(0.5)
-        assert requests.get(base + "/healthz", timeout=5).status_code == 200
+        _expect_cap(base, under=10, over=6, cap=12)
     finally:
         stop_and_verify(process, data, binary, projects=())
         shutil.rmtree(path.parent, ignore_errors=True)
@@ -110,15 +117,7 @@ def test_the_cap_leaves_room_under_the_hard_limit_on_open_files(contract):
     # connections past it are closed at once instead of waiting unaccepted; the server says so at start.
     process, base, data, binary = start_server(open_files=(256, 256))
     try:
-        held = [_partial_request(base) for _ in range(180)]
-        time.sleep(0.5)
-        assert not any(_closed_within(sock, 0.01) for sock in held), "connections under the cap were closed"
-        extra = [_partial_request(base) for _ in range(12)]
-        assert any(_closed_within(sock, 1) for sock in extra), "connections past the lowered cap were kept"
-        for sock in held + extra:
-            sock.close()
-        time.sleep(0.5)
-        assert requests.get(base + "/healthz", timeout=5).status_code == 200
+        _expect_cap(base, under=180, over=12, cap=184)
     finally:
         stop_and_verify(process, data, binary, projects=())
     output = process.stdout.read().decode()
