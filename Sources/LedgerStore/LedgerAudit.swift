@@ -74,7 +74,7 @@ extension LedgerSnapshot {
         try RecentMemberships.forEachMembership(of: instance, txn: txn, schema: schema) { topic, since in
             subscriptions.append((topic, HeldInterval(start: since, end: nil)))
         }
-        try forEachInterval(current: [], history: schema.instanceTopicHistory, key: instance) {
+        try forEachInterval(current: nil, history: schema.instanceTopicHistory, key: instance) {
             subscriptions.append(($0, $1))
         }
         var names: [TopicID: TopicName] = [:]
@@ -153,7 +153,7 @@ extension LedgerSnapshot {
         guard let id = try topicID(of: topic) else { return nil }
         let at = try seq ?? head().seq
         var changes: [(seq: UInt64, delta: Int)] = []
-        try forEachInterval(current: [schema.topicMembers], history: schema.topicMemberHistory, key: id) {
+        try forEachInterval(current: schema.topicMembers, history: schema.topicMemberHistory, key: id) {
             _, interval in
             changes.append((interval.start, 1))
             if let end = interval.end { changes.append((end, -1)) }
@@ -176,12 +176,13 @@ extension LedgerSnapshot {
             members: includeMembers ? try recipientTokens(members) : nil, history: history)
     }
 
-    /// Calls `body` with every interval (open ones from `current`, closed ones from `history`) under `key`.
+    /// Calls `body` with every interval under `key`: open ones from `current` (none when `nil`: the caller reads
+    /// them elsewhere), closed ones from `history`.
     private func forEachInterval(
-        current: [LMDBDatabase], history: LMDBDatabase, key: UInt32, _ body: (UInt32, HeldInterval) throws -> Void
+        current: LMDBDatabase?, history: LMDBDatabase, key: UInt32, _ body: (UInt32, HeldInterval) throws -> Void
     ) throws {
-        for database in current {
-            try txn.withCursor(database) { cursor in
+        if let current {
+            try txn.withCursor(current) { cursor in
                 try cursor.forEachValueChunk(of: key) { chunk in
                     for offset in stride(from: 0, to: chunk.count, by: StoredMembership.size) {
                         let membership = StoredMembership(chunk, at: offset)

@@ -134,7 +134,7 @@ public struct LedgerSnapshot {
     /// The instances registered in the state at `seq` (now, when `nil`): the universe that `!` complements in.
     public func universe(at seq: UInt64? = nil) throws -> InstanceSet {
         var set = InstanceSet(capacity: try instanceIDBound())
-        try fillHeld(current: [schema.universe], history: schema.universeHistory, key: universeKey, at: seq, into: &set)
+        try fillHeld(current: schema.universe, history: schema.universeHistory, key: universeKey, at: seq, into: &set)
         return set
     }
 
@@ -160,7 +160,7 @@ public struct LedgerSnapshot {
         let capacity = try txn.count(schema.topicNames) + 1
         var set = InstanceSet(capacity: capacity)
         try fillHeld(
-            current: [schema.instanceTopics], history: schema.instanceTopicHistory, key: instance, at: seq,
+            current: schema.instanceTopics, history: schema.instanceTopicHistory, key: instance, at: seq,
             into: &set)
         let bound = seq ?? .max
         try RecentMemberships.forEachRecent(inPartitionOf: instance, txn: txn, schema: schema) { entry in
@@ -193,7 +193,7 @@ public struct LedgerSnapshot {
     public func memberSet(of topic: TopicID, at seq: UInt64? = nil, capacity: Int) throws -> InstanceSet {
         var set = InstanceSet(capacity: capacity)
         try fillHeld(
-            current: [schema.topicMembers], history: schema.topicMemberHistory, key: topic, at: seq, into: &set)
+            current: schema.topicMembers, history: schema.topicMemberHistory, key: topic, at: seq, into: &set)
         return set
     }
 
@@ -230,24 +230,22 @@ public struct LedgerSnapshot {
     /// audience (a million-instance universe is a million of these). A pair holds at most one interval at
     /// a time, so no id is counted twice.
     private func fillHeld(
-        current: [LMDBDatabase], history: LMDBDatabase, key: UInt32, at seq: UInt64?, into set: inout InstanceSet
+        current: LMDBDatabase, history: LMDBDatabase, key: UInt32, at seq: UInt64?, into set: inout InstanceSet
     ) throws {
         let bound = seq ?? .max
         try set.withUnsafeMutableWords { words in
-            for database in current {
-                try txn.withCursor(database) { cursor in
-                    try cursor.forEachValueChunk(of: key) { chunk in
-                        for offset in stride(from: 0, to: chunk.count, by: StoredMembership.size) {
-                            let membership = StoredMembership(chunk, at: offset)
-                            guard membership.since <= bound else { continue }
-                            let id = membership.id
-                            guard Int(id >> 6) < words.count else {
-                                throw StoreError(.corrupt, "instance id \(id) out of range")
-                            }
-                            words[Int(id >> 6)] |= 1 << UInt64(id & 63)
+            try txn.withCursor(current) { cursor in
+                try cursor.forEachValueChunk(of: key) { chunk in
+                    for offset in stride(from: 0, to: chunk.count, by: StoredMembership.size) {
+                        let membership = StoredMembership(chunk, at: offset)
+                        guard membership.since <= bound else { continue }
+                        let id = membership.id
+                        guard Int(id >> 6) < words.count else {
+                            throw StoreError(.corrupt, "instance id \(id) out of range")
                         }
-                        return true
+                        words[Int(id >> 6)] |= 1 << UInt64(id & 63)
                     }
+                    return true
                 }
             }
             guard let seq else { return }
