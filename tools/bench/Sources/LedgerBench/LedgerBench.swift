@@ -13,7 +13,7 @@ struct LedgerBench: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "ledger-bench", abstract: "Store benchmarks with same-run baselines.")
 
-    @Option(help: "quick (about 2 minutes) or full (larger ledgers and more streams: about 27 minutes).")
+    @Option(help: "quick (about 2 minutes) or full (larger ledgers and more streams: about 20 minutes on 2 cores).")
     var mode: String = "quick"
 
     @Option(help: "Directory for scratch ledgers (removed afterwards).")
@@ -27,7 +27,7 @@ struct LedgerBench: AsyncParsableCommand {
 
     @Option(
         help:
-            "Run only these workloads (comma-separated: append, rebuild, scan, audience, parse, message, import, http, resolve, replay, proofs, delivery, peers; peers adds Redis and SQLite beside append and audience)."
+            "Run only these workloads (comma-separated: append, rebuild, scan, audience, parse, message, import, http, resolve, replay, proofs, delivery, console, peers; peers adds Redis and SQLite beside append and audience)."
     )
     var only: String?
 

@@ -61,6 +61,8 @@ final class RedisServer {
         try? FileManager.default.removeItem(atPath: directory)
     }
 
+    var processIdentifier: Int32 { process.processIdentifier }
+
     /// The server's resident set size now (VmRSS), in bytes.
     var residentSetBytes: Int { residentBytes(of: process.processIdentifier) }
 }
