@@ -45,18 +45,8 @@ struct TopicSubscriptionRoutes {
         let query = request.uri.queryParameters
         let topic = try topicName((query["topicName"] ?? query["topic_name"]).map(String.init), field: "topicName")
         try await JSONBody.requireObjectIfSent(request, limit: server.configuration.maximumBodyBytes)
-        if caller.role == .client {
-            try server.take(
-                server.deviceSubscriptionRate, for: DeviceKey(project: caller.project, token: token),
-                "This device's subscription changes are over their rate; retry later")
-        }
-        try server.takeSubscriptionChange(for: caller.project)
-        let receipt = try await server.append(
-            WriteRequest(
-                actor: caller.actor, requestID: request.ledgerRequestID,
-                operations: [.subscribe(token, topic, via: via, failIfPresent: true)]),
-            project: caller.project)
-        if let rejection = receipt.outcomes[0].rejection { throw Self.error(for: rejection) }
+        let receipt = try await change(
+            .subscribe(token, topic, via: via, failIfPresent: true), caller: caller, token: token, request)
         return JSONResponse.bytes(
             TopicSubscriptionResource(project: caller.project, token: token, topic: topic, created: receipt.time).json)
     }
@@ -66,6 +56,16 @@ struct TopicSubscriptionRoutes {
         let topic = try topicName(try context.parameters.decoded("topic"), field: "topic")
         let query = request.uri.queryParameters
         let allowMissing = (query["allowMissing"] ?? query["allow_missing"]).map { $0 == "true" || $0 == "1" } ?? false
+        _ = try await change(
+            .unsubscribe(token, topic, via: via, failIfAbsent: !allowMissing), caller: caller, token: token, request)
+        return try JSONResponse.encoded(EmptyBody())
+    }
+
+    /// Takes the change from the device's budget (a client caller) and the project's, appends `operation`,
+    /// and throws the FCM error for a rejection.
+    private func change(_ operation: LedgerOperation, caller: Caller, token: RegistrationToken, _ request: Request)
+        async throws -> WriteReceipt
+    {
         if caller.role == .client {
             try server.take(
                 server.deviceSubscriptionRate, for: DeviceKey(project: caller.project, token: token),
@@ -73,12 +73,10 @@ struct TopicSubscriptionRoutes {
         }
         try server.takeSubscriptionChange(for: caller.project)
         let receipt = try await server.append(
-            WriteRequest(
-                actor: caller.actor, requestID: request.ledgerRequestID,
-                operations: [.unsubscribe(token, topic, via: via, failIfAbsent: !allowMissing)]),
+            WriteRequest(actor: caller.actor, requestID: request.ledgerRequestID, operations: [operation]),
             project: caller.project)
         if let rejection = receipt.outcomes[0].rejection { throw Self.error(for: rejection) }
-        return try JSONResponse.encoded(EmptyBody())
+        return receipt
     }
 
     private func get(_ request: Request, _ context: LedgerRequestContext) throws -> Response {
