@@ -1,8 +1,11 @@
 """Connections and shutdown (issue "Crash-proof server"): slow or idle connections are closed after the idle
 timeout, connections beyond the cap (the config's, or `--max-connections`) are refused at once while /healthz
-keeps answering, and SIGTERM ends a pending long poll at once instead of holding shutdown for a minute."""
+keeps answering, SIGTERM ends a pending long poll at once instead of holding shutdown for a minute, and a
+SIGKILL in the middle of concurrent writes loses none that was answered 200."""
 
 import json
+import os
+import subprocess
 import shutil
 import signal
 import socket
@@ -148,3 +151,85 @@ def test_sigterm_ends_a_pending_long_poll_at_once(contract):
     kept = [json.loads(line) for line in open(f"{data}/{PROJECT}/checkpoints.jsonl")]
     assert kept[-1]["size"] == 1 and kept[-1]["note"].startswith(f"topicledger/{PROJECT}\n1\n")
     stop_and_verify(process, data, binary)
+
+
+def test_sigkill_under_concurrent_writes_loses_nothing_acknowledged(contract):
+    # Per-token subscribes and batchAdds from ten connections, each pair new; the server is killed with SIGKILL
+    # while they run. After a restart on the same data, every pair that was answered 200 (for batchAdd, each
+    # token whose result was {}) is there: nothing is acknowledged before its commit.
+    process, base, data, binary = start_server(["--subscription-rate", "1000000", "--registration-rate", "100000"])
+    admin = {"Authorization": "Bearer owner"}
+    with requests.Session() as session:
+        tokens = [session.post(f"{base}/v1/projects/{PROJECT}/registrations",
+                               headers={"x-goog-api-key": "dev-client-key"}, json={}).json()["token"]
+                  for _ in range(100)]
+    acknowledged = set()
+    lock = threading.Lock()
+    stop = threading.Event()
+
+    def per_token(lane):
+        with requests.Session() as session:
+            n = 0
+            while not stop.is_set():
+                token, topic = tokens[(lane * 7 + n) % len(tokens)], f"kill-{lane}-{n}"
+                n += 1
+                try:
+                    reply = session.post(f"{base}/v1/projects/{PROJECT}/registrations/{token}/topicSubscriptions"
+                                         f"?topicName={topic}", headers=admin, json={}, timeout=5)
+                except requests.RequestException:
+                    return
+                if reply.status_code == 200:
+                    with lock:
+                        acknowledged.add((token, topic))
+
+    def bulk(lane):
+        with requests.Session() as session:
+            n = 0
+            while not stop.is_set():
+                topic = f"bulk-{lane}-{n}"
+                n += 1
+                try:
+                    reply = session.post(f"{base}/iid/v1:batchAdd", headers=admin, timeout=5,
+                                         json={"to": f"/topics/{topic}", "registration_tokens": tokens})
+                except requests.RequestException:
+                    return
+                if reply.status_code == 200:
+                    with lock:
+                        acknowledged.update((token, topic) for token, result in zip(tokens, reply.json()["results"])
+                                            if result == {})
+
+    lanes = [threading.Thread(target=per_token, args=(lane,)) for lane in range(8)]
+    lanes += [threading.Thread(target=bulk, args=(lane,)) for lane in range(2)]
+    for lane in lanes:
+        lane.start()
+    time.sleep(2)
+    os.kill(process.pid, signal.SIGKILL)
+    process.wait(timeout=10)
+    stop.set()
+    for lane in lanes:
+        lane.join(timeout=10)
+    with lock:
+        answered = set(acknowledged)
+    assert sum(topic.startswith("kill-") for _, topic in answered) > 50, "too few per-token subscribes answered"
+    assert sum(topic.startswith("bulk-") for _, topic in answered) >= 100, "no batchAdd was answered"
+
+    restarted = subprocess.Popen([binary, "serve", "--data", data, "--port", base.rsplit(":", 1)[1]],
+                                 stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT)
+    try:
+        for _ in range(300):
+            try:
+                if requests.get(f"{base}/healthz", timeout=1).status_code == 200:
+                    break
+            except requests.ConnectionError:
+                pass
+            time.sleep(0.1)
+        held = set()
+        with requests.Session() as session:
+            for token in tokens:
+                info = session.get(f"{base}/iid/info/{token}?details=true", headers=admin, timeout=10)
+                assert info.status_code == 200, info.text
+                held.update((token, topic) for topic in info.json().get("rel", {}).get("topics", {}))
+        lost = answered - held
+        assert not lost, f"{len(lost)} of {len(answered)} acknowledged subscriptions are gone, e.g. {sorted(lost)[:3]}"
+    finally:
+        stop_and_verify(restarted, data, binary)
