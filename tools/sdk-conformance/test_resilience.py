@@ -154,16 +154,19 @@ def test_sigterm_ends_a_pending_long_poll_at_once(contract):
 
 
 def test_sigkill_under_concurrent_writes_loses_nothing_acknowledged(contract):
-    # Per-token subscribes and batchAdds from ten connections, each pair new; the server is killed with SIGKILL
-    # while they run. After a restart on the same data, every pair that was answered 200 (for batchAdd, each
-    # token whose result was {}) is there: nothing is acknowledged before its commit.
-    process, base, data, binary = start_server(["--subscription-rate", "1000000", "--registration-rate", "100000"])
+    # Per-token subscribes, batchAdds and topic sends from twelve connections, each pair new; the server is
+    # killed with SIGKILL while they run. After a restart on the same data, every pair that was answered 200
+    # (for batchAdd, each token whose result was {}) and every message whose send was answered 200 is there:
+    # nothing is acknowledged before its commit.
+    process, base, data, binary = start_server(
+        ["--subscription-rate", "1000000", "--registration-rate", "100000", "--send-quota", "1000000"])
     admin = {"Authorization": "Bearer owner"}
     with requests.Session() as session:
         tokens = [session.post(f"{base}/v1/projects/{PROJECT}/registrations",
                                headers={"x-goog-api-key": "dev-client-key"}, json={}).json()["token"]
                   for _ in range(100)]
     acknowledged = set()
+    messages = set()
     lock = threading.Lock()
     stop = threading.Event()
 
@@ -198,8 +201,21 @@ def test_sigkill_under_concurrent_writes_loses_nothing_acknowledged(contract):
                         acknowledged.update((token, topic) for token, result in zip(tokens, reply.json()["results"])
                                             if result == {})
 
+    def send(lane):
+        with requests.Session() as session:
+            while not stop.is_set():
+                try:
+                    reply = session.post(f"{base}/v1/projects/{PROJECT}/messages:send", headers=admin, timeout=5,
+                                         json={"message": {"topic": f"kill-{lane}-0", "data": {"lane": str(lane)}}})
+                except requests.RequestException:
+                    return
+                if reply.status_code == 200:
+                    with lock:
+                        messages.add(reply.json()["name"].rsplit("/", 1)[1])
+
     lanes = [threading.Thread(target=per_token, args=(lane,)) for lane in range(8)]
     lanes += [threading.Thread(target=bulk, args=(lane,)) for lane in range(2)]
+    lanes += [threading.Thread(target=send, args=(lane,)) for lane in range(2)]
     for lane in lanes:
         lane.start()
     time.sleep(2)
@@ -209,9 +225,10 @@ def test_sigkill_under_concurrent_writes_loses_nothing_acknowledged(contract):
     for lane in lanes:
         lane.join(timeout=10)
     with lock:
-        answered = set(acknowledged)
+        answered, sent = set(acknowledged), set(messages)
     assert sum(topic.startswith("kill-") for _, topic in answered) > 50, "too few per-token subscribes answered"
     assert sum(topic.startswith("bulk-") for _, topic in answered) >= 100, "no batchAdd was answered"
+    assert len(sent) > 10, "too few sends answered"
 
     restarted = subprocess.Popen([binary, "serve", "--data", data, "--port", base.rsplit(":", 1)[1]],
                                  stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT)
@@ -229,7 +246,14 @@ def test_sigkill_under_concurrent_writes_loses_nothing_acknowledged(contract):
                 info = session.get(f"{base}/iid/info/{token}?details=true", headers=admin, timeout=10)
                 assert info.status_code == 200, info.text
                 held.update((token, topic) for topic in info.json().get("rel", {}).get("topics", {}))
+            def stored(message):
+                return session.get(f"{base}/v1/projects/{PROJECT}/audit/messages/{message}?pageSize=1",
+                                   headers=admin, timeout=10).status_code == 200
+
+            missing = [message for message in sorted(sent) if not stored(message)]
+            assert not stored(str(max(int(message) for message in sent) + 1_000_000)), "a message never sent is found"
         lost = answered - held
         assert not lost, f"{len(lost)} of {len(answered)} acknowledged subscriptions are gone, e.g. {sorted(lost)[:3]}"
+        assert not missing, f"{len(missing)} of {len(sent)} acknowledged sends are gone, e.g. {missing[:3]}"
     finally:
         stop_and_verify(restarted, data, binary)
