@@ -1,11 +1,7 @@
 """Fixtures: the built `ledger serve` on a free port with a fresh data directory, and firebase-admin
 apps pointed at it (patched URLs, a credential that sends `Bearer owner`)."""
 
-import os
-import socket
 import subprocess
-import tempfile
-import time
 from urllib.parse import urlsplit
 
 import firebase_admin
@@ -14,7 +10,7 @@ import pytest
 import requests
 from firebase_admin import credentials, messaging
 
-from ledger_server import _server_ports, start_server, stop_and_verify
+from ledger_server import _server_ports, restart_server, start_server, stop_and_verify  # noqa: F401 (tests import these from here)
 from openapi_contract import Contract
 
 PROJECT = "demo-project"

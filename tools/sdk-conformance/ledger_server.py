@@ -47,6 +47,23 @@ def start_server(extra_args=(), open_files=None):
     return process, base, data, binary
 
 
+def restart_server(binary, data, base):
+    """Starts `ledger serve` again on `data` and the port of `base` (after the first process was killed);
+    returns the process once /healthz answers."""
+    process = subprocess.Popen([binary, "serve", "--data", data, "--port", base.rsplit(":", 1)[1]],
+                               stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT)
+    deadline = time.time() + 30
+    while process.poll() is None and time.time() < deadline:
+        try:
+            if requests.get(f"{base}/healthz", timeout=1).status_code == 200:
+                return process
+        except requests.ConnectionError:
+            pass
+        time.sleep(0.1)
+    process.kill()
+    raise AssertionError(f"the server did not start again on {data} (exit {process.wait()})")
+
+
 def stop_and_verify(process, data, binary, projects=("demo-project",)):
     """Stops the server; its ledgers must be sound: chain intact, projections equal a rebuild. The data
     directory is removed once they are (kept for a look when they are not)."""

@@ -3,7 +3,6 @@ audience, over long poll and Server-Sent Events, until acknowledged. Every respo
 docs/openapi.yaml by the `contract` fixture."""
 
 import json
-import time
 
 import requests
 from firebase_admin import messaging
@@ -92,9 +91,8 @@ def test_delivery_refuses_bad_input_and_strangers(server, register):
 def test_after_kill_9_and_restart_every_unacknowledged_message_is_delivered(contract):
     import os
     import signal
-    import subprocess
 
-    from conftest import start_server, stop_and_verify
+    from conftest import restart_server, start_server, stop_and_verify
 
     process, base, data, binary = start_server()
     token = requests.post(f"{base}/v1/projects/{PROJECT}/registrations", headers=DEVICE, json={}).json()["token"]
@@ -108,16 +106,8 @@ def test_after_kill_9_and_restart_every_unacknowledged_message_is_delivered(cont
     os.kill(process.pid, signal.SIGKILL)
     process.wait(timeout=10)
 
-    restarted = subprocess.Popen([binary, "serve", "--data", data, "--port", base.rsplit(":", 1)[1]],
-                                 stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT)
+    restarted = restart_server(binary, data, base)
     try:
-        for _ in range(300):
-            try:
-                if requests.get(f"{base}/healthz", timeout=1).status_code == 200:
-                    break
-            except requests.ConnectionError:
-                pass
-            time.sleep(0.1)
         again = requests.get(f"{base}/v1/projects/{PROJECT}/registrations/{token}/messages", headers=DEVICE).json()
         assert [m["messageId"] for m in again["messages"]] == sent[1:]
     finally:

@@ -5,7 +5,6 @@ SIGKILL in the middle of concurrent writes loses none that was answered 200."""
 
 import json
 import os
-import subprocess
 import shutil
 import signal
 import socket
@@ -17,7 +16,7 @@ from pathlib import Path
 import pytest
 import requests
 
-from conftest import PROJECT, start_server, stop_and_verify
+from conftest import PROJECT, restart_server, start_server, stop_and_verify
 
 SAMPLE_CONFIG = Path(__file__).resolve().parents[2] / "samples" / "server-config.json"
 
@@ -230,16 +229,8 @@ def test_sigkill_under_concurrent_writes_loses_nothing_acknowledged(contract):
     assert sum(topic.startswith("bulk-") for _, topic in answered) >= 100, "no batchAdd was answered"
     assert len(sent) > 10, "too few sends answered"
 
-    restarted = subprocess.Popen([binary, "serve", "--data", data, "--port", base.rsplit(":", 1)[1]],
-                                 stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT)
+    restarted = restart_server(binary, data, base)
     try:
-        for _ in range(300):
-            try:
-                if requests.get(f"{base}/healthz", timeout=1).status_code == 200:
-                    break
-            except requests.ConnectionError:
-                pass
-            time.sleep(0.1)
         held = set()
         with requests.Session() as session:
             for token in tokens:
