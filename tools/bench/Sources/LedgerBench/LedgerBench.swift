@@ -13,7 +13,10 @@ struct LedgerBench: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "ledger-bench", abstract: "Store benchmarks with same-run baselines.")
 
-    @Option(help: "quick (about 2 minutes) or full (larger ledgers and more streams: about 20 minutes on 2 cores).")
+    @Option(
+        help:
+            "quick (under 2 minutes of workloads) or full (larger ledgers and more streams: about 20 minutes on 2 cores)."
+    )
     var mode: String = "quick"
 
     @Option(help: "Directory for scratch ledgers (removed afterwards).")
