@@ -139,6 +139,12 @@ extension LedgerCommand {
             logger.logLevel = .info
             var configuration = try configuration()
             configuration.maximumConnections = connectionCap(configuration, logger: logger)
+            let ledgers = LedgerRegistry(configuration: configuration, logger: logger)
+            do {
+                try ledgers.checkCheckpointKeys()
+            } catch {
+                throw InputError("\(error)")
+            }
             if configuration.isDevelopment {
                 printNow(
                     """
@@ -154,7 +160,6 @@ extension LedgerCommand {
             printNow(
                 "TopicLedger: serving \(configuration.isDevelopment ? "demo-project (dev mode)" : "\(configuration.credentials.projects.count) project(s)") on http://\(host):\(port) — data in \(data)"
             )
-            let ledgers = LedgerRegistry(configuration: configuration, logger: logger)
             defer { ledgers.closeAll() }
             let app = buildApplication(configuration: configuration, ledgers: ledgers, logger: logger)
             try await app.runService()

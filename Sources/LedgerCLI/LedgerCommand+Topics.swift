@@ -39,9 +39,14 @@ extension LedgerCommand {
             var output = BufferedOutput()
             switch format {
             case .csv:
-                // Topic names are [A-Za-z0-9-_.~%]+: nothing in them needs CSV quoting.
+                // Topic names are [A-Za-z0-9-_.~%]+: only one that begins with `-` needs a CSVCell's quoting.
                 output.write { $0 += "topic,subscribers".utf8 }
-                for entry in topics { output.write { $0 += "\(entry.topic.rawValue),\(entry.subscribers)".utf8 } }
+                for entry in topics {
+                    output.write {
+                        CSVCell.append(entry.topic.rawValue, to: &$0)
+                        $0 += ",\(entry.subscribers)".utf8
+                    }
+                }
             case .json:
                 let data = try JSONSerialization.data(
                     withJSONObject: [

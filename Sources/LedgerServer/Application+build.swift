@@ -2,6 +2,7 @@ import Hummingbird
 import LedgerCore
 import LedgerStore
 import Logging
+import NIOCore
 
 /// Everything a route needs: configuration and the per-project ledgers.
 struct ServerContext: Sendable {
@@ -67,6 +68,17 @@ struct ServerContext: Sendable {
         } catch let error as StoreError {
             throw FCMError.unavailable(
                 "The ledger of project \(project) cannot be served: \(LedgerRegistry.reason(error)).")
+        }
+    }
+
+    /// The project's checkpoint signer, or 503 UNAVAILABLE with a reason and no file paths (the registry logs
+    /// the detail once, and `/readyz` reports it).
+    func checkpointSigner(for project: ProjectID) throws -> CheckpointSigner {
+        do {
+            return try ledgers.checkpoints(for: project)
+        } catch is StoreError {
+            throw FCMError.unavailable(
+                "Project \(project) cannot sign checkpoints: its signing key cannot be used (the server log says why).")
         }
     }
 
@@ -145,11 +157,15 @@ public func buildApplication(configuration: ServerConfiguration, ledgers: Ledger
 {
     let router = buildRouter(configuration: configuration, ledgers: ledgers, logger: logger)
     let limiter = ConnectionLimiter(maximum: configuration.maximumConnections)
+    let bodyTimeout = TimeAmount.seconds(Int64(configuration.requestBodyTimeoutSeconds))
+    let bodyLimits = RequestBodyDeadline.Limits(
+        grace: min(.seconds(10), bodyTimeout), maximum: bodyTimeout,
+        minimumBytesPerSecond: configuration.minimumBodyBytesPerSecond)
     return Application(
         router: router,
         server: .http1(
             configuration: .init(
-                additionalChannelHandlers: [limiter.handler()],
+                additionalChannelHandlers: [limiter.handler(), RequestBodyDeadline(limits: bodyLimits, logger: logger)],
                 idleTimeout: .seconds(Int64(configuration.idleTimeoutSeconds)))),
         configuration: .init(
             address: .hostname(configuration.host, port: configuration.port), serverName: "TopicLedger"),

@@ -53,7 +53,10 @@ public struct CredentialStore: Sendable {
             throw LedgerCoreError(.invalidArgument, field: path, "expected {\"projects\": {…}}")
         }
         var entries: [Entry] = []
-        for (name, value) in projects {
+        // Where each secret was first named: one secret has one role in one project, else the key every app
+        // ships (a client key) could also be an admin's, or one project's auditor another project's.
+        var places: [[UInt8]: String] = [:]
+        for (name, value) in projects.sorted(by: { $0.key < $1.key }) {
             let project = try ProjectID(name, field: "\(path): projects.\(name)")
             guard let keys = value as? [String: Any] else {
                 throw LedgerCoreError(.invalidArgument, field: "\(path): projects.\(name)", "expected an object")
@@ -77,6 +80,16 @@ public struct CredentialStore: Sendable {
                             .invalidArgument, field: "\(path): projects.\(name).\(field)",
                             "keys must be given as sha256:<64 hex digits> of the secret")
                     }
+                    let place = "projects.\(name).\(field)"
+                    if let first = places[hash] {
+                        guard first == place else {
+                            throw LedgerCoreError(
+                                .invalidArgument, field: "\(path): \(first) and \(place)",
+                                "one key is given in both; a key has one role in one project")
+                        }
+                        continue  // the same key twice in one list grants nothing more
+                    }
+                    places[hash] = place
                     entries.append(Entry(project: project, role: role, hash: hash))
                 }
             }

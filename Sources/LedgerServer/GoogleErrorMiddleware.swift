@@ -3,6 +3,8 @@ import Hummingbird
 import LedgerCore
 import LedgerStore
 import Logging
+import NIOCore
+import NIOHTTP1
 
 /// Renders every error a route throws in the Google shape (`google.rpc.Status`): the one place store and
 /// core errors meet the wire.
@@ -12,6 +14,8 @@ import Logging
 ///   the Google shape.
 /// - ``StoreError`` and ``LedgerCoreError`` map code by code (an exhaustive switch: a new code does not
 ///   compile until it has an answer).
+/// - A request whose body was cut off or malformed, or whose connection failed, is 400 and logged at debug
+///   level: it is the client's doing, and common (a client that hangs up, a body closed by its deadline).
 /// - Anything else is a bug: 500 `INTERNAL` whose body carries only a request id; the log line with the same
 ///   id has the detail.
 ///
@@ -32,6 +36,15 @@ struct GoogleErrorMiddleware<Context: RequestContext>: RouterMiddleware {
             throw FCMError(httpError: error)
         } catch let error as StoreError {
             throw map(error)
+        } catch let error as HTTPParserError {
+            // A body cut off (the client hung up, or the body deadline closed its connection) or malformed (a bad
+            // chunk size): the client's doing, not the server's.
+            logger.debug("a request body ended early or is malformed", metadata: ["error": "\(error)"])
+            throw FCMError.invalidArgument("The request body ended early or is malformed: \(error).")
+        } catch let error where error is ChannelError || error is IOError {
+            // The connection failed under the request: no one is left to read an answer.
+            logger.debug("the connection ended before the request did", metadata: ["error": "\(error)"])
+            throw FCMError.invalidArgument("The connection ended before the request did.")
         } catch let error as LedgerCoreError {
             throw FCMError.invalidArgument(error)
         } catch {

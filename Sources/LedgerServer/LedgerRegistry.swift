@@ -12,6 +12,8 @@ public final class LedgerRegistry: @unchecked Sendable {
     private var ledgers: [ProjectID: Ledger] = [:]
     private var deliveries: [ProjectID: DeliveryState] = [:]
     private var signers: [ProjectID: CheckpointSigner] = [:]
+    /// Why a project's checkpoint signer could not be made, when the last try failed.
+    private var signerProblems: [ProjectID: String] = [:]
     /// Projects that could not be opened: why, and when it was last tried (tried again after a second).
     private var refusals: [ProjectID: (error: StoreError, at: ContinuousClock.Instant)] = [:]
     private let configuration: ServerConfiguration
@@ -74,6 +76,9 @@ public final class LedgerRegistry: @unchecked Sendable {
             do {
                 let ledger = try self.ledger(for: project)
                 if let problem = ledger.writeProblem { problems.append("a project cannot be written: \(problem)") }
+                if lock.withLock({ signerProblems[project] != nil }) {
+                    problems.append("a project cannot sign checkpoints: its signing key cannot be used")
+                }
             } catch let error as StoreError {
                 problems.append("a project cannot be served: \(Self.reason(error))")
             } catch {
@@ -119,16 +124,48 @@ public final class LedgerRegistry: @unchecked Sendable {
     }
 
     /// The checkpoint signer of `project` (its key made on first use: ``CheckpointKeeper``).
+    ///
+    /// A key that cannot be used (readable by others, not a signing key, another name) is logged once, with
+    /// its path, and is the project's readiness problem until a later try succeeds.
+    ///
+    /// - Throws: `StoreError`, whose message may name the key's path: not for clients.
     func checkpoints(for project: ProjectID) throws -> CheckpointSigner {
         lock.lock()
         defer { lock.unlock() }
         if let signer = signers[project] { return signer }
-        let signer = CheckpointSigner(
-            keeper: try CheckpointKeeper.open(
-                dataDirectory: configuration.dataDirectory, project: project,
-                settings: configuration.checkpoints[project] ?? CheckpointSettings()))
-        signers[project] = signer
-        return signer
+        do {
+            let signer = CheckpointSigner(
+                keeper: try CheckpointKeeper.open(
+                    dataDirectory: configuration.dataDirectory, project: project,
+                    settings: configuration.checkpoints[project] ?? CheckpointSettings()))
+            signers[project] = signer
+            signerProblems.removeValue(forKey: project)
+            return signer
+        } catch let error as StoreError {
+            if signerProblems.updateValue(error.message, forKey: project) != error.message {
+                logger.error(
+                    "the checkpoint key of a project cannot be used; its checkpoints get 503 UNAVAILABLE",
+                    metadata: ["ledger.project": "\(project)", "error": "\(error)"])
+            }
+            throw error
+        }
+    }
+
+    /// Checks the checkpoint key of every served project that has one already (a key is made on first use
+    /// otherwise): `ledger serve` refuses to start with a key that others can read or that is not a signing
+    /// key of the configured name, as it does for every other fault of its configuration.
+    ///
+    /// - Throws: `StoreError` `.invalidArgument` or `.unavailable`, naming the key file.
+    public func checkCheckpointKeys() throws {
+        for project in configuration.credentials.projects.sorted(by: { $0.rawValue < $1.rawValue }) {
+            do {
+                _ = try CheckpointKeeper.open(
+                    dataDirectory: configuration.dataDirectory, project: project,
+                    settings: configuration.checkpoints[project] ?? CheckpointSettings(), create: false)
+            } catch let error as StoreError where error.code.kind == .notFound {
+                continue
+            }
+        }
     }
 
     /// The ledgers opened so far.

@@ -1,5 +1,6 @@
 import Hummingbird
 import LedgerCore
+import NIOCore
 
 /// The request context of every route: who is calling (set by ``ProjectAuthentication`` or
 /// ``InstanceIDAuthentication``) and, on routes with a `{token}` in the path, the registration it names (set
@@ -8,10 +9,17 @@ public struct LedgerRequestContext: RequestContext {
     public var coreContext: CoreRequestContextStorage
     var caller: Caller?
     var registrationToken: RegistrationToken?
+    /// The connection, kept to read the peer's address only where a route needs it (the console's sign-in
+    /// throttle), not on every request.
+    private let channel: any Channel
 
     public init(source: Source) {
         coreContext = .init(source: source)
+        channel = source.channel
     }
+
+    /// The address of the peer (a proxy in front of the server is the peer: no forwarded header is trusted).
+    var remoteAddress: SocketAddress? { channel.remoteAddress }
 
     /// The authenticated caller; a route without an authentication middleware is a programming error,
     /// answered as a 500.

@@ -28,7 +28,9 @@ struct ProofRoutes {
 
     private func checkpoint(_ context: LedgerRequestContext) throws -> Response {
         let project = try context.requireCaller().project
-        let note = try server.ledgers.checkpoints(for: project).latest(of: server.ledger(for: project)).note
+        // The ledger first: opening it makes the project's directory, where a first checkpoint key is made.
+        let ledger = try server.ledger(for: project)
+        let note = try server.checkpointSigner(for: project).latest(of: ledger).note
         return Response(
             status: .ok, headers: [.contentType: "text/plain; charset=utf-8"],
             body: ResponseBody(byteBuffer: ByteBuffer(string: note)))
@@ -41,7 +43,7 @@ struct ProofRoutes {
         let idText = text.dropLast(":proof".count)
         let id = try Parameters.messageID(idText)
         let ledger = try server.ledger(for: project)
-        let signed = try server.ledgers.checkpoints(for: project).latest(of: ledger)
+        let signed = try server.checkpointSigner(for: project).latest(of: ledger)
         let body = try ledger.read { snapshot -> LedgerProofs.MessageProof in
             guard
                 let proof = try LedgerProofs.messageProof(

@@ -1,5 +1,6 @@
 import Foundation
 import LedgerCore
+import NIOCore
 
 /// Token buckets per key (a project, or one device of a project): `rate` tokens a second, holding at most
 /// `capacity` (the burst).
@@ -50,6 +51,15 @@ final class RateLimiter<Key: Hashable & Sendable>: @unchecked Sendable {
         return granted
     }
 
+    /// Gives back `count` tokens taken from `key`'s bucket (never past `capacity`).
+    func refund(_ count: Int, for key: Key) {
+        lock.lock()
+        defer { lock.unlock() }
+        guard var bucket = buckets[key] else { return }
+        bucket.available = min(capacity, bucket.available + Double(count))
+        buckets[key] = bucket
+    }
+
     /// Whole seconds until one token is available again (the `Retry-After` value), at least 1.
     func retryAfter(for key: Key) -> Int {
         lock.lock()
@@ -71,6 +81,26 @@ func monotonicSeconds() -> Double {
     var spec = timespec()
     clock_gettime(CLOCK_MONOTONIC, &spec)
     return Double(spec.tv_sec) + Double(spec.tv_nsec) / 1e9
+}
+
+/// The part of a client's address the console's sign-in throttle counts by: a whole IPv4 address, or the /64
+/// network of an IPv6 one (a single host is commonly given a whole /64). IPv4-mapped IPv6 addresses count as
+/// their IPv4 address; a peer without an IP address (a Unix socket, a test) counts as one client.
+struct ClientNetwork: Hashable, Sendable {
+    let bytes: [UInt8]
+
+    init(_ address: SocketAddress?) {
+        switch address {
+        case .v4(let v4):
+            bytes = withUnsafeBytes(of: v4.address.sin_addr) { Array($0) }
+        case .v6(let v6):
+            let all = withUnsafeBytes(of: v6.address.sin6_addr) { Array($0) }
+            let mapped = all.prefix(10).allSatisfy { $0 == 0 } && all[10] == 0xFF && all[11] == 0xFF
+            bytes = mapped ? Array(all.suffix(4)) : Array(all.prefix(8))
+        default:
+            bytes = []
+        }
+    }
 }
 
 /// One device of one project: the key of the per-device limits.

@@ -24,6 +24,12 @@ public struct ServerConfiguration: Sendable {
     /// A connection that has not sent a whole request for this long — idle between requests, or stuck in
     /// the middle of a request head — is closed. Long polls and streams are requests in progress, not idle.
     public var idleTimeoutSeconds = 30
+    /// The most a request body may take to arrive, from its head (``RequestBodyDeadline``): a body must also
+    /// keep ``minimumBodyBytesPerSecond`` after its first 10 seconds, or its connection is closed.
+    public var requestBodyTimeoutSeconds = 60
+    /// The slowest a request body may arrive, averaged from its head: each this many bytes allow one more
+    /// second beyond the first 10 (never past ``requestBodyTimeoutSeconds``).
+    public var minimumBodyBytesPerSecond = 1024
     /// Connections held open at once; the ones beyond are closed on arrival. `ledger serve` lowers it to what
     /// the process's limit on open files leaves room for (``FileDescriptorLimit``).
     public var maximumConnections = 10_000
@@ -71,6 +77,8 @@ extension ServerConfiguration {
             ("deviceSubscriptionChangesPerMinute", \.deviceSubscriptionChangesPerMinute),
             ("deviceAcknowledgementsPerMinute", \.deviceAcknowledgementsPerMinute),
             ("maxConnections", \.maximumConnections),
+            ("requestBodyTimeoutSeconds", \.requestBodyTimeoutSeconds),  // at most a day, as idleTimeoutSeconds
+            ("minRequestBodyBytesPerSecond", \.minimumBodyBytesPerSecond),
         ]
     }
 
@@ -167,7 +175,7 @@ extension ServerConfiguration {
                     .invalidArgument, field: "\(path): limits.\(key)", "expected a whole number of at least 1")
             }
             // TimeAmount counts nanoseconds in an Int64: a timeout past a day is a mistake, not a wish.
-            if key == "idleTimeoutSeconds" && integer > 86_400 {
+            if (key == "idleTimeoutSeconds" || key == "requestBodyTimeoutSeconds") && integer > 86_400 {
                 throw LedgerCoreError(
                     .invalidArgument, field: "\(path): limits.\(key)", "expected at most 86400 seconds (a day)")
             }

@@ -54,11 +54,12 @@ extension LedgerSnapshot {
 
 extension MessageReplay {
     /// `ledger replay --format csv` and the console's download: a `token` header, then one recipient per line in
-    /// byte order.
+    /// byte order, each written as a ``CSVCell`` (a token that begins with `-` as `"'-…"`, so that a spreadsheet
+    /// does not read it as a formula).
     public var csv: [UInt8] {
         var out = Array("token\n".utf8)
         for token in recipients {
-            out += token.rawValue.utf8
+            CSVCell.append(token.rawValue, to: &out)
             out.append(UInt8(ascii: "\n"))
         }
         return out

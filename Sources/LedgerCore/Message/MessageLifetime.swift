@@ -17,6 +17,9 @@ public enum MessageLifetimeBounds {
         var seconds: Int64 = 0
         for digit in whole { seconds = seconds * 10 + Int64(digit - UInt8(ascii: "0")) }
         var micros: Int64 = 0
+        // Digits past the microsecond are not kept, but they count against the bound: 2419200.000000001s is
+        // past 4 weeks.
+        var pastMicroseconds = false
         if parts.count == 2 {
             let fraction = parts[1]
             guard !fraction.isEmpty, fraction.count <= 9,
@@ -27,8 +30,11 @@ public enum MessageLifetimeBounds {
                 micros += Int64(digit - UInt8(ascii: "0")) * scale
                 scale /= 10
             }
+            pastMicroseconds = fraction.dropFirst(6).contains { $0 != UInt8(ascii: "0") }
         }
-        guard seconds < maximumSeconds || (seconds == maximumSeconds && micros == 0) else { return nil }
+        guard seconds < maximumSeconds || (seconds == maximumSeconds && micros == 0 && !pastMicroseconds) else {
+            return nil
+        }
         return seconds * 1_000_000 + micros
     }
 

@@ -4,6 +4,7 @@ import Hummingbird
 import LedgerCore
 import LedgerStore
 import Mustache
+import NIOCore
 
 /// `/console`: the read-only audit console for a project's auditor and admin keys (docs/compliance.md).
 /// Server-rendered HTML that works without JavaScript; CSS from the server itself; every page under a
@@ -12,13 +13,24 @@ import Mustache
 struct ConsoleRoutes {
     let server: ServerContext
     let sessions = ConsoleSessions()
+    /// Wrong keys tried per client network (``ClientNetwork``): ``failedSignInBurst`` at once, then
+    /// ``failedSignInsPerMinute``; past them every sign-in from there is 429 with `Retry-After`, the key
+    /// unchecked.
+    let failedSignIns: RateLimiter<ClientNetwork>
     let library: MustacheLibrary
     static let cookie = "tl_console"
     static let messagesPerPage = 50
     static let recipientsPerPage = 100
+    static let failedSignInBurst = 5
+    static let failedSignInsPerMinute = 5
+    /// The largest sign-in form read: a key and its field name fit many times over.
+    static let maximumSignInBytes = 4096
 
     init(server: ServerContext) {
         self.server = server
+        failedSignIns = RateLimiter(
+            rate: Double(Self.failedSignInsPerMinute) / 60, capacity: Double(Self.failedSignInBurst),
+            now: server.configuration.rateClock)
         // The templates are constants of this file's module: a failure to compile them is a programming error
         // that every console test catches.
         library = (try? ConsoleTemplates.library()) ?? MustacheLibrary()
@@ -26,25 +38,33 @@ struct ConsoleRoutes {
 
     func register(on router: TokenPathRouter) {
         let console = router.group("/console")
-        console.get { request, _ in try answer { try overview(request) } }
-        console.get("sign-in") { request, _ in signInPage(request) }
-        console.post("sign-in") { request, _ in try await signIn(request) }
+        // Every page answers HEAD as it answers GET, without the body.
+        func get(
+            _ path: RouterPath = "",
+            _ handler: @escaping @Sendable (Request, LedgerRequestContext) async throws -> Response
+        ) {
+            console.get(path, use: handler)
+            console.head(path) { request, context in try await handler(request, context).createHeadResponse() }
+        }
+        get { request, _ in try answer { try overview(request) } }
+        get("sign-in") { request, _ in signInPage(request) }
+        console.post("sign-in") { request, context in try await signIn(request, context) }
         console.post("sign-out") { request, _ in signOut(request) }
-        console.get("messages") { request, _ in try answer { try messages(request) } }
-        console.get("messages/:message") { request, context in try answer { try message(request, context) } }
-        console.get("messages/:message/recipients.csv") { request, context in
+        get("messages") { request, _ in try answer { try messages(request) } }
+        get("messages/:message") { request, context in try answer { try message(request, context) } }
+        get("messages/:message/recipients.csv") { request, context in
             try answer { try recipientsCSV(request, context) }
         }
-        console.get("devices") { request, _ in try answer { try device(request) } }
-        console.get("topics") { request, _ in try answer { try topics(request) } }
-        console.get("topics/:topic") { request, context in try answer { try topic(request, context) } }
-        console.get("log") { request, _ in try answer { try log(request) } }
-        console.get("static/icon.svg") { _, _ in
+        get("devices") { request, _ in try answer { try device(request) } }
+        get("topics") { request, _ in try answer { try topics(request) } }
+        get("topics/:topic") { request, context in try answer { try topic(request, context) } }
+        get("log") { request, _ in try answer { try log(request) } }
+        get("static/icon.svg") { _, _ in
             Response(
                 status: .ok, headers: Self.headers(contentType: "image/svg+xml", cache: "max-age=86400"),
                 body: ResponseBody(byteBuffer: ByteBuffer(string: ConsoleTemplates.icon)))
         }
-        console.get("static/console.css") { _, _ in
+        get("static/console.css") { _, _ in
             Response(
                 status: .ok, headers: Self.headers(contentType: "text/css; charset=utf-8", cache: "max-age=3600"),
                 body: ResponseBody(byteBuffer: ByteBuffer(string: ConsoleTemplates.css)))
@@ -64,16 +84,39 @@ struct ConsoleRoutes {
         return page("sign-in", model, status: status)
     }
 
-    private func signIn(_ request: Request) async throws -> Response {
-        let body = try await request.body.collect(upTo: 4096)
+    /// Trades an auditor or admin key for a session. The form is read only up to ``maximumSignInBytes`` (413
+    /// past it), and a client network that has tried too many wrong keys gets 429 before its key is looked at.
+    private func signIn(_ request: Request, _ context: LedgerRequestContext) async throws -> Response {
+        if let length = request.headers[.contentLength].flatMap({ Int($0) }), length > Self.maximumSignInBytes {
+            return signInPage(request, error: "The sign-in form is too large.", status: .contentTooLarge)
+        }
+        let network = ClientNetwork(context.remoteAddress)
+        // Taken before the key is checked, so that concurrent guesses cannot all pass a check made first;
+        // given back unless a wrong key was checked (a form too large, malformed or cut off tried no key).
+        guard failedSignIns.take(1, for: network) == 1 else {
+            let wait = failedSignIns.retryAfter(for: network)
+            var response = signInPage(
+                request, error: "Too many wrong keys from your address. Try again in \(wait) seconds.",
+                status: .tooManyRequests)
+            response.headers[.retryAfter] = String(wait)
+            return response
+        }
+        var wrongKey = false
+        defer { if !wrongKey { failedSignIns.refund(1, for: network) } }
+        let body: ByteBuffer
+        do {
+            body = try await request.body.collect(upTo: Self.maximumSignInBytes)
+        } catch is NIOTooManyBytesError {
+            return signInPage(request, error: "The sign-in form is too large.", status: .contentTooLarge)
+        }
         struct Form: Decodable { let key: String }
         guard let form = try? URLEncodedFormDecoder().decode(Form.self, from: String(buffer: body)) else {
             return signInPage(request, error: "Enter the project's auditor or admin key.", status: .badRequest)
         }
         let grants = server.configuration.credentials.grants(for: form.key)
             .filter { $0.role == .auditor || $0.role == .admin }
-            .sorted { ($0.project.rawValue, $0.role.rawValue) < ($1.project.rawValue, $1.role.rawValue) }
         guard let grant = grants.first else {
+            wrongKey = true
             // The same answer for a wrong key and for a device's key: nothing to learn from it.
             return signInPage(request, error: "That key does not open the audit console.", status: .unauthorized)
         }
@@ -214,9 +257,10 @@ struct ConsoleRoutes {
     /// `/console/messages/{id}?start=N`: the replay beside the record, recipients 100 a page.
     private func message(_ request: Request, _ context: LedgerRequestContext) throws -> Response {
         let (replay, base) = try self.replay(request, context)
-        let start = min(
-            request.uri.queryParameters["start"].flatMap { Int(String($0)) }.map { max($0, 0) } ?? 0,
-            replay.recipientCount)
+        // A start past the end shows the last page (or the empty list) rather than "101–100 of 100".
+        let lastPageStart = max(0, (replay.recipientCount - 1) / Self.recipientsPerPage * Self.recipientsPerPage)
+        let requested = request.uri.queryParameters["start"].flatMap { Int(String($0)) }.map { max($0, 0) } ?? 0
+        let start = requested < replay.recipientCount ? requested : lastPageStart
         let end = min(start + Self.recipientsPerPage, replay.recipientCount)
         var model = base
         model["title"] = "Message \(replay.messageID)"
