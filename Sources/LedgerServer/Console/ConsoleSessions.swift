@@ -109,6 +109,12 @@ final class ConsoleSessions: Sendable {
         state.withLock { $0.orders[project]?.live ?? 0 }
     }
 
+    /// The ids `project` keeps in opening order, closed ones not yet dropped included (tests check it stays
+    /// within twice the live ones).
+    func queuedIDs(of project: ProjectID) -> Int {
+        state.withLock { $0.orders[project]?.pending ?? 0 }
+    }
+
     private static func remove(_ id: String, of project: ProjectID, from state: inout State) {
         state.sessions.removeValue(forKey: id)
         state.orders[project]?.live -= 1
