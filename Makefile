@@ -11,7 +11,9 @@ run:
 # Builds everything once and runs every test: Swift tests (fault injection included; the Merkle proofs are also
 # checked by tools/merkle/verify_proof.py, which needs Python's `cryptography`), the firebase-admin SDK
 # conformance suite and the raw-HTTP battery against the built server (pip installs firebase-admin 7.7.0),
-# the seeds scenario, the audit console in headless chromium (apt installs chromium and chromium-driver, pip
+# the same SDK and delivery suites over HTTPS with a test CA (HTTP/2, certificate reload and ledger-device over
+# HTTPS in test_https.py, which adds the test CA to the system trust store for its run: URLSession on Linux trusts
+# nothing else), samples/topicledger.service checked by systemd-analyze verify, the seeds scenario, the audit console in headless chromium (apt installs chromium and chromium-driver, pip
 # selenium; screenshots to docs/console), schemathesis against docs/openapi.yaml (30 s), and the libFuzzer targets (15 s each, an
 # unoptimized build: it builds in half the time of a release one, which is most of this step). The request
 # cancellation stress test runs in a process of its own: a cancelled URLSession request can hold
@@ -24,6 +26,7 @@ test:
 	swift test --skip-build --skip CancellationTests
 	swift test --skip-build --filter CancellationTests
 	tools/sdk-conformance/run.sh "$$(swift build --show-bin-path)/ledger"
+	tools/deploy/verify-unit.sh "$$(swift build --show-bin-path)/ledger"
 	samples/seeds-scenario.sh
 	tools/console-browser/run.sh "$$(swift build --show-bin-path)/ledger"
 	tools/schemathesis/run.sh "$$(swift build --show-bin-path)/ledger" 30

@@ -63,7 +63,20 @@ extension LedgerCommand {
                     + " warning, to what the limit on open files leaves room for. Overrides the config file."))
         var maxConnections: Int?
 
+        @Option(
+            name: .customLong("tls-cert"),
+            help: ArgumentHelp(
+                "PEM certificate chain to serve HTTPS with (HTTP/2 by ALPN beside HTTP/1.1); with --tls-key."
+                    + " Read again on SIGHUP. Overrides the config file's tls."))
+        var tlsCert: String?
+
+        @Option(name: .customLong("tls-key"), help: "PEM private key of --tls-cert (mode 600 or 640).")
+        var tlsKey: String?
+
         func validate() throws {
+            guard (tlsCert == nil) == (tlsKey == nil) else {
+                throw ValidationError("--tls-cert and --tls-key go together")
+            }
             guard (0...65535).contains(port) else { throw ValidationError("--port must be 0…65535") }
             for (name, value) in [
                 ("--subscription-rate", subscriptionRate), ("--send-quota", sendQuota), ("--max-topics", maxTopics),
@@ -102,6 +115,15 @@ extension LedgerCommand {
             if let maxTopics { configuration.limits.maximumTopicsPerInstance = maxTopics }
             if let maxBodyBytes { configuration.maximumBodyBytes = maxBodyBytes }
             if let maxConnections { configuration.maximumConnections = maxConnections }
+            if let tlsCert, let tlsKey { configuration.tlsFiles = (tlsCert, tlsKey) }
+            if let files = configuration.tlsFiles {
+                do {
+                    configuration.certificate = try ServerCertificate(
+                        certificatePath: files.certificate, keyPath: files.key)
+                } catch {
+                    throw InputError("\(error)")
+                }
+            }
             return configuration
         }
 
@@ -158,7 +180,7 @@ extension LedgerCommand {
                     """)
             }
             printNow(
-                "TopicLedger: serving \(configuration.isDevelopment ? "demo-project (dev mode)" : "\(configuration.credentials.projects.count) project(s)") on http://\(host):\(port) — data in \(data)"
+                "TopicLedger: serving \(configuration.isDevelopment ? "demo-project (dev mode)" : "\(configuration.credentials.projects.count) project(s)") on \(configuration.certificate == nil ? "http" : "https")://\(host):\(port) — data in \(data)"
             )
             defer { ledgers.closeAll() }
             let app = buildApplication(configuration: configuration, ledgers: ledgers, logger: logger)

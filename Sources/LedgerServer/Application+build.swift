@@ -1,8 +1,11 @@
 import Hummingbird
+import HummingbirdCore
+import HummingbirdHTTP2
 import LedgerCore
 import LedgerStore
 import Logging
 import NIOCore
+import ServiceLifecycle
 
 /// Everything a route needs: configuration and the per-project ledgers.
 struct ServerContext: Sendable {
@@ -148,7 +151,12 @@ public func buildRouter(
     return router
 }
 
-/// The HTTP server of `ledger serve`.
+/// The HTTP server of `ledger serve`: HTTP/1.1 on plain TCP, or — with ``ServerConfiguration/certificate`` —
+/// HTTPS with HTTP/2 negotiated by ALPN beside HTTP/1.1, every answer carrying `Strict-Transport-Security`, and
+/// the certificate read again on SIGHUP (``CertificateReloader``).
+///
+/// Every connection is counted by the ``ConnectionLimiter`` before TLS or HTTP; every request (an HTTP/1.1
+/// request or an HTTP/2 stream) has its body's deadline (``RequestBodyDeadline``).
 ///
 /// - Note: Never logs registration tokens, keys or message payloads: routes carry tokens in their paths, so
 ///   no request-logging middleware that prints URIs is installed.
@@ -161,18 +169,44 @@ public func buildApplication(configuration: ServerConfiguration, ledgers: Ledger
     let bodyLimits = RequestBodyDeadline.Limits(
         grace: min(.seconds(10), bodyTimeout), maximum: bodyTimeout,
         minimumBytesPerSecond: configuration.minimumBodyBytesPerSecond)
+    let idleTimeout = Duration.seconds(configuration.idleTimeoutSeconds)
+    let server: HTTPServerBuilder
+    var services: [any Service] = []
+    if let certificate = configuration.certificate {
+        let stream = HTTP1Channel.Configuration(
+            additionalChannelHandlers: [
+                RequestBodyDeadline(limits: bodyLimits, logger: logger), StrictTransportSecurity(),
+            ],
+            idleTimeout: TimeAmount(idleTimeout))
+        let http2 = HTTP2UpgradeChannel.Configuration(idleTimeout: idleTimeout, streamConfiguration: stream)
+        server = HTTPServerBuilder { responder in
+            LimitedConnections(
+                inner: try HTTP2UpgradeChannel(
+                    tlsConfiguration: certificate.tlsConfiguration, configuration: http2, responder: responder),
+                limiter: limiter)
+        }
+        services.append(CertificateReloader(certificate: certificate, logger: logger))
+    } else {
+        let http1 = HTTP1Channel.Configuration(
+            additionalChannelHandlers: [RequestBodyDeadline(limits: bodyLimits, logger: logger)],
+            idleTimeout: TimeAmount(idleTimeout))
+        server = HTTPServerBuilder { responder in
+            LimitedConnections(inner: HTTP1Channel(responder: responder, configuration: http1), limiter: limiter)
+        }
+    }
     return Application(
         router: router,
-        server: .http1(
-            configuration: .init(
-                additionalChannelHandlers: [limiter.handler(), RequestBodyDeadline(limits: bodyLimits, logger: logger)],
-                idleTimeout: .seconds(Int64(configuration.idleTimeoutSeconds)))),
+        server: server,
         configuration: .init(
             address: .hostname(configuration.host, port: configuration.port), serverName: "TopicLedger"),
+        services: services,
         onServerRunning: { channel in
             logger.notice(
                 "TopicLedger listening",
-                metadata: ["ledger.address": "\(channel.localAddress?.description ?? "?")"])
+                metadata: [
+                    "ledger.address": "\(channel.localAddress?.description ?? "?")",
+                    "ledger.scheme": "\(configuration.certificate == nil ? "http" : "https")",
+                ])
         },
         logger: logger)
 }

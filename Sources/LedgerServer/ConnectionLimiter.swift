@@ -1,3 +1,5 @@
+import HummingbirdCore
+import Logging
 import NIOCore
 import Synchronization
 
@@ -56,5 +58,27 @@ final class ConnectionLimiter: Sendable {
             counted = false
             limiter.open.wrappingSubtract(1, ordering: .relaxed)
         }
+    }
+}
+
+/// A server's connections under a ``ConnectionLimiter``: its handler goes first in every accepted
+/// connection's pipeline, before TLS and HTTP, so the cap counts connections (not HTTP/2 streams) whatever
+/// protocol `inner` then speaks.
+struct LimitedConnections<Inner: ServerChildChannel>: ServerChildChannel {
+    typealias Value = Inner.Value
+    let inner: Inner
+    let limiter: ConnectionLimiter
+
+    func setup(channel: any Channel, logger: Logger) -> EventLoopFuture<Value> {
+        do {
+            try channel.pipeline.syncOperations.addHandler(limiter.handler())
+        } catch {
+            return channel.eventLoop.makeFailedFuture(error)
+        }
+        return inner.setup(channel: channel, logger: logger)
+    }
+
+    func handle(value: Value, logger: Logger) async {
+        await inner.handle(value: value, logger: logger)
     }
 }

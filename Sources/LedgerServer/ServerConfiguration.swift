@@ -47,6 +47,11 @@ public struct ServerConfiguration: Sendable {
     public var deviceSubscriptionChangesPerMinute = 60
     /// A device's acknowledgements per minute.
     public var deviceAcknowledgementsPerMinute = 600
+    /// Where the TLS certificate chain and key are (the config file's `tls`; `ledger serve --tls-cert` and
+    /// `--tls-key` override it). `ledger serve` reads them into ``certificate``.
+    public var tlsFiles: (certificate: String, key: String)?
+    /// The certificate the server speaks HTTPS with (HTTP/2 by ALPN beside HTTP/1.1); `nil`: plain HTTP.
+    public var certificate: ServerCertificate?
     /// How each project's checkpoints are signed, where not the defaults (origin, key name, key file).
     public var checkpoints: [ProjectID: CheckpointSettings] = [:]
     /// The clock of the rate limits, in seconds (tests inject one).
@@ -105,17 +110,20 @@ extension ServerConfiguration {
         guard let root = try? JSONSerialization.jsonObject(with: data) as? [String: Any] else {
             throw LedgerCoreError(.invalidArgument, field: path, "expected {\"projects\": {…}}")
         }
-        let known: Set = ["projects", "limits", "conditionPrecedence"]
+        let known: Set = ["projects", "limits", "conditionPrecedence", "tls"]
         if let unknown = root.keys.sorted().first(where: { !known.contains($0) }) {
             throw LedgerCoreError(
                 .invalidArgument, field: "\(path): \(unknown)",
-                "unknown key; expected projects, limits or conditionPrecedence")
+                "unknown key; expected projects, limits, conditionPrecedence or tls")
         }
         var configuration = ServerConfiguration(
             credentials: try CredentialStore.parse(root["projects"], path: path), isDevelopment: false)
         configuration.checkpoints = try checkpointSettings(in: root["projects"], path: path)
         if let limits = root["limits"] {
             try configuration.readLimits(limits, path: path)
+        }
+        if let tls = root["tls"] {
+            configuration.tlsFiles = try tlsFiles(tls, path: path)
         }
         if let rule = root["conditionPrecedence"] {
             guard let text = rule as? String, let precedence = ConditionPrecedence(rawValue: text) else {
@@ -154,6 +162,27 @@ extension ServerConfiguration {
             }
         }
         return settings
+    }
+
+    /// The `tls` object: `{"certificateFile": "/path/fullchain.pem", "keyFile": "/path/privkey.pem"}`, both
+    /// required.
+    private static func tlsFiles(_ value: Any, path: String) throws -> (certificate: String, key: String) {
+        let field = "\(path): tls"
+        guard let object = value as? [String: Any] else {
+            throw LedgerCoreError(.invalidArgument, field: field, "expected an object")
+        }
+        let known = ["certificateFile", "keyFile"]
+        if let unknown = object.keys.sorted().first(where: { !known.contains($0) }) {
+            throw LedgerCoreError(
+                .invalidArgument, field: "\(field).\(unknown)", "unknown key; expected certificateFile or keyFile")
+        }
+        guard let certificate = object["certificateFile"] as? String, !certificate.isEmpty else {
+            throw LedgerCoreError(.invalidArgument, field: "\(field).certificateFile", "expected a file path")
+        }
+        guard let key = object["keyFile"] as? String, !key.isEmpty else {
+            throw LedgerCoreError(.invalidArgument, field: "\(field).keyFile", "expected a file path")
+        }
+        return (certificate, key)
     }
 
     private mutating func readLimits(_ value: Any, path: String) throws {

@@ -124,16 +124,20 @@ struct ConsoleRoutes {
         var response = redirect(to: "/console")
         let maxAge = Int(ConsoleSessions.lifetime.components.seconds)
         response.headers[.setCookie] =
-            "\(Self.cookie)=\(id); Path=/console; Max-Age=\(maxAge); HttpOnly; SameSite=Strict"
+            "\(Self.cookie)=\(id); Path=/console; Max-Age=\(maxAge); HttpOnly; SameSite=Strict\(secureAttribute)"
         return response
     }
 
     private func signOut(_ request: Request) -> Response {
         if let (id, _) = session(request) { sessions.close(id) }
         var response = redirect(to: "/console/sign-in")
-        response.headers[.setCookie] = "\(Self.cookie)=; Path=/console; Max-Age=0; HttpOnly; SameSite=Strict"
+        response.headers[.setCookie] =
+            "\(Self.cookie)=; Path=/console; Max-Age=0; HttpOnly; SameSite=Strict\(secureAttribute)"
         return response
     }
+
+    /// `; Secure` when the server speaks HTTPS: the browser then never sends the session over plain HTTP.
+    private var secureAttribute: String { server.configuration.certificate == nil ? "" : "; Secure" }
 
     /// A page answered before its end (the redirect to sign in, a not-found page).
     struct Early: Error {

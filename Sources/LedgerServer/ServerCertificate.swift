@@ -1,0 +1,142 @@
+import Crypto
+import Foundation
+import LedgerCore
+import Logging
+import NIOSSL
+import ServiceLifecycle
+import Synchronization
+import UnixSignals
+
+/// The server's TLS certificate chain and private key, read from PEM files (`ledger serve --tls-cert FILE
+/// --tls-key FILE`, or the config file's `tls`), and read again on SIGHUP (``CertificateReloader``).
+///
+/// Each new connection's handshake takes the pair in force at that moment (NIOSSL's per-handshake context
+/// callback), so a reload never touches a connection that is open: renewing a certificate drops no one.
+/// A pair is checked whole before it is used — both files readable, the key readable by no one but its owner
+/// and group, every certificate and the key parsed, the key the certificate's — and a reload that fails
+/// keeps the pair in force.
+///
+/// - Note: Thread-safe.
+public final class ServerCertificate: Sendable {
+    public let certificatePath: String
+    public let keyPath: String
+    private let current: Mutex<Pair>
+
+    struct Pair: Sendable {
+        let chain: [NIOSSLCertificate]
+        let key: NIOSSLPrivateKey
+    }
+
+    /// Reads and checks the pair.
+    ///
+    /// - Throws: ``ServerCertificateError`` naming the file and what is wrong with it.
+    public init(certificatePath: String, keyPath: String) throws {
+        self.certificatePath = certificatePath
+        self.keyPath = keyPath
+        current = Mutex(try Self.load(certificatePath: certificatePath, keyPath: keyPath))
+    }
+
+    /// Reads the files again; the new pair serves every handshake from now on. On a failure the pair in force
+    /// stays.
+    ///
+    /// - Throws: ``ServerCertificateError``.
+    public func reload() throws {
+        let pair = try Self.load(certificatePath: certificatePath, keyPath: keyPath)
+        current.withLock { $0 = pair }
+    }
+
+    /// The server side's TLS configuration: TLS 1.2 or later, and the pair in force at each handshake.
+    var tlsConfiguration: TLSConfiguration {
+        let pair = current.withLock { $0 }
+        var configuration = TLSConfiguration.makeServerConfiguration(
+            certificateChain: pair.chain.map { .certificate($0) }, privateKey: .privateKey(pair.key))
+        configuration.minimumTLSVersion = .tlsv12
+        configuration.sslContextCallback = { [self] _, promise in
+            let pair = current.withLock { $0 }
+            var override = NIOSSLContextConfigurationOverride()
+            override.certificateChain = pair.chain.map { .certificate($0) }
+            override.privateKey = .privateKey(pair.key)
+            promise.succeed(override)
+        }
+        return configuration
+    }
+
+    /// The leaf certificate's SHA-256 fingerprint (hex), for the log line of a start or a reload.
+    var fingerprint: String {
+        let leaf = current.withLock { $0.chain.first }
+        guard let der = try? leaf?.toDERBytes() else { return "?" }
+        return Hex.encode(Array(SHA256.hash(data: der)))
+    }
+
+    private static func load(certificatePath: String, keyPath: String) throws -> Pair {
+        var status = stat()
+        guard stat(keyPath, &status) == 0 else {
+            throw ServerCertificateError(file: keyPath, "cannot read the TLS key (errno \(errno))")
+        }
+        guard status.st_mode & 0o007 == 0 else {
+            throw ServerCertificateError(
+                file: keyPath,
+                "the TLS key can be read by others (mode \(String(status.st_mode & 0o777, radix: 8))); `chmod 600` it"
+                    + " (or 640 with a group of its own)")
+        }
+        let chain: [NIOSSLCertificate]
+        do {
+            chain = try NIOSSLCertificate.fromPEMFile(certificatePath)
+        } catch {
+            throw ServerCertificateError(file: certificatePath, "not a PEM certificate chain (\(error))")
+        }
+        guard !chain.isEmpty else {
+            throw ServerCertificateError(file: certificatePath, "holds no certificate")
+        }
+        let key: NIOSSLPrivateKey
+        do {
+            key = try NIOSSLPrivateKey(file: keyPath, format: .pem)
+        } catch {
+            throw ServerCertificateError(file: keyPath, "not a PEM private key (\(error))")
+        }
+        // A context made from the pair is what checks that the key is the certificate's.
+        do {
+            _ = try NIOSSLContext(
+                configuration: .makeServerConfiguration(
+                    certificateChain: chain.map { .certificate($0) }, privateKey: .privateKey(key)))
+        } catch {
+            throw ServerCertificateError(
+                file: keyPath, "is not the key of the certificate in \(certificatePath) (\(error))")
+        }
+        return Pair(chain: chain, key: key)
+    }
+}
+
+/// A TLS certificate or key file that cannot be used, and why.
+public struct ServerCertificateError: Error, CustomStringConvertible {
+    public let file: String
+    public let reason: String
+
+    init(file: String, _ reason: String) {
+        self.file = file
+        self.reason = reason
+    }
+
+    public var description: String { "\(file): \(reason)" }
+}
+
+/// Reads the server's certificate and key again on each SIGHUP (systemd's `ExecReload=/bin/kill -HUP $MAINPID`)
+/// until the server shuts down; a pair that cannot be used is logged and the one in force stays.
+struct CertificateReloader: Service {
+    let certificate: ServerCertificate
+    let logger: Logger
+
+    func run() async throws {
+        for await _ in await UnixSignalsSequence(trapping: .sighup).cancelOnGracefulShutdown() {
+            do {
+                try certificate.reload()
+                logger.notice(
+                    "TLS certificate reloaded; new connections use it",
+                    metadata: ["ledger.certificateSHA256": "\(certificate.fingerprint)"])
+            } catch {
+                logger.error(
+                    "TLS certificate not reloaded; the one in force stays", metadata: ["error": "\(error)"])
+            }
+        }
+    }
+}
