@@ -14,8 +14,10 @@ private let operations = """
     {"op":"unregister","token":"tokB","reason":"uninstalled","time":"2026-03-05T10:00:00Z"}
     """
 
-private func ledger(_ arguments: String..., data: TemporaryDirectory, input: String? = nil) throws -> ProcessResult {
-    try runProduct("ledger", arguments + ["--data", data.path], input: input)
+private func ledger(_ arguments: String..., data: TemporaryDirectory, input: String? = nil) async throws
+    -> ProcessResult
+{
+    try await runProduct("ledger", arguments + ["--data", data.path], input: input)
 }
 
 /// Import lines of about 110 bytes: `tokens` registrations at time 1, then `subscriptions` at time 2, token
@@ -35,15 +37,15 @@ private func jsonObject(_ line: Substring) -> [String: Any] {
 @Suite("ledger CLI")
 struct LedgerCLITests {
     @Test("import then log: one JSON line per event with the documented keys and a continuous chain")
-    func importAndLog() throws {
+    func importAndLog() async throws {
         let data = TemporaryDirectory()
         defer { data.remove() }
-        let imported = try ledger("import", "-", data: data, input: operations)
+        let imported = try await ledger("import", "-", data: data, input: operations)
         #expect(imported.status == 0, "\(imported.stderr)")
         #expect(
             imported.stdout.contains(
                 "appended 7 events, rejected 0 operations, recorded 1 audience event(s); head seq 8"))
-        let log = try ledger("log", data: data)
+        let log = try await ledger("log", data: data)
         #expect(log.status == 0)
         let lines = log.stdout.split(separator: "\n")
         #expect(lines.count == 8)
@@ -72,19 +74,19 @@ struct LedgerCLITests {
         #expect((sent["target"] as? [String: String]) == ["condition": "'news' in topics"])
         #expect(sent["precedence"] as? String == "left-to-right")
         #expect(((sent["message"] as? [String: Any])?["notification"] as? [String: String]) == ["title": "hi"])
-        let range = try ledger("log", "--from-seq", "3", "--to-seq", "4", data: data)
+        let range = try await ledger("log", "--from-seq", "3", "--to-seq", "4", data: data)
         #expect(range.stdout.split(separator: "\n").map { jsonObject($0)["seq"] as? Int } == [3, 4])
     }
 
     @Test("log --format text: one readable line per event; user input is quoted and cannot reach the terminal raw")
-    func logAsText() throws {
+    func logAsText() async throws {
         let data = TemporaryDirectory()
         defer { data.remove() }
         let hostile =
             #"{"op":"register","token":"tokC","appId":"evil \u001b[31mred\u202e \"x=1\"","time":"2026-03-06T10:00:00Z"}"#
-        #expect(try ledger("import", "-", data: data, input: operations + "\n" + hostile + "\n").status == 0)
-        let json = try ledger("log", "--format", "json", data: data).stdout.split(separator: "\n")
-        let text = try ledger("log", "--format", "text", data: data)
+        #expect(try await ledger("import", "-", data: data, input: operations + "\n" + hostile + "\n").status == 0)
+        let json = try await ledger("log", "--format", "json", data: data).stdout.split(separator: "\n")
+        let text = try await ledger("log", "--format", "text", data: data)
         #expect(text.status == 0)
         let lines = text.stdout.split(separator: "\n").map(String.init)
         #expect(lines.count == json.count && lines.count == 9)
@@ -103,11 +105,11 @@ struct LedgerCLITests {
         #expect(lines[8].contains(#" appId="evil \u{1b}[31mred\u{202e} \"x=1\"" "#), "\(lines[8])")
         #expect(!text.stdout.contains("\u{1b}") && !text.stdout.contains("\u{202e}"))
         // Without --format, the log is the JSON export it has always been.
-        #expect(try ledger("log", data: data).stdout.split(separator: "\n") == json)
+        #expect(try await ledger("log", data: data).stdout.split(separator: "\n") == json)
     }
 
     @Test("topics: every topic with its count, by name or by subscribers, as text, JSON or CSV")
-    func topics() throws {
+    func topics() async throws {
         let data = TemporaryDirectory()
         defer { data.remove() }
         let input =
@@ -118,21 +120,21 @@ struct LedgerCLITests {
             ]
             .map { #"{"op":"subscribe","token":"\#($0.1)","topic":"\#($0.0)"}"# }
             + [#"{"op":"unsubscribe","token":"t1","topic":"news"}"#]
-        #expect(try ledger("import", "-", data: data, input: input.joined(separator: "\n") + "\n").status == 0)
-        let csv = try ledger("topics", "--format", "csv", data: data)
+        #expect(try await ledger("import", "-", data: data, input: input.joined(separator: "\n") + "\n").status == 0)
+        let csv = try await ledger("topics", "--format", "csv", data: data)
         #expect(csv.status == 0, "\(csv.stderr)")
         #expect(csv.stdout == "topic,subscribers\nnews,0\nsports,3\nweather,2\n")
-        let bySubscribers = try ledger("topics", "--sort", "subscribers", "--format", "csv", data: data)
+        let bySubscribers = try await ledger("topics", "--sort", "subscribers", "--format", "csv", data: data)
         #expect(bySubscribers.stdout == "topic,subscribers\nsports,3\nweather,2\nnews,0\n")
-        let json = jsonObject(Substring(try ledger("topics", "--format", "json", data: data).stdout))
+        let json = jsonObject(Substring(try await ledger("topics", "--format", "json", data: data).stdout))
         #expect((json["topics"] as? [[String: Any]])?.map { $0["subscriberCount"] as? Int } == [0, 3, 2])
-        let text = try ledger("topics", "--sort", "subscribers", data: data).stdout
+        let text = try await ledger("topics", "--sort", "subscribers", data: data).stdout
         #expect(text == "subscribers  topic\n          3  sports\n          2  weather\n          0  news\n")
-        #expect(try ledger("topics", "--sort", "size", data: data).status != 0)
+        #expect(try await ledger("topics", "--sort", "size", data: data).status != 0)
     }
 
     @Test("import streams a file larger than its read chunk: CRLF, comments, no final newline; the same log as stdin")
-    func importStreamsAFile() throws {
+    func importStreamsAFile() async throws {
         let fromFile = TemporaryDirectory()
         let fromInput = TemporaryDirectory()
         defer {
@@ -145,45 +147,45 @@ struct LedgerCLITests {
         #expect(text.utf8.count > 1 << 20)
         let file = fromFile.path + "/ops.jsonl"
         try Data(text.utf8).write(to: URL(fileURLWithPath: file))
-        let imported = try ledger("import", file, "--format", "json", data: fromFile)
+        let imported = try await ledger("import", file, "--format", "json", data: fromFile)
         #expect(imported.status == 0, "\(imported.stderr)")
         #expect(jsonObject(Substring(imported.stdout))["appended"] as? Int == 12_000)
         // Standard error is not a terminal here: no progress bar.
         #expect(imported.stderr.isEmpty)
-        #expect(try ledger("import", "-", data: fromInput, input: text).status == 0)
-        let logged = try ledger("log", "--format", "text", data: fromFile).stdout
+        #expect(try await ledger("import", "-", data: fromInput, input: text).status == 0)
+        let logged = try await ledger("log", "--format", "text", data: fromFile).stdout
         #expect(logged.split(separator: "\n").count == 12_000)
-        #expect(logged == (try ledger("log", "--format", "text", data: fromInput).stdout))
+        #expect(logged == (try await ledger("log", "--format", "text", data: fromInput).stdout))
         // Both went in bulk (an empty ledger, no sends); the live writer, from a 64 KiB map, gives the same log
         // and the same answers.
         let incremental = TemporaryDirectory()
         defer { incremental.remove() }
-        let throughWriter = try ledger(
+        let throughWriter = try await ledger(
             "import", file, "--incremental", "--initial-map-size", "65536", "--format", "json", data: incremental)
         #expect(throughWriter.stdout == imported.stdout, "\(throughWriter.stderr)")
-        #expect(logged == (try ledger("log", "--format", "text", data: incremental).stdout))
+        #expect(logged == (try await ledger("log", "--format", "text", data: incremental).stdout))
         for data in [fromFile, incremental] {
-            let verified = try ledger("verify", data: data)
+            let verified = try await ledger("verify", data: data)
             #expect(verified.status == 0, "\(verified.stdout)\(verified.stderr)")
         }
         #expect(
-            try ledger("topics", "--format", "json", data: fromFile).stdout
-                == (try ledger("topics", "--format", "json", data: incremental).stdout))
+            try await ledger("topics", "--format", "json", data: fromFile).stdout
+                == (try await ledger("topics", "--format", "json", data: incremental).stdout))
         // A bad last line leaves a fresh ledger untouched: the whole file is checked before the first append.
         let bad = TemporaryDirectory()
         defer { bad.remove() }
         try Data((text + "\n{\"op\":\"subscribe\",\"token\":\"tok-1\",\"topic\":7}").utf8)
             .write(to: URL(fileURLWithPath: bad.path + "/ops.jsonl"))
-        let refused = try ledger("import", bad.path + "/ops.jsonl", data: bad)
+        let refused = try await ledger("import", bad.path + "/ops.jsonl", data: bad)
         #expect(refused.status != 0)
         #expect(refused.stderr.contains("line 12003") && refused.stderr.contains("topic must be a string"))
-        #expect(try ledger("log", data: bad).stderr.contains("no ledger for project"))
+        #expect(try await ledger("log", data: bad).stderr.contains("no ledger for project"))
     }
 
     @Test(
         "a bulk import killed part-way leaves whole requests in the log and refuses readers and writers; `ledger rebuild` makes it sound"
     )
-    func importKilledPartWay() throws {
+    func importKilledPartWay() async throws {
         let data = TemporaryDirectory()
         let input = TemporaryDirectory()
         defer {
@@ -194,43 +196,48 @@ struct LedgerCLITests {
         let file = input.path + "/ops.jsonl"
         try Data(registerAndSubscribeLines(tokens: 400_000, subscriptions: 0).joined(separator: "\n").utf8)
             .write(to: URL(fileURLWithPath: file))
-        let process = Process()
-        process.executableURL = builtProductsDirectory().appendingPathComponent("ledger")
-        process.arguments = ["import", file, "--data", data.path]
-        process.standardOutput = FileHandle.nullDevice
-        process.standardError = FileHandle.nullDevice
-        let exit = try ChildExit(running: process)
-        // Killed once the log holds a request or two (the map file has grown past 12 MiB).
-        let map = data.path + "/demo-project/data.mdb"
-        let deadline = Date().addingTimeInterval(120)
-        while process.isRunning, Date() < deadline {
-            if let size = try? FileManager.default.attributesOfItem(atPath: map)[.size] as? Int, size > 12 << 20 {
-                break
+        // Watched and killed on a thread of its own (`onThreadOfItsOwn`): the import runs for seconds.
+        let reason = try await onThreadOfItsOwn { [path = data.path] in
+            let process = Process()
+            process.executableURL = builtProductsDirectory().appendingPathComponent("ledger")
+            process.arguments = ["import", file, "--data", path]
+            process.standardOutput = FileHandle.nullDevice
+            process.standardError = FileHandle.nullDevice
+            let exit = try ChildExit(running: process)
+            // Killed once the log holds a request or two (the map file has grown past 12 MiB).
+            let map = path + "/demo-project/data.mdb"
+            let deadline = Date().addingTimeInterval(120)
+            while process.isRunning, Date() < deadline {
+                if let size = try? FileManager.default.attributesOfItem(atPath: map)[.size] as? Int, size > 12 << 20 {
+                    break
+                }
+                usleep(20_000)
             }
-            usleep(20_000)
+            kill(process.processIdentifier, SIGKILL)
+            exit.wait()
+            return process.terminationReason
         }
-        kill(process.processIdentifier, SIGKILL)
-        exit.wait()
-        #expect(process.terminationReason == .uncaughtSignal, "the import ended before it could be killed")
+        #expect(reason == .uncaughtSignal, "the import ended before it could be killed")
 
         // Readers and writers are told to rebuild.
-        let stats = try ledger("stats", data: data)
+        let stats = try await ledger("stats", data: data)
         #expect(stats.status != 0 && stats.stderr.contains("ledger rebuild"), "\(stats.stderr)")
-        let writer = try ledger("import", "-", data: data, input: "")
+        let writer = try await ledger("import", "-", data: data, input: "")
         #expect(writer.status != 0 && writer.stderr.contains("ledger rebuild"), "\(writer.stderr)")
         // The rebuild folds what the log holds: whole requests only, and a sound ledger.
-        let rebuilt = try ledger("rebuild", data: data)
+        let rebuilt = try await ledger("rebuild", data: data)
         #expect(rebuilt.status == 0, "\(rebuilt.stderr)")
-        let verified = try ledger("verify", data: data)
+        let verified = try await ledger("verify", data: data)
         #expect(verified.status == 0, "\(verified.stdout)\(verified.stderr)")
-        let events = jsonObject(Substring(try ledger("stats", "--format", "json", data: data).stdout))["events"] as? Int
+        let events =
+            jsonObject(Substring(try await ledger("stats", "--format", "json", data: data).stdout))["events"] as? Int
         #expect(events.map { $0 > 0 && $0 < 400_000 && $0 % 50_000 == 0 } == true, "\(String(describing: events))")
     }
 
     @Test(
         "verify killed while it compares leaves nothing in the temporary directory: its scratch ledger is unlinked as soon as it is open"
     )
-    func verifyKilledLeavesNoScratch() throws {
+    func verifyKilledLeavesNoScratch() async throws {
         let data = TemporaryDirectory()
         let input = TemporaryDirectory()
         let scratch = TemporaryDirectory("ledger-scratch")
@@ -243,48 +250,52 @@ struct LedgerCLITests {
         let file = input.path + "/ops.jsonl"
         try Data(registerAndSubscribeLines(tokens: 30_000, subscriptions: 60_000).joined(separator: "\n").utf8)
             .write(to: URL(fileURLWithPath: file))
-        let imported = try ledger("import", file, data: data)
+        let imported = try await ledger("import", file, data: data)
         #expect(imported.status == 0, "\(imported.stderr)")
 
-        let process = Process()
-        process.executableURL = builtProductsDirectory().appendingPathComponent("ledger")
-        process.arguments = ["verify", "--data", data.path]
-        process.environment = ProcessInfo.processInfo.environment.merging(["TMPDIR": scratch.path]) { $1 }
-        process.standardOutput = FileHandle.nullDevice
-        process.standardError = FileHandle.nullDevice
-        let exit = try ChildExit(running: process)
-        // Wait until verify holds its scratch ledger open and unlinked, then kill it there. (Between opening and
-        // unlinking there are a few microseconds in which a kill would leave the files; a build that never
-        // unlinks them is killed half a second after it opened them.)
-        let descriptors = "/proc/\(process.processIdentifier)/fd"
-        var held: String?
-        var firstSeen: Date?
-        let deadline = Date().addingTimeInterval(60)
-        while process.isRunning, Date() < deadline {
-            let names = (try? FileManager.default.contentsOfDirectory(atPath: descriptors)) ?? []
-            held = names.lazy.compactMap {
-                try? FileManager.default.destinationOfSymbolicLink(atPath: descriptors + "/" + $0)
-            }.first { $0.hasPrefix(scratch.path + "/ledger-verify-") && $0.contains("/data.mdb") }
-            if let held {
-                if held.hasSuffix(" (deleted)") { break }
-                if let firstSeen, Date().timeIntervalSince(firstSeen) > 0.5 { break }
-                firstSeen = firstSeen ?? Date()
+        // Watched and killed on a thread of its own (`onThreadOfItsOwn`).
+        let (held, reason) = try await onThreadOfItsOwn { [path = data.path, scratch = scratch.path] in
+            let process = Process()
+            process.executableURL = builtProductsDirectory().appendingPathComponent("ledger")
+            process.arguments = ["verify", "--data", path]
+            process.environment = ProcessInfo.processInfo.environment.merging(["TMPDIR": scratch]) { $1 }
+            process.standardOutput = FileHandle.nullDevice
+            process.standardError = FileHandle.nullDevice
+            let exit = try ChildExit(running: process)
+            // Wait until verify holds its scratch ledger open and unlinked, then kill it there. (Between opening
+            // and unlinking there are a few microseconds in which a kill would leave the files; a build that never
+            // unlinks them is killed half a second after it opened them.)
+            let descriptors = "/proc/\(process.processIdentifier)/fd"
+            var held: String?
+            var firstSeen: Date?
+            let deadline = Date().addingTimeInterval(60)
+            while process.isRunning, Date() < deadline {
+                let names = (try? FileManager.default.contentsOfDirectory(atPath: descriptors)) ?? []
+                held = names.lazy.compactMap {
+                    try? FileManager.default.destinationOfSymbolicLink(atPath: descriptors + "/" + $0)
+                }.first { $0.hasPrefix(scratch + "/ledger-verify-") && $0.contains("/data.mdb") }
+                if let held {
+                    if held.hasSuffix(" (deleted)") { break }
+                    if let firstSeen, Date().timeIntervalSince(firstSeen) > 0.5 { break }
+                    firstSeen = firstSeen ?? Date()
+                }
+                usleep(1_000)
             }
-            usleep(1_000)
+            kill(process.processIdentifier, SIGKILL)
+            exit.wait()
+            return (held, process.terminationReason)
         }
-        kill(process.processIdentifier, SIGKILL)
-        exit.wait()
         #expect(held != nil, "verify ended before it could be killed with its scratch ledger open")
-        #expect(process.terminationReason == .uncaughtSignal)
+        #expect(reason == .uncaughtSignal)
         // Open, and already unlinked.
         #expect(held?.hasSuffix("/data.mdb (deleted)") == true, "\(held ?? "")")
         #expect(try FileManager.default.contentsOfDirectory(atPath: scratch.path) == [])
         // The ledger itself is untouched: verify only reads it.
-        #expect(try ledger("verify", data: data).status == 0)
+        #expect(try await ledger("verify", data: data).status == 0)
     }
 
     @Test("import on a terminal draws a progress bar per phase on standard error, with no rate before one is known")
-    func importProgressOnATerminal() throws {
+    func importProgressOnATerminal() async throws {
         let data = TemporaryDirectory()
         defer { data.remove() }
         let file = data.path + "/ops.jsonl"
@@ -292,7 +303,7 @@ struct LedgerCLITests {
             .write(to: URL(fileURLWithPath: file))
         // `script` (util-linux) runs the import with a pseudo-terminal for its standard streams.
         let ledgerPath = builtProductsDirectory().appendingPathComponent("ledger").path
-        let run = try runProcess(
+        let run = try await runProcess(
             "/usr/bin/script", ["-qec", "\(ledgerPath) import \(file) --data \(data.path)/data", "/dev/null"])
         #expect(run.status == 0, "\(run.stdout)\(run.stderr)")
         let lines = run.stdout.split(whereSeparator: { $0 == "\r" || $0 == "\n" })
@@ -310,12 +321,12 @@ struct LedgerCLITests {
     }
 
     @Test("import: a 3 MiB line grows the read buffer and imports; a line over 16 MiB is refused, nothing appended")
-    func importLongLines() throws {
+    func importLongLines() async throws {
         let data = TemporaryDirectory()
         defer { data.remove() }
         // Unknown fields are ignored, so padding makes a long line that is still a valid operation.
         let long = #"{"op":"register","token":"tokLong","padding":""# + String(repeating: "x", count: 3 << 20) + #""}"#
-        let imported = try ledger("import", "-", "--format", "json", data: data, input: long + "\n")
+        let imported = try await ledger("import", "-", "--format", "json", data: data, input: long + "\n")
         #expect(imported.status == 0, "\(imported.stderr)")
         #expect(jsonObject(Substring(imported.stdout))["appended"] as? Int == 1)
 
@@ -327,40 +338,40 @@ struct LedgerCLITests {
         let file = refusedData.path + "/ops.jsonl"
         try Data((#"{"op":"register","token":"tokA"}"# + "\n" + tooLong + "\n").utf8).write(
             to: URL(fileURLWithPath: file))
-        let refused = try ledger("import", file, data: refusedData)
+        let refused = try await ledger("import", file, data: refusedData)
         #expect(refused.status != 0)
         #expect(refused.stderr.contains("line 2 is longer than 16777216 bytes"), "\(refused.stderr)")
-        #expect(try ledger("log", data: refusedData).stderr.contains("no ledger for project"))
+        #expect(try await ledger("log", data: refusedData).stderr.contains("no ledger for project"))
     }
 
     @Test(
         "import into an empty ledger: a send part-way sends the file through the live writer, with the result of --incremental; a malformed line leaves an existing empty ledger empty"
     )
-    func importBulkFallsBack() throws {
+    func importBulkFallsBack() async throws {
         // Five lines go in bulk before the send on line 6 makes the import start again the other way.
-        try expectImportMatchesIncremental(operations, headSeq: 8)
+        try await expectImportMatchesIncremental(operations, headSeq: 8)
 
         // An empty ledger (from an empty file), then a file whose last line is malformed: still empty.
         let empty = TemporaryDirectory()
         defer { empty.remove() }
-        #expect(try ledger("import", "-", data: empty, input: "").status == 0)
+        #expect(try await ledger("import", "-", data: empty, input: "").status == 0)
         for input in [
             #"{"op":"register","token":"tokA"}"# + "\n" + #"{"op":"nonsense"}"#,
             operations + "\n" + #"{"op":"nonsense"}"#,
         ] {
-            let refused = try ledger("import", "-", data: empty, input: input)
+            let refused = try await ledger("import", "-", data: empty, input: input)
             #expect(refused.status != 0)
             #expect(refused.stderr.contains("unknown op nonsense"), "\(refused.stderr)")
-            let log = try ledger("log", data: empty)
+            let log = try await ledger("log", data: empty)
             #expect(log.status == 0 && log.stdout.isEmpty, "\(log.stdout)\(log.stderr)")
         }
-        #expect(try ledger("verify", data: empty).status == 0)
+        #expect(try await ledger("verify", data: empty).status == 0)
     }
 
     @Test(
         "import parses batches ahead in order: over five batches of lines, the first malformed line in file order is reported and nothing stays; a send in a later batch falls back with --incremental's result"
     )
-    func importParsesAheadInBatches() throws {
+    func importParsesAheadInBatches() async throws {
         // 40,000 lines of about 120 bytes: about five 1 MiB batches, more than are parsed ahead at once.
         let lines = registerAndSubscribeLines(tokens: 4_000, subscriptions: 36_000)
         #expect(lines.joined(separator: "\n").utf8.count > 4 << 20)
@@ -377,76 +388,77 @@ struct LedgerCLITests {
         ] {
             let data = TemporaryDirectory()
             defer { data.remove() }
-            let refused = try ledger("import", "-", data: data, input: input)
+            let refused = try await ledger("import", "-", data: data, input: input)
             #expect(refused.status != 0)
             #expect(refused.stderr.contains("line \(named):"), "\(refused.stderr)")
-            #expect(try ledger("log", data: data).stderr.contains("no ledger for project"))
+            #expect(try await ledger("log", data: data).stderr.contains("no ledger for project"))
         }
         // A send in the third batch and a malformed line in the fifth, parsed ahead: the check pass still sees it.
         let data = TemporaryDirectory()
         defer { data.remove() }
-        let refused = try ledger("import", "-", data: data, input: with([25_000: send, 38_000: malformed]))
+        let refused = try await ledger("import", "-", data: data, input: with([25_000: send, 38_000: malformed]))
         #expect(refused.status != 0)
         #expect(refused.stderr.contains("line 38000:"), "\(refused.stderr)")
-        #expect(try ledger("log", data: data).stderr.contains("no ledger for project"))
+        #expect(try await ledger("log", data: data).stderr.contains("no ledger for project"))
         // A send in the third batch of a valid file: the live writer's result, the same as --incremental.
-        try expectImportMatchesIncremental(with([25_000: send]), headSeq: 40_001)
+        try await expectImportMatchesIncremental(with([25_000: send]), headSeq: 40_001)
     }
 
     /// Imports `input` into a new ledger as it comes (bulk, falling back on a send) and with `--incremental`:
     /// both succeed with the same report, ending at `headSeq`, with the same topics, and verify.
-    private func expectImportMatchesIncremental(_ input: String, headSeq: Int) throws {
+    private func expectImportMatchesIncremental(_ input: String, headSeq: Int) async throws {
         let bulk = TemporaryDirectory()
         let incremental = TemporaryDirectory()
         defer {
             bulk.remove()
             incremental.remove()
         }
-        let viaBulk = try ledger("import", "-", "--format", "json", data: bulk, input: input)
-        let viaWriter = try ledger("import", "-", "--incremental", "--format", "json", data: incremental, input: input)
+        let viaBulk = try await ledger("import", "-", "--format", "json", data: bulk, input: input)
+        let viaWriter = try await ledger(
+            "import", "-", "--incremental", "--format", "json", data: incremental, input: input)
         #expect(viaBulk.status == 0 && viaWriter.status == 0, "\(viaBulk.stderr)\(viaWriter.stderr)")
         #expect(viaBulk.stdout == viaWriter.stdout)
         #expect(jsonObject(Substring(viaBulk.stdout))["headSeq"] as? Int == headSeq)
         #expect(
-            try ledger("topics", "--format", "json", data: bulk).stdout
-                == (try ledger("topics", "--format", "json", data: incremental).stdout))
-        #expect(try ledger("verify", data: bulk).status == 0)
+            try await ledger("topics", "--format", "json", data: bulk).stdout
+                == (try await ledger("topics", "--format", "json", data: incremental).stdout))
+        #expect(try await ledger("verify", data: bulk).status == 0)
     }
 
     @Test("import refuses a malformed file before appending anything")
-    func importMalformed() throws {
+    func importMalformed() async throws {
         let data = TemporaryDirectory()
         defer { data.remove() }
         let bad = operations + "\n{\"op\":\"subscribe\",\"token\":\"tokA\",\"topic\":\"bad topic!\"}\n"
-        let result = try ledger("import", "-", data: data, input: bad)
+        let result = try await ledger("import", "-", data: data, input: bad)
         #expect(result.status != 0)
         #expect(result.stderr.contains("line 8"))
         #expect(result.stderr.contains("topic name has a character outside"))
         // Nothing was written: there is no ledger at all.
-        let log = try ledger("log", data: data)
+        let log = try await ledger("log", data: data)
         #expect(log.status != 0)
         #expect(log.stderr.contains("no ledger for project demo-project"))
     }
 
     @Test("import reports rejected operations with a non-zero exit and keeps the accepted ones")
-    func importRejections() throws {
+    func importRejections() async throws {
         let data = TemporaryDirectory()
         defer { data.remove() }
-        let result = try ledger(
+        let result = try await ledger(
             "import", "-", data: data,
             input: "{\"op\":\"register\",\"token\":\"a\"}\n{\"op\":\"subscribe\",\"token\":\"ghost\",\"topic\":\"t\"}\n"
         )
         #expect(result.status == 1)
         #expect(result.stderr.contains("notFound: registration token is not registered"))
-        #expect(try ledger("log", data: data).stdout.split(separator: "\n").count == 1)
+        #expect(try await ledger("log", data: data).stdout.split(separator: "\n").count == 1)
     }
 
     @Test("verify exits 0 on a sound ledger and 2 with a report naming the seq on a damaged one")
-    func verify() throws {
+    func verify() async throws {
         let data = TemporaryDirectory()
         defer { data.remove() }
-        _ = try ledger("import", "-", data: data, input: operations)
-        let sound = try ledger("verify", data: data)
+        _ = try await ledger("import", "-", data: data, input: operations)
+        let sound = try await ledger("verify", data: data)
         #expect(sound.status == 0)
         #expect(sound.stdout.contains("sound: 8 events"))
         // Flip one byte of event 4 behind the ledger's back.
@@ -457,11 +469,11 @@ struct LedgerCLITests {
             record[record.count - 3] ^= 0x01
             try txn.put(log, key: UInt64(4), value: record)
         }
-        let damaged = try ledger("verify", data: data)
+        let damaged = try await ledger("verify", data: data)
         #expect(damaged.status == 2)
         #expect(damaged.stdout.contains("DAMAGED"))
         #expect(damaged.stdout.contains("seq 4: hash mismatch"))
-        let json = try ledger("verify", "--format", "json", data: data)
+        let json = try await ledger("verify", "--format", "json", data: data)
         #expect(json.status == 2)
         #expect(
             jsonObject(Substring(json.stdout.trimmingCharacters(in: .whitespacesAndNewlines)))["sound"] as? Bool
@@ -469,15 +481,15 @@ struct LedgerCLITests {
     }
 
     @Test("rebuild leaves the projections identical; stats reports the sizes")
-    func rebuildAndStats() throws {
+    func rebuildAndStats() async throws {
         let data = TemporaryDirectory()
         defer { data.remove() }
-        _ = try ledger("import", "-", data: data, input: operations)
-        let before = try ledger("stats", "--format", "json", data: data)
-        let rebuild = try ledger("rebuild", data: data)
+        _ = try await ledger("import", "-", data: data, input: operations)
+        let before = try await ledger("stats", "--format", "json", data: data)
+        let rebuild = try await ledger("rebuild", data: data)
         #expect(rebuild.status == 0, "\(rebuild.stderr)")
         #expect(rebuild.stdout.contains("rebuilt projections from 8 events"))
-        let after = try ledger("stats", "--format", "json", data: data)
+        let after = try await ledger("stats", "--format", "json", data: data)
         func logical(_ output: String) -> [String: String] {
             jsonObject(Substring(output.trimmingCharacters(in: .whitespacesAndNewlines)))
                 .filter { !$0.key.hasSuffix("Bytes") }.mapValues { "\($0)" }
@@ -491,64 +503,64 @@ struct LedgerCLITests {
         #expect(stats["topics"] as? Int == 1)
         #expect(stats["subscriptions"] as? Int == 0)
         #expect(stats["messages"] as? Int == 1)
-        #expect(try ledger("verify", data: data).status == 0)
+        #expect(try await ledger("verify", data: data).status == 0)
     }
 
     @Test("bad options are refused with a clear message")
-    func badOptions() throws {
+    func badOptions() async throws {
         let data = TemporaryDirectory()
         defer { data.remove() }
-        let project = try ledger("stats", "--project", "../escape", data: data)
+        let project = try await ledger("stats", "--project", "../escape", data: data)
         #expect(project.status != 0)
         #expect(project.stderr.contains("project id must be"))
-        let range = try ledger("log", "--from-seq", "5", "--to-seq", "2", data: data)
+        let range = try await ledger("log", "--from-seq", "5", "--to-seq", "2", data: data)
         #expect(range.status != 0)
         #expect(range.stderr.contains("--to-seq"))
     }
 
     @Test("explain prints the tree under the chosen rule with audience sizes, at a past moment too")
-    func explain() throws {
+    func explain() async throws {
         let data = TemporaryDirectory()
         defer { data.remove() }
         let demo = try String(
             contentsOf: builtProductsDirectory()
                 .deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
                 .appendingPathComponent("samples/demo-operations.jsonl"), encoding: .utf8)
-        #expect(try ledger("import", "-", data: data, input: demo).status == 0)
+        #expect(try await ledger("import", "-", data: data, input: demo).status == 0)
         let condition = "'TopicA' in topics && ('TopicB' in topics || 'TopicC' in topics)"
-        let now = try ledger("explain", "--condition", condition, data: data)
+        let now = try await ledger("explain", "--condition", condition, data: data)
         #expect(now.status == 0, "\(now.stderr)")
         #expect(now.stdout.contains("AND  (1 instance)"))
         #expect(now.stdout.contains("'TopicC' in topics  (0 instances)"))
         // Before Carol unregistered (2026-03-05) she was on TopicC.
-        let before = try ledger(
+        let before = try await ledger(
             "explain", "--condition", condition, "--at", "2026-03-04", "--format", "json", data: data)
         let object = jsonObject(Substring(before.stdout.trimmingCharacters(in: .whitespacesAndNewlines)))
         #expect(object["registeredInstances"] as? Int == 3)
         let tree = object["tree"] as? [String: Any]
         let or = (tree?["children"] as? [[String: Any]])?.last
         #expect(((or?["children"] as? [[String: Any]])?.last?["audienceSize"]) as? Int == 1)
-        let rules = try ledger(
+        let rules = try await ledger(
             "explain", "--condition", "'TopicA' in topics || 'TopicB' in topics && 'TopicC' in topics",
             "--precedence", "standard", data: data)
         #expect(rules.stdout.contains("OR  (2 instances)"))
-        let bad = try ledger("explain", "--condition", "'TopicA' in topics &&", data: data)
+        let bad = try await ledger("explain", "--condition", "'TopicA' in topics &&", data: data)
         #expect(bad.status != 0)
         #expect(bad.stderr.contains("after '&&' at offset 19"))
     }
 
     @Test("replay: text, json with the documented keys, csv that hashes to the digest, --naive; errors exit 1")
-    func replay() throws {
+    func replay() async throws {
         let data = TemporaryDirectory()
         defer { data.remove() }
-        _ = try ledger("import", "-", data: data, input: operations)
-        let lines = try ledger("log", data: data).stdout.split(separator: "\n")
+        _ = try await ledger("import", "-", data: data, input: operations)
+        let lines = try await ledger("log", data: data).stdout.split(separator: "\n")
         let id = try #require(jsonObject(lines[5])["messageId"] as? String)
-        let text = try ledger("replay", "--message", id, data: data)
+        let text = try await ledger("replay", "--message", id, data: data)
         #expect(text.status == 0, "\(text.stderr)")
         #expect(text.stdout.contains("matches:    yes"))
         #expect(text.stdout.contains("  tokB\n"))
-        let json = try ledger(
+        let json = try await ledger(
             "replay", "--message", "projects/demo-project/messages/\(id)", "--format", "json", data: data)
         let object = jsonObject(Substring(json.stdout.trimmingCharacters(in: .whitespacesAndNewlines)))
         for key in [
@@ -561,16 +573,16 @@ struct LedgerCLITests {
         #expect(object["recipientDigest"] as? String == sha256Hex("tokB\n"))
         #expect(object["matchesRecord"] as? Bool == true)
         #expect(object["target"] as? [String: String] == ["condition": "'news' in topics"])
-        let csv = try ledger("replay", "--message", id, "--format", "csv", data: data)
+        let csv = try await ledger("replay", "--message", id, "--format", "csv", data: data)
         #expect(csv.stdout == "token\ntokB\n")
-        let naive = try ledger("replay", "--message", id, "--naive", data: data)
+        let naive = try await ledger("replay", "--message", id, "--naive", data: data)
         #expect(naive.status == 0 && naive.stdout.contains("recomputed by folding the log"))
 
-        let unknown = try ledger("replay", "--message", "12345", data: data)
+        let unknown = try await ledger("replay", "--message", "12345", data: data)
         #expect(unknown.status == 1 && unknown.stderr.contains("no message 12345 in project demo-project"))
-        let other = try ledger("replay", "--message", "projects/shop/messages/\(id)", data: data)
+        let other = try await ledger("replay", "--message", "projects/shop/messages/\(id)", data: data)
         #expect(other.status == 1 && other.stderr.contains("belongs to project shop"))
-        let malformed = try ledger("replay", "--message", "abc", data: data)
+        let malformed = try await ledger("replay", "--message", "abc", data: data)
         #expect(malformed.status == 1 && malformed.stderr.contains("decimal number"))
 
         // Rewrite the recorded audience's count behind the ledger's back: replay reports it, exit 2.
@@ -583,48 +595,48 @@ struct LedgerCLITests {
             record[start + 3] = 2
             try txn.put(log, key: UInt64(7), value: record)
         }
-        let mismatch = try ledger("replay", "--message", id, data: data)
+        let mismatch = try await ledger("replay", "--message", id, data: data)
         #expect(mismatch.status == 2)
         #expect(mismatch.stdout.contains("matches:    NO") && mismatch.stderr.contains("MISMATCH"))
-        #expect(try ledger("verify", data: data).status == 2)
+        #expect(try await ledger("verify", data: data).status == 2)
     }
 
     @Test("audit instance and topic at a moment; backup makes a copy that verifies")
-    func auditAndBackup() throws {
+    func auditAndBackup() async throws {
         let data = TemporaryDirectory()
         defer { data.remove() }
-        _ = try ledger("import", "-", data: data, input: operations)
+        _ = try await ledger("import", "-", data: data, input: operations)
         // tokA: on news from 2026-03-02 until 2026-03-03.
-        let during = try ledger(
+        let during = try await ledger(
             "audit", "instance", "tokA", "--at", "2026-03-02T12:00:00Z", "--format", "json", data: data)
         let object = jsonObject(Substring(during.stdout.trimmingCharacters(in: .whitespacesAndNewlines)))
         #expect(object["topics"] as? [String] == ["news"] && object["registered"] as? Bool == true)
         let subscriptions = object["subscriptions"] as? [[String: Any]]
         #expect(subscriptions?.first?["fromSeq"] as? Int == 3 && subscriptions?.first?["untilSeq"] as? Int == 5)
-        let after = try ledger("audit", "instance", "tokA", data: data)
+        let after = try await ledger("audit", "instance", "tokA", data: data)
         #expect(after.stdout.contains("registered, 0 topic(s)"))
         // The condition send at seq 6 reached tokB (tokA had left news), which never acknowledged it.
         #expect(after.stdout.contains("deliveries: 0 message(s), 0 acknowledged (cursor at seq 0)"))
-        let tokB = try ledger("audit", "instance", "tokB", data: data).stdout
+        let tokB = try await ledger("audit", "instance", "tokB", data: data).stdout
         #expect(tokB.contains("deliveries: 1 message(s), 0 acknowledged (cursor at seq 0)"), "\(tokB)")
         #expect(tokB.contains(#"  seq 6  2026-03-04T10:00:00.000000Z  condition "'news' in topics"  not acknowledged"#))
-        let topic = try ledger("audit", "topic", "/topics/news", "--at-seq", "4", "--members", data: data)
+        let topic = try await ledger("audit", "topic", "/topics/news", "--at-seq", "4", "--members", data: data)
         #expect(topic.stdout.contains("at seq 4 (2026-03-02T10:00:00.000000Z): 2 subscriber(s)"))
         #expect(topic.stdout.contains("  tokA\n  tokB\n"))
-        let history = try ledger("audit", "topic", "news", "--format", "json", data: data)
+        let history = try await ledger("audit", "topic", "news", "--format", "json", data: data)
         let counts =
             (jsonObject(Substring(history.stdout.trimmingCharacters(in: .whitespacesAndNewlines)))[
                 "history"] as? [[String: Any]])?.map { $0["count"] as? Int }
         #expect(counts == [1, 2, 1, 0])
-        #expect(try ledger("audit", "topic", "never", data: data).status == 1)
-        #expect(try ledger("audit", "instance", "nobody", data: data).status == 1)
+        #expect(try await ledger("audit", "topic", "never", data: data).status == 1)
+        #expect(try await ledger("audit", "instance", "nobody", data: data).status == 1)
 
         let copy = TemporaryDirectory()
         defer { copy.remove() }
-        let backup = try ledger("backup", copy.path, data: data)
+        let backup = try await ledger("backup", copy.path, data: data)
         #expect(backup.status == 0 && backup.stdout.contains("backed up 8 events"), "\(backup.stderr)")
-        #expect(try runProduct("ledger", ["verify", "--audiences", "--data", copy.path]).status == 0)
-        let again = try ledger("backup", copy.path, data: data)
+        #expect(try await runProduct("ledger", ["verify", "--audiences", "--data", copy.path]).status == 0)
+        let again = try await ledger("backup", copy.path, data: data)
         #expect(again.status == 1 && again.stderr.contains("already holds a ledger"))
     }
 }
@@ -632,7 +644,7 @@ struct LedgerCLITests {
 @Suite("ledger CLI at LMDB's limits")
 struct LedgerCLILimitTests {
     @Test("import from a 1 MiB map: 900-character topics and 4096-byte tokens; log, audit, replay, verify, rebuild")
-    func importLongNamesFromATinyMap() throws {
+    func importLongNamesFromATinyMap() async throws {
         let data = TemporaryDirectory()
         defer { data.remove() }
         let topic = String(repeating: "t", count: 900)
@@ -651,32 +663,32 @@ struct LedgerCLILimitTests {
         }
         lines.append(#"{"op":"send","topic":"\#(topic)","message":{},"time":"2026-03-03T10:00:00Z"}"#)
         let tiny = ["--initial-map-size", "1048576"]
-        let imported = try runProduct(
+        let imported = try await runProduct(
             "ledger", ["import", "-", "--format", "json", "--data", data.path] + tiny,
             input: lines.joined(separator: "\n"))
         #expect(imported.status == 0, "\(imported.stderr)")
         #expect(jsonObject(Substring(imported.stdout))["appended"] as? Int == lines.count)
-        let log = try runProduct("ledger", ["log", "--from-seq", "2", "--to-seq", "2", "--data", data.path])
+        let log = try await runProduct("ledger", ["log", "--from-seq", "2", "--to-seq", "2", "--data", data.path])
         let event = jsonObject(log.stdout.split(separator: "\n")[0])
         #expect(event["topic"] as? String == topic && event["token"] as? String == longToken)
-        let audit = try runProduct(
+        let audit = try await runProduct(
             "ledger", ["audit", "topic", topic, "--members", "--format", "json", "--data", data.path])
         #expect(audit.status == 0, "\(audit.stderr)")
         #expect(audit.stdout.contains(longToken))
-        let stats = try runProduct("ledger", ["stats", "--format", "json", "--data", data.path])
-        let messages = try runProduct("ledger", ["log", "--format", "json", "--data", data.path])
+        let stats = try await runProduct("ledger", ["stats", "--format", "json", "--data", data.path])
+        let messages = try await runProduct("ledger", ["log", "--format", "json", "--data", data.path])
         let sent = messages.stdout.split(separator: "\n").map(jsonObject).first { $0["kind"] as? String == "sent" }
         let messageID = try #require(sent?["messageId"] as? String)
-        let replay = try runProduct(
+        let replay = try await runProduct(
             "ledger", ["replay", "--message", messageID, "--format", "json", "--data", data.path])
         let answer = jsonObject(Substring(replay.stdout))
         #expect(answer["recipients"] as? [String] == [longToken])
         #expect(answer["recipientDigest"] as? String == sha256Hex(longToken + "\n"))
         #expect(answer["matchesRecord"] as? Bool == true)
         #expect((jsonObject(Substring(stats.stdout))["mapBytes"] as? Int ?? 0) >= 8 << 20, "\(stats.stdout)")
-        let rebuilt = try runProduct("ledger", ["rebuild", "--data", data.path] + tiny)
+        let rebuilt = try await runProduct("ledger", ["rebuild", "--data", data.path] + tiny)
         #expect(rebuilt.status == 0, "\(rebuilt.stderr)")
-        let verified = try runProduct("ledger", ["verify", "--data", data.path] + tiny)
+        let verified = try await runProduct("ledger", ["verify", "--data", data.path] + tiny)
         #expect(verified.status == 0, "\(verified.stdout) \(verified.stderr)")
     }
 }
@@ -684,10 +696,11 @@ struct LedgerCLILimitTests {
 @Suite("ledger serve configuration")
 struct ServeConfigurationTests {
     @Test("dev mode refuses a non-loopback address unless told; a misspelt config key is refused with its path")
-    func footGuns() throws {
+    func footGuns() async throws {
         let data = TemporaryDirectory()
         defer { data.remove() }
-        let exposed = try runProduct("ledger", ["serve", "--host", "0.0.0.0", "--port", "0", "--data", data.path])
+        let exposed = try await runProduct(
+            "ledger", ["serve", "--host", "0.0.0.0", "--port", "0", "--data", data.path])
         #expect(exposed.status != 0)
         #expect(exposed.stderr.contains("--allow-dev-mode-on-network"))
         let config = data.path + "/config.json"
@@ -698,20 +711,21 @@ struct ServeConfigurationTests {
             (#"{"projects":{"p1":{"adminKeys":["\#(hash)"]}},"projects":{}}"#, "appears twice"),
         ] {
             try text.write(toFile: config, atomically: true, encoding: .utf8)
-            let refused = try runProduct("ledger", ["serve", "--config", config, "--port", "0", "--data", data.path])
+            let refused = try await runProduct(
+                "ledger", ["serve", "--config", config, "--port", "0", "--data", data.path])
             #expect(refused.status != 0)
             #expect(refused.stderr.contains(path), "\(refused.stderr)")
         }
     }
 
     @Test("a limit flag below 1 is refused at start, naming the flag")
-    func limitFlagsBelowOne() throws {
+    func limitFlagsBelowOne() async throws {
         let data = TemporaryDirectory()
         defer { data.remove() }
         for flag in ["--max-connections", "--max-body-bytes", "--subscription-rate", "--registration-rate"] {
             // On 0.0.0.0 in dev mode the server refuses to start anyway, so a flag let through fails the message
             // check below instead of leaving a server running.
-            let refused = try runProduct(
+            let refused = try await runProduct(
                 "ledger", ["serve", flag, "0", "--host", "0.0.0.0", "--port", "0", "--data", data.path])
             #expect(refused.status != 0)
             #expect(refused.stderr.contains("\(flag) must be at least 1"), "\(refused.stderr)")
@@ -726,21 +740,21 @@ struct LedgerProofCLITests {
         .deletingLastPathComponent().deletingLastPathComponent().appendingPathComponent("tools/merkle/verify_proof.py")
         .path
 
-    static func python(_ arguments: [String]) throws -> ProcessResult {
-        try runProcess("/usr/bin/env", ["python3", pythonVerifier] + arguments)
+    static func python(_ arguments: [String]) async throws -> ProcessResult {
+        try await runProcess("/usr/bin/env", ["python3", pythonVerifier] + arguments)
     }
 
     @Test("an auditor checks a message's proof with the public key alone, in Swift and in Python; tampering fails")
-    func messageProof() throws {
+    func messageProof() async throws {
         let data = TemporaryDirectory()
         defer { data.remove() }
-        #expect(try ledger("import", "-", data: data, input: operations).status == 0)
+        #expect(try await ledger("import", "-", data: data, input: operations).status == 0)
         let messageID = try #require(
-            try ledger("log", data: data).stdout.split(separator: "\n").compactMap {
+            try await ledger("log", data: data).stdout.split(separator: "\n").compactMap {
                 jsonObject($0)["kind"] as? String == "sent" ? jsonObject($0)["messageId"] as? String : nil
             }.first)
 
-        let keyLine = try ledger("checkpoint", "--public-key", data: data)
+        let keyLine = try await ledger("checkpoint", "--public-key", data: data)
         #expect(keyLine.status == 0, "\(keyLine.stderr)")
         let key = keyLine.stdout.trimmingCharacters(in: .newlines)
         #expect(key.hasPrefix("topicledger/demo-project+"))
@@ -750,12 +764,12 @@ struct LedgerProofCLITests {
         #expect((attributes[.posixPermissions] as? NSNumber)?.intValue == 0o600)
         #expect(!keyLine.stdout.contains("PRIVATE") && !keyLine.stderr.contains("PRIVATE"))
 
-        let checkpoint = try ledger("checkpoint", data: data)
+        let checkpoint = try await ledger("checkpoint", data: data)
         #expect(checkpoint.status == 0)
         #expect(checkpoint.stdout.hasPrefix("topicledger/demo-project\n8\n"))
         #expect(checkpoint.stdout.contains("\n\n\u{2014} topicledger/demo-project "))
 
-        let proof = try ledger("prove", "--message", messageID, "--format", "json", data: data)
+        let proof = try await ledger("prove", "--message", messageID, "--format", "json", data: data)
         #expect(proof.status == 0, "\(proof.stderr)")
         let document = jsonObject(Substring(proof.stdout))
         let entries = try #require(document["entries"] as? [[String: Any]])
@@ -764,9 +778,9 @@ struct LedgerProofCLITests {
         #expect(entries.map { $0["leafIndex"] as? Int } == [5, 6])
         let file = data.path + "/proof.json"
         try Data(proof.stdout.utf8).write(to: URL(fileURLWithPath: file))
-        let swiftCheck = try runProduct("ledger", ["verify-proof", file, "--public-key", key])
+        let swiftCheck = try await runProduct("ledger", ["verify-proof", file, "--public-key", key])
         #expect(swiftCheck.status == 0 && swiftCheck.stdout.contains("verified: message \(messageID): 2 events"))
-        let pythonCheck = try Self.python([file, "--public-key", key])
+        let pythonCheck = try await Self.python([file, "--public-key", key])
         #expect(pythonCheck.status == 0, "\(pythonCheck.stdout)\(pythonCheck.stderr)")
 
         // Every kept checkpoint is in checkpoints.jsonl.
@@ -786,24 +800,25 @@ struct LedgerProofCLITests {
             let damaged = proof.stdout.replacingOccurrences(of: original, with: flipped)
             #expect(damaged != proof.stdout)
             try Data(damaged.utf8).write(to: URL(fileURLWithPath: file))
-            #expect(try runProduct("ledger", ["verify-proof", file, "--public-key", key]).status == 2, "\(name)")
-            #expect(try Self.python([file, "--public-key", key]).status == 2, "\(name)")
+            #expect(try await runProduct("ledger", ["verify-proof", file, "--public-key", key]).status == 2, "\(name)")
+            #expect(try await Self.python([file, "--public-key", key]).status == 2, "\(name)")
         }
         // Another key (another data directory's) does not verify this project's checkpoint.
         let other = TemporaryDirectory()
         defer { other.remove() }
-        #expect(try ledger("import", "-", data: other, input: operations).status == 0)
-        let otherKey = try ledger("checkpoint", "--public-key", data: other).stdout.trimmingCharacters(in: .newlines)
+        #expect(try await ledger("import", "-", data: other, input: operations).status == 0)
+        let otherKey = try await ledger("checkpoint", "--public-key", data: other).stdout.trimmingCharacters(
+            in: .newlines)
         try Data(proof.stdout.utf8).write(to: URL(fileURLWithPath: file))
-        #expect(try runProduct("ledger", ["verify-proof", file, "--public-key", otherKey]).status == 2)
-        #expect(try Self.python([file, "--public-key", otherKey]).status == 2)
+        #expect(try await runProduct("ledger", ["verify-proof", file, "--public-key", otherKey]).status == 2)
+        #expect(try await Self.python([file, "--public-key", otherKey]).status == 2)
     }
 
     @Test("the config file sets the checkpoint origin, key name and key file; a key named otherwise is refused")
-    func configuredSigning() throws {
+    func configuredSigning() async throws {
         let data = TemporaryDirectory()
         defer { data.remove() }
-        #expect(try ledger("import", "-", data: data, input: operations).status == 0)
+        #expect(try await ledger("import", "-", data: data, input: operations).status == 0)
         let config = data.path + "/config.json"
         let keyFile = data.path + "/keys/audit.key"
         try FileManager.default.createDirectory(atPath: data.path + "/keys", withIntermediateDirectories: true)
@@ -814,7 +829,7 @@ struct LedgerProofCLITests {
         }
         try configure(#"{"origin":"example.com/notify log","keyName":"example.com/notify","keyFile":"\#(keyFile)"}"#)
 
-        let keyLine = try ledger("checkpoint", "--public-key", "--config", config, data: data)
+        let keyLine = try await ledger("checkpoint", "--public-key", "--config", config, data: data)
         #expect(keyLine.status == 0, "\(keyLine.stderr)")
         let key = keyLine.stdout.trimmingCharacters(in: .newlines)
         #expect(key.hasPrefix("example.com/notify+"))
@@ -822,26 +837,27 @@ struct LedgerProofCLITests {
         #expect(mode?.intValue == 0o600)
         #expect(!FileManager.default.fileExists(atPath: data.path + "/demo-project/checkpoint.key"))
 
-        let checkpoint = try ledger("checkpoint", "--config", config, data: data)
+        let checkpoint = try await ledger("checkpoint", "--config", config, data: data)
         #expect(checkpoint.stdout.hasPrefix("example.com/notify log\n8\n"), "\(checkpoint.stdout)")
         #expect(checkpoint.stdout.contains("\n\n\u{2014} example.com/notify "))
         let messageID = try #require(
-            try ledger("log", data: data).stdout.split(separator: "\n").compactMap {
+            try await ledger("log", data: data).stdout.split(separator: "\n").compactMap {
                 jsonObject($0)["kind"] as? String == "sent" ? jsonObject($0)["messageId"] as? String : nil
             }.first)
-        let proof = try ledger("prove", "--message", messageID, "--config", config, "--format", "json", data: data)
+        let proof = try await ledger(
+            "prove", "--message", messageID, "--config", config, "--format", "json", data: data)
         #expect(proof.status == 0, "\(proof.stderr)")
         #expect(
             (jsonObject(Substring(proof.stdout))["checkpoint"] as? String)?.hasPrefix("example.com/notify log\n")
                 == true)
         let file = data.path + "/proof.json"
         try Data(proof.stdout.utf8).write(to: URL(fileURLWithPath: file))
-        #expect(try runProduct("ledger", ["verify-proof", file, "--public-key", key]).status == 0)
-        #expect(try Self.python([file, "--public-key", key]).status == 0)
+        #expect(try await runProduct("ledger", ["verify-proof", file, "--public-key", key]).status == 0)
+        #expect(try await Self.python([file, "--public-key", key]).status == 0)
 
         // The key file names its key: a config that calls it something else is refused, not re-keyed.
         try configure(#"{"keyName":"someone-else","keyFile":"\#(keyFile)"}"#)
-        let renamed = try ledger("checkpoint", "--config", config, data: data)
+        let renamed = try await ledger("checkpoint", "--config", config, data: data)
         #expect(renamed.status != 0)
         #expect(renamed.stderr.contains("is named example.com/notify, not someone-else"), "\(renamed.stderr)")
         // Bad settings are refused by name, by the CLI and by the server alike.
@@ -851,47 +867,51 @@ struct LedgerProofCLITests {
             (#"{"keyfile":"/x"}"#, "checkpoint.keyfile"), (#""x""#, "expected an object"),
         ] {
             try configure(checkpoint)
-            let refused = try ledger("checkpoint", "--config", config, data: data)
+            let refused = try await ledger("checkpoint", "--config", config, data: data)
             #expect(refused.status != 0 && refused.stderr.contains(complaint), "\(checkpoint): \(refused.stderr)")
-            let serve = try runProduct("ledger", ["serve", "--config", config, "--port", "0", "--data", data.path])
+            let serve = try await runProduct(
+                "ledger", ["serve", "--config", config, "--port", "0", "--data", data.path])
             #expect(serve.status != 0 && serve.stderr.contains(complaint), "\(checkpoint): \(serve.stderr)")
         }
     }
 
     @Test("consistency proofs hold for a grown log and fail for a rewritten one")
-    func consistencyProof() throws {
+    func consistencyProof() async throws {
         let data = TemporaryDirectory()
         defer { data.remove() }
-        #expect(try ledger("import", "-", data: data, input: operations).status == 0)
-        let key = try ledger("checkpoint", "--public-key", data: data).stdout.trimmingCharacters(in: .newlines)
+        #expect(try await ledger("import", "-", data: data, input: operations).status == 0)
+        let key = try await ledger("checkpoint", "--public-key", data: data).stdout.trimmingCharacters(in: .newlines)
         let file = data.path + "/consistency.json"
         for from in 1...8 {
-            let proof = try ledger("prove", "--consistency", "--from", String(from), "--format", "json", data: data)
+            let proof = try await ledger(
+                "prove", "--consistency", "--from", String(from), "--format", "json", data: data)
             #expect(proof.status == 0, "\(proof.stderr)")
             #expect(jsonObject(Substring(proof.stdout))["to"] as? Int == 8)
             try Data(proof.stdout.utf8).write(to: URL(fileURLWithPath: file))
-            #expect(try runProduct("ledger", ["verify-proof", file, "--public-key", key]).status == 0)
-            #expect(try Self.python([file, "--public-key", key]).status == 0)
+            #expect(try await runProduct("ledger", ["verify-proof", file, "--public-key", key]).status == 0)
+            #expect(try await Self.python([file, "--public-key", key]).status == 0)
         }
         // A root from a rewritten history (another log's tree of 4) is not consistent with this one's.
         let other = TemporaryDirectory()
         defer { other.remove() }
         let rewritten = operations.replacingOccurrences(of: "com.example", with: "com.exampl3")
-        #expect(try ledger("import", "-", data: other, input: rewritten).status == 0)
+        #expect(try await ledger("import", "-", data: other, input: rewritten).status == 0)
         let honest = jsonObject(
-            Substring(try ledger("prove", "--consistency", "--from", "4", "--format", "json", data: data).stdout))
+            Substring(try await ledger("prove", "--consistency", "--from", "4", "--format", "json", data: data).stdout))
         let forgedRoot = try #require(
             jsonObject(
                 Substring(
-                    try ledger("prove", "--consistency", "--from", "4", "--to", "4", "--format", "json", data: other)
-                        .stdout))["fromRoot"] as? String)
+                    try await ledger(
+                        "prove", "--consistency", "--from", "4", "--to", "4", "--format", "json", data: other
+                    )
+                    .stdout))["fromRoot"] as? String)
         #expect(forgedRoot != honest["fromRoot"] as? String)
         var forged = honest
         forged["fromRoot"] = forgedRoot
         try JSONSerialization.data(withJSONObject: forged).write(to: URL(fileURLWithPath: file))
-        #expect(try runProduct("ledger", ["verify-proof", file, "--public-key", key]).status == 2)
-        #expect(try Self.python([file, "--public-key", key]).status == 2)
+        #expect(try await runProduct("ledger", ["verify-proof", file, "--public-key", key]).status == 2)
+        #expect(try await Self.python([file, "--public-key", key]).status == 2)
         // Sizes past the log are refused.
-        #expect(try ledger("prove", "--consistency", "--from", "9", data: data).status != 0)
+        #expect(try await ledger("prove", "--consistency", "--from", "9", data: data).status != 0)
     }
 }

@@ -130,7 +130,7 @@ struct MerkleTreeTests {
     }
 
     @Test("the Python verifier (tools/merkle) accepts every inclusion and consistency proof of sizes 1…300")
-    func independentVerifier() throws {
+    func independentVerifier() async throws {
         var json = "{\"leafHashes\":[" + Self.leaves.map { "\"\($0.hex)\"" }.joined(separator: ",") + "],"
         json += "\"roots\":[" + (try (0...300).map { "\"\(try tree($0).root().hex)\"" }).joined(separator: ",") + "],"
         var inclusion: [String] = []
@@ -154,7 +154,7 @@ struct MerkleTreeTests {
         defer { try? FileManager.default.removeItem(at: file) }
         let script = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
             .deletingLastPathComponent().appendingPathComponent("tools/merkle/verify_proof.py")
-        let (status, text) = try Self.runPython(script, ["--vectors", file.path])
+        let (status, text) = try await Self.runPython(script, ["--vectors", file.path])
         #expect(status == 0, "\(text)")
         #expect(text.contains("verified: 45150 inclusion and 45150 consistency proofs"), "\(text)")
         // And it is a verifier: one flipped bit in one proof node is refused.
@@ -167,20 +167,23 @@ struct MerkleTreeTests {
              "consistency":[]}
             """
         try Data(damaged.utf8).write(to: file)
-        let (refusedStatus, refused) = try Self.runPython(script, ["--vectors", file.path])
+        let (refusedStatus, refused) = try await Self.runPython(script, ["--vectors", file.path])
         #expect(refusedStatus == 2 && refused.contains("not verified: inclusion of leaf 7 in size 300"), "\(refused)")
     }
 
-    static func runPython(_ script: URL, _ arguments: [String]) throws -> (Int32, String) {
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
-        process.arguments = ["python3", script.path] + arguments
-        let output = Pipe()
-        process.standardOutput = output
-        let exit = try ChildExit(running: process)
-        let text = String(decoding: output.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-        exit.wait()
-        return (process.terminationStatus, text)
+    /// Runs `script` with python3; its exit status and standard output (waited for on a thread of its own).
+    static func runPython(_ script: URL, _ arguments: [String]) async throws -> (Int32, String) {
+        try await onThreadOfItsOwn {
+            let process = Process()
+            process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
+            process.arguments = ["python3", script.path] + arguments
+            let output = Pipe()
+            process.standardOutput = output
+            let exit = try ChildExit(running: process)
+            let text = String(decoding: output.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+            exit.wait()
+            return (process.terminationStatus, text)
+        }
     }
 
     @Test("a flipped byte anywhere in a proof, a leaf or a root fails verification")

@@ -122,7 +122,7 @@ struct ConsoleTests {
 
             let csv = try await Self.get(client, "/console/messages/\(id)/recipients.csv", cookie: cookie!)
             #expect(csv.headers[.contentType]?.hasPrefix("text/csv") == true)
-            let cli = try runProduct(
+            let cli = try await runProduct(
                 "ledger", ["replay", "--data", server.directory.path, "--message", id, "--format", "csv"])
             #expect(cli.status == 0)
             #expect(csv.text == cli.stdout)

@@ -113,12 +113,18 @@ struct HardeningTests {
             return try ServerConfiguration.load(path: path)
         }
         let cases = [
-            (#"{"p": {"adminKeys": ["\#(shared)"], "clientApiKeys": ["\#(shared)"]}}"#,
-             "projects.p.adminKeys and projects.p.clientApiKeys"),
-            (#"{"p": {"adminKeys": ["\#(shared)"], "auditorKeys": ["\#(shared)"]}}"#,
-             "projects.p.adminKeys and projects.p.auditorKeys"),
-            (#"{"q": {"auditorKeys": ["\#(shared)"]}, "p": {"auditorKeys": ["\#(shared)"]}}"#,
-             "projects.p.auditorKeys and projects.q.auditorKeys"),
+            (
+                #"{"p": {"adminKeys": ["\#(shared)"], "clientApiKeys": ["\#(shared)"]}}"#,
+                "projects.p.adminKeys and projects.p.clientApiKeys"
+            ),
+            (
+                #"{"p": {"adminKeys": ["\#(shared)"], "auditorKeys": ["\#(shared)"]}}"#,
+                "projects.p.adminKeys and projects.p.auditorKeys"
+            ),
+            (
+                #"{"q": {"auditorKeys": ["\#(shared)"]}, "p": {"auditorKeys": ["\#(shared)"]}}"#,
+                "projects.p.auditorKeys and projects.q.auditorKeys"
+            ),
         ]
         for (projects, places) in cases {
             #expect {
@@ -127,7 +133,8 @@ struct HardeningTests {
                 (error as? LedgerCoreError)?.field?.hasSuffix(places) == true
             }
         }
-        let configuration = try load(#"{"p": {"adminKeys": ["\#(shared)", "\#(shared)"], "auditorKeys": ["\#(other)"]}}"#)
+        let configuration = try load(
+            #"{"p": {"adminKeys": ["\#(shared)", "\#(shared)"], "auditorKeys": ["\#(other)"]}}"#)
         #expect(configuration.credentials.projects == [try ProjectID("p")])
     }
 

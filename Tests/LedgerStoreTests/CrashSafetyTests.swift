@@ -11,38 +11,17 @@ import Testing
 @Suite("Crash safety", .serialized)
 struct CrashSafetyTests {
     @Test("SIGKILL at random moments loses no acknowledged event and leaves a sound ledger (24 rounds)")
-    func killNine() throws {
+    func killNine() async throws {
         let directory = TemporaryDirectory("ledger-crash")
         defer { directory.remove() }
         var generator = SeededGenerator(seed: UInt64(Date().timeIntervalSince1970))
         var acknowledged: [UInt64: String] = [:]
         for round in 1...24 {
-            let worker = Process()
-            worker.executableURL = builtProductsDirectory().appendingPathComponent("LedgerCrashWorker")
-            worker.arguments = [directory.path, "16"]
-            let output = Pipe()
-            worker.standardOutput = output
-            let exit = try ChildExit(running: worker)
-            // Read acknowledgements as they arrive; kill at a random moment once the writers are running.
-            let reader = output.fileHandleForReading
-            var text = ""
-            // A worker that never acknowledges would block the read below: a watchdog ends it, and the
-            // round then fails on `acksThisRound`.
-            let pid = worker.processIdentifier
-            DispatchQueue.global().asyncAfter(deadline: .now() + 30) {
-                if worker.isRunning { kill(pid, SIGKILL) }
+            let delay = UInt32.random(in: 0...150_000, using: &generator)
+            let (text, reason) = try await onThreadOfItsOwn { [path = directory.path] in
+                try Self.runWorkerUntilKilled(directory: path, delay: delay)
             }
-            // Wait until the writers run (the first acknowledgement), then kill at a random moment.
-            while !text.contains("\nack ") {
-                let chunk = reader.availableData
-                if chunk.isEmpty { break }
-                text += String(decoding: chunk, as: UTF8.self)
-            }
-            usleep(UInt32.random(in: 0...150_000, using: &generator))
-            kill(worker.processIdentifier, SIGKILL)
-            exit.wait()
-            text += String(decoding: reader.readDataToEndOfFile(), as: UTF8.self)
-            #expect(worker.terminationReason == .uncaughtSignal, "round \(round): the worker exited by itself")
+            #expect(reason == .uncaughtSignal, "round \(round): the worker exited by itself")
 
             var acksThisRound = 0
             var lines = text.split(separator: "\n", omittingEmptySubsequences: false)
@@ -98,5 +77,37 @@ struct CrashSafetyTests {
         #expect(report.isSound, "\(report.problems)")
         #expect(report.sendsWithoutAudience == 0 && report.audiencesChecked == sends.count)
         ledger.close()
+    }
+
+    /// Runs the crash worker on `directory`, reads its acknowledgements until its writers run, kills it
+    /// `delay` µs later, and returns what it printed and how it ended (blocking: called on a thread of its
+    /// own, see ``onThreadOfItsOwn(_:)``).
+    static func runWorkerUntilKilled(directory: String, delay: UInt32) throws -> (String, Process.TerminationReason) {
+        let worker = Process()
+        worker.executableURL = builtProductsDirectory().appendingPathComponent("LedgerCrashWorker")
+        worker.arguments = [directory, "16"]
+        let output = Pipe()
+        worker.standardOutput = output
+        let exit = try ChildExit(running: worker)
+        // Read acknowledgements as they arrive; kill at a random moment once the writers are running.
+        let reader = output.fileHandleForReading
+        var text = ""
+        // A worker that never acknowledges would block the read below: a watchdog ends it, and the
+        // round then fails on `acksThisRound`.
+        let pid = worker.processIdentifier
+        DispatchQueue.global().asyncAfter(deadline: .now() + 30) {
+            if worker.isRunning { kill(pid, SIGKILL) }
+        }
+        // Wait until the writers run (the first acknowledgement), then kill at a random moment.
+        while !text.contains("\nack ") {
+            let chunk = reader.availableData
+            if chunk.isEmpty { break }
+            text += String(decoding: chunk, as: UTF8.self)
+        }
+        usleep(delay)
+        kill(worker.processIdentifier, SIGKILL)
+        exit.wait()
+        text += String(decoding: reader.readDataToEndOfFile(), as: UTF8.self)
+        return (text, worker.terminationReason)
     }
 }

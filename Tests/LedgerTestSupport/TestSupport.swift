@@ -129,8 +129,24 @@ public struct ProcessResult: Sendable {
 }
 
 /// Runs one of the package's executables with `arguments`, feeding `input` on standard input.
-public func runProduct(_ name: String, _ arguments: [String], input: String? = nil) throws -> ProcessResult {
-    try runProcess(builtProductsDirectory().appendingPathComponent(name).path, arguments, input: input)
+public func runProduct(_ name: String, _ arguments: [String], input: String? = nil) async throws -> ProcessResult {
+    try await runProcess(builtProductsDirectory().appendingPathComponent(name).path, arguments, input: input)
+}
+
+/// Runs blocking work — waiting for a child process, reading its pipes, polling a file while it runs — on a
+/// thread of its own, and resumes the caller when it is done.
+///
+/// Tests run on Swift's cooperative pool, which has one thread per core: two on the CI machine. A test that
+/// blocks one of them for as long as a child process runs takes it from every other test for that long, and
+/// the in-process servers of the delivery and messaging tests answer nothing while both are taken. A full run
+/// caught both threads reading child pipes (the kill -9 test's worker and a CLI test's `ledger`) for 53 s,
+/// and a messaging test that waited 10 s for its registration failed; the same work on threads of its own
+/// shares the cores with them instead.
+public func onThreadOfItsOwn<T: Sendable>(_ work: @escaping @Sendable () throws -> T) async throws -> T {
+    try await withCheckedThrowingContinuation { continuation in
+        let thread = Thread { continuation.resume(with: Result { try work() }) }
+        thread.start()
+    }
 }
 
 /// Waits for a child process without `Process.waitUntilExit()`, which polls a run loop for the child's end and,
@@ -152,8 +168,13 @@ public final class ChildExit: Sendable {
     public func wait() { exited.wait() }
 }
 
-/// Runs the executable at `path` with `arguments`, feeding `input` on standard input.
-public func runProcess(_ path: String, _ arguments: [String], input: String? = nil) throws -> ProcessResult {
+/// Runs the executable at `path` with `arguments`, feeding `input` on standard input (waiting for it on a
+/// thread of its own: ``onThreadOfItsOwn(_:)``).
+public func runProcess(_ path: String, _ arguments: [String], input: String? = nil) async throws -> ProcessResult {
+    try await onThreadOfItsOwn { try runProcessBlocking(path, arguments, input: input) }
+}
+
+private func runProcessBlocking(_ path: String, _ arguments: [String], input: String?) throws -> ProcessResult {
     let process = Process()
     process.executableURL = URL(fileURLWithPath: path)
     process.arguments = arguments

@@ -5,32 +5,23 @@ import Testing
 /// `ledger-device` (samples/DeviceClient), the library's command-line device, run as a process.
 @Suite("ledger-device", .timeLimit(.minutes(2)))
 struct DeviceCommandTests {
-    /// Runs the device on a dispatch thread: blocking a thread of the concurrency pool while the in-process server
-    /// needs it would deadlock a two-core machine.
+    /// Runs the device (on a thread of its own: ``runProduct(_:_:input:)``).
     static func device(_ arguments: [String], port: Int, store: String) async throws -> ProcessResult {
-        try await withCheckedThrowingContinuation { continuation in
-            DispatchQueue.global().async {
-                continuation.resume(
-                    with: Result {
-                        try runProduct(
-                            "ledger-device", arguments + ["--server", "http://127.0.0.1:\(port)", "--store", store])
-                    })
-            }
-        }
+        try await runProduct("ledger-device", arguments + ["--server", "http://127.0.0.1:\(port)", "--store", store])
     }
 
     @Test("every subcommand has --help, and bad options exit 64 with the usage")
-    func help() throws {
-        let top = try runProduct("ledger-device", ["--help"])
+    func help() async throws {
+        let top = try await runProduct("ledger-device", ["--help"])
         #expect(top.status == 0 && top.stdout.contains("Exit status"))
         for command in ["register", "subscribe", "unsubscribe", "poll", "stream", "unregister"] {
-            let help = try runProduct("ledger-device", [command, "--help"])
+            let help = try await runProduct("ledger-device", [command, "--help"])
             #expect(help.status == 0, "\(command) --help")
             #expect(help.stdout.contains("--store"), "\(command) --help: \(help.stdout)")
         }
-        let usage = try runProduct("ledger-device", ["poll", "--wait", "61"])
+        let usage = try await runProduct("ledger-device", ["poll", "--wait", "61"])
         #expect(usage.status == 64 && usage.stderr.contains("--wait must be 0 to 60"))
-        let server = try runProduct("ledger-device", ["register", "--server", "ftp://x"])
+        let server = try await runProduct("ledger-device", ["register", "--server", "ftp://x"])
         #expect(server.status == 64 && server.stderr.contains("--server must be an http or https URL"))
     }
 
