@@ -183,7 +183,7 @@ public func buildApplication(configuration: ServerConfiguration, ledgers: Ledger
             LimitedConnections(
                 inner: try HTTP2UpgradeChannel(
                     tlsConfiguration: certificate.tlsConfiguration, configuration: http2, responder: responder),
-                limiter: limiter)
+                limiter: limiter, tlsHandshakeTimeout: TimeAmount(idleTimeout))
         }
         services.append(CertificateReloader(certificate: certificate, logger: logger))
     } else {
