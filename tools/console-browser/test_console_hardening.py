@@ -141,6 +141,13 @@ def test_the_recipients_csv_neutralises_formulas_as_ledger_replay_does(imported)
     topics = subprocess.run([imported["binary"], "topics", "--data", imported["data"], "--format", "csv"],
                             capture_output=True, text=True)
     assert topics.stdout.splitlines() == ["topic,subscribers", "\"'-weather\",2"]
+    # docs/compliance.md's digest by hand, guard undone, gives the digest recorded at send time.
+    recipe = (f"{imported['binary']} replay --data {imported['data']} --message {imported['message']} --format csv"
+              " | tail -n +2 | sed -E \"s/^\\\"'(.*)\\\"\\$/\\1/\" | LC_ALL=C sort | sha256sum")
+    by_hand = subprocess.run(["bash", "-c", recipe], capture_output=True, text=True).stdout.split()[0]
+    replay = subprocess.run([imported["binary"], "replay", "--data", imported["data"], "--message",
+                             imported["message"], "--format", "json"], capture_output=True, text=True)
+    assert by_hand == json.loads(replay.stdout)["recordedDigest"]
 
 
 def test_a_recipients_page_past_the_end_shows_the_last_page(imported):
