@@ -13,7 +13,8 @@ run:
 # conformance suite and the raw-HTTP battery against the built server (pip installs firebase-admin 7.7.0),
 # the same SDK and delivery suites over HTTPS with a test CA (HTTP/2, certificate reload and ledger-device over
 # HTTPS in test_https.py, which adds the test CA to the system trust store for its run: URLSession on Linux trusts
-# nothing else), samples/topicledger.service checked by systemd-analyze verify, the seeds scenario, the audit console in headless chromium (apt installs chromium and chromium-driver, pip
+# nothing else), samples/topicledger.service checked by systemd-analyze verify, the APNs stand-in's own tests
+# (tools/apns-standin: HTTP/2, provider tokens, Apple's documented replies), the seeds scenario, the audit console in headless chromium (apt installs chromium and chromium-driver, pip
 # selenium; screenshots to docs/console), schemathesis against docs/openapi.yaml (30 s), and the libFuzzer targets (15 s each, an
 # unoptimized build: it builds in half the time of a release one, which is most of this step). The Swift tests
 # run in three processes. The suites with in-process servers and time limits (LedgerServerTests,
@@ -32,6 +33,7 @@ test:
 	swift test --skip-build --filter CancellationTests
 	tools/sdk-conformance/run.sh "$$(swift build --show-bin-path)/ledger"
 	tools/deploy/verify-unit.sh "$$(swift build --show-bin-path)/ledger"
+	tools/apns-standin/run.sh
 	samples/seeds-scenario.sh
 	tools/console-browser/run.sh "$$(swift build --show-bin-path)/ledger"
 	tools/schemathesis/run.sh "$$(swift build --show-bin-path)/ledger" 30

@@ -1,0 +1,354 @@
+"""An Apple Push Notification service stand-in for tests and benchmarks, written from Apple's documentation
+("Sending notification requests to APNs", "Establishing a token-based connection to APNs", "Handling
+notification responses from APNs").
+
+It is a real HTTP/2-over-TLS server (ALPN h2 only, as api.push.apple.com) that answers
+`POST /3/device/{token}` as APNs does:
+
+- the provider token: `authorization: bearer <JWT>`, ES256, header {alg, kid}, claims {iss, iat}, verified with
+  the team's public key: a bad signature, kid or iss is 403 InvalidProviderToken; an `iat` more than an hour
+  old is 403 ExpiredProviderToken, after which the connection answers nothing else (Apple leaves it unusable);
+  a new token for the same key less than `--token-update-interval` seconds (20 minutes) after the last new one
+  is 429 TooManyProviderTokenUpdates; no token is 403 MissingProviderToken;
+- the headers: `apns-topic` (400 MissingTopic, or TopicDisallowed when it is not `--topic`), `apns-push-type`
+  (InvalidPushType), `apns-priority` (BadPriority), `apns-expiration` (BadExpirationDate), `apns-collapse-id`
+  (BadCollapseId, over 64 bytes), `apns-id` (BadMessageId, not a UUID); the device token (BadDeviceToken: hex of
+  even length, 16 to 200 bytes); the body (PayloadEmpty; 413 PayloadTooLarge over 4096 bytes);
+- HTTP/2 as APNs runs it with token authentication: one concurrent stream until a request has gone through,
+  then `--max-streams` announced in SETTINGS.
+
+A 200 carries `apns-id` (the request's, else a new UUID). Errors carry `{"reason": …}`, and 410 also
+`"timestamp"` (milliseconds). Every request is recorded.
+
+Scripting and inspection go through a plain-HTTP control port on loopback (`--control-port`):
+  POST /script   {"token": HEX, "replies": [{"status": 410, "reason": "Unregistered", "timestamp": MS}, …],
+                  "sticky": false}  the next requests for the token get these replies in order (the last one
+                  for ever when sticky); `"delay": SECONDS` in a reply holds its answer that long
+  POST /goaway   sends GOAWAY on every open connection (NO_ERROR) and closes them
+  POST /reset    forgets scripts, records and provider-token history
+  GET  /requests the recorded requests as a JSON list
+  GET  /healthz  200 once both ports listen
+
+    python3 standin.py --cert server.pem --key server.key --team-key team.pub.pem --team-id ABCDE12345 \\
+        --key-id KEY1234567 --topic com.example.app --port 2197 --control-port 2198
+"""
+
+import argparse
+import asyncio
+import base64
+import json
+import re
+import ssl
+import threading
+import time
+import uuid
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import h2.config
+import h2.connection
+import h2.events
+import h2.exceptions
+import h2.settings
+from cryptography.exceptions import InvalidSignature
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import ec
+from cryptography.hazmat.primitives.asymmetric.utils import encode_dss_signature
+
+PUSH_TYPES = {"alert", "background", "voip", "complication", "fileprovider", "mdm", "liveactivity",
+              "pushtotalk", "location", "widgets", "controls"}
+TOKEN_PATTERN = re.compile(r"^/3/device/([0-9a-fA-F]+)$")
+UUID_PATTERN = re.compile(r"^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$")
+MAX_PAYLOAD = 4096
+TOKEN_LIFETIME = 3600
+
+
+def _b64url_decode(text):
+    return base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
+
+
+class State:
+    """What the stand-in knows across connections: scripts, records, provider-token history."""
+
+    def __init__(self, args, public_key):
+        self.args = args
+        self.public_key = public_key
+        self.lock = threading.Lock()
+        self.scripts = {}
+        self.requests = []
+        self.token_updates = {}  # kid -> (last new JWT, when it was first seen)
+        self.connections = set()
+        self.loop = None
+
+    def reset(self):
+        with self.lock:
+            self.scripts.clear()
+            self.requests.clear()
+            self.token_updates.clear()
+
+    def scripted_reply(self, token):
+        with self.lock:
+            script = self.scripts.get(token.lower())
+            if not script or not script["replies"]:
+                return None
+            if len(script["replies"]) == 1 and script.get("sticky"):
+                return script["replies"][0]
+            return script["replies"].pop(0)
+
+    def check_provider_token(self, authorization, connection):
+        """None when the token is good, else (status, reason)."""
+        if not authorization or not authorization.lower().startswith("bearer "):
+            return 403, "MissingProviderToken"
+        jwt = authorization[7:].strip()
+        try:
+            header_b64, claims_b64, signature_b64 = jwt.split(".")
+            header = json.loads(_b64url_decode(header_b64))
+            claims = json.loads(_b64url_decode(claims_b64))
+            signature = _b64url_decode(signature_b64)
+        except (ValueError, json.JSONDecodeError):
+            return 403, "InvalidProviderToken"
+        if header.get("alg") != "ES256" or header.get("kid") != self.args.key_id or len(signature) != 64:
+            return 403, "InvalidProviderToken"
+        if claims.get("iss") != self.args.team_id or not isinstance(claims.get("iat"), int):
+            return 403, "InvalidProviderToken"
+        der = encode_dss_signature(int.from_bytes(signature[:32], "big"), int.from_bytes(signature[32:], "big"))
+        try:
+            self.public_key.verify(der, f"{header_b64}.{claims_b64}".encode(), ec.ECDSA(hashes.SHA256()))
+        except InvalidSignature:
+            return 403, "InvalidProviderToken"
+        now = time.time()
+        if claims["iat"] > now + 60:
+            return 403, "InvalidProviderToken"
+        if now - claims["iat"] > TOKEN_LIFETIME:
+            connection.unusable = True
+            return 403, "ExpiredProviderToken"
+        with self.lock:
+            last = self.token_updates.get(header["kid"])
+            if last is None or last[0] != jwt:
+                if (last is not None and now - last[1] < self.args.token_update_interval
+                        and now - _iat(last[0]) <= TOKEN_LIFETIME):
+                    return 429, "TooManyProviderTokenUpdates"
+                self.token_updates[header["kid"]] = (jwt, now)
+        return None
+
+
+def _iat(jwt):
+    return json.loads(_b64url_decode(jwt.split(".")[1]))["iat"]
+
+
+class Connection:
+    """One provider connection: the h2 state machine and its streams."""
+
+    def __init__(self, state, reader, writer):
+        self.state = state
+        self.reader = reader
+        self.writer = writer
+        self.id = uuid.uuid4().hex[:8]
+        self.h2 = h2.connection.H2Connection(config=h2.config.H2Configuration(client_side=False,
+                                                                              header_encoding="utf-8"))
+        self.streams = {}
+        self.unusable = False
+        self.opened = False
+
+    async def run(self):
+        self.h2.initiate_connection()
+        # Token authentication: one stream until a request has gone through.
+        self.h2.update_settings({h2.settings.SettingCodes.MAX_CONCURRENT_STREAMS: 1})
+        await self.flush()
+        try:
+            while True:
+                data = await self.reader.read(65536)
+                if not data:
+                    break
+                for event in self.h2.receive_data(data):
+                    await self.handle(event)
+                await self.flush()
+        except (ConnectionResetError, h2.exceptions.ProtocolError, ssl.SSLError):
+            pass
+        finally:
+            self.state.connections.discard(self)
+            self.writer.close()
+
+    async def flush(self):
+        data = self.h2.data_to_send()
+        if data:
+            self.writer.write(data)
+            await self.writer.drain()
+
+    async def handle(self, event):
+        if isinstance(event, h2.events.RequestReceived):
+            self.streams[event.stream_id] = {"headers": dict(event.headers), "body": b""}
+        elif isinstance(event, h2.events.DataReceived):
+            stream = self.streams.get(event.stream_id)
+            if stream is not None:
+                stream["body"] += event.data
+            self.h2.acknowledge_received_data(event.flow_controlled_length, event.stream_id)
+        elif isinstance(event, h2.events.StreamEnded):
+            stream = self.streams.pop(event.stream_id, None)
+            if stream is not None:
+                asyncio.ensure_future(self.answer(event.stream_id, stream["headers"], stream["body"]))
+        elif isinstance(event, h2.events.StreamReset):
+            self.streams.pop(event.stream_id, None)
+
+    async def answer(self, stream_id, headers, body):
+        status, reason, extra, delay = self.decide(headers, body)
+        if delay:
+            await asyncio.sleep(delay)
+        apns_id = headers.get("apns-id") or str(uuid.uuid4()).upper()
+        record = {
+            "connection": self.id, "stream": stream_id, "time": time.time(), "path": headers.get(":path"),
+            "token": (TOKEN_PATTERN.match(headers.get(":path", "")) or [None, None])[1],
+            "headers": {k: v for k, v in headers.items() if k.startswith("apns-") or k == "authorization"},
+            "body": body.decode("utf-8", "replace"), "status": status, "reason": reason, "apnsId": apns_id,
+        }
+        with self.state.lock:
+            self.state.requests.append(record)
+        response_headers = [(":status", str(status)), ("apns-id", apns_id)]
+        payload = b""
+        if status != 200:
+            document = {"reason": reason}
+            document.update(extra)
+            payload = json.dumps(document).encode()
+            response_headers.append(("content-type", "application/json"))
+            response_headers.append(("content-length", str(len(payload))))
+        try:
+            self.h2.send_headers(stream_id, response_headers, end_stream=not payload)
+            if payload:
+                self.h2.send_data(stream_id, payload, end_stream=True)
+            if status == 200 and not self.opened:
+                # A request went through: announce the real stream limit.
+                self.opened = True
+                self.h2.update_settings({h2.settings.SettingCodes.MAX_CONCURRENT_STREAMS: self.state.args.max_streams})
+            await self.flush()
+        except (h2.exceptions.StreamClosedError, h2.exceptions.ProtocolError, ConnectionResetError):
+            pass
+
+    def decide(self, headers, body):
+        """(status, reason, extra body fields, delay) for one request."""
+        if self.unusable:
+            return 403, "ExpiredProviderToken", {}, 0
+        if headers.get(":method") != "POST":
+            return 405, "MethodNotAllowed", {}, 0
+        match = TOKEN_PATTERN.match(headers.get(":path", ""))
+        if not match and not headers.get(":path", "").startswith("/3/device/"):
+            return 404, "BadPath", {}, 0
+        problem = self.state.check_provider_token(headers.get("authorization"), self)
+        if problem:
+            return problem[0], problem[1], {}, 0
+        token = match.group(1) if match else ""
+        if not token or len(token) % 2 or not 32 <= len(token) <= 400:
+            return 400, "BadDeviceToken", {}, 0
+        topic = headers.get("apns-topic")
+        if not topic:
+            return 400, "MissingTopic", {}, 0
+        if topic != self.state.args.topic:
+            return 400, "TopicDisallowed", {}, 0
+        if headers.get("apns-push-type") not in PUSH_TYPES:
+            return 400, "InvalidPushType", {}, 0
+        if headers.get("apns-priority", "10") not in ("1", "5", "10"):
+            return 400, "BadPriority", {}, 0
+        if not re.fullmatch(r"\d+", headers.get("apns-expiration", "0")):
+            return 400, "BadExpirationDate", {}, 0
+        if len(headers.get("apns-collapse-id", "").encode()) > 64:
+            return 400, "BadCollapseId", {}, 0
+        if "apns-id" in headers and not UUID_PATTERN.match(headers["apns-id"]):
+            return 400, "BadMessageId", {}, 0
+        if not body:
+            return 400, "PayloadEmpty", {}, 0
+        if len(body) > MAX_PAYLOAD:
+            return 413, "PayloadTooLarge", {}, 0
+        scripted = self.state.scripted_reply(token)
+        if scripted:
+            extra = {"timestamp": scripted["timestamp"]} if "timestamp" in scripted else {}
+            return scripted.get("status", 200), scripted.get("reason"), extra, scripted.get("delay", 0)
+        return 200, None, {}, 0
+
+    def goaway(self):
+        try:
+            self.h2.close_connection()
+            self.writer.write(self.h2.data_to_send())
+        finally:
+            self.writer.close()
+
+
+def control_server(state, port):
+    class Handler(BaseHTTPRequestHandler):
+        def log_message(self, *args):
+            pass
+
+        def reply(self, status, document):
+            data = json.dumps(document).encode()
+            self.send_response(status)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+
+        def do_GET(self):
+            if self.path == "/requests":
+                with state.lock:
+                    self.reply(200, list(state.requests))
+            elif self.path == "/healthz":
+                self.reply(200, {"status": "ok"})
+            else:
+                self.reply(404, {"error": "unknown"})
+
+        def do_POST(self):
+            length = int(self.headers.get("Content-Length") or 0)
+            document = json.loads(self.rfile.read(length) or b"{}")
+            if self.path == "/script":
+                with state.lock:
+                    state.scripts[document["token"].lower()] = {"replies": list(document["replies"]),
+                                                                "sticky": bool(document.get("sticky"))}
+                self.reply(200, {})
+            elif self.path == "/goaway":
+                count = len(state.connections)
+                for connection in list(state.connections):
+                    state.loop.call_soon_threadsafe(connection.goaway)
+                self.reply(200, {"connections": count})
+            elif self.path == "/reset":
+                state.reset()
+                self.reply(200, {})
+            else:
+                self.reply(404, {"error": "unknown"})
+
+    server = ThreadingHTTPServer(("127.0.0.1", port), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    return server
+
+
+async def main(args):
+    public_key = serialization.load_pem_public_key(open(args.team_key, "rb").read())
+    state = State(args, public_key)
+    state.loop = asyncio.get_running_loop()
+    context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    context.load_cert_chain(args.cert, args.key)
+    context.set_alpn_protocols(["h2"])
+
+    async def accept(reader, writer):
+        connection = Connection(state, reader, writer)
+        state.connections.add(connection)
+        await connection.run()
+
+    server = await asyncio.start_server(accept, "127.0.0.1", args.port, ssl=context)
+    control_server(state, args.control_port)
+    print(f"apns stand-in on https://127.0.0.1:{args.port}, control on http://127.0.0.1:{args.control_port}",
+          flush=True)
+    async with server:
+        await server.serve_forever()
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(description="An APNs stand-in (HTTP/2, TLS, token authentication).")
+    parser.add_argument("--cert", required=True, help="PEM certificate chain of the stand-in's TLS")
+    parser.add_argument("--key", required=True, help="PEM key of --cert")
+    parser.add_argument("--team-key", required=True, help="PEM public key the provider tokens must verify with")
+    parser.add_argument("--team-id", required=True, help="the `iss` the provider tokens must carry")
+    parser.add_argument("--key-id", required=True, help="the `kid` the provider tokens must carry")
+    parser.add_argument("--topic", required=True, help="the app's bundle id: the only apns-topic accepted")
+    parser.add_argument("--port", type=int, default=2197)
+    parser.add_argument("--control-port", type=int, default=2198)
+    parser.add_argument("--max-streams", type=int, default=1000,
+                        help="concurrent streams announced once a request has gone through")
+    parser.add_argument("--token-update-interval", type=float, default=1200,
+                        help="seconds a new provider token must wait after the last new one (APNs: 20 minutes)")
+    asyncio.run(main(parser.parse_args()))

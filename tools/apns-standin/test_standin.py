@@ -1,0 +1,204 @@
+"""The APNs stand-in answers as Apple documents: provider-token checks, header and payload checks, scripted
+replies per device token (410 with its timestamp among them), one stream until a request has gone through,
+GOAWAY on demand, and a record of every request."""
+
+import base64
+import json
+import os
+import socket
+import ssl
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import h2.connection
+import h2.events
+import httpx
+import pytest
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import ec
+from cryptography.hazmat.primitives.asymmetric.utils import decode_dss_signature
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "sdk-conformance"))
+from ledger_server import _free_port, make_certificates  # noqa: E402
+
+TEAM, KEY_ID, TOPIC = "ABCDE12345", "KEY1234567", "com.example.app"
+DEVICE = "a1" * 32
+
+
+def _b64url(data):
+    return base64.urlsafe_b64encode(data).rstrip(b"=").decode()
+
+
+def provider_token(key, iat=None, kid=KEY_ID, team=TEAM):
+    """An ES256 JWT as APNs wants it: header {alg, kid}, claims {iss, iat}, signature r ‖ s."""
+    header = _b64url(json.dumps({"alg": "ES256", "kid": kid}).encode())
+    claims = _b64url(json.dumps({"iss": team, "iat": int(iat if iat is not None else time.time())}).encode())
+    r, s = decode_dss_signature(key.sign(f"{header}.{claims}".encode(), ec.ECDSA(hashes.SHA256())))
+    return f"{header}.{claims}.{_b64url(r.to_bytes(32, 'big') + s.to_bytes(32, 'big'))}"
+
+
+@pytest.fixture(scope="module")
+def standin():
+    directory = Path(tempfile.mkdtemp(prefix="apns-standin-"))
+    tls = make_certificates(directory, name="apns")
+    team_key = ec.generate_private_key(ec.SECP256R1())
+    public = directory / "team.pub.pem"
+    public.write_bytes(team_key.public_key().public_bytes(serialization.Encoding.PEM,
+                                                          serialization.PublicFormat.SubjectPublicKeyInfo))
+    port, control = _free_port(), _free_port()
+    process = subprocess.Popen(
+        [sys.executable, str(Path(__file__).parent / "standin.py"), "--cert", tls["cert"], "--key", tls["key"],
+         "--team-key", str(public), "--team-id", TEAM, "--key-id", KEY_ID, "--topic", TOPIC,
+         "--port", str(port), "--control-port", str(control), "--max-streams", "500"],
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    base, control_base = f"https://127.0.0.1:{port}", f"http://127.0.0.1:{control}"
+    deadline = time.time() + 20
+    while True:
+        try:
+            if httpx.get(control_base + "/healthz").status_code == 200:
+                break
+        except httpx.HTTPError:
+            pass
+        assert process.poll() is None and time.time() < deadline, process.stdout.read().decode()
+        time.sleep(0.1)
+    token = provider_token(team_key)
+    yield {"base": base, "control": control_base, "ca": tls["ca"], "key": team_key, "token": token, "port": port}
+    process.terminate()
+    process.wait(timeout=10)
+
+
+@pytest.fixture
+def client(standin):
+    httpx.post(standin["control"] + "/reset")
+    with httpx.Client(http2=True, verify=standin["ca"]) as client:
+        yield client
+
+
+def push(standin, client, device=DEVICE, token=None, body=b'{"aps":{"alert":"hi"}}', **headers):
+    sent = {"authorization": f"bearer {token or standin['token']}", "apns-topic": TOPIC, "apns-push-type": "alert"}
+    sent.update({name.replace("_", "-"): value for name, value in headers.items()})
+    sent = {name: value for name, value in sent.items() if value is not None}
+    return client.post(f"{standin['base']}/3/device/{device}", content=body, headers=sent)
+
+
+def test_a_good_push_is_200_with_its_apns_id_and_recorded(standin, client):
+    reply = push(standin, client, apns_id="123E4567-E89B-12D3-A456-426614174000", apns_priority="10",
+                 apns_expiration="0", apns_collapse_id="score")
+    assert reply.http_version == "HTTP/2" and reply.status_code == 200
+    assert reply.headers["apns-id"] == "123E4567-E89B-12D3-A456-426614174000"
+    record = httpx.get(standin["control"] + "/requests").json()[-1]
+    assert record["token"] == DEVICE and record["body"] == '{"aps":{"alert":"hi"}}'
+    assert record["headers"]["apns-collapse-id"] == "score" and record["status"] == 200
+
+
+@pytest.mark.parametrize("change,status,reason", [
+    ({"apns_topic": None}, 400, "MissingTopic"),
+    ({"apns_topic": "com.example.other"}, 400, "TopicDisallowed"),
+    ({"apns_push_type": "shout"}, 400, "InvalidPushType"),
+    ({"apns_priority": "7"}, 400, "BadPriority"),
+    ({"apns_expiration": "soon"}, 400, "BadExpirationDate"),
+    ({"apns_collapse_id": "c" * 65}, 400, "BadCollapseId"),
+    ({"apns_id": "not-a-uuid"}, 400, "BadMessageId"),
+    ({"device": "abc"}, 400, "BadDeviceToken"),
+    ({"device": "ab" * 201}, 400, "BadDeviceToken"),
+    ({"body": b""}, 400, "PayloadEmpty"),
+    ({"body": b'{"aps":{"alert":"' + b"x" * 4100 + b'"}}'}, 413, "PayloadTooLarge"),
+])
+def test_every_documented_refusal(standin, client, change, status, reason):
+    reply = push(standin, client, **change)
+    assert reply.status_code == status and reply.json() == {"reason": reason}
+
+
+def test_provider_tokens_are_verified_with_the_team_key(standin, client):
+    other_key = ec.generate_private_key(ec.SECP256R1())
+    for token in (provider_token(other_key), provider_token(standin["key"], kid="OTHERKEY00"),
+                  provider_token(standin["key"], team="ZZZZZ99999"), "not.a.jwt"):
+        reply = push(standin, client, token=token)
+        assert reply.status_code == 403 and reply.json() == {"reason": "InvalidProviderToken"}
+    missing = client.post(f"{standin['base']}/3/device/{DEVICE}", content=b"{}",
+                          headers={"apns-topic": TOPIC, "apns-push-type": "alert"})
+    assert missing.status_code == 403 and missing.json() == {"reason": "MissingProviderToken"}
+
+
+def test_a_new_token_within_20_minutes_is_429_and_an_expired_one_spoils_the_connection(standin, client):
+    assert push(standin, client).status_code == 200
+    fresher = provider_token(standin["key"], iat=time.time() + 1)
+    reply = push(standin, client, token=fresher)
+    assert reply.status_code == 429 and reply.json() == {"reason": "TooManyProviderTokenUpdates"}
+    expired = provider_token(standin["key"], iat=time.time() - 3700)
+    assert push(standin, client, token=expired).json() == {"reason": "ExpiredProviderToken"}
+    # That connection now answers nothing else, whatever the token; a new connection is fine.
+    assert push(standin, client).json() == {"reason": "ExpiredProviderToken"}
+    with httpx.Client(http2=True, verify=standin["ca"]) as fresh:
+        assert push(standin, fresh).status_code == 200
+
+
+def test_scripted_replies_per_device(standin, client):
+    httpx.post(standin["control"] + "/script", json={"token": DEVICE, "replies": [
+        {"status": 429, "reason": "TooManyRequests"}, {"status": 503, "reason": "ServiceUnavailable"}]})
+    assert push(standin, client).json() == {"reason": "TooManyRequests"}
+    assert push(standin, client).status_code == 503
+    assert push(standin, client).status_code == 200
+    gone = "b2" * 32
+    httpx.post(standin["control"] + "/script", json={"token": gone, "sticky": True, "replies": [
+        {"status": 410, "reason": "Unregistered", "timestamp": 1764201600000}]})
+    for _ in range(2):
+        reply = push(standin, client, device=gone)
+        assert reply.status_code == 410 and reply.json() == {"reason": "Unregistered", "timestamp": 1764201600000}
+    assert [r["status"] for r in httpx.get(standin["control"] + "/requests").json()] == [429, 503, 200, 410, 410]
+
+
+def _h2_connection(standin):
+    context = ssl.create_default_context(cafile=standin["ca"])
+    context.set_alpn_protocols(["h2"])
+    sock = context.wrap_socket(socket.create_connection(("127.0.0.1", standin["port"]), timeout=10),
+                               server_hostname="localhost")
+    assert sock.selected_alpn_protocol() == "h2"
+    connection = h2.connection.H2Connection()
+    connection.initiate_connection()
+    sock.sendall(connection.data_to_send())
+    return sock, connection
+
+
+def _read_until(sock, connection, wanted):
+    events = []
+    deadline = time.time() + 10
+    while not any(isinstance(event, wanted) for event in events):
+        assert time.time() < deadline, events
+        data = sock.recv(65536)
+        if not data:
+            break
+        events += connection.receive_data(data)
+        sock.sendall(connection.data_to_send())
+    return events
+
+
+def test_one_stream_until_a_request_goes_through_then_the_announced_limit(standin):
+    httpx.post(standin["control"] + "/reset")
+    sock, connection = _h2_connection(standin)
+    _read_until(sock, connection, h2.events.RemoteSettingsChanged)
+    assert connection.remote_settings.max_concurrent_streams == 1
+    connection.send_headers(1, [(":method", "POST"), (":scheme", "https"), (":authority", "localhost"),
+                                (":path", f"/3/device/{DEVICE}"), ("authorization", f"bearer {standin['token']}"),
+                                ("apns-topic", TOPIC), ("apns-push-type", "alert")])
+    connection.send_data(1, b'{"aps":{}}', end_stream=True)
+    sock.sendall(connection.data_to_send())
+    events = _read_until(sock, connection, h2.events.StreamEnded)
+    response = next(event for event in events if isinstance(event, h2.events.ResponseReceived))
+    assert dict(response.headers)[b":status"] == b"200"
+    if connection.remote_settings.max_concurrent_streams != 500:
+        _read_until(sock, connection, h2.events.RemoteSettingsChanged)
+    assert connection.remote_settings.max_concurrent_streams == 500
+    sock.close()
+
+
+def test_goaway_on_demand(standin):
+    sock, connection = _h2_connection(standin)
+    _read_until(sock, connection, h2.events.RemoteSettingsChanged)
+    assert httpx.post(standin["control"] + "/goaway").json()["connections"] >= 1
+    events = _read_until(sock, connection, h2.events.ConnectionTerminated)
+    assert any(isinstance(event, h2.events.ConnectionTerminated) for event in events)
+    sock.close()
