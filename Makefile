@@ -26,7 +26,8 @@ run:
 # its 60 s timeout, and the messaging and delivery tests beside it then time out (one CI run, 2026-11-26).
 test:
 	@tools/install-deps.sh
-	python3 -m pip install --quiet --disable-pip-version-check -r tools/merkle/requirements.txt
+	python3 -m pip install --quiet --disable-pip-version-check -r tools/merkle/requirements.txt \
+		-r tools/apns-standin/requirements.txt
 	swift build --build-tests
 	swift test --skip-build --skip "CancellationTests|LedgerServerTests|TopicLedgerMessagingTests"
 	swift test --skip-build --filter "LedgerServerTests|TopicLedgerMessagingTests" --skip CancellationTests

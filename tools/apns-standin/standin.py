@@ -37,7 +37,9 @@ import argparse
 import asyncio
 import base64
 import json
+import os
 import re
+import signal
 import ssl
 import threading
 import time
@@ -211,13 +213,15 @@ class Connection:
             response_headers.append(("content-type", "application/json"))
             response_headers.append(("content-length", str(len(payload))))
         try:
+            if status == 200 and not self.opened:
+                # A request went through: the real stream limit is announced with its answer, just before it, so
+                # that it arrives while the request is still open. (AsyncHTTPClient 1.37 asserts, in debug builds,
+                # when a larger limit reaches a connection already idle: its idle timer is scheduled twice.)
+                self.opened = True
+                self.h2.update_settings({h2.settings.SettingCodes.MAX_CONCURRENT_STREAMS: self.state.args.max_streams})
             self.h2.send_headers(stream_id, response_headers, end_stream=not payload)
             if payload:
                 self.h2.send_data(stream_id, payload, end_stream=True)
-            if status == 200 and not self.opened:
-                # A request went through: announce the real stream limit.
-                self.opened = True
-                self.h2.update_settings({h2.settings.SettingCodes.MAX_CONCURRENT_STREAMS: self.state.args.max_streams})
             await self.flush()
         except (h2.exceptions.StreamClosedError, h2.exceptions.ProtocolError, ConnectionResetError):
             pass
@@ -351,4 +355,17 @@ if __name__ == "__main__":
                         help="concurrent streams announced once a request has gone through")
     parser.add_argument("--token-update-interval", type=float, default=1200,
                         help="seconds a new provider token must wait after the last new one (APNs: 20 minutes)")
-    asyncio.run(main(parser.parse_args()))
+    parser.add_argument("--exit-with-parent", action="store_true",
+                        help="exit when the process that started this one ends (a test run that crashed)")
+    arguments = parser.parse_args()
+    # A parent that ignores SIGTERM (a server under swift-service-lifecycle traps it) passes that on: undo it.
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    if arguments.exit_with_parent:
+        parent = os.getppid()
+
+        def watch():
+            while os.getppid() == parent:
+                time.sleep(0.5)
+            os._exit(0)
+        threading.Thread(target=watch, daemon=True).start()
+    asyncio.run(main(arguments))
