@@ -81,7 +81,7 @@ struct APNsClientTests {
         }
     }
 
-    @Test("429 TooManyRequests and 503 are retried until accepted; never past the push's expiry")
+    @Test("429 TooManyRequests and 503 are retried until accepted; never past the push's expiry; a stop interrupts")
     func retries() async throws {
         try await APNsStandIn.run { standIn in
             let client = try Self.client(standIn)
@@ -97,6 +97,11 @@ struct APNsClientTests {
             #expect(
                 await client.send(Self.push(device: down, expiresIn: 1)) == .expired(lastReason: "ServiceUnavailable"))
             #expect(Date().timeIntervalSince(started) < 1.5)
+            // A provider that stops (its task cancelled) while waiting to retry says so: the push is still owed.
+            let waiting = Task { await client.send(Self.push(device: down, expiresIn: 60)) }
+            try await Task.sleep(for: .milliseconds(300))
+            waiting.cancel()
+            #expect(await waiting.value == .interrupted)
             try await client.shutdown()
         }
     }

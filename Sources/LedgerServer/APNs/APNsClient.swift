@@ -108,8 +108,8 @@ final class APNsClient: Sendable {
                 // A failed connection, GOAWAY, RST_STREAM, a timeout: the push may not have arrived.
                 lastReason = "\(type(of: error))"
                 failures += 1
-                guard await wait(afterFailures: failures, before: push.expiresAt) else {
-                    return .expired(lastReason: lastReason)
+                if let stop = await wait(afterFailures: failures, before: push.expiresAt, lastReason: lastReason) {
+                    return stop
                 }
                 continue
             }
@@ -121,8 +121,8 @@ final class APNsClient: Sendable {
             case .retry(let reason):
                 lastReason = reason
                 failures += 1
-                guard await wait(afterFailures: failures, before: push.expiresAt) else {
-                    return .expired(lastReason: lastReason)
+                if let stop = await wait(afterFailures: failures, before: push.expiresAt, lastReason: lastReason) {
+                    return stop
                 }
             case .renewProviderToken:
                 lastReason = "ExpiredProviderToken"
@@ -132,8 +132,8 @@ final class APNsClient: Sendable {
                 // back off like any failure.
                 if renewedAfterExpiry {
                     failures += 1
-                    guard await wait(afterFailures: failures, before: push.expiresAt) else {
-                        return .expired(lastReason: lastReason)
+                    if let stop = await wait(afterFailures: failures, before: push.expiresAt, lastReason: lastReason) {
+                        return stop
                     }
                 }
                 renewedAfterExpiry = true
@@ -141,8 +141,8 @@ final class APNsClient: Sendable {
                 lastReason = "TooManyProviderTokenUpdates"
                 reconnect(replacing: connection)
                 failures += 1
-                guard await wait(afterFailures: failures, before: push.expiresAt) else {
-                    return .expired(lastReason: lastReason)
+                if let stop = await wait(afterFailures: failures, before: push.expiresAt, lastReason: lastReason) {
+                    return stop
                 }
             }
         }
@@ -190,15 +190,16 @@ final class APNsClient: Sendable {
         }
     }
 
-    /// Sleeps before the next attempt; false when that would pass `deadline`, or the task is cancelled.
-    private func wait(afterFailures failures: Int, before deadline: Double) async -> Bool {
+    /// Sleeps before the next attempt; the outcome to stop with instead when the next attempt would be past
+    /// `deadline` (`expired`) or the task is cancelled (`interrupted`).
+    private func wait(afterFailures failures: Int, before deadline: Double, lastReason: String) async -> APNsOutcome? {
         let delay = backoff.delay(afterFailures: failures)
-        guard now() + delay < deadline else { return false }
+        guard now() + delay < deadline else { return .expired(lastReason: lastReason) }
         do {
             try await Task.sleep(for: .seconds(delay))
-            return true
+            return nil
         } catch {
-            return false
+            return .interrupted
         }
     }
 }

@@ -17,6 +17,8 @@ enum APNsOutcome: Sendable, Equatable {
     case providerTokenInvalid(reason: String)
     /// The push's lifetime ran out before APNs took it.
     case expired(lastReason: String)
+    /// The provider stopped (its task was cancelled: a shutdown) before APNs answered; the push is still owed.
+    case interrupted
 }
 
 /// One APNs answer, read: the status and the `reason` (and `timestamp`) of its JSON body.
