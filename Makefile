@@ -14,8 +14,7 @@ run:
 # the same SDK and delivery suites over HTTPS with a test CA (HTTP/2, certificate reload and ledger-device over
 # HTTPS in test_https.py, which adds the test CA to the system trust store for its run: URLSession on Linux trusts
 # nothing else), samples/topicledger.service checked by systemd-analyze verify, the APNs stand-in's own tests
-# (tools/apns-standin: HTTP/2, provider tokens, Apple's documented replies; the APNs provider's Swift tests start it,
-# hence its pip requirements first), the seeds scenario, the audit console in headless chromium (apt installs
+# (tools/apns-standin: HTTP/2, provider tokens, Apple's documented replies), the seeds scenario, the audit console in headless chromium (apt installs
 # chromium and chromium-driver, pip selenium; screenshots to docs/console), schemathesis against docs/openapi.yaml
 # (30 s), and the libFuzzer targets (15 s each, an unoptimized build: it builds in half the time of a release one,
 # which is most of this step). The Swift tests
@@ -28,8 +27,7 @@ run:
 # its 60 s timeout, and the messaging and delivery tests beside it then time out (one CI run, 2026-11-26).
 test:
 	@tools/install-deps.sh
-	python3 -m pip install --quiet --disable-pip-version-check -r tools/merkle/requirements.txt \
-		-r tools/apns-standin/requirements.txt
+	python3 -m pip install --quiet --disable-pip-version-check -r tools/merkle/requirements.txt
 	swift build --build-tests
 	swift test --skip-build --skip "CancellationTests|LedgerServerTests|TopicLedgerMessagingTests"
 	swift test --skip-build --filter "LedgerServerTests|TopicLedgerMessagingTests" --skip CancellationTests
