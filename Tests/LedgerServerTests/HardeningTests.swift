@@ -7,7 +7,7 @@ import Testing
 
 @testable import LedgerServer
 
-/// The pieces behind issue "Hardening", below the process-level tests in tools/ (test_hardening.py,
+/// The hardening pieces below the process-level tests in tools/ (test_hardening.py,
 /// test_console_hardening.py): console sessions kept per project, the sign-in throttle's refund and its client
 /// networks, one secret in one place of the config, TTLs to the nanosecond, CSV cells.
 @Suite("Hardening")
