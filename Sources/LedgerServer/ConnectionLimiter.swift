@@ -1,8 +1,4 @@
-import HummingbirdCore
-import Logging
 import NIOCore
-import NIOSSL
-import NIOTLS
 import Synchronization
 
 /// Caps the connections a server holds open at once: a connection beyond the cap is closed as soon as it is
@@ -60,73 +56,5 @@ final class ConnectionLimiter: Sendable {
             counted = false
             limiter.open.wrappingSubtract(1, ordering: .relaxed)
         }
-    }
-}
-
-/// A server's connections under a ``ConnectionLimiter``: its handler goes first in every accepted
-/// connection's pipeline, before TLS and HTTP, so the cap counts connections (not HTTP/2 streams) whatever
-/// protocol `inner` then speaks. With `tlsHandshakeTimeout`, a connection whose TLS handshake is not done in
-/// that time is closed (``TLSHandshakeDeadline``): HTTP's idle timeout starts only once TLS is up.
-struct LimitedConnections<Inner: ServerChildChannel>: ServerChildChannel {
-    typealias Value = Inner.Value
-    let inner: Inner
-    let limiter: ConnectionLimiter
-    var tlsHandshakeTimeout: TimeAmount?
-
-    func setup(channel: any Channel, logger: Logger) -> EventLoopFuture<Value> {
-        do {
-            try channel.pipeline.syncOperations.addHandler(limiter.handler())
-        } catch {
-            return channel.eventLoop.makeFailedFuture(error)
-        }
-        let configured = inner.setup(channel: channel, logger: logger)
-        guard let tlsHandshakeTimeout else { return configured }
-        return configured.flatMapThrowing { value in
-            // Right after TLS, where its handshake-completed event passes on its way to ALPN.
-            let tls = try channel.pipeline.syncOperations.context(handlerType: NIOSSLServerHandler.self)
-            try channel.pipeline.syncOperations.addHandler(
-                TLSHandshakeDeadline(timeout: tlsHandshakeTimeout), position: .after(tls.handler))
-            return value
-        }
-    }
-
-    func handle(value: Value, logger: Logger) async {
-        await inner.handle(value: value, logger: logger)
-    }
-}
-
-/// Closes a connection whose TLS handshake has not completed within `timeout` of its arrival: a client that
-/// connects and sends nothing, or half a ClientHello, would otherwise hold its connection — and, with enough of
-/// them, every connection the cap allows — for good, since HTTP's idle timeout starts only after the handshake.
-/// Removes itself once the handshake is done.
-///
-/// - Note: One handler per connection, on its event loop.
-final class TLSHandshakeDeadline: ChannelInboundHandler, RemovableChannelHandler {
-    typealias InboundIn = NIOAny
-    private let timeout: TimeAmount
-    private var deadline: Scheduled<Void>?
-
-    init(timeout: TimeAmount) { self.timeout = timeout }
-
-    func handlerAdded(context: ChannelHandlerContext) {
-        deadline = context.eventLoop.assumeIsolated().scheduleTask(in: timeout) {
-            context.close(promise: nil)
-        }
-    }
-
-    func handlerRemoved(context: ChannelHandlerContext) {
-        deadline?.cancel()
-        deadline = nil
-    }
-
-    func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
-        if case .handshakeCompleted = event as? TLSUserEvent {
-            deadline?.cancel()
-            deadline = nil
-            context.fireUserInboundEventTriggered(event)
-            context.pipeline.syncOperations.removeHandler(context: context, promise: nil)
-            return
-        }
-        context.fireUserInboundEventTriggered(event)
     }
 }

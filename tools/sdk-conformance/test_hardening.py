@@ -86,8 +86,8 @@ def _body_head(path, length):
 
 
 def test_a_slow_body_is_closed_and_health_answers_meanwhile(capped):
-    """40 connections (the cap) each send a head, then one body byte every 2 s: the server closes every one
-    once 10 s of grace pass without the minimum rate, /healthz answers after, and no error is logged. A body
+    """40 connections (the cap) each send a head, then one body byte every 2 s: the server holds every one at 6 s
+    and closes them once 10 s of grace pass without the minimum rate, /healthz answers after, and no error is logged. A body
     that keeps the rate for longer than the grace is answered."""
     host, port = _host_port(capped["base"])
     slow = []
@@ -122,13 +122,13 @@ def test_a_slow_body_is_closed_and_health_answers_meanwhile(capped):
                 sock.sendall(b"k")
             except OSError:
                 pass
-        if time.time() - started > 8 and open_after is None:
-            open_after = len(still_open)  # before the grace has passed, they are held
+        if time.time() - started > 6 and open_after is None:
+            open_after = len(still_open)  # 4 s before the grace has passed, they are held
         time.sleep(2)
     closed_at = time.time() - started
     still_open = [sock for sock in slow if not _closed(sock)]
     assert not still_open, f"{len(still_open)} of 40 slow bodies were still open after {closed_at:.0f} s"
-    assert open_after == 40, f"slow bodies were closed before the 10 s grace ({open_after} open at 8 s)"
+    assert open_after == 40, f"slow bodies were closed before the 10 s grace ({open_after} open at 6 s)"
     assert requests.get(capped["base"] + "/healthz", timeout=5).status_code == 200
     thread = threading.Thread(target=steady)
     thread.start()

@@ -68,11 +68,8 @@ final class ConsoleSessions: Sendable {
                 order.head += 1
                 order.live -= 1
             }
-            if order.head > 64 && order.head * 2 > order.ids.count {
-                order.ids.removeFirst(order.head)
-                order.head = 0
-            }
-            if order.pending > 2 * max(order.live, 64) {
+            // Compacted when the dropped front or the closed ids left behind outnumber the live ones.
+            if (order.head > 64 && order.head * 2 > order.ids.count) || order.pending > 2 * max(order.live, 64) {
                 order.ids = order.ids[order.head...].filter { state.sessions[$0] != nil }
                 order.head = 0
             }
