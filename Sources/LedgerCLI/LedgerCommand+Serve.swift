@@ -164,6 +164,7 @@ extension LedgerCommand {
             let ledgers = LedgerRegistry(configuration: configuration, logger: logger)
             do {
                 try ledgers.checkCheckpointKeys()
+                try configuration.loadAPNsCredentials()
             } catch {
                 throw InputError("\(error)")
             }

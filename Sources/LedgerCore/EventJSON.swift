@@ -40,6 +40,13 @@ public enum EventJSON {
         case .acknowledged(let token, let through):
             json.field("token", string: token.rawValue)
             json.field("throughSeq", number: through)
+        case .apnsTokenSet(let token, let apnsToken):
+            json.field("token", string: token.rawValue)
+            json.field("apnsToken", hex: apnsToken.bytes)
+            json.field("apnsSandbox", bool: apnsToken.sandbox)
+        case .apnsTokenCleared(let token, let reason):
+            json.field("token", string: token.rawValue)
+            json.field("reason", string: reason)
         }
         json.field("actor", string: event.actor)
         json.field("requestId", string: event.requestID)

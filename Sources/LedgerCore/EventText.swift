@@ -34,6 +34,13 @@ public enum EventText {
             ]
         case .acknowledged(let token, let through):
             fields += [("token", token.rawValue), ("throughSeq", String(through))]
+        case .apnsTokenSet(let token, let apnsToken):
+            fields += [
+                ("token", token.rawValue), ("apnsToken", apnsToken.hex),
+                ("apnsSandbox", String(apnsToken.sandbox)),
+            ]
+        case .apnsTokenCleared(let token, let reason):
+            fields += [("token", token.rawValue), ("reason", reason)]
         }
         fields += [
             ("actor", event.actor), ("request", event.requestID), ("hash", String(Hex.encode(Array(hash)).prefix(12))),

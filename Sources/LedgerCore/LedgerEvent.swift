@@ -34,6 +34,11 @@ public struct LedgerEvent: Sendable, Equatable {
         case audience(AudienceRecord)
         /// The device acknowledged every message sent at or before seq `through` (its delivery cursor).
         case acknowledged(token: RegistrationToken, through: UInt64)
+        /// The instance's APNs device token is set or replaced: sends reach it through APNs from here on.
+        case apnsTokenSet(token: RegistrationToken, apnsToken: APNsDeviceToken)
+        /// The instance's APNs device token is cleared: by the device, by the server, or by APNs' answer
+        /// (`reason`).
+        case apnsTokenCleared(token: RegistrationToken, reason: String)
     }
 
     /// The event's kind, as named in the log export and the documentation.
@@ -46,11 +51,14 @@ public struct LedgerEvent: Sendable, Equatable {
         case .sent: .sent
         case .audience: .audience
         case .acknowledged: .acknowledged
+        case .apnsTokenSet: .apnsTokenSet
+        case .apnsTokenCleared: .apnsTokenCleared
         }
     }
 
     public enum Kind: String, Sendable, CaseIterable {
-        case registered, unregistered, subscribed, unsubscribed, sent, audience, acknowledged
+        case registered, unregistered, subscribed, unsubscribed, sent, audience, acknowledged, apnsTokenSet
+        case apnsTokenCleared
     }
 }
 

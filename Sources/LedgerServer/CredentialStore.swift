@@ -61,12 +61,13 @@ public struct CredentialStore: Sendable {
             guard let keys = value as? [String: Any] else {
                 throw LedgerCoreError(.invalidArgument, field: "\(path): projects.\(name)", "expected an object")
             }
-            // `checkpoint` is the project's signing settings (``ServerConfiguration/load(path:)`` reads it).
-            let known = ["adminKeys", "auditorKeys", "clientApiKeys", "checkpoint"]
+            // `checkpoint` and `apns` are the project's signing and push settings (``ServerConfiguration/load(path:)``
+            // reads them).
+            let known = ["adminKeys", "auditorKeys", "clientApiKeys", "checkpoint", "apns"]
             if let unknown = keys.keys.sorted().first(where: { !known.contains($0) }) {
                 throw LedgerCoreError(
                     .invalidArgument, field: "\(path): projects.\(name).\(unknown)",
-                    "unknown key; expected adminKeys, auditorKeys, clientApiKeys or checkpoint")
+                    "unknown key; expected adminKeys, auditorKeys, clientApiKeys, checkpoint or apns")
             }
             for (field, role) in [("adminKeys", Role.admin), ("auditorKeys", .auditor), ("clientApiKeys", .client)] {
                 guard let list = keys[field] else { continue }

@@ -190,8 +190,8 @@ struct InstanceIDRoutes {
         switch rejection.code.kind {
         case .notFound: "NOT_FOUND"
         case .tooManyTopics: "TOO_MANY_TOPICS"
-        // IID subscribes and removes never ask to fail on an existing subscription.
-        case .alreadyExists: "INTERNAL"
+        // IID subscribes and removes never ask to fail on an existing subscription, nor set APNs tokens.
+        case .alreadyExists, .wrongPlatform: "INTERNAL"
         }
     }
 }

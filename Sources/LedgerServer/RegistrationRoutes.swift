@@ -20,12 +20,12 @@ struct RegistrationRoutes {
                     server.registrationRate, for: project,
                     "Registrations for this project are over their rate; retry later")
                 let token = RegistrationToken.issue()
+                var operations: [LedgerOperation] = [.register(token, platform: body.platform, appID: body.appID)]
+                if let apnsToken = body.apnsToken { operations.append(.setAPNsToken(token, apnsToken)) }
                 let receipt = try await server.append(
-                    WriteRequest(
-                        actor: caller.actor, requestID: request.ledgerRequestID,
-                        operations: [.register(token, platform: body.platform, appID: body.appID)]),
+                    WriteRequest(actor: caller.actor, requestID: request.ledgerRequestID, operations: operations),
                     project: project)
-                if receipt.outcomes[0].rejection != nil {
+                if receipt.outcomes.contains(where: { $0.rejection != nil }) {
                     throw FCMError.unavailable("A fresh token collided with a registered one; try again.")
                 }
                 return try JSONResponse.encoded(IssuedToken(token: token.rawValue))
@@ -53,8 +53,46 @@ struct RegistrationRoutes {
                 }
                 return try JSONResponse.encoded(EmptyBody())
             }
+        let apns = router.group("/v1/projects/:project/registrations/:token/apnsToken")
+            .add(middleware: ProjectAuthentication(credentials: credentials, roles: [.client, .admin]))
+            .add(middleware: RegistrationInPath())
+        apns.put { request, context in
+            let caller = try context.requireCaller()
+            let body = try await JSONBody.decode(
+                APNsTokenBody.self, request, limit: server.configuration.maximumBodyBytes)
+            try await changeAPNsToken(
+                .setAPNsToken(try context.requireToken(), body.apnsToken), caller: caller, request: request)
+            return try JSONResponse.encoded(
+                APNsTokenReply(apnsToken: body.apnsToken.hex, apnsSandbox: body.apnsToken.sandbox))
+        }
+        apns.delete { request, context in
+            let caller = try context.requireCaller()
+            try await changeAPNsToken(
+                .clearAPNsToken(
+                    try context.requireToken(),
+                    reason: caller.role == .client ? "deleted by the device" : "deleted by the server"),
+                caller: caller, request: request)
+            return try JSONResponse.encoded(EmptyBody())
+        }
     }
 
+    /// Appends a change of a registration's APNs token: 404 for a registration that is not registered, 400 for
+    /// one that is not `ios`; setting the token it holds, or clearing none, changes nothing and answers 200.
+    private func changeAPNsToken(_ operation: LedgerOperation, caller: Caller, request: Request) async throws {
+        let receipt = try await server.append(
+            WriteRequest(actor: caller.actor, requestID: request.ledgerRequestID, operations: [operation]),
+            project: caller.project)
+        if let rejection = receipt.outcomes[0].rejection {
+            throw TopicSubscriptionRoutes.error(for: rejection)
+        }
+    }
+
+}
+
+/// The APNs token a registration holds after `PUT …/apnsToken`.
+struct APNsTokenReply: Encodable {
+    let apnsToken: String
+    let apnsSandbox: Bool
 }
 
 extension RegistrationToken {

@@ -12,15 +12,58 @@ struct RegistrationBody: Decodable {
     /// Lowercased; one of ``platforms``.
     let platform: String?
     let appID: String?
+    /// The device's APNs token, for an `ios` registration only.
+    let apnsToken: APNsDeviceToken?
 
     init(from decoder: any Decoder) throws {
         let body = try decoder.container(keyedBy: BodyKey.self)
-        try body.refuseUnknown(["platform", "appId", "app_id"])
+        try body.refuseUnknown(["platform", "appId", "app_id", "apnsToken", "apnsSandbox"])
         platform = try body.string("platform", maximumBytes: 256)?.lowercased()
         if let platform, !Self.platforms.contains(platform) {
             throw FCMError.invalidArgument("platform must be one of ios, android or web", field: "platform")
         }
         appID = try body.string("appId", maximumBytes: 256) ?? body.string("app_id", maximumBytes: 256, field: "appId")
+        apnsToken = try APNsTokenBody.token(in: body, required: false)
+        if apnsToken != nil, platform != "ios" {
+            throw FCMError.invalidArgument(
+                "an APNs token belongs to a registration whose platform is ios", field: "apnsToken")
+        }
+    }
+}
+
+/// `PUT …/registrations/{token}/apnsToken`: `{"apnsToken": "<hex>", "apnsSandbox": false}`.
+struct APNsTokenBody: Decodable {
+    let apnsToken: APNsDeviceToken
+
+    init(from decoder: any Decoder) throws {
+        let body = try decoder.container(keyedBy: BodyKey.self)
+        try body.refuseUnknown(["apnsToken", "apnsSandbox"])
+        apnsToken = try Self.token(in: body, required: true)!
+    }
+
+    /// `apnsToken` (hex, 16–200 bytes) and `apnsSandbox` (a bool, default false) of `body`; `apnsSandbox`
+    /// without `apnsToken` is refused.
+    static func token(in body: KeyedDecodingContainer<BodyKey>, required: Bool) throws -> APNsDeviceToken? {
+        let sandboxKey = BodyKey(stringValue: "apnsSandbox")
+        var sandbox = false
+        if body.contains(sandboxKey) {
+            guard let value = try? body.decode(Bool.self, forKey: sandboxKey) else {
+                throw FCMError.invalidArgument("apnsSandbox must be true or false", field: "apnsSandbox")
+            }
+            sandbox = value
+        }
+        guard let hex = try body.string("apnsToken", maximumBytes: 2 * APNsDeviceToken.byteRange.upperBound) else {
+            if required { throw FCMError.invalidArgument("apnsToken is required", field: "apnsToken") }
+            if body.contains(sandboxKey) {
+                throw FCMError.invalidArgument("apnsSandbox needs an apnsToken", field: "apnsSandbox")
+            }
+            return nil
+        }
+        do {
+            return try APNsDeviceToken(hex: hex, sandbox: sandbox)
+        } catch {
+            throw FCMError.invalidArgument(error)
+        }
     }
 }
 

@@ -54,6 +54,8 @@ public struct ServerConfiguration: Sendable {
     public var certificate: ServerCertificate?
     /// How each project's checkpoints are signed, where not the defaults (origin, key name, key file).
     public var checkpoints: [ProjectID: CheckpointSettings] = [:]
+    /// The projects that push to Apple devices, and how (``APNsSettings``).
+    public var apns: [ProjectID: APNsSettings] = [:]
     /// The clock of the rate limits, in seconds (tests inject one).
     public var rateClock: @Sendable () -> Double = monotonicSeconds
 
@@ -95,7 +97,8 @@ extension ServerConfiguration {
     ///             "sendsPerMinute": 600000, "maxRequestBodyBytes": 1048576},
     ///  "projects": {"my-project": {"adminKeys": ["sha256:…"], "auditorKeys": ["sha256:…"],
     ///                              "clientApiKeys": ["sha256:…"],
-    ///                              "checkpoint": {"origin": "…", "keyName": "…", "keyFile": "/path"}}}}
+    ///                              "checkpoint": {"origin": "…", "keyName": "…", "keyFile": "/path"},
+    ///                              "apns": {"teamId": "…", "keyId": "…", "keyFile": "/path", "topic": "…"}}}}
     /// ```
     /// Limits left out keep FCM's defaults. Unknown keys are refused, so a misspelt limit is not silently ignored.
     ///
@@ -119,6 +122,7 @@ extension ServerConfiguration {
         var configuration = ServerConfiguration(
             credentials: try CredentialStore.parse(root["projects"], path: path), isDevelopment: false)
         configuration.checkpoints = try checkpointSettings(in: root["projects"], path: path)
+        configuration.apns = try apnsSettings(in: root["projects"], path: path)
         if let limits = root["limits"] {
             try configuration.readLimits(limits, path: path)
         }
@@ -162,6 +166,26 @@ extension ServerConfiguration {
             }
         }
         return settings
+    }
+
+    /// Each project's `apns` object (the projects were checked by ``CredentialStore/parse(_:path:)``).
+    private static func apnsSettings(in projects: Any?, path: String) throws -> [ProjectID: APNsSettings] {
+        var settings: [ProjectID: APNsSettings] = [:]
+        for (name, value) in projects as? [String: Any] ?? [:] {
+            guard let section = (value as? [String: Any])?["apns"] else { continue }
+            let field = "\(path): projects.\(name).apns"
+            settings[try ProjectID(name, field: field)] = try APNsSettings.parse(section, field: field)
+        }
+        return settings
+    }
+
+    /// Reads every project's APNs key and extra roots: what `ledger serve` checks before it serves.
+    ///
+    /// - Throws: `LedgerCoreError.invalidArgument` naming the key of the first file that cannot be used.
+    public func loadAPNsCredentials() throws {
+        for (_, settings) in apns.sorted(by: { $0.key.rawValue < $1.key.rawValue }) {
+            _ = try settings.load()
+        }
     }
 
     /// The `tls` object: `{"certificateFile": "/path/fullchain.pem", "keyFile": "/path/privkey.pem"}`, both

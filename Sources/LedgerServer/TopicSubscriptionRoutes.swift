@@ -138,6 +138,8 @@ struct TopicSubscriptionRoutes {
             return FCMError(
                 status: .badRequest, googleStatus: "INVALID_ARGUMENT", errorCode: "TOO_MANY_TOPICS",
                 message: "The registration is subscribed to the maximum number of topics.")
+        case .wrongPlatform:
+            return FCMError.invalidArgument("\(rejection.message).", field: "apnsToken")
         }
     }
 }

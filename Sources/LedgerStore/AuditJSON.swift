@@ -40,6 +40,10 @@ public enum AuditJSON {
                 Instance.Subscription(
                     topic: subscription.topic.rawValue, held: try times.interval(subscription.interval))
             },
+            apnsTokens: try audit.apnsTokens.map { held in
+                Instance.APNsToken(
+                    apnsToken: held.token.hex, sandbox: held.token.sandbox, held: try times.interval(held.interval))
+            },
             acknowledgedThroughSeq: audit.acknowledgedThrough,
             deliveries: audit.deliveries.map { delivery in
                 Instance.Delivery(
@@ -144,6 +148,25 @@ public enum AuditJSON {
             }
         }
 
+        /// An APNs device token (hex) with the interval it was held.
+        public struct APNsToken: Encodable, Sendable {
+            public let apnsToken: String
+            public let sandbox: Bool
+            public let fromSeq: UInt64
+            public let fromTime: String
+            public let untilSeq: UInt64?
+            public let untilTime: String?
+
+            init(apnsToken: String, sandbox: Bool, held: Interval) {
+                self.apnsToken = apnsToken
+                self.sandbox = sandbox
+                fromSeq = held.fromSeq
+                fromTime = held.fromTime
+                untilSeq = held.untilSeq
+                untilTime = held.untilTime
+            }
+        }
+
         public struct Delivery: Encodable, Sendable {
             public let messageId: String
             public let seq: UInt64
@@ -160,6 +183,8 @@ public enum AuditJSON {
         public let appId: String?
         public let registrations: [Interval]
         public let subscriptions: [Subscription]
+        /// Every APNs token the instance held, oldest first.
+        public let apnsTokens: [APNsToken]
         public let acknowledgedThroughSeq: UInt64
         public let deliveries: [Delivery]
     }

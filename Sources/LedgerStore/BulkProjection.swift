@@ -37,6 +37,10 @@ struct BulkProjection: AppenderProjection {
     private var messages: [UInt64: (send: UInt64, audience: UInt64)] = [:]
     private var lastSent: (seq: UInt64, messageID: UInt64) = (0, 0)
     private var acknowledged: [InstanceID: UInt64] = [:]
+    /// The APNs token each instance holds now, with the seq it was set at.
+    private var apnsTokens: [InstanceID: (since: UInt64, token: APNsDeviceToken)] = [:]
+    /// Tokens no longer held, as (instance, start, end, token).
+    private var closedAPNsTokens: [(instance: InstanceID, start: UInt64, end: UInt64, token: APNsDeviceToken)] = []
     /// The last token and topic looked up or created, with their ids (which never change): a bulk import
     /// decides an operation and then folds its event, asking twice for each, with the same string — which
     /// `==` then answers from its storage's identity, without hashing or comparing bytes.
@@ -124,6 +128,15 @@ struct BulkProjection: AppenderProjection {
 
     mutating func setAcknowledged(_ instance: InstanceID, through: UInt64) { acknowledged[instance] = through }
 
+    func apnsToken(of instance: InstanceID) -> APNsDeviceToken? { apnsTokens[instance]?.token }
+
+    mutating func setAPNsToken(_ token: APNsDeviceToken?, of instance: InstanceID, at seq: UInt64) {
+        if let held = apnsTokens[instance] {
+            closedAPNsTokens.append((instance, held.since, seq, held.token))
+        }
+        apnsTokens[instance] = token.map { (seq, $0) }
+    }
+
     // MARK: AppenderProjection
 
     /// A bulk import's requests are not resolved before queueing, and its lookups are in memory anyway.
@@ -134,6 +147,11 @@ struct BulkProjection: AppenderProjection {
     }
 
     func topicCount(of instance: InstanceID) -> Int { instanceTopics[Int(instance) - 1].count }
+
+    func platform(of instance: InstanceID) -> String? {
+        let platform = records[Int(instance) - 1].platform
+        return platform.isEmpty ? nil : platform
+    }
 
     func messageState(_ messageID: UInt64) -> MessageState? {
         messages[messageID].map { MessageState(sendSeq: $0.send, audienceSeq: $0.audience) }
@@ -215,6 +233,14 @@ struct BulkProjection: AppenderProjection {
         }
         for (instance, through) in acknowledged.sorted(by: { $0.key < $1.key }) {
             try writer.put(schema.acknowledged, key: instance, value: through)
+        }
+        for (instance, held) in apnsTokens.sorted(by: { $0.key < $1.key }) {
+            try writer.put(schema.apnsTokens, key: instance, value: APNsTokenRecord.value(held.token, seq: held.since))
+        }
+        for closed in closedAPNsTokens.sorted(by: { ($0.instance, $0.start) < ($1.instance, $1.start) }) {
+            try writer.put(
+                schema.apnsTokenHistory, key: APNsTokenRecord.historyKey(closed.instance, start: closed.start),
+                value: APNsTokenRecord.value(closed.token, seq: closed.end))
         }
         // Last: the tree's thread may still be hashing while the projections above are written.
         let merkle = tree?.finish() ?? MerkleBuilder()

@@ -168,4 +168,18 @@ struct LMDBProjection: LedgerProjection {
     func setAcknowledged(_ instance: InstanceID, through: UInt64) throws {
         try txn.put(schema.acknowledged, key: instance, value: through)
     }
+
+    func apnsToken(of instance: InstanceID) throws -> APNsDeviceToken? {
+        try APNsTokenRecord.current(of: instance, txn: txn, schema: schema)?.token
+    }
+
+    func setAPNsToken(_ token: APNsDeviceToken?, of instance: InstanceID, at seq: UInt64) throws {
+        try APNsTokenRecord.set(token, of: instance, at: seq, txn: txn, schema: schema)
+    }
+
+    /// The platform the instance registered with (`nil`: none given).
+    func platform(of instance: InstanceID) throws -> String? {
+        let platform = try record(of: instance).platform
+        return platform.isEmpty ? nil : platform
+    }
 }

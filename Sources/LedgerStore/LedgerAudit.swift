@@ -33,6 +33,8 @@ public struct InstanceAudit: Sendable {
     /// Every message addressed to the instance up to `at`, oldest first: the sends whose audience (the
     /// state at their own seq) contained it.
     public var deliveries: [InstanceDelivery]
+    /// Every APNs device token the instance held, oldest first (the one held now, if any, last and open).
+    public var apnsTokens: [HeldAPNsToken]
     /// The device's delivery cursor now: every message sent at or before this seq is acknowledged (0: none).
     public var acknowledgedThrough: UInt64
 }
@@ -96,6 +98,7 @@ extension LedgerSnapshot {
             deliveries: try deliveries(
                 to: token, registrations: registrations, subscriptions: named, through: at,
                 acknowledgedThrough: acknowledgedThrough),
+            apnsTokens: try APNsTokenRecord.history(of: instance, txn: txn, schema: schema),
             acknowledgedThrough: acknowledgedThrough)
     }
 

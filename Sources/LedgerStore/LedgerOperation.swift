@@ -22,6 +22,12 @@ public enum LedgerOperation: Sendable, Equatable {
     /// `.notFound` for an unknown or unregistered token, or a seq past the head. An older cursor is an
     /// accepted no-op (the fold keeps the furthest).
     case acknowledge(RegistrationToken, through: UInt64)
+    /// Sets or replaces the instance's APNs device token. `.notFound` for an unknown or unregistered token,
+    /// `.wrongPlatform` unless it registered as `ios`; the token it holds already is an accepted no-op.
+    case setAPNsToken(RegistrationToken, APNsDeviceToken)
+    /// Clears the instance's APNs device token (`reason`: who, or APNs' answer). `.notFound` for an unknown
+    /// or unregistered token; an instance without one is an accepted no-op.
+    case clearAPNsToken(RegistrationToken, reason: String)
 }
 
 /// A group of operations from one request, appended together and sharing a request id.
@@ -54,7 +60,8 @@ extension LedgerOperation {
     var token: RegistrationToken? {
         switch self {
         case .register(let token, _, _), .unregister(let token, _), .subscribe(let token, _, _, _),
-            .unsubscribe(let token, _, _, _), .acknowledge(let token, _):
+            .unsubscribe(let token, _, _, _), .acknowledge(let token, _), .setAPNsToken(let token, _),
+            .clearAPNsToken(let token, _):
             return token
         case .send(.token(let token), _, _): return token
         case .send, .recordAudience: return nil
@@ -66,7 +73,7 @@ extension LedgerOperation {
 public struct OperationRejection: Sendable, Equatable, CustomStringConvertible {
     public struct Code: Hashable, Sendable, CustomStringConvertible {
         /// Every code, for callers that must map each one exhaustively.
-        public enum Kind: String, Sendable, CaseIterable { case notFound, alreadyExists, tooManyTopics }
+        public enum Kind: String, Sendable, CaseIterable { case notFound, alreadyExists, tooManyTopics, wrongPlatform }
         private typealias Base = Kind
         private let base: Base
         private init(_ base: Base) { self.base = base }
@@ -74,6 +81,8 @@ public struct OperationRejection: Sendable, Equatable, CustomStringConvertible {
         public static let notFound = Code(.notFound)
         public static let alreadyExists = Code(.alreadyExists)
         public static let tooManyTopics = Code(.tooManyTopics)
+        /// The operation needs a registration of another platform (an APNs token on one that is not `ios`).
+        public static let wrongPlatform = Code(.wrongPlatform)
         public var description: String { base.rawValue }
     }
 

@@ -25,6 +25,8 @@ import LedgerCore
 /// | sends | send seq u64 | message id u64 (the sends in log order: a device's inbox reads from its cursor) |
 /// | acknowledged | instance u32 | seq u64: the delivery cursor (every message sent at or before it is acked) |
 /// | merkle | end seq u64 ‖ level u8 | SHA-256 (32): a complete subtree of the RFC 6962 tree (``MerkleStore``) |
+/// | apnsTokens | instance u32 | since u64 ‖ sandbox u8 ‖ APNs device token (the token held now; ``APNsTokenRecord``) |
+/// | apnsTokenHistory | instance u32 ‖ start u64 | end u64 ‖ sandbox u8 ‖ APNs device token (tokens no longer held) |
 ///
 /// An instance's current topics are the union of its `instanceTopics` and its entries in `recentMemberships`,
 /// which never hold the same membership: the writer appends new memberships to their partition's run of
@@ -40,9 +42,10 @@ struct LedgerSchema: Sendable {
     /// hash (``NameKey``); layout 4 keeps the Merkle tree over the log (`merkle`); layout 5 keys its subtrees
     /// by the seq that completes them, so that appends write one page; layout 6 stores subtrees from 256
     /// leaves instead of 16, so that most commits write no page of it; layout 7 adds `recentInstanceTopics`, keyed
-    /// by instance; layout 8 replaces it with `recentMemberships`, keyed by partition and in seq order.
+    /// by instance; layout 8 replaces it with `recentMemberships`, keyed by partition and in seq order; layout 9
+    /// adds `apnsTokens` and `apnsTokenHistory` (and the events that fill them, which older builds cannot read).
     /// A writer opening an older ledger upgrades it in place (see ``LedgerStorage``).
-    static let layoutVersion: UInt32 = 8
+    static let layoutVersion: UInt32 = 9
 
     let meta: LMDBDatabase
     let log: LMDBDatabase
@@ -61,12 +64,15 @@ struct LedgerSchema: Sendable {
     let sends: LMDBDatabase
     let acknowledged: LMDBDatabase
     let merkle: LMDBDatabase
+    let apnsTokens: LMDBDatabase
+    let apnsTokenHistory: LMDBDatabase
 
     /// Every database derived from the log, in a fixed order (what `rebuild` clears and `verify` compares).
     var projections: [LMDBDatabase] {
         [
             tokens, instances, universe, universeHistory, topicIDs, topicNames, instanceTopics, recentMemberships,
             topicMembers, instanceTopicHistory, topicMemberHistory, messages, sends, acknowledged, merkle,
+            apnsTokens, apnsTokenHistory,
         ]
     }
 
@@ -91,6 +97,8 @@ struct LedgerSchema: Sendable {
         sends = try txn.openDatabase("sends", flags: create)
         acknowledged = try txn.openDatabase("acknowledged", flags: create)
         merkle = try txn.openDatabase("merkle", flags: create)
+        apnsTokens = try txn.openDatabase("apnsTokens", flags: create)
+        apnsTokenHistory = try txn.openDatabase("apnsTokenHistory", flags: create)
     }
 }
 

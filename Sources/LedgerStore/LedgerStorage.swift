@@ -141,7 +141,8 @@ struct LedgerStorage {
     /// Layout 3 → 6 builds the Merkle tree over the log (``MerkleStore``); 4 → 6 builds it again under keys
     /// that grow with the log, 5 → 6 again from subtrees of 256 leaves. 6 → 7 adds an empty
     /// `recentInstanceTopics`; 7 → 8 moves its entries into `instanceTopics` and replaces it with
-    /// `recentMemberships` (``RecentMemberships``).
+    /// `recentMemberships` (``RecentMemberships``). 8 → 9 adds the (empty) APNs token databases, which
+    /// ``LedgerSchema`` creates in this transaction: no layout-8 ledger holds an APNs token event.
     private static func upgradeLayout(_ txn: LMDBTransaction, _ schema: LedgerSchema) throws {
         var version = try txn.withValue(in: schema.meta, forKey: MetaKey.layoutVersion) {
             $0?.loadBigEndianUInt32()

@@ -14,6 +14,8 @@ protocol AppenderProjection: LedgerProjection {
     mutating func lastSentMessageID() throws -> UInt64
     /// Takes `instance` as the id of `token` without searching for it (``WriteRequest/resolvedInstances``).
     mutating func remember(_ token: RegistrationToken, isInstance instance: InstanceID)
+    /// The platform `instance` registered with (`ios`, `android`, `web`; `nil`: none given).
+    mutating func platform(of instance: InstanceID) throws -> String?
 }
 
 /// Where a ``LogAppender`` stores what it appends: each event, then the head.
@@ -162,6 +164,20 @@ struct LogAppender<Projection: AppenderProjection, Sink: EventSink> {
             }
             if through <= (try projection.acknowledgedThrough(instance)) { return .unchanged }
             return .appended(seq: try append(.acknowledged(token: token, through: through), request, time))
+
+        case .setAPNsToken(let token, let apnsToken):
+            guard let instance = try registeredInstance(token) else { return .rejected(Self.unknownToken) }
+            guard try projection.platform(of: instance) == "ios" else {
+                return .rejected(
+                    OperationRejection(.wrongPlatform, "an APNs token belongs to a registration whose platform is ios"))
+            }
+            if try projection.apnsToken(of: instance) == apnsToken { return .unchanged }
+            return .appended(seq: try append(.apnsTokenSet(token: token, apnsToken: apnsToken), request, time))
+
+        case .clearAPNsToken(let token, let reason):
+            guard let instance = try registeredInstance(token) else { return .rejected(Self.unknownToken) }
+            if try projection.apnsToken(of: instance) == nil { return .unchanged }
+            return .appended(seq: try append(.apnsTokenCleared(token: token, reason: reason), request, time))
         }
     }
 

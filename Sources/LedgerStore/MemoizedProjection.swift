@@ -162,4 +162,16 @@ struct MemoizedProjection: AppenderProjection {
     mutating func setAcknowledged(_ instance: InstanceID, through: UInt64) throws {
         try stored.setAcknowledged(instance, through: through)
     }
+
+    mutating func apnsToken(of instance: InstanceID) throws -> APNsDeviceToken? {
+        try stored.apnsToken(of: instance)
+    }
+
+    mutating func setAPNsToken(_ token: APNsDeviceToken?, of instance: InstanceID, at seq: UInt64) throws {
+        try stored.setAPNsToken(token, of: instance, at: seq)
+    }
+
+    func platform(of instance: InstanceID) throws -> String? {
+        try stored.platform(of: instance)
+    }
 }

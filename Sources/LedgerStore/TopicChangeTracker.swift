@@ -42,7 +42,7 @@ final class TopicChangeTracker: @unchecked Sendable {
                     buckets[bucket] = max(buckets[bucket], seq)
                 case .unregister:
                     everyTopic = max(everyTopic, seq)
-                case .register, .send, .recordAudience, .acknowledge:
+                case .register, .send, .recordAudience, .acknowledge, .setAPNsToken, .clearAPNsToken:
                     break
                 }
             }

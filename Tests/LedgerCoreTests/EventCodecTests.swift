@@ -16,7 +16,7 @@ func randomEvent(seed: UInt64) -> LedgerEvent {
     let topic = try! TopicName(text("abcXYZ019-_.~%", 1...60))
     let via = SubscriptionChannel.allCases.randomElement(using: &random)!
     let body: LedgerEvent.Body
-    switch Int.random(in: 0..<7, using: &random) {
+    switch Int.random(in: 0..<9, using: &random) {
     case 0:
         body = .registered(
             token: token, platform: Bool.random(using: &random) ? text("iosandroidweb", 0...10) : nil,
@@ -36,6 +36,14 @@ func randomEvent(seed: UInt64) -> LedgerEvent {
                 messageJSON: Array(#"{"data":{"k":"\#(text("xyz", 0...50))"}}"#.utf8)))
     case 5:
         body = .acknowledged(token: token, through: UInt64.random(in: 0...UInt64.max, using: &random))
+    case 6:
+        let length = Int.random(in: APNsDeviceToken.byteRange, using: &random)
+        body = .apnsTokenSet(
+            token: token,
+            apnsToken: try! APNsDeviceToken(
+                bytes: (0..<length).map { _ in UInt8.random(in: 0...255, using: &random) },
+                sandbox: Bool.random(using: &random)))
+    case 7: body = .apnsTokenCleared(token: token, reason: text("BadDeviceToken é\n", 0...30))
     default:
         body = .audience(
             AudienceRecord(
@@ -278,4 +286,36 @@ struct WireEdgeCase: CustomTestStringConvertible, Sendable {
             name: "negative time", bytes: field(2, varint: UInt64(bitPattern: -5)) + field(11, bytes: field(1, "t")),
             fastPathTakes: true),
     ]
+}
+
+@Suite("APNs device tokens")
+struct APNsDeviceTokenTests {
+    @Test("hex of 32 to 400 digits, either case, is a token; odd, non-hex, short and long ones are refused")
+    func parsing() throws {
+        let token = try APNsDeviceToken(hex: String(repeating: "aB", count: 32), sandbox: true)
+        #expect(token.bytes == [UInt8](repeating: 0xab, count: 32) && token.sandbox)
+        #expect(token.hex == String(repeating: "ab", count: 32))
+        #expect(try APNsDeviceToken(hex: String(repeating: "0", count: 32), sandbox: false).bytes.count == 16)
+        #expect(try APNsDeviceToken(hex: String(repeating: "f", count: 400), sandbox: false).bytes.count == 200)
+        for bad in [
+            "", String(repeating: "0", count: 30), String(repeating: "0", count: 402), String(repeating: "0", count: 65),
+            String(repeating: "g", count: 64), String(repeating: "0", count: 62) + " 0", "0x" + String(repeating: "0", count: 62),
+        ] {
+            #expect(throws: LedgerCoreError.self, "\(bad)") { try APNsDeviceToken(hex: bad, sandbox: false) }
+        }
+    }
+
+    @Test("a stored APNs token outside 16...200 bytes is a corrupt event, not a token")
+    func corruptStoredToken() throws {
+        var message = Topicledger_V1_Event()
+        message.seq = 1
+        var body = Topicledger_V1_ApnsTokenSet()
+        body.token = "t"
+        body.apnsToken = Data(repeating: 1, count: 15)
+        message.body = .apnsTokenSet(body)
+        let bytes = [EventCodec.formatVersion] + (try message.serializedBytes() as [UInt8])
+        #expect {
+            try EventCodec.decode(bytes)
+        } throws: { ($0 as? LedgerCoreError)?.code == .corruptEvent }
+    }
 }

@@ -33,6 +33,9 @@ private struct Model {
             return registered.contains(token.rawValue)
         case .send, .recordAudience, .acknowledge:
             return true
+        case .setAPNsToken, .clearAPNsToken:
+            // This model registers no ios instances; the workloads here set no APNs tokens.
+            return false
         }
     }
 

@@ -31,13 +31,20 @@ struct ObservedState: Equatable, CustomStringConvertible {
     var registered: Set<String> = []
     var topicsByToken: [String: Set<String>] = [:]
     var membersByTopic: [String: Set<String>] = [:]
+    /// Each token's APNs token (hex, `+sandbox` for a sandbox one).
+    var apnsTokens: [String: String] = [:]
 
-    var description: String { "registered=\(registered.sorted()) topics=\(topicsByToken) members=\(membersByTopic)" }
+    var description: String {
+        "registered=\(registered.sorted()) topics=\(topicsByToken) members=\(membersByTopic) apns=\(apnsTokens)"
+    }
+
+    static func describe(_ token: APNsDeviceToken) -> String { token.hex + (token.sandbox ? "+sandbox" : "") }
 
     /// What `state` says, restricted to `tokens` and `topics`.
     init(_ state: InMemoryLedgerState, tokens: [RegistrationToken], topics: [TopicName]) {
         for token in tokens {
             if state.isRegistered(token) { registered.insert(token.rawValue) }
+            if let apnsToken = state.apnsToken(of: token) { apnsTokens[token.rawValue] = Self.describe(apnsToken) }
             let held = state.topics(of: token)
             if !held.isEmpty { topicsByToken[token.rawValue] = Set(held.map(\.rawValue)) }
         }
@@ -52,6 +59,9 @@ struct ObservedState: Equatable, CustomStringConvertible {
         for token in tokens {
             guard let instance = try snapshot.instanceID(of: token) else { continue }
             if try snapshot.isRegistered(instance, at: seq) { registered.insert(token.rawValue) }
+            if let apnsToken = try snapshot.apnsToken(of: instance, at: seq ?? snapshot.head().seq) {
+                apnsTokens[token.rawValue] = Self.describe(apnsToken)
+            }
             let held = try snapshot.topics(of: instance, at: seq).map { try snapshot.topicName(of: $0)!.rawValue }
             if !held.isEmpty { topicsByToken[token.rawValue] = Set(held) }
         }
@@ -107,7 +117,8 @@ func rawDump(directory: String, databases: [String]) throws -> [String: [[UInt8]
 /// the instance side's two databases (``rawDump(directory:databases:)``).
 let projectionDatabases = [
     "tokens", "instances", "universe", "universeHistory", "topicIDs", "topicNames", "instanceTopics", "topicMembers",
-    "instanceTopicHistory", "topicMemberHistory", "messages", "sends", "acknowledged", "merkle",
+    "instanceTopicHistory", "topicMemberHistory", "messages", "sends", "acknowledged", "merkle", "apnsTokens",
+    "apnsTokenHistory",
 ]
 
 /// Runs `body` on the ledger's raw log database (the ledger must be closed and released).

@@ -144,7 +144,7 @@ struct WritePathIntegrityTests {
         let version = try environment.read { txn throws in
             try txn.value(in: try txn.openDatabase("meta"), forKey: "layoutVersion")
         }
-        #expect(version == [0, 0, 0, 8])
+        #expect(version == [0, 0, 0, 9])
         #expect(try upgraded.verify().isSound)
     }
 

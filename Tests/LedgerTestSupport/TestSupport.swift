@@ -94,6 +94,13 @@ public struct RandomHistory {
         case 20..<65: return .subscribe(token, topic, via: via)
         case 65..<84: return .unsubscribe(token, topic, via: via)
         case 84..<88: return .acknowledge(token, through: UInt64.random(in: 0...60, using: &generator))
+        case 88..<91:
+            // One of three APNs tokens, so that setting the one held (a no-op) happens too.
+            let variant = UInt8.random(in: 1...3, using: &generator)
+            let apnsToken = try! APNsDeviceToken(
+                bytes: [UInt8](repeating: variant, count: 32), sandbox: variant == 3)
+            return .setAPNsToken(token, apnsToken)
+        case 91..<92: return .clearAPNsToken(token, reason: "test")
         default:
             let target: MessageTarget =
                 Bool.random(using: &generator) ? .topic(topic) : .condition("'\(topic.rawValue)' in topics")

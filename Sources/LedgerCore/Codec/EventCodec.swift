@@ -86,6 +86,17 @@ public enum EventCodec {
             body.token = token.rawValue
             body.throughSeq = through
             message.body = .acknowledged(body)
+        case .apnsTokenSet(let token, let apnsToken):
+            var body = Topicledger_V1_ApnsTokenSet()
+            body.token = token.rawValue
+            body.apnsToken = Data(apnsToken.bytes)
+            body.sandbox = apnsToken.sandbox
+            message.body = .apnsTokenSet(body)
+        case .apnsTokenCleared(let token, let reason):
+            var body = Topicledger_V1_ApnsTokenCleared()
+            body.token = token.rawValue
+            body.reason = reason
+            message.body = .apnsTokenCleared(body)
         }
         return message
     }
@@ -166,6 +177,16 @@ public enum EventCodec {
                     recipientDigest: Array(value.recipientDigest)))
         case .acknowledged(let value):
             body = .acknowledged(token: RegistrationToken(trusted: value.token), through: value.throughSeq)
+        case .apnsTokenSet(let value):
+            let apnsToken: APNsDeviceToken
+            do {
+                apnsToken = try APNsDeviceToken(bytes: Array(value.apnsToken), sandbox: value.sandbox)
+            } catch {
+                throw LedgerCoreError(.corruptEvent, "event \(message.seq): \(error.message)")
+            }
+            body = .apnsTokenSet(token: RegistrationToken(trusted: value.token), apnsToken: apnsToken)
+        case .apnsTokenCleared(let value):
+            body = .apnsTokenCleared(token: RegistrationToken(trusted: value.token), reason: value.reason)
         case nil:
             throw LedgerCoreError(.corruptEvent, "event \(message.seq) has no body")
         }

@@ -239,6 +239,22 @@ nonisolated struct Topicledger_V1_Event: Sendable {
     set {body = .acknowledged(newValue)}
   }
 
+  var apnsTokenSet: Topicledger_V1_ApnsTokenSet {
+    get {
+      if case .apnsTokenSet(let v)? = body {return v}
+      return Topicledger_V1_ApnsTokenSet()
+    }
+    set {body = .apnsTokenSet(newValue)}
+  }
+
+  var apnsTokenCleared: Topicledger_V1_ApnsTokenCleared {
+    get {
+      if case .apnsTokenCleared(let v)? = body {return v}
+      return Topicledger_V1_ApnsTokenCleared()
+    }
+    set {body = .apnsTokenCleared(newValue)}
+  }
+
   var unknownFields = SwiftProtobuf.UnknownStorage()
 
   nonisolated enum OneOf_Body: Equatable, Sendable {
@@ -249,6 +265,8 @@ nonisolated struct Topicledger_V1_Event: Sendable {
     case sent(Topicledger_V1_Sent)
     case audience(Topicledger_V1_Audience)
     case acknowledged(Topicledger_V1_Acknowledged)
+    case apnsTokenSet(Topicledger_V1_ApnsTokenSet)
+    case apnsTokenCleared(Topicledger_V1_ApnsTokenCleared)
 
   }
 
@@ -390,6 +408,40 @@ nonisolated struct Topicledger_V1_Acknowledged: Sendable {
   init() {}
 }
 
+nonisolated struct Topicledger_V1_ApnsTokenSet: Sendable {
+  // SwiftProtobuf.Message conformance is added in an extension below. See the
+  // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
+  // methods supported on all messages.
+
+  /// the registration the APNs device token belongs to (an ios one)
+  var token: String = String()
+
+  /// the device token Apple issued, 16 to 200 bytes
+  var apnsToken: Data = Data()
+
+  /// pushed to the sandbox endpoint (a development build)
+  var sandbox: Bool = false
+
+  var unknownFields = SwiftProtobuf.UnknownStorage()
+
+  init() {}
+}
+
+nonisolated struct Topicledger_V1_ApnsTokenCleared: Sendable {
+  // SwiftProtobuf.Message conformance is added in an extension below. See the
+  // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
+  // methods supported on all messages.
+
+  var token: String = String()
+
+  /// who or what cleared it: the device, the server, or APNs' reason
+  var reason: String = String()
+
+  var unknownFields = SwiftProtobuf.UnknownStorage()
+
+  init() {}
+}
+
 // MARK: - Code below here is support for the SwiftProtobuf runtime.
 
 fileprivate nonisolated let _protobuf_package = "topicledger.v1"
@@ -408,7 +460,7 @@ nonisolated extension Topicledger_V1_Precedence: SwiftProtobuf._ProtoNameProvidi
 
 nonisolated extension Topicledger_V1_Event: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
   static let protoMessageName: String = _protobuf_package + ".Event"
-  static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}seq\0\u{3}time_micros\0\u{1}actor\0\u{3}request_id\0\u{2}\u{6}registered\0\u{1}unregistered\0\u{1}subscribed\0\u{1}unsubscribed\0\u{1}sent\0\u{1}audience\0\u{1}acknowledged\0")
+  static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}seq\0\u{3}time_micros\0\u{1}actor\0\u{3}request_id\0\u{2}\u{6}registered\0\u{1}unregistered\0\u{1}subscribed\0\u{1}unsubscribed\0\u{1}sent\0\u{1}audience\0\u{1}acknowledged\0\u{3}apns_token_set\0\u{3}apns_token_cleared\0")
 
   mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
     while let fieldNumber = try decoder.nextFieldNumber() {
@@ -511,6 +563,32 @@ nonisolated extension Topicledger_V1_Event: SwiftProtobuf.Message, SwiftProtobuf
           self.body = .acknowledged(v)
         }
       }()
+      case 17: try {
+        var v: Topicledger_V1_ApnsTokenSet?
+        var hadOneofValue = false
+        if let current = self.body {
+          hadOneofValue = true
+          if case .apnsTokenSet(let m) = current {v = m}
+        }
+        try decoder.decodeSingularMessageField(value: &v)
+        if let v = v {
+          if hadOneofValue {try decoder.handleConflictingOneOf()}
+          self.body = .apnsTokenSet(v)
+        }
+      }()
+      case 18: try {
+        var v: Topicledger_V1_ApnsTokenCleared?
+        var hadOneofValue = false
+        if let current = self.body {
+          hadOneofValue = true
+          if case .apnsTokenCleared(let m) = current {v = m}
+        }
+        try decoder.decodeSingularMessageField(value: &v)
+        if let v = v {
+          if hadOneofValue {try decoder.handleConflictingOneOf()}
+          self.body = .apnsTokenCleared(v)
+        }
+      }()
       default: break
       }
     }
@@ -561,6 +639,14 @@ nonisolated extension Topicledger_V1_Event: SwiftProtobuf.Message, SwiftProtobuf
     case .acknowledged?: try {
       guard case .acknowledged(let v)? = self.body else { preconditionFailure() }
       try visitor.visitSingularMessageField(value: v, fieldNumber: 16)
+    }()
+    case .apnsTokenSet?: try {
+      guard case .apnsTokenSet(let v)? = self.body else { preconditionFailure() }
+      try visitor.visitSingularMessageField(value: v, fieldNumber: 17)
+    }()
+    case .apnsTokenCleared?: try {
+      guard case .apnsTokenCleared(let v)? = self.body else { preconditionFailure() }
+      try visitor.visitSingularMessageField(value: v, fieldNumber: 18)
     }()
     case nil: break
     }
@@ -862,6 +948,81 @@ nonisolated extension Topicledger_V1_Acknowledged: SwiftProtobuf.Message, SwiftP
   static func ==(lhs: Topicledger_V1_Acknowledged, rhs: Topicledger_V1_Acknowledged) -> Bool {
     if lhs.token != rhs.token {return false}
     if lhs.throughSeq != rhs.throughSeq {return false}
+    if lhs.unknownFields != rhs.unknownFields {return false}
+    return true
+  }
+}
+
+nonisolated extension Topicledger_V1_ApnsTokenSet: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
+  static let protoMessageName: String = _protobuf_package + ".ApnsTokenSet"
+  static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}token\0\u{3}apns_token\0\u{1}sandbox\0")
+
+  mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+    while let fieldNumber = try decoder.nextFieldNumber() {
+      // The use of inline closures is to circumvent an issue where the compiler
+      // allocates stack space for every case branch when no optimizations are
+      // enabled. https://github.com/apple/swift-protobuf/issues/1034
+      switch fieldNumber {
+      case 1: try { try decoder.decodeSingularStringField(value: &self.token) }()
+      case 2: try { try decoder.decodeSingularBytesField(value: &self.apnsToken) }()
+      case 3: try { try decoder.decodeSingularBoolField(value: &self.sandbox) }()
+      default: break
+      }
+    }
+  }
+
+  func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    if !self.token.isEmpty {
+      try visitor.visitSingularStringField(value: self.token, fieldNumber: 1)
+    }
+    if !self.apnsToken.isEmpty {
+      try visitor.visitSingularBytesField(value: self.apnsToken, fieldNumber: 2)
+    }
+    if self.sandbox != false {
+      try visitor.visitSingularBoolField(value: self.sandbox, fieldNumber: 3)
+    }
+    try unknownFields.traverse(visitor: &visitor)
+  }
+
+  static func ==(lhs: Topicledger_V1_ApnsTokenSet, rhs: Topicledger_V1_ApnsTokenSet) -> Bool {
+    if lhs.token != rhs.token {return false}
+    if lhs.apnsToken != rhs.apnsToken {return false}
+    if lhs.sandbox != rhs.sandbox {return false}
+    if lhs.unknownFields != rhs.unknownFields {return false}
+    return true
+  }
+}
+
+nonisolated extension Topicledger_V1_ApnsTokenCleared: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
+  static let protoMessageName: String = _protobuf_package + ".ApnsTokenCleared"
+  static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}token\0\u{1}reason\0")
+
+  mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+    while let fieldNumber = try decoder.nextFieldNumber() {
+      // The use of inline closures is to circumvent an issue where the compiler
+      // allocates stack space for every case branch when no optimizations are
+      // enabled. https://github.com/apple/swift-protobuf/issues/1034
+      switch fieldNumber {
+      case 1: try { try decoder.decodeSingularStringField(value: &self.token) }()
+      case 2: try { try decoder.decodeSingularStringField(value: &self.reason) }()
+      default: break
+      }
+    }
+  }
+
+  func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    if !self.token.isEmpty {
+      try visitor.visitSingularStringField(value: self.token, fieldNumber: 1)
+    }
+    if !self.reason.isEmpty {
+      try visitor.visitSingularStringField(value: self.reason, fieldNumber: 2)
+    }
+    try unknownFields.traverse(visitor: &visitor)
+  }
+
+  static func ==(lhs: Topicledger_V1_ApnsTokenCleared, rhs: Topicledger_V1_ApnsTokenCleared) -> Bool {
+    if lhs.token != rhs.token {return false}
+    if lhs.reason != rhs.reason {return false}
     if lhs.unknownFields != rhs.unknownFields {return false}
     return true
   }

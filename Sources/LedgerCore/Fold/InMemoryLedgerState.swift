@@ -14,6 +14,8 @@ public struct InMemoryLedgerState: LedgerProjection, Sendable {
     public private(set) var audiences: [UInt64: UInt64] = [:]
     /// Delivery cursors by instance (absent: 0).
     public private(set) var acknowledged: [InstanceID: UInt64] = [:]
+    /// APNs device tokens by instance (absent: none).
+    public private(set) var apnsTokens: [InstanceID: APNsDeviceToken] = [:]
     /// The seq of the last event applied.
     public private(set) var seq: UInt64 = 0
 
@@ -30,6 +32,11 @@ public struct InMemoryLedgerState: LedgerProjection, Sendable {
 
     public func isRegistered(_ token: RegistrationToken) -> Bool {
         instanceIDs[token].map { registered.contains($0) } ?? false
+    }
+
+    /// The instance's APNs device token now (`nil` for unknown or unregistered tokens, or none set).
+    public func apnsToken(of token: RegistrationToken) -> APNsDeviceToken? {
+        instanceIDs[token].flatMap { apnsTokens[$0] }
     }
 
     /// The instance's current topics (empty for unknown or unregistered tokens).
@@ -96,4 +103,10 @@ public struct InMemoryLedgerState: LedgerProjection, Sendable {
     public func acknowledgedThrough(_ instance: InstanceID) -> UInt64 { acknowledged[instance] ?? 0 }
 
     public mutating func setAcknowledged(_ instance: InstanceID, through: UInt64) { acknowledged[instance] = through }
+
+    public func apnsToken(of instance: InstanceID) -> APNsDeviceToken? { apnsTokens[instance] }
+
+    public mutating func setAPNsToken(_ token: APNsDeviceToken?, of instance: InstanceID, at seq: UInt64) {
+        apnsTokens[instance] = token
+    }
 }

@@ -37,6 +37,12 @@ public protocol LedgerProjection {
     mutating func acknowledgedThrough(_ instance: InstanceID) throws -> UInt64
     /// Moves the instance's delivery cursor to `through` (the fold only ever moves it forward).
     mutating func setAcknowledged(_ instance: InstanceID, through: UInt64) throws
+
+    /// The instance's APNs device token now, if it has one.
+    mutating func apnsToken(of instance: InstanceID) throws -> APNsDeviceToken?
+    /// Sets, replaces (`token`) or clears (`nil`) the instance's APNs device token at `seq`; the one it had is
+    /// kept in its history, held until `seq`.
+    mutating func setAPNsToken(_ token: APNsDeviceToken?, of instance: InstanceID, at seq: UInt64) throws
 }
 
 /// The one definition of what each event does to subscription state.
@@ -58,6 +64,11 @@ public enum EventFold {
             for topic in try state.topics(of: instance) {
                 _ = try state.removeTopic(topic, from: instance, at: seq)
             }
+            // An instance that leaves the universe leaves APNs too: a later registration under the token sets
+            // its own.
+            if try state.apnsToken(of: instance) != nil {
+                try state.setAPNsToken(nil, of: instance, at: seq)
+            }
             try state.unregister(instance, at: seq)
         case .subscribed(let token, let topic, _):
             guard let instance = try state.instanceID(for: token), try state.isRegistered(instance),
@@ -78,6 +89,16 @@ public enum EventFold {
                 through > (try state.acknowledgedThrough(instance))
             else { return }
             try state.setAcknowledged(instance, through: through)
+        case .apnsTokenSet(let token, let apnsToken):
+            guard let instance = try state.instanceID(for: token), try state.isRegistered(instance),
+                try state.apnsToken(of: instance) != apnsToken
+            else { return }
+            try state.setAPNsToken(apnsToken, of: instance, at: seq)
+        case .apnsTokenCleared(let token, _):
+            guard let instance = try state.instanceID(for: token), try state.isRegistered(instance),
+                try state.apnsToken(of: instance) != nil
+            else { return }
+            try state.setAPNsToken(nil, of: instance, at: seq)
         }
     }
 }

@@ -209,7 +209,9 @@ extension ConsoleRoutes {
         var tokens: [String] = []
         var topics: [String] = []
         switch event.body {
-        case .registered(let t, _, _), .unregistered(let t, _), .acknowledged(let t, _): tokens = [t.rawValue]
+        case .registered(let t, _, _), .unregistered(let t, _), .acknowledged(let t, _), .apnsTokenSet(let t, _),
+            .apnsTokenCleared(let t, _):
+            tokens = [t.rawValue]
         case .subscribed(let t, let name, _), .unsubscribed(let t, let name, _):
             tokens = [t.rawValue]
             topics = [name.rawValue]

@@ -1,0 +1,152 @@
+import Crypto
+import Foundation
+import LedgerCore
+import NIOSSL
+
+/// A project's APNs provider settings, the config file's `projects.<name>.apns`:
+///
+/// ```json
+/// {"teamId": "ABCDE12345", "keyId": "KEY1234567", "keyFile": "/etc/topicledger/AuthKey_KEY1234567.p8",
+///  "topic": "com.example.app", "endpoint": "https://api.push.apple.com",
+///  "sandboxEndpoint": "https://api.sandbox.push.apple.com", "caFile": "/path/extra-roots.pem"}
+/// ```
+///
+/// The first four keys are required; the endpoints default to Apple's hosts; `caFile` adds trusted roots (a
+/// relay, a stand-in). ``parse(_:field:)`` checks the shape; ``load()`` reads the files, at start.
+public struct APNsSettings: Sendable, Equatable {
+    public static let productionEndpoint = "https://api.push.apple.com"
+    public static let sandboxEndpoint = "https://api.sandbox.push.apple.com"
+
+    /// The 10-character team id (the JWT's `iss`).
+    public var teamID: String
+    /// The 10-character id of the signing key (the JWT's `kid`).
+    public var keyID: String
+    /// The `.p8` file Apple issued: a P-256 key in PKCS#8 PEM.
+    public var keyFile: String
+    /// The app's bundle id (`apns-topic`).
+    public var topic: String
+    /// Where production tokens are pushed, without a path.
+    public var endpoint: String = Self.productionEndpoint
+    /// Where sandbox (development build) tokens are pushed.
+    public var sandboxEndpoint: String = Self.sandboxEndpoint
+    /// PEM certificates trusted beside the system's roots.
+    public var caFile: String?
+    /// Where in the config file these came from (`projects.<name>.apns`), for the messages of ``load()``.
+    public var field: String
+
+    static let keys = ["teamId", "keyId", "keyFile", "topic", "endpoint", "sandboxEndpoint", "caFile"]
+
+    /// Reads the object at `field` strictly: unknown keys, missing required keys and malformed values are refused
+    /// with the key named.
+    static func parse(_ value: Any, field: String) throws -> APNsSettings {
+        guard let object = value as? [String: Any] else {
+            throw LedgerCoreError(.invalidArgument, field: field, "expected an object")
+        }
+        if let unknown = object.keys.sorted().first(where: { !keys.contains($0) }) {
+            throw LedgerCoreError(
+                .invalidArgument, field: "\(field).\(unknown)",
+                "unknown key; expected one of \(keys.joined(separator: ", "))")
+        }
+        func string(_ key: String, required: Bool) throws -> String? {
+            guard let value = object[key] else {
+                if required { throw LedgerCoreError(.invalidArgument, field: "\(field).\(key)", "required") }
+                return nil
+            }
+            guard let text = value as? String, !text.isEmpty, !text.contains("\0") else {
+                throw LedgerCoreError(.invalidArgument, field: "\(field).\(key)", "expected a non-empty string")
+            }
+            return text
+        }
+        var settings = APNsSettings(
+            teamID: try string("teamId", required: true)!, keyID: try string("keyId", required: true)!,
+            keyFile: try string("keyFile", required: true)!, topic: try string("topic", required: true)!,
+            caFile: try string("caFile", required: false), field: field)
+        for (key, id) in [("teamId", settings.teamID), ("keyId", settings.keyID)] where !Self.isAppleID(id) {
+            throw LedgerCoreError(
+                .invalidArgument, field: "\(field).\(key)", "expected 10 characters of A–Z and 0–9, as Apple shows it")
+        }
+        // A bundle id, possibly with Apple's suffixes (`.voip`, `.complication`): letters, digits, `.`, `-`, `_`.
+        guard settings.topic.count <= 255,
+            settings.topic.utf8.allSatisfy({ $0.isASCIIAlphanumeric || $0 == .dot || $0 == .dash || $0 == .underscore })
+        else {
+            throw LedgerCoreError(
+                .invalidArgument, field: "\(field).topic", "expected a bundle id (letters, digits, '.', '-', '_')")
+        }
+        if let endpoint = try string("endpoint", required: false) {
+            settings.endpoint = try Self.endpoint(endpoint, field: "\(field).endpoint")
+        }
+        if let endpoint = try string("sandboxEndpoint", required: false) {
+            settings.sandboxEndpoint = try Self.endpoint(endpoint, field: "\(field).sandboxEndpoint")
+        }
+        return settings
+    }
+
+    /// The provider credentials the files hold: the signing key and the extra roots.
+    struct Loaded {
+        var key: P256.Signing.PrivateKey
+        var trustRoots: [NIOSSLCertificate]
+    }
+
+    /// Reads ``keyFile`` (a P-256 key in PKCS#8 PEM, readable by its owner and group only) and ``caFile``.
+    ///
+    /// - Throws: `LedgerCoreError.invalidArgument` naming the key (`….apns.keyFile`) and what is wrong.
+    func load() throws -> Loaded {
+        let keyField = "\(field).keyFile"
+        var status = stat()
+        guard stat(keyFile, &status) == 0 else {
+            throw LedgerCoreError(
+                .invalidArgument, field: keyField, "\(keyFile): cannot be read (\(String(cString: strerror(errno))))")
+        }
+        guard status.st_mode & 0o007 == 0 else {
+            throw LedgerCoreError(
+                .invalidArgument, field: keyField,
+                "\(keyFile) can be read by others (mode \(String(status.st_mode & 0o777, radix: 8))); `chmod 600` it")
+        }
+        guard let data = FileManager.default.contents(atPath: keyFile), let pem = String(data: data, encoding: .utf8)
+        else {
+            throw LedgerCoreError(.invalidArgument, field: keyField, "\(keyFile): cannot be read")
+        }
+        // Apple's `.p8` is PKCS#8 (`BEGIN PRIVATE KEY`); swift-crypto would also take SEC1 (`BEGIN EC PRIVATE KEY`),
+        // which is not what Apple issues.
+        guard pem.contains("-----BEGIN PRIVATE KEY-----"),
+            let key = try? P256.Signing.PrivateKey(pemRepresentation: pem)
+        else {
+            throw LedgerCoreError(
+                .invalidArgument, field: keyField, "\(keyFile): not a P-256 private key in PKCS#8 PEM (an AuthKey .p8)")
+        }
+        var roots: [NIOSSLCertificate] = []
+        if let caFile {
+            do {
+                roots = try NIOSSLCertificate.fromPEMFile(caFile)
+            } catch {
+                throw LedgerCoreError(.invalidArgument, field: "\(field).caFile", "\(caFile): not PEM certificates")
+            }
+            guard !roots.isEmpty else {
+                throw LedgerCoreError(.invalidArgument, field: "\(field).caFile", "\(caFile): holds no certificate")
+            }
+        }
+        return Loaded(key: key, trustRoots: roots)
+    }
+
+    static func isAppleID(_ text: String) -> Bool {
+        text.utf8.count == 10 && text.utf8.allSatisfy { ($0 >= 0x41 && $0 <= 0x5A) || ($0 >= 0x30 && $0 <= 0x39) }
+    }
+
+    /// `https://host[:port]`, without a path, query or user: the `/3/device/…` path is appended to it.
+    private static func endpoint(_ text: String, field: String) throws -> String {
+        let trimmed = text.hasSuffix("/") ? String(text.dropLast()) : text
+        guard let url = URLComponents(string: trimmed), url.scheme == "https", let host = url.host, !host.isEmpty,
+            url.path.isEmpty, url.query == nil, url.fragment == nil, url.user == nil
+        else {
+            throw LedgerCoreError(.invalidArgument, field: field, "expected https://host[:port] without a path")
+        }
+        return trimmed
+    }
+}
+
+extension UInt8 {
+    fileprivate var isASCIIAlphanumeric: Bool {
+        (self >= 0x30 && self <= 0x39) || (self >= 0x41 && self <= 0x5A) || (self >= 0x61 && self <= 0x7A)
+    }
+    fileprivate static let dot = UInt8(ascii: "."), dash = UInt8(ascii: "-"), underscore = UInt8(ascii: "_")
+}

@@ -1,0 +1,14 @@
+import LedgerCore
+
+extension LedgerSnapshot {
+    /// The APNs device token `token`'s instance holds now (`nil`: never registered, or none held).
+    public func apnsToken(of token: RegistrationToken) throws -> APNsDeviceToken? {
+        guard let instance = try instanceID(of: token) else { return nil }
+        return try APNsTokenRecord.current(of: instance, txn: txn, schema: schema)?.token
+    }
+
+    /// The APNs device token `instance` held after applying event `seq`.
+    public func apnsToken(of instance: InstanceID, at seq: UInt64) throws -> APNsDeviceToken? {
+        try APNsTokenRecord.token(of: instance, at: seq, txn: txn, schema: schema)
+    }
+}
