@@ -1,0 +1,256 @@
+import Foundation
+import Logging
+import NIOCore
+import NIOPosix
+import NIOSSL
+import Synchronization
+
+/// One push: the device, the request headers APNs reads, and the payload.
+struct APNsPush: Sendable {
+    /// The device token, hex.
+    var deviceToken: String
+    /// `apns-push-type`: `alert` or `background`.
+    var pushType: String
+    /// `apns-priority`: 10 (at once) for alerts, 5 for background pushes.
+    var priority: Int
+    /// When the message stops being worth delivering (seconds since 1970): `apns-expiration`, and the end of
+    /// this provider's retries.
+    var expiresAt: Double
+    /// `apns-collapse-id` (at most 64 bytes).
+    var collapseID: String?
+    /// `apns-id`: stable for one message and one device, so that APNs (and an audit) recognise a retry.
+    var apnsID: UUID
+    /// The JSON payload (at most 4096 bytes).
+    var payload: [UInt8]
+}
+
+/// Sends pushes to one APNs endpoint over a few HTTP/2 connections (``APNsConnection``), authenticated by an
+/// ``APNsProviderToken``, and turns every documented answer into an ``APNsOutcome``:
+///
+/// - 429 `TooManyRequests`, 500, 503, a failed connection, GOAWAY or RST_STREAM: retried with exponential backoff
+///   and jitter, never past the push's expiry;
+/// - 403 `ExpiredProviderToken`: that connection is closed (APNs leaves it unusable), a new token is minted and
+///   the push is sent again at once;
+/// - 429 `TooManyProviderTokenUpdates`: that connection is closed; a new one, after a backoff;
+/// - everything else is final.
+///
+/// - Note: Thread-safe. Never logs device tokens, provider tokens or payloads.
+final class APNsClient: Sendable {
+    struct Backoff: Sendable {
+        var initial: Double = 1
+        var maximum: Double = 300
+        var jitter: Double = 0.3
+
+        /// Seconds before attempt `failures + 1`.
+        func delay(afterFailures failures: Int) -> Double {
+            let base = min(maximum, initial * pow(2, Double(min(failures - 1, 30))))
+            return base * (1 + jitter * Double.random(in: -1...1))
+        }
+    }
+
+    let endpoint: String
+    let topic: String
+    let providerToken: APNsProviderToken
+    private let host: String
+    private let port: Int
+    private let tls: NIOSSLContext
+    private let backoff: Backoff
+    private let now: @Sendable () -> Double
+    private let logger: Logger
+    /// Connections, each slot connected on first use and again after it closes or goes away.
+    private let slots: Mutex<Slots>
+
+    private struct Slots {
+        enum Slot {
+            case empty
+            case connecting(EventLoopFuture<APNsConnection>)
+            case connected(APNsConnection)
+        }
+        var slots: [Slot]
+        var next = 0
+    }
+
+    /// - Parameters:
+    ///   - endpoint: `https://api.push.apple.com` (or the sandbox, a relay, a stand-in), without a path.
+    ///   - topic: the app's bundle id (`apns-topic`).
+    ///   - additionalTrustRoots: roots trusted beside the system's (the config's `caFile`).
+    ///   - connections: how many HTTP/2 connections requests are spread over.
+    init(
+        endpoint: String, topic: String, providerToken: APNsProviderToken,
+        additionalTrustRoots: [NIOSSLCertificate] = [], connections: Int = 2, backoff: Backoff = Backoff(),
+        now: @escaping @Sendable () -> Double = { Date().timeIntervalSince1970 }, logger: Logger
+    ) throws {
+        guard let url = URLComponents(string: endpoint), url.scheme == "https", let host = url.host, !host.isEmpty
+        else { throw APNsClientError("an APNs endpoint is https://host[:port]: \(endpoint)") }
+        self.endpoint = endpoint
+        self.host = host
+        port = url.port ?? 443
+        self.topic = topic
+        self.providerToken = providerToken
+        self.backoff = backoff
+        self.now = now
+        self.logger = logger
+        var tls = TLSConfiguration.makeClientConfiguration()
+        tls.minimumTLSVersion = .tlsv12
+        tls.applicationProtocols = ["h2"]  // APNs speaks HTTP/2 only
+        if !additionalTrustRoots.isEmpty {
+            tls.additionalTrustRoots = [.certificates(additionalTrustRoots)]
+        }
+        self.tls = try NIOSSLContext(configuration: tls)
+        slots = Mutex(Slots(slots: Array(repeating: .empty, count: max(1, connections))))
+    }
+
+    /// Sends `push` until APNs gives a final answer or the push expires.
+    func send(_ push: APNsPush) async -> APNsOutcome {
+        var failures = 0
+        var lastReason = "not sent"
+        var renewedAfterExpiry = false
+        while true {
+            if now() >= push.expiresAt { return .expired(lastReason: lastReason) }
+            if Task.isCancelled { return .interrupted }
+            let token: String
+            do {
+                token = try providerToken.current()
+            } catch {
+                return .providerTokenInvalid(reason: "the provider token cannot be signed: \(error)")
+            }
+            let connection: APNsConnection
+            let response: APNsConnection.Response
+            do {
+                connection = try await self.connection()
+                response = try await connection.send(
+                    path: "/3/device/\(push.deviceToken)", headers: headers(push, token: token), body: push.payload)
+            } catch {
+                // No connection, GOAWAY, RST_STREAM, a timeout: the push may not have arrived.
+                lastReason = "\(type(of: error))"
+                failures += 1
+                if let stop = await wait(afterFailures: failures, before: push.expiresAt, lastReason: lastReason) {
+                    return stop
+                }
+                continue
+            }
+            switch APNsReply(status: response.status, body: response.body).action {
+            case .done(.accepted):
+                return .accepted(apnsID: response.apnsID ?? push.apnsID.uuidString)
+            case .done(let outcome):
+                return outcome
+            case .retry(let reason):
+                lastReason = reason
+                failures += 1
+                if let stop = await wait(afterFailures: failures, before: push.expiresAt, lastReason: lastReason) {
+                    return stop
+                }
+            case .renewProviderToken:
+                lastReason = "ExpiredProviderToken"
+                providerToken.dropExpired(token)
+                retire(connection)
+                // At once the first time; a token refused as expired again at once means a clock far off:
+                // back off like any failure.
+                if renewedAfterExpiry {
+                    failures += 1
+                    if let stop = await wait(afterFailures: failures, before: push.expiresAt, lastReason: lastReason) {
+                        return stop
+                    }
+                }
+                renewedAfterExpiry = true
+            case .reconnectLater:
+                lastReason = "TooManyProviderTokenUpdates"
+                retire(connection)
+                failures += 1
+                if let stop = await wait(afterFailures: failures, before: push.expiresAt, lastReason: lastReason) {
+                    return stop
+                }
+            }
+        }
+    }
+
+    /// Closes every connection.
+    func shutdown() async {
+        let held = slots.withLock { state in
+            defer { state.slots = state.slots.map { _ in .empty } }
+            return state.slots
+        }
+        for slot in held {
+            switch slot {
+            case .empty: break
+            case .connecting(let future): (try? await future.get())?.close()
+            case .connected(let connection): connection.close()
+            }
+        }
+    }
+
+    private func headers(_ push: APNsPush, token: String) -> [(String, String)] {
+        var headers = [
+            ("authorization", "bearer \(token)"), ("apns-topic", topic), ("apns-push-type", push.pushType),
+            ("apns-priority", String(push.priority)),
+            ("apns-expiration", String(Int64(max(0, min(push.expiresAt, 9e15))))),
+            ("apns-id", push.apnsID.uuidString.lowercased()), ("content-type", "application/json"),
+        ]
+        if let collapseID = push.collapseID { headers.append(("apns-collapse-id", collapseID)) }
+        return headers
+    }
+
+    /// A usable connection: the next slot's, connected (again) when it has none, or it closed or went away.
+    private func connection() async throws -> APNsConnection {
+        let (index, future) = slots.withLock { state -> (Int, EventLoopFuture<APNsConnection>) in
+            let index = state.next % state.slots.count
+            state.next &+= 1
+            switch state.slots[index] {
+            case .connecting(let future):
+                return (index, future)
+            case .connected(let connection) where connection.isUsable:
+                return (index, MultiThreadedEventLoopGroup.singleton.next().makeSucceededFuture(connection))
+            case .connected, .empty:
+                let future = APNsConnection.connect(host: host, port: port, tls: tls)
+                state.slots[index] = .connecting(future)
+                return (index, future)
+            }
+        }
+        do {
+            let connection = try await future.get()
+            slots.withLock { state in
+                if case .connecting(let pending) = state.slots[index], pending === future {
+                    state.slots[index] = .connected(connection)
+                }
+            }
+            return connection
+        } catch {
+            slots.withLock { state in
+                if case .connecting(let pending) = state.slots[index], pending === future {
+                    state.slots[index] = .empty
+                }
+            }
+            throw error
+        }
+    }
+
+    /// Closes `connection` and empties its slot, so that the next request connects again.
+    private func retire(_ connection: APNsConnection) {
+        slots.withLock { state in
+            for index in state.slots.indices {
+                if case .connected(let held) = state.slots[index], held === connection { state.slots[index] = .empty }
+            }
+        }
+        connection.close()
+        logger.notice("APNs connection replaced", metadata: ["ledger.apnsEndpoint": "\(endpoint)"])
+    }
+
+    /// Sleeps before the next attempt; the outcome to stop with instead when the next attempt would be past
+    /// `deadline` (`expired`) or the task is cancelled (`interrupted`).
+    private func wait(afterFailures failures: Int, before deadline: Double, lastReason: String) async -> APNsOutcome? {
+        let delay = backoff.delay(afterFailures: failures)
+        guard now() + delay < deadline else { return .expired(lastReason: lastReason) }
+        do {
+            try await Task.sleep(for: .seconds(delay))
+            return nil
+        } catch {
+            return .interrupted
+        }
+    }
+}
+
+/// An APNs client that cannot be made (a malformed endpoint, TLS settings NIOSSL refuses).
+struct APNsClientError: Error, CustomStringConvertible {
+    let description: String
+    init(_ description: String) { self.description = description }
+}

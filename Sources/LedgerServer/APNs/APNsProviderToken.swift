@@ -1,0 +1,82 @@
+import Crypto
+import Foundation
+import Synchronization
+
+/// The provider token APNs authenticates a provider with: an ES256 JWT, header `{alg, kid}`, claims
+/// `{iss, iat}`, signed with the team's P-256 key (Apple, "Establishing a token-based connection to APNs").
+///
+/// Apple's rules, kept here: a token is reused for up to 50 minutes (APNs refuses one older than an hour with
+/// 403 `ExpiredProviderToken`), and renewed no more often than every 20 minutes (more often is 429
+/// `TooManyProviderTokenUpdates`, and the connection stays unusable for a while) — except after APNs has
+/// answered `ExpiredProviderToken`, when the token it refused is dropped at once.
+///
+/// - Note: Thread-safe. Never log a token: it is a credential for an hour.
+final class APNsProviderToken: Sendable {
+    static let reuseSeconds: Double = 50 * 60
+    static let minimumRenewalSeconds: Double = 20 * 60
+
+    let teamID: String
+    let keyID: String
+    /// Seconds since 1970 (tests move it).
+    private let now: @Sendable () -> Double
+    /// The signing key lives in the state (swift-crypto's keys are not `Sendable`): used only with the lock held.
+    private let state: Mutex<State>
+
+    private struct State {
+        let key: P256.Signing.PrivateKey
+        var token: String?
+        var issuedAt: Double = 0
+        var minted = 0
+    }
+
+    init(
+        teamID: String, keyID: String, key: sending P256.Signing.PrivateKey,
+        now: @escaping @Sendable () -> Double = { Date().timeIntervalSince1970 }
+    ) {
+        self.teamID = teamID
+        self.keyID = keyID
+        self.now = now
+        state = Mutex(State(key: key))
+    }
+
+    /// The token to send now: the last one while it is under 50 minutes old, else a new one.
+    func current() throws -> String {
+        let time = now()
+        return try state.withLock { state in
+            if let token = state.token, time - state.issuedAt < Self.reuseSeconds { return token }
+            // At 50 minutes the last renewal is at least 50 minutes old: the 20-minute floor holds.
+            let token = try mint(issuedAt: time, with: state.key)
+            state.token = token
+            state.issuedAt = time
+            state.minted += 1
+            return token
+        }
+    }
+
+    /// APNs answered `ExpiredProviderToken` to `token`: the next ``current()`` mints a new one (if no other
+    /// request has already replaced it).
+    func dropExpired(_ token: String) {
+        state.withLock { state in
+            if state.token == token { state.token = nil }
+        }
+    }
+
+    /// How many tokens were minted so far.
+    var mintedCount: Int { state.withLock { $0.minted } }
+
+    private func mint(issuedAt: Double, with key: P256.Signing.PrivateKey) throws -> String {
+        // Team and key ids are 10 characters of [A-Z0-9] (checked when the configuration is read): nothing in
+        // them needs JSON escaping.
+        let header = Self.base64URL(Data(#"{"alg":"ES256","kid":"\#(keyID)"}"#.utf8))
+        let claims = Self.base64URL(Data(#"{"iss":"\#(teamID)","iat":\#(Int64(issuedAt))}"#.utf8))
+        let signingInput = "\(header).\(claims)"
+        // `rawRepresentation` is r ‖ s, 64 bytes: the JWS form of an ES256 signature.
+        let signature = try key.signature(for: Data(signingInput.utf8)).rawRepresentation
+        return "\(signingInput).\(Self.base64URL(signature))"
+    }
+
+    static func base64URL(_ data: Data) -> String {
+        data.base64EncodedString().replacingOccurrences(of: "+", with: "-").replacingOccurrences(of: "/", with: "_")
+            .replacingOccurrences(of: "=", with: "")
+    }
+}
