@@ -47,6 +47,24 @@ public enum EventJSON {
         case .apnsTokenCleared(let token, let reason):
             json.field("token", string: token.rawValue)
             json.field("reason", string: reason)
+        case .pushProgress(let progress):
+            json.field("sendSeq", number: progress.sendSeq)
+            if let through = progress.throughToken { json.field("throughToken", string: through.rawValue) }
+            json.field("finished", bool: progress.finished)
+            json.field("expired", bool: progress.expired)
+            var failures: [UInt8] = [UInt8(ascii: "[")]
+            for (index, failure) in progress.failures.enumerated() {
+                if index > 0 { failures.append(UInt8(ascii: ",")) }
+                var entry = JSONObjectWriter(appendingTo: failures)
+                entry.field("token", string: failure.token.rawValue)
+                entry.field("kind", string: failure.kind.rawValue)
+                entry.field("status", number: failure.status)
+                entry.field("reason", string: failure.reason)
+                failures = entry.finishBytes()
+            }
+            failures.append(UInt8(ascii: "]"))
+            json.field("failures", raw: failures)
+            json.field("settledThrough", number: progress.settledThrough)
         }
         json.field("actor", string: event.actor)
         json.field("requestId", string: event.requestID)

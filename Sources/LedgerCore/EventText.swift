@@ -41,6 +41,12 @@ public enum EventText {
             ]
         case .apnsTokenCleared(let token, let reason):
             fields += [("token", token.rawValue), ("reason", reason)]
+        case .pushProgress(let progress):
+            fields += [
+                ("sendSeq", String(progress.sendSeq)), ("through", progress.throughToken?.rawValue ?? ""),
+                ("finished", String(progress.finished)), ("expired", String(progress.expired)),
+                ("failures", String(progress.failures.count)), ("settledThrough", String(progress.settledThrough)),
+            ]
         }
         fields += [
             ("actor", event.actor), ("request", event.requestID), ("hash", String(Hex.encode(Array(hash)).prefix(12))),

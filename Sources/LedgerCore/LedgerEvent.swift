@@ -39,6 +39,8 @@ public struct LedgerEvent: Sendable, Equatable {
         /// The instance's APNs device token is cleared: by the device, by the server, or by APNs' answer
         /// (`reason`).
         case apnsTokenCleared(token: RegistrationToken, reason: String)
+        /// The APNs pushes of a send got this far (``PushProgress``).
+        case pushProgress(PushProgress)
     }
 
     /// The event's kind, as named in the log export and the documentation.
@@ -53,12 +55,13 @@ public struct LedgerEvent: Sendable, Equatable {
         case .acknowledged: .acknowledged
         case .apnsTokenSet: .apnsTokenSet
         case .apnsTokenCleared: .apnsTokenCleared
+        case .pushProgress: .pushProgress
         }
     }
 
     public enum Kind: String, Sendable, CaseIterable {
         case registered, unregistered, subscribed, unsubscribed, sent, audience, acknowledged, apnsTokenSet
-        case apnsTokenCleared
+        case apnsTokenCleared, pushProgress
     }
 }
 

@@ -126,6 +126,10 @@ public func buildRouter(
             pendingAudiences += ledger.pendingAudiences
         }
         ledgers.metrics.recordEvents(events, pendingAudiences: pendingAudiences)
+        if !configuration.apns.isEmpty {
+            let apns = ledgers.apnsTotals()
+            ledgers.metrics.recordAPNs(outboxDepth: apns.outboxDepth, failingProjects: apns.failingProjects)
+        }
         return Response(
             status: .ok, headers: [.contentType: "text/plain; version=0.0.4; charset=utf-8"],
             body: ResponseBody(byteBuffer: ByteBuffer(bytes: ledgers.metrics.exposition())))
@@ -193,6 +197,9 @@ public func buildApplication(configuration: ServerConfiguration, ledgers: Ledger
         server = HTTPServerBuilder { responder in
             LimitedConnections(inner: HTTP1Channel(responder: responder, configuration: http1), limiter: limiter)
         }
+    }
+    if !configuration.apns.isEmpty {
+        services.append(APNsPushService(configuration: configuration, ledgers: ledgers, logger: logger))
     }
     return Application(
         router: router,

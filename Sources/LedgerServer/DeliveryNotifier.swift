@@ -1,4 +1,5 @@
 import Foundation
+import Synchronization
 import LedgerCore
 import LedgerStore
 
@@ -158,8 +159,55 @@ final class DeliveryState: Sendable {
     let notifier = DeliveryNotifier()
     /// Recent sends, decoded, with their audiences and payloads, for every device's inbox.
     let sends: SendCache
+    /// Tells the project's APNs pusher that sends committed (it reads which from the ledger).
+    let sendsCommitted = WakeSignal()
 
     init(project: ProjectID) {
         sends = SendCache(project: project)
+    }
+
+    /// Wakes devices waiting for the sends at `seqs`, and the pusher.
+    func notify(seqs: [UInt64]) {
+        notifier.notify(seqs: seqs)
+        sendsCommitted.signal()
+    }
+}
+
+/// Wakes one waiter: a signal with nobody waiting is kept (one, however many come) for the next wait.
+final class WakeSignal: Sendable {
+    private let state = Mutex<(pending: Bool, waiter: CheckedContinuation<Void, Never>?)>((false, nil))
+
+    func signal() {
+        let waiter = state.withLock { state -> CheckedContinuation<Void, Never>? in
+            guard let waiter = state.waiter else {
+                state.pending = true
+                return nil
+            }
+            state.waiter = nil
+            return waiter
+        }
+        waiter?.resume()
+    }
+
+    /// Returns at the next signal (at once if one is pending), after `timeout`, or when the task is cancelled.
+    func wait(upTo timeout: Duration) async {
+        await withTaskGroup(of: Void.self) { group in
+            group.addTask {
+                try? await Task.sleep(for: timeout)
+                self.signal()
+            }
+            await withCheckedContinuation { continuation in
+                let pending = state.withLock { state -> Bool in
+                    if state.pending {
+                        state.pending = false
+                        return true
+                    }
+                    state.waiter = continuation
+                    return false
+                }
+                if pending { continuation.resume() }
+            }
+            group.cancelAll()
+        }
     }
 }

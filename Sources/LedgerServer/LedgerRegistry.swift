@@ -14,6 +14,8 @@ public final class LedgerRegistry: @unchecked Sendable {
     private var signers: [ProjectID: CheckpointSigner] = [:]
     /// Why a project's checkpoint signer could not be made, when the last try failed.
     private var signerProblems: [ProjectID: String] = [:]
+    /// Each pushing project's APNs state, as its pusher last reported it.
+    private var apnsStates: [ProjectID: APNsState] = [:]
     /// Projects that could not be opened: why, and when it was last tried (tried again after a second).
     private var refusals: [ProjectID: (error: StoreError, at: ContinuousClock.Instant)] = [:]
     private let configuration: ServerConfiguration
@@ -79,6 +81,9 @@ public final class LedgerRegistry: @unchecked Sendable {
                 if lock.withLock({ signerProblems[project] != nil }) {
                     problems.append("a project cannot sign checkpoints: its signing key cannot be used")
                 }
+                if let problem = lock.withLock({ apnsStates[project]?.problem }) {
+                    problems.append("a project cannot push to APNs: \(problem)")
+                }
             } catch let error as StoreError {
                 problems.append("a project cannot be served: \(Self.reason(error))")
             } catch {
@@ -96,7 +101,7 @@ public final class LedgerRegistry: @unchecked Sendable {
             metrics.recordCommit(requests: requests, operations: operations, duration: duration)
         }
         let delivery = deliveryLocked(for: project)
-        options.sendObserver = { [notifier = delivery.notifier] seqs in notifier.notify(seqs: seqs) }
+        options.sendObserver = { [delivery] seqs in delivery.notify(seqs: seqs) }
         let ledger = try Ledger.open(
             dataDirectory: configuration.dataDirectory, project: project, options: options, logger: logger)
         ledgers[project] = ledger
@@ -169,6 +174,23 @@ public final class LedgerRegistry: @unchecked Sendable {
     }
 
     /// The ledgers opened so far.
+    /// What a project's APNs pusher reports: why APNs refuses it (`nil`: it does not), and the pushes it owes.
+    struct APNsState: Sendable {
+        var problem: String?
+        var outboxDepth: Int
+    }
+
+    func reportAPNs(_ state: APNsState, for project: ProjectID) {
+        lock.withLock { apnsStates[project] = state }
+    }
+
+    /// The pushes owed over every project, and how many projects APNs refuses.
+    func apnsTotals() -> (outboxDepth: Int, failingProjects: Int) {
+        lock.withLock {
+            (apnsStates.values.reduce(0) { $0 + $1.outboxDepth }, apnsStates.values.filter { $0.problem != nil }.count)
+        }
+    }
+
     public func openLedgers() -> [ProjectID: Ledger] {
         lock.lock()
         defer { lock.unlock() }

@@ -76,6 +76,9 @@ struct MessageRoutes {
         } catch {
             throw FCMError.invalidArgument(error)
         }
+        if server.configuration.apns[project] != nil {
+            try Self.checkAPNsPayloadSize(validated, project: project)
+        }
         if validateOnlyValue == .bool(true) {
             // A dry run: validated, nothing appended (FCM answers with a fake id).
             if case .token(let token) = validated.target {
@@ -100,6 +103,23 @@ struct MessageRoutes {
         case .appended, .unchanged:
             // A send always appends its `sent` event; anything else is a bug, answered as a 500.
             throw StoreError(.corrupt, "a send was answered without a message id")
+        }
+    }
+
+    /// The most APNs takes in one payload (its 413 `PayloadTooLarge`).
+    static let maximumAPNsPayloadBytes = 4096
+
+    /// Refuses, as FCM does ("message too big"), a message whose iOS payload would not fit in one APNs push:
+    /// measured with the longest message id, so that no id the store assigns can push it over.
+    static func checkAPNsPayloadSize(_ message: ValidatedMessage, project: ProjectID) throws {
+        let payload = DevicePayload(
+            ofMessageJSON: message.json, messageID: UInt64(Int64.max), target: message.target, project: project,
+            platform: .ios)
+        let size = payload.json.count
+        guard size <= maximumAPNsPayloadBytes else {
+            throw FCMError.invalidArgument(
+                "Message is too big: its APNs payload would be \(size) bytes, over APNs' \(maximumAPNsPayloadBytes)",
+                field: "message")
         }
     }
 }

@@ -184,7 +184,7 @@ extension ServerConfiguration {
     /// - Throws: `LedgerCoreError.invalidArgument` naming the key of the first file that cannot be used.
     public func loadAPNsCredentials() throws {
         for (_, settings) in apns.sorted(by: { $0.key.rawValue < $1.key.rawValue }) {
-            _ = try settings.load()
+            try settings.load()
         }
     }
 

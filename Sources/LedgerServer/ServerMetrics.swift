@@ -64,6 +64,35 @@ public final class ServerMetrics: Sendable {
         ).set(Double(pendingAudiences))
     }
 
+    /// Counts one push with its final outcome (`accepted`, `unregistered`, `bad_device_token`, `rejected`,
+    /// `expired`) and records how long it took, retries included.
+    func recordPush(outcome: String, duration: Duration) {
+        registry.makeCounter(
+            name: "ledger_apns_pushes_total", labels: [("outcome", outcome)],
+            help: "APNs pushes by final outcome"
+        ).increment()
+        registry.makeDurationHistogram(
+            name: "ledger_apns_push_duration_seconds",
+            buckets: [
+                .milliseconds(5), .milliseconds(10), .milliseconds(25), .milliseconds(50), .milliseconds(100),
+                .milliseconds(250), .milliseconds(500), .seconds(1), .seconds(5), .seconds(30), .seconds(300),
+            ],
+            help: "Time from a push's first attempt to its final outcome"
+        ).record(duration)
+    }
+
+    /// Sets the APNs gauges: pushes owed now (the recipients of the sends in the outboxes not yet passed),
+    /// and how many projects' APNs credentials APNs refuses.
+    func recordAPNs(outboxDepth: Int, failingProjects: Int) {
+        registry.makeGauge(
+            name: "ledger_apns_outbox_depth",
+            help: "Sends waiting for their APNs pushes, plus the pushes open in the send under way"
+        ).set(Double(outboxDepth))
+        registry.makeGauge(
+            name: "ledger_apns_failing_projects", help: "Projects whose APNs provider token APNs refuses"
+        ).set(Double(failingProjects))
+    }
+
     /// One project's series in the Prometheus text format (for its authenticated metrics route).
     static func projectExposition(_ statistics: LedgerStatistics) -> [UInt8] {
         let series: [(String, String, String)] = [

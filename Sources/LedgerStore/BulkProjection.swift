@@ -41,6 +41,10 @@ struct BulkProjection: AppenderProjection {
     private var apnsTokens: [InstanceID: (since: UInt64, token: APNsDeviceToken)] = [:]
     /// Tokens no longer held, as (instance, start, end, token).
     private var closedAPNsTokens: [(instance: InstanceID, start: UInt64, end: UInt64, token: APNsDeviceToken)] = []
+    /// Every push progress event, in log order, and the failures they recorded.
+    private var pushProgress: [(key: [UInt8], value: [UInt8])] = []
+    private var pushFailures: [[UInt8]: [UInt8]] = [:]
+    private var pushesSettled: UInt64 = 0
     /// The last token and topic looked up or created, with their ids (which never change): a bulk import
     /// decides an operation and then folds its event, asking twice for each, with the same string — which
     /// `==` then answers from its storage's identity, without hashing or comparing bytes.
@@ -136,6 +140,21 @@ struct BulkProjection: AppenderProjection {
         }
         apnsTokens[instance] = token.map { (seq, $0) }
     }
+
+    mutating func recordPushProgress(
+        sendSeq: UInt64, through: InstanceID, finished: Bool, expired: Bool, at seq: UInt64
+    ) {
+        pushProgress.append(
+            (PushRecords.key(sendSeq, seq), PushRecords.progressValue(through: through, finished: finished, expired: expired)))
+    }
+
+    mutating func recordPushFailure(sendSeq: UInt64, instance: InstanceID, failure: PushFailure, at seq: UInt64) {
+        pushFailures[PushRecords.failureKey(sendSeq, instance)] = PushRecords.failureValue(failure, at: seq)
+    }
+
+    func pushesSettledThrough() -> UInt64 { pushesSettled }
+
+    mutating func settlePushes(through sendSeq: UInt64) { pushesSettled = sendSeq }
 
     // MARK: AppenderProjection
 
@@ -241,6 +260,18 @@ struct BulkProjection: AppenderProjection {
             try writer.put(
                 schema.apnsTokenHistory, key: APNsTokenRecord.historyKey(closed.instance, start: closed.start),
                 value: APNsTokenRecord.value(closed.token, seq: closed.end))
+        }
+        var progress = pushProgress
+        if pushesSettled > 0 {
+            var settled = ByteWriter(capacity: 8)
+            settled.append(pushesSettled)
+            progress.append((PushRecords.settledKey, settled.bytes))
+        }
+        for (key, value) in progress.sorted(by: { $0.key.lexicographicallyPrecedes($1.key) }) {
+            try writer.put(schema.pushProgress, key: key, value: value)
+        }
+        for (key, value) in pushFailures.sorted(by: { $0.key.lexicographicallyPrecedes($1.key) }) {
+            try writer.put(schema.pushFailures, key: key, value: value)
         }
         // Last: the tree's thread may still be hashing while the projections above are written.
         let merkle = tree?.finish() ?? MerkleBuilder()

@@ -159,7 +159,7 @@ public struct PreparedSend: Sendable {
         deliveries.first { $0.platform == platform } ?? deliveries[0]
     }
 
-    func expiry(platform: String?) -> LedgerTime {
+    public func expiry(platform: String?) -> LedgerTime {
         switch platform?.lowercased() {
         case "android": expiries.android
         case "ios": expiries.ios

@@ -182,4 +182,26 @@ struct LMDBProjection: LedgerProjection {
         let platform = try record(of: instance).platform
         return platform.isEmpty ? nil : platform
     }
+
+    func recordPushProgress(sendSeq: UInt64, through: InstanceID, finished: Bool, expired: Bool, at seq: UInt64)
+        throws
+    {
+        try txn.put(
+            schema.pushProgress, key: PushRecords.key(sendSeq, seq),
+            value: PushRecords.progressValue(through: through, finished: finished, expired: expired))
+    }
+
+    func recordPushFailure(sendSeq: UInt64, instance: InstanceID, failure: PushFailure, at seq: UInt64) throws {
+        try txn.put(
+            schema.pushFailures, key: PushRecords.failureKey(sendSeq, instance),
+            value: PushRecords.failureValue(failure, at: seq))
+    }
+
+    func pushesSettledThrough() throws -> UInt64 {
+        try PushRecords.settledThrough(txn: txn, schema: schema)
+    }
+
+    func settlePushes(through sendSeq: UInt64) throws {
+        try txn.put(schema.pushProgress, key: PushRecords.settledKey, value: sendSeq)
+    }
 }

@@ -28,6 +28,8 @@ public enum LedgerOperation: Sendable, Equatable {
     /// Clears the instance's APNs device token (`reason`: who, or APNs' answer). `.notFound` for an unknown
     /// or unregistered token; an instance without one is an accepted no-op.
     case clearAPNsToken(RegistrationToken, reason: String)
+    /// Records how far a send's APNs pushes have got (the server's pusher; never from a request).
+    case recordPushProgress(PushProgress)
 }
 
 /// A group of operations from one request, appended together and sharing a request id.
@@ -64,7 +66,7 @@ extension LedgerOperation {
             .clearAPNsToken(let token, _):
             return token
         case .send(.token(let token), _, _): return token
-        case .send, .recordAudience: return nil
+        case .send, .recordAudience, .recordPushProgress: return nil
         }
     }
 }

@@ -27,6 +27,8 @@ import LedgerCore
 /// | merkle | end seq u64 ‖ level u8 | SHA-256 (32): a complete subtree of the RFC 6962 tree (``MerkleStore``) |
 /// | apnsTokens | instance u32 | since u64 ‖ sandbox u8 ‖ APNs device token (the token held now; ``APNsTokenRecord``) |
 /// | apnsTokenHistory | instance u32 ‖ start u64 | end u64 ‖ sandbox u8 ‖ APNs device token (tokens no longer held) |
+/// | pushProgress | send seq u64 ‖ event seq u64 | through instance u32 ‖ flags u8 (each `pushProgress` event; ``PushRecords``) |
+/// | pushFailures | send seq u64 ‖ instance u32 | kind u8 ‖ status u16 ‖ event seq u64 ‖ reason (pushes refused for good) |
 ///
 /// An instance's current topics are the union of its `instanceTopics` and its entries in `recentMemberships`,
 /// which never hold the same membership: the writer appends new memberships to their partition's run of
@@ -43,7 +45,8 @@ struct LedgerSchema: Sendable {
     /// by the seq that completes them, so that appends write one page; layout 6 stores subtrees from 256
     /// leaves instead of 16, so that most commits write no page of it; layout 7 adds `recentInstanceTopics`, keyed
     /// by instance; layout 8 replaces it with `recentMemberships`, keyed by partition and in seq order; layout 9
-    /// adds `apnsTokens` and `apnsTokenHistory` (and the events that fill them, which older builds cannot read).
+    /// adds `apnsTokens`, `apnsTokenHistory`, `pushProgress` and `pushFailures` (and the events that fill them,
+    /// which older builds cannot read).
     /// A writer opening an older ledger upgrades it in place (see ``LedgerStorage``).
     static let layoutVersion: UInt32 = 9
 
@@ -66,13 +69,15 @@ struct LedgerSchema: Sendable {
     let merkle: LMDBDatabase
     let apnsTokens: LMDBDatabase
     let apnsTokenHistory: LMDBDatabase
+    let pushProgress: LMDBDatabase
+    let pushFailures: LMDBDatabase
 
     /// Every database derived from the log, in a fixed order (what `rebuild` clears and `verify` compares).
     var projections: [LMDBDatabase] {
         [
             tokens, instances, universe, universeHistory, topicIDs, topicNames, instanceTopics, recentMemberships,
             topicMembers, instanceTopicHistory, topicMemberHistory, messages, sends, acknowledged, merkle,
-            apnsTokens, apnsTokenHistory,
+            apnsTokens, apnsTokenHistory, pushProgress, pushFailures,
         ]
     }
 
@@ -99,6 +104,8 @@ struct LedgerSchema: Sendable {
         merkle = try txn.openDatabase("merkle", flags: create)
         apnsTokens = try txn.openDatabase("apnsTokens", flags: create)
         apnsTokenHistory = try txn.openDatabase("apnsTokenHistory", flags: create)
+        pushProgress = try txn.openDatabase("pushProgress", flags: create)
+        pushFailures = try txn.openDatabase("pushFailures", flags: create)
     }
 }
 

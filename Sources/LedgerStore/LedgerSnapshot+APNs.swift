@@ -12,3 +12,14 @@ extension LedgerSnapshot {
         try APNsTokenRecord.token(of: instance, at: seq, txn: txn, schema: schema)
     }
 }
+
+extension LedgerSnapshot {
+    /// The APNs device token `instance` holds now, with the time it was set.
+    public func apnsTokenHeld(by instance: InstanceID) throws -> (token: APNsDeviceToken, since: LedgerTime)? {
+        guard let current = try APNsTokenRecord.current(of: instance, txn: txn, schema: schema) else { return nil }
+        guard let event = try event(at: current.since) else {
+            throw StoreError(.corrupt, "the APNs token of instance \(instance) was set by a missing event")
+        }
+        return (current.token, event.time)
+    }
+}

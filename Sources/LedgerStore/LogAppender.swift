@@ -178,6 +178,9 @@ struct LogAppender<Projection: AppenderProjection, Sink: EventSink> {
             guard let instance = try registeredInstance(token) else { return .rejected(Self.unknownToken) }
             if try projection.apnsToken(of: instance) == nil { return .unchanged }
             return .appended(seq: try append(.apnsTokenCleared(token: token, reason: reason), request, time))
+
+        case .recordPushProgress(let progress):
+            return .appended(seq: try append(.pushProgress(progress), request, time))
         }
     }
 

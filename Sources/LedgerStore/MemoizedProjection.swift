@@ -174,4 +174,18 @@ struct MemoizedProjection: AppenderProjection {
     func platform(of instance: InstanceID) throws -> String? {
         try stored.platform(of: instance)
     }
+
+    func recordPushProgress(sendSeq: UInt64, through: InstanceID, finished: Bool, expired: Bool, at seq: UInt64)
+        throws
+    {
+        try stored.recordPushProgress(sendSeq: sendSeq, through: through, finished: finished, expired: expired, at: seq)
+    }
+
+    func recordPushFailure(sendSeq: UInt64, instance: InstanceID, failure: PushFailure, at seq: UInt64) throws {
+        try stored.recordPushFailure(sendSeq: sendSeq, instance: instance, failure: failure, at: seq)
+    }
+
+    func pushesSettledThrough() throws -> UInt64 { try stored.pushesSettledThrough() }
+
+    func settlePushes(through sendSeq: UInt64) throws { try stored.settlePushes(through: sendSeq) }
 }

@@ -42,7 +42,8 @@ final class TopicChangeTracker: @unchecked Sendable {
                     buckets[bucket] = max(buckets[bucket], seq)
                 case .unregister:
                     everyTopic = max(everyTopic, seq)
-                case .register, .send, .recordAudience, .acknowledge, .setAPNsToken, .clearAPNsToken:
+                case .register, .send, .recordAudience, .acknowledge, .setAPNsToken, .clearAPNsToken,
+                    .recordPushProgress:
                     break
                 }
             }

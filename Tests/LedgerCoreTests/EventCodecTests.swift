@@ -16,7 +16,7 @@ func randomEvent(seed: UInt64) -> LedgerEvent {
     let topic = try! TopicName(text("abcXYZ019-_.~%", 1...60))
     let via = SubscriptionChannel.allCases.randomElement(using: &random)!
     let body: LedgerEvent.Body
-    switch Int.random(in: 0..<9, using: &random) {
+    switch Int.random(in: 0..<10, using: &random) {
     case 0:
         body = .registered(
             token: token, platform: Bool.random(using: &random) ? text("iosandroidweb", 0...10) : nil,
@@ -44,6 +44,19 @@ func randomEvent(seed: UInt64) -> LedgerEvent {
                 bytes: (0..<length).map { _ in UInt8.random(in: 0...255, using: &random) },
                 sandbox: Bool.random(using: &random)))
     case 7: body = .apnsTokenCleared(token: token, reason: text("BadDeviceToken é\n", 0...30))
+    case 8:
+        let failures = (0..<Int.random(in: 0...3, using: &random)).map { _ in
+            PushFailure(
+                token: try! RegistrationToken(text("abcXYZ019_:.-", 1...200)),
+                kind: PushFailure.Kind.allCases.randomElement(using: &random)!,
+                status: UInt16.random(in: 100...599, using: &random), reason: text("BadDeviceToken é", 0...20))
+        }
+        body = .pushProgress(
+            PushProgress(
+                sendSeq: UInt64.random(in: 1...UInt64.max, using: &random),
+                throughToken: Bool.random(using: &random) ? token : nil, finished: Bool.random(using: &random),
+                expired: Bool.random(using: &random), failures: failures,
+                settledThrough: UInt64.random(in: 0...UInt64.max, using: &random)))
     default:
         body = .audience(
             AudienceRecord(

@@ -31,7 +31,7 @@ private struct Model {
             return true
         case .send(.token(let token), _, _):
             return registered.contains(token.rawValue)
-        case .send, .recordAudience, .acknowledge:
+        case .send, .recordAudience, .acknowledge, .recordPushProgress:
             return true
         case .setAPNsToken, .clearAPNsToken:
             // This model registers no ios instances; the workloads here set no APNs tokens.

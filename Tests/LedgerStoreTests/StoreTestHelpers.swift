@@ -118,7 +118,7 @@ func rawDump(directory: String, databases: [String]) throws -> [String: [[UInt8]
 let projectionDatabases = [
     "tokens", "instances", "universe", "universeHistory", "topicIDs", "topicNames", "instanceTopics", "topicMembers",
     "instanceTopicHistory", "topicMemberHistory", "messages", "sends", "acknowledged", "merkle", "apnsTokens",
-    "apnsTokenHistory",
+    "apnsTokenHistory", "pushProgress", "pushFailures",
 ]
 
 /// Runs `body` on the ledger's raw log database (the ledger must be closed and released).

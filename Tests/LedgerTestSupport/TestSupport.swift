@@ -101,6 +101,16 @@ public struct RandomHistory {
                 bytes: [UInt8](repeating: variant, count: 32), sandbox: variant == 3)
             return .setAPNsToken(token, apnsToken)
         case 91..<92: return .clearAPNsToken(token, reason: "test")
+        case 92..<94:
+            let failed = tokens.randomElement(using: &generator)!
+            return .recordPushProgress(
+                PushProgress(
+                    sendSeq: UInt64.random(in: 1...60, using: &generator),
+                    throughToken: Bool.random(using: &generator) ? token : nil,
+                    finished: Bool.random(using: &generator), expired: Bool.random(using: &generator),
+                    failures: Bool.random(using: &generator)
+                        ? [PushFailure(token: failed, kind: .rejected, status: 400, reason: "BadTopic")] : [],
+                    settledThrough: UInt64.random(in: 0...60, using: &generator)))
         default:
             let target: MessageTarget =
                 Bool.random(using: &generator) ? .topic(topic) : .condition("'\(topic.rawValue)' in topics")

@@ -97,6 +97,22 @@ public enum EventCodec {
             body.token = token.rawValue
             body.reason = reason
             message.body = .apnsTokenCleared(body)
+        case .pushProgress(let progress):
+            var body = Topicledger_V1_PushProgress()
+            body.sendSeq = progress.sendSeq
+            body.throughToken = progress.throughToken?.rawValue ?? ""
+            body.finished = progress.finished
+            body.expired = progress.expired
+            body.failures = progress.failures.map { failure in
+                var entry = Topicledger_V1_PushFailure()
+                entry.token = failure.token.rawValue
+                entry.kind = failure.kind.protobuf
+                entry.status = UInt32(failure.status)
+                entry.reason = failure.reason
+                return entry
+            }
+            body.settledThrough = progress.settledThrough
+            message.body = .pushProgress(body)
         }
         return message
     }
@@ -187,6 +203,24 @@ public enum EventCodec {
             body = .apnsTokenSet(token: RegistrationToken(trusted: value.token), apnsToken: apnsToken)
         case .apnsTokenCleared(let value):
             body = .apnsTokenCleared(token: RegistrationToken(trusted: value.token), reason: value.reason)
+        case .pushProgress(let value):
+            var failures: [PushFailure] = []
+            for entry in value.failures {
+                // A stored status is an HTTP status: anything else is a damaged event, not a number to trap on.
+                guard let status = UInt16(exactly: entry.status), status <= 999 else {
+                    throw LedgerCoreError(.corruptEvent, "event \(message.seq): a push status of \(entry.status)")
+                }
+                failures.append(
+                    PushFailure(
+                        token: RegistrationToken(trusted: entry.token), kind: try PushFailure.Kind(entry.kind),
+                        status: status, reason: entry.reason))
+            }
+            body = .pushProgress(
+                PushProgress(
+                    sendSeq: value.sendSeq,
+                    throughToken: value.throughToken.isEmpty ? nil : RegistrationToken(trusted: value.throughToken),
+                    finished: value.finished, expired: value.expired, failures: failures,
+                    settledThrough: value.settledThrough))
         case nil:
             throw LedgerCoreError(.corruptEvent, "event \(message.seq) has no body")
         }
@@ -211,6 +245,25 @@ extension SubscriptionChannel {
         case .v1: self = .v1
         case .iid: self = .iid
         default: throw LedgerCoreError(.corruptEvent, "unknown subscription channel \(via.rawValue)")
+        }
+    }
+}
+
+extension PushFailure.Kind {
+    fileprivate var protobuf: Topicledger_V1_PushFailureKind {
+        switch self {
+        case .unregistered: .pushFailureUnregistered
+        case .badDeviceToken: .pushFailureBadDeviceToken
+        case .rejected: .pushFailureRejected
+        }
+    }
+
+    fileprivate init(_ kind: Topicledger_V1_PushFailureKind) throws(LedgerCoreError) {
+        switch kind {
+        case .pushFailureUnregistered: self = .unregistered
+        case .pushFailureBadDeviceToken: self = .badDeviceToken
+        case .pushFailureRejected: self = .rejected
+        default: throw LedgerCoreError(.corruptEvent, "unknown push failure kind \(kind.rawValue)")
         }
     }
 }

@@ -164,6 +164,54 @@ nonisolated enum Topicledger_V1_Precedence: SwiftProtobuf.Enum, Swift.CaseIterab
 
 }
 
+nonisolated enum Topicledger_V1_PushFailureKind: SwiftProtobuf.Enum, Swift.CaseIterable {
+  typealias RawValue = Int
+  case pushFailureUnspecified // = 0
+
+  /// 410: the registration ends (an `unregistered` event follows)
+  case pushFailureUnregistered // = 1
+
+  /// 400 BadDeviceToken or DeviceTokenNotForTopic: the APNs token is cleared
+  case pushFailureBadDeviceToken // = 2
+
+  /// any other final refusal
+  case pushFailureRejected // = 3
+  case UNRECOGNIZED(Int)
+
+  init() {
+    self = .pushFailureUnspecified
+  }
+
+  init?(rawValue: Int) {
+    switch rawValue {
+    case 0: self = .pushFailureUnspecified
+    case 1: self = .pushFailureUnregistered
+    case 2: self = .pushFailureBadDeviceToken
+    case 3: self = .pushFailureRejected
+    default: self = .UNRECOGNIZED(rawValue)
+    }
+  }
+
+  var rawValue: Int {
+    switch self {
+    case .pushFailureUnspecified: return 0
+    case .pushFailureUnregistered: return 1
+    case .pushFailureBadDeviceToken: return 2
+    case .pushFailureRejected: return 3
+    case .UNRECOGNIZED(let i): return i
+    }
+  }
+
+  // The compiler won't synthesize support with the UNRECOGNIZED case.
+  static let allCases: [Topicledger_V1_PushFailureKind] = [
+    .pushFailureUnspecified,
+    .pushFailureUnregistered,
+    .pushFailureBadDeviceToken,
+    .pushFailureRejected,
+  ]
+
+}
+
 nonisolated struct Topicledger_V1_Event: Sendable {
   // SwiftProtobuf.Message conformance is added in an extension below. See the
   // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
@@ -255,6 +303,14 @@ nonisolated struct Topicledger_V1_Event: Sendable {
     set {body = .apnsTokenCleared(newValue)}
   }
 
+  var pushProgress: Topicledger_V1_PushProgress {
+    get {
+      if case .pushProgress(let v)? = body {return v}
+      return Topicledger_V1_PushProgress()
+    }
+    set {body = .pushProgress(newValue)}
+  }
+
   var unknownFields = SwiftProtobuf.UnknownStorage()
 
   nonisolated enum OneOf_Body: Equatable, Sendable {
@@ -267,6 +323,7 @@ nonisolated struct Topicledger_V1_Event: Sendable {
     case acknowledged(Topicledger_V1_Acknowledged)
     case apnsTokenSet(Topicledger_V1_ApnsTokenSet)
     case apnsTokenCleared(Topicledger_V1_ApnsTokenCleared)
+    case pushProgress(Topicledger_V1_PushProgress)
 
   }
 
@@ -442,6 +499,55 @@ nonisolated struct Topicledger_V1_ApnsTokenCleared: Sendable {
   init() {}
 }
 
+/// How far the APNs pushes of one send have got. A send's pushes go to its recipients that held an APNs token at
+/// the send, in instance order (the order of each token's first `registered` event).
+nonisolated struct Topicledger_V1_PushProgress: Sendable {
+  // SwiftProtobuf.Message conformance is added in an extension below. See the
+  // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
+  // methods supported on all messages.
+
+  var sendSeq: UInt64 = 0
+
+  /// every such recipient up to this one has its outcome ("": none yet)
+  var throughToken: String = String()
+
+  /// every recipient has its outcome; no more progress for this send
+  var finished: Bool = false
+
+  /// the message's lifetime ended first: recipients after through_token were not pushed
+  var expired: Bool = false
+
+  /// the outcomes that are not "accepted", among those this event passes
+  var failures: [Topicledger_V1_PushFailure] = []
+
+  /// every send at or before this seq is finished (the outbox starts after it)
+  var settledThrough: UInt64 = 0
+
+  var unknownFields = SwiftProtobuf.UnknownStorage()
+
+  init() {}
+}
+
+nonisolated struct Topicledger_V1_PushFailure: Sendable {
+  // SwiftProtobuf.Message conformance is added in an extension below. See the
+  // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
+  // methods supported on all messages.
+
+  var token: String = String()
+
+  var kind: Topicledger_V1_PushFailureKind = .pushFailureUnspecified
+
+  /// the HTTP status APNs answered
+  var status: UInt32 = 0
+
+  /// APNs' reason
+  var reason: String = String()
+
+  var unknownFields = SwiftProtobuf.UnknownStorage()
+
+  init() {}
+}
+
 // MARK: - Code below here is support for the SwiftProtobuf runtime.
 
 fileprivate nonisolated let _protobuf_package = "topicledger.v1"
@@ -458,9 +564,13 @@ nonisolated extension Topicledger_V1_Precedence: SwiftProtobuf._ProtoNameProvidi
   static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{2}\0PRECEDENCE_UNSPECIFIED\0\u{1}PRECEDENCE_LEFT_TO_RIGHT\0\u{1}PRECEDENCE_STANDARD\0")
 }
 
+nonisolated extension Topicledger_V1_PushFailureKind: SwiftProtobuf._ProtoNameProviding {
+  static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{2}\0PUSH_FAILURE_UNSPECIFIED\0\u{1}PUSH_FAILURE_UNREGISTERED\0\u{1}PUSH_FAILURE_BAD_DEVICE_TOKEN\0\u{1}PUSH_FAILURE_REJECTED\0")
+}
+
 nonisolated extension Topicledger_V1_Event: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
   static let protoMessageName: String = _protobuf_package + ".Event"
-  static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}seq\0\u{3}time_micros\0\u{1}actor\0\u{3}request_id\0\u{2}\u{6}registered\0\u{1}unregistered\0\u{1}subscribed\0\u{1}unsubscribed\0\u{1}sent\0\u{1}audience\0\u{1}acknowledged\0\u{3}apns_token_set\0\u{3}apns_token_cleared\0")
+  static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}seq\0\u{3}time_micros\0\u{1}actor\0\u{3}request_id\0\u{2}\u{6}registered\0\u{1}unregistered\0\u{1}subscribed\0\u{1}unsubscribed\0\u{1}sent\0\u{1}audience\0\u{1}acknowledged\0\u{3}apns_token_set\0\u{3}apns_token_cleared\0\u{3}push_progress\0")
 
   mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
     while let fieldNumber = try decoder.nextFieldNumber() {
@@ -589,6 +699,19 @@ nonisolated extension Topicledger_V1_Event: SwiftProtobuf.Message, SwiftProtobuf
           self.body = .apnsTokenCleared(v)
         }
       }()
+      case 19: try {
+        var v: Topicledger_V1_PushProgress?
+        var hadOneofValue = false
+        if let current = self.body {
+          hadOneofValue = true
+          if case .pushProgress(let m) = current {v = m}
+        }
+        try decoder.decodeSingularMessageField(value: &v)
+        if let v = v {
+          if hadOneofValue {try decoder.handleConflictingOneOf()}
+          self.body = .pushProgress(v)
+        }
+      }()
       default: break
       }
     }
@@ -647,6 +770,10 @@ nonisolated extension Topicledger_V1_Event: SwiftProtobuf.Message, SwiftProtobuf
     case .apnsTokenCleared?: try {
       guard case .apnsTokenCleared(let v)? = self.body else { preconditionFailure() }
       try visitor.visitSingularMessageField(value: v, fieldNumber: 18)
+    }()
+    case .pushProgress?: try {
+      guard case .pushProgress(let v)? = self.body else { preconditionFailure() }
+      try visitor.visitSingularMessageField(value: v, fieldNumber: 19)
     }()
     case nil: break
     }
@@ -1022,6 +1149,106 @@ nonisolated extension Topicledger_V1_ApnsTokenCleared: SwiftProtobuf.Message, Sw
 
   static func ==(lhs: Topicledger_V1_ApnsTokenCleared, rhs: Topicledger_V1_ApnsTokenCleared) -> Bool {
     if lhs.token != rhs.token {return false}
+    if lhs.reason != rhs.reason {return false}
+    if lhs.unknownFields != rhs.unknownFields {return false}
+    return true
+  }
+}
+
+nonisolated extension Topicledger_V1_PushProgress: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
+  static let protoMessageName: String = _protobuf_package + ".PushProgress"
+  static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{3}send_seq\0\u{3}through_token\0\u{1}finished\0\u{1}expired\0\u{1}failures\0\u{3}settled_through\0")
+
+  mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+    while let fieldNumber = try decoder.nextFieldNumber() {
+      // The use of inline closures is to circumvent an issue where the compiler
+      // allocates stack space for every case branch when no optimizations are
+      // enabled. https://github.com/apple/swift-protobuf/issues/1034
+      switch fieldNumber {
+      case 1: try { try decoder.decodeSingularUInt64Field(value: &self.sendSeq) }()
+      case 2: try { try decoder.decodeSingularStringField(value: &self.throughToken) }()
+      case 3: try { try decoder.decodeSingularBoolField(value: &self.finished) }()
+      case 4: try { try decoder.decodeSingularBoolField(value: &self.expired) }()
+      case 5: try { try decoder.decodeRepeatedMessageField(value: &self.failures) }()
+      case 6: try { try decoder.decodeSingularUInt64Field(value: &self.settledThrough) }()
+      default: break
+      }
+    }
+  }
+
+  func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    if self.sendSeq != 0 {
+      try visitor.visitSingularUInt64Field(value: self.sendSeq, fieldNumber: 1)
+    }
+    if !self.throughToken.isEmpty {
+      try visitor.visitSingularStringField(value: self.throughToken, fieldNumber: 2)
+    }
+    if self.finished != false {
+      try visitor.visitSingularBoolField(value: self.finished, fieldNumber: 3)
+    }
+    if self.expired != false {
+      try visitor.visitSingularBoolField(value: self.expired, fieldNumber: 4)
+    }
+    if !self.failures.isEmpty {
+      try visitor.visitRepeatedMessageField(value: self.failures, fieldNumber: 5)
+    }
+    if self.settledThrough != 0 {
+      try visitor.visitSingularUInt64Field(value: self.settledThrough, fieldNumber: 6)
+    }
+    try unknownFields.traverse(visitor: &visitor)
+  }
+
+  static func ==(lhs: Topicledger_V1_PushProgress, rhs: Topicledger_V1_PushProgress) -> Bool {
+    if lhs.sendSeq != rhs.sendSeq {return false}
+    if lhs.throughToken != rhs.throughToken {return false}
+    if lhs.finished != rhs.finished {return false}
+    if lhs.expired != rhs.expired {return false}
+    if lhs.failures != rhs.failures {return false}
+    if lhs.settledThrough != rhs.settledThrough {return false}
+    if lhs.unknownFields != rhs.unknownFields {return false}
+    return true
+  }
+}
+
+nonisolated extension Topicledger_V1_PushFailure: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
+  static let protoMessageName: String = _protobuf_package + ".PushFailure"
+  static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}token\0\u{1}kind\0\u{1}status\0\u{1}reason\0")
+
+  mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+    while let fieldNumber = try decoder.nextFieldNumber() {
+      // The use of inline closures is to circumvent an issue where the compiler
+      // allocates stack space for every case branch when no optimizations are
+      // enabled. https://github.com/apple/swift-protobuf/issues/1034
+      switch fieldNumber {
+      case 1: try { try decoder.decodeSingularStringField(value: &self.token) }()
+      case 2: try { try decoder.decodeSingularEnumField(value: &self.kind) }()
+      case 3: try { try decoder.decodeSingularUInt32Field(value: &self.status) }()
+      case 4: try { try decoder.decodeSingularStringField(value: &self.reason) }()
+      default: break
+      }
+    }
+  }
+
+  func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    if !self.token.isEmpty {
+      try visitor.visitSingularStringField(value: self.token, fieldNumber: 1)
+    }
+    if self.kind != .pushFailureUnspecified {
+      try visitor.visitSingularEnumField(value: self.kind, fieldNumber: 2)
+    }
+    if self.status != 0 {
+      try visitor.visitSingularUInt32Field(value: self.status, fieldNumber: 3)
+    }
+    if !self.reason.isEmpty {
+      try visitor.visitSingularStringField(value: self.reason, fieldNumber: 4)
+    }
+    try unknownFields.traverse(visitor: &visitor)
+  }
+
+  static func ==(lhs: Topicledger_V1_PushFailure, rhs: Topicledger_V1_PushFailure) -> Bool {
+    if lhs.token != rhs.token {return false}
+    if lhs.kind != rhs.kind {return false}
+    if lhs.status != rhs.status {return false}
     if lhs.reason != rhs.reason {return false}
     if lhs.unknownFields != rhs.unknownFields {return false}
     return true

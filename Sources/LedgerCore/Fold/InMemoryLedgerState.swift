@@ -16,6 +16,11 @@ public struct InMemoryLedgerState: LedgerProjection, Sendable {
     public private(set) var acknowledged: [InstanceID: UInt64] = [:]
     /// APNs device tokens by instance (absent: none).
     public private(set) var apnsTokens: [InstanceID: APNsDeviceToken] = [:]
+    /// Each send's push progress, as its last `pushProgress` event left it.
+    public private(set) var pushProgress: [UInt64: (through: InstanceID, finished: Bool, expired: Bool)] = [:]
+    /// Each send's failed pushes, by instance.
+    public private(set) var pushFailures: [UInt64: [InstanceID: PushFailure]] = [:]
+    public private(set) var pushesSettled: UInt64 = 0
     /// The seq of the last event applied.
     public private(set) var seq: UInt64 = 0
 
@@ -109,4 +114,18 @@ public struct InMemoryLedgerState: LedgerProjection, Sendable {
     public mutating func setAPNsToken(_ token: APNsDeviceToken?, of instance: InstanceID, at seq: UInt64) {
         apnsTokens[instance] = token
     }
+
+    public mutating func recordPushProgress(
+        sendSeq: UInt64, through: InstanceID, finished: Bool, expired: Bool, at seq: UInt64
+    ) {
+        pushProgress[sendSeq] = (through, finished, expired)
+    }
+
+    public mutating func recordPushFailure(sendSeq: UInt64, instance: InstanceID, failure: PushFailure, at seq: UInt64) {
+        pushFailures[sendSeq, default: [:]][instance] = failure
+    }
+
+    public func pushesSettledThrough() -> UInt64 { pushesSettled }
+
+    public mutating func settlePushes(through sendSeq: UInt64) { pushesSettled = sendSeq }
 }

@@ -43,6 +43,17 @@ public protocol LedgerProjection {
     /// Sets, replaces (`token`) or clears (`nil`) the instance's APNs device token at `seq`; the one it had is
     /// kept in its history, held until `seq`.
     mutating func setAPNsToken(_ token: APNsDeviceToken?, of instance: InstanceID, at seq: UInt64) throws
+
+    /// The APNs pushes of the send at `sendSeq` have reached `through` (0: no recipient yet), as the event at
+    /// `seq` records.
+    mutating func recordPushProgress(sendSeq: UInt64, through: InstanceID, finished: Bool, expired: Bool, at seq: UInt64)
+        throws
+    /// The push of the send at `sendSeq` to `instance` failed for good, as the event at `seq` records.
+    mutating func recordPushFailure(sendSeq: UInt64, instance: InstanceID, failure: PushFailure, at seq: UInt64) throws
+    /// Every send at or before this seq has finished its pushes (0: none recorded).
+    mutating func pushesSettledThrough() throws -> UInt64
+    /// Moves ``pushesSettledThrough()`` to `sendSeq` (the fold only ever moves it forward).
+    mutating func settlePushes(through sendSeq: UInt64) throws
 }
 
 /// The one definition of what each event does to subscription state.
@@ -99,6 +110,18 @@ public enum EventFold {
                 try state.apnsToken(of: instance) != nil
             else { return }
             try state.setAPNsToken(nil, of: instance, at: seq)
+        case .pushProgress(let progress):
+            for failure in progress.failures {
+                guard let instance = try state.instanceID(for: failure.token) else { continue }
+                try state.recordPushFailure(sendSeq: progress.sendSeq, instance: instance, failure: failure, at: seq)
+            }
+            let through = try progress.throughToken.flatMap { try state.instanceID(for: $0) } ?? 0
+            try state.recordPushProgress(
+                sendSeq: progress.sendSeq, through: through, finished: progress.finished, expired: progress.expired,
+                at: seq)
+            if progress.settledThrough > (try state.pushesSettledThrough()) {
+                try state.settlePushes(through: progress.settledThrough)
+            }
         }
     }
 }

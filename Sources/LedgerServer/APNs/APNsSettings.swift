@@ -81,16 +81,17 @@ public struct APNsSettings: Sendable, Equatable {
         return settings
     }
 
-    /// The provider credentials the files hold: the signing key and the extra roots.
-    struct Loaded {
-        var key: P256.Signing.PrivateKey
-        var trustRoots: [NIOSSLCertificate]
+    /// Reads ``keyFile`` and ``caFile``, as ``loadKey()`` and ``loadTrustRoots()`` do: what `ledger serve` checks
+    /// at start.
+    func load() throws {
+        _ = try loadKey()
+        _ = try loadTrustRoots()
     }
 
-    /// Reads ``keyFile`` (a P-256 key in PKCS#8 PEM, readable by its owner and group only) and ``caFile``.
+    /// Reads ``keyFile``: a P-256 key in PKCS#8 PEM, readable by its owner and group only.
     ///
     /// - Throws: `LedgerCoreError.invalidArgument` naming the key (`….apns.keyFile`) and what is wrong.
-    func load() throws -> Loaded {
+    func loadKey() throws -> P256.Signing.PrivateKey {
         let keyField = "\(field).keyFile"
         var status = stat()
         guard stat(keyFile, &status) == 0 else {
@@ -114,6 +115,11 @@ public struct APNsSettings: Sendable, Equatable {
             throw LedgerCoreError(
                 .invalidArgument, field: keyField, "\(keyFile): not a P-256 private key in PKCS#8 PEM (an AuthKey .p8)")
         }
+        return key
+    }
+
+    /// Reads ``caFile``: PEM certificates trusted beside the system's roots (none when it is not set).
+    func loadTrustRoots() throws -> [NIOSSLCertificate] {
         var roots: [NIOSSLCertificate] = []
         if let caFile {
             do {
@@ -125,7 +131,7 @@ public struct APNsSettings: Sendable, Equatable {
                 throw LedgerCoreError(.invalidArgument, field: "\(field).caFile", "\(caFile): holds no certificate")
             }
         }
-        return Loaded(key: key, trustRoots: roots)
+        return roots
     }
 
     static func isAppleID(_ text: String) -> Bool {

@@ -221,6 +221,8 @@ extension ConsoleRoutes {
             case .token(let t): tokens = [t.rawValue]
             case .condition(let text): topics = [text]
             }
+        case .pushProgress(let progress):
+            tokens = progress.failures.map(\.token.rawValue) + (progress.throughToken.map { [$0.rawValue] } ?? [])
         case .audience: break
         }
         if !token.isEmpty && !tokens.contains(token) { return false }

@@ -1,0 +1,25 @@
+import Crypto
+import Foundation
+
+/// The `apns-id` of the push of one message to one device: a UUID derived from the message id and the
+/// registration token, so that every retry of the push carries the same one (APNs and an audit recognise it),
+/// and an audit can name it without storing it.
+///
+/// The first 16 bytes of SHA-256(`"<message id>\n<registration token>"`), marked as an RFC 9562 version 8 UUID
+/// (custom), in lowercase.
+public enum APNsPushID {
+    public static func uuid(messageID: UInt64, token: RegistrationToken) -> UUID {
+        var bytes = Array(SHA256.hash(data: Array("\(messageID)\n\(token.rawValue)".utf8)).prefix(16))
+        bytes[6] = (bytes[6] & 0x0F) | 0x80  // version 8
+        bytes[8] = (bytes[8] & 0x3F) | 0x80  // variant 10
+        return UUID(
+            uuid: (
+                bytes[0], bytes[1], bytes[2], bytes[3], bytes[4], bytes[5], bytes[6], bytes[7], bytes[8], bytes[9],
+                bytes[10], bytes[11], bytes[12], bytes[13], bytes[14], bytes[15]
+            ))
+    }
+
+    public static func string(messageID: UInt64, token: RegistrationToken) -> String {
+        uuid(messageID: messageID, token: token).uuidString.lowercased()
+    }
+}

@@ -1,0 +1,299 @@
+import Foundation
+import LedgerCore
+import LedgerStore
+import Logging
+import Synchronization
+
+/// Pushes one project's sends to the APNs tokens their recipients held at the send, and records how far it
+/// got in the ledger (`pushProgress` events), so that the outbox is a function of the log:
+///
+/// - the sends are taken in log order, after the last one every send before which is settled
+///   (``LedgerSnapshot/pushesSettledThrough()``); a send whose progress says finished is skipped;
+/// - a send's recipients are taken in instance order from after its recorded progress; those without an APNs
+///   token at the send are passed at once; at most ``maximumInFlight`` pushes are under way;
+/// - progress is appended every ``progressBatch`` outcomes or every second, and at the send's end, with the
+///   refusals (a 410 also appends the registration's end, a `BadDeviceToken` the APNs token's clearing);
+/// - after a crash the pushes of the send under way that were not yet recorded are made again: at most
+///   ``maximumInFlight`` + ``progressBatch`` duplicates, each with the same `apns-id`;
+/// - nothing is pushed past the message's iOS expiry (its `apns-expiration`, FCM's 4 weeks by default).
+///
+/// - Note: Never logs device tokens, registration tokens or payloads.
+final class ProjectPusher: Sendable {
+    static let maximumInFlight = 256
+    static let progressBatch = 1000
+    /// How long a push waits before trying again after APNs refused the project's provider token.
+    static let invalidTokenRetry: Duration = .seconds(60)
+
+    let project: ProjectID
+    private let production: APNsClient
+    private let sandbox: APNsClient
+    private let ledgers: LedgerRegistry
+    private let logger: Logger
+    private let failing = Mutex<(problem: String?, logged: Bool, outboxDepth: Int)>((nil, false, 0))
+
+    init(project: ProjectID, settings: APNsSettings, ledgers: LedgerRegistry, logger: Logger) throws {
+        self.project = project
+        self.ledgers = ledgers
+        var logger = logger
+        logger[metadataKey: "ledger.project"] = "\(project)"
+        self.logger = logger
+        let roots = try settings.loadTrustRoots()
+        let token = APNsProviderToken(teamID: settings.teamID, keyID: settings.keyID, key: try settings.loadKey())
+        production = try APNsClient(
+            endpoint: settings.endpoint, topic: settings.topic, providerToken: token, additionalTrustRoots: roots,
+            logger: logger)
+        sandbox = try APNsClient(
+            endpoint: settings.sandboxEndpoint, topic: settings.topic, providerToken: token,
+            additionalTrustRoots: roots, logger: logger)
+    }
+
+    /// Pushes until the task is cancelled.
+    func run() async {
+        var position: UInt64?
+        let commits = ledgers.delivery(for: project).sendsCommitted
+        while !Task.isCancelled {
+            do {
+                let ledger = try ledgers.ledger(for: project)
+                let start = try position ?? ledger.read { try $0.pushesSettledThrough() }
+                position = start
+                let seqs = try ledger.read { try $0.sendSeqs(after: start, limit: 256) }
+                report(outboxDepth: seqs.count)
+                guard !seqs.isEmpty else {
+                    // A commit wakes it; a second's poll covers sends written by another path (an import).
+                    await commits.wait(upTo: .seconds(1))
+                    continue
+                }
+                for seq in seqs {
+                    guard try await push(sendAt: seq, settledThrough: position ?? 0, in: ledger) else { return }
+                    position = seq
+                }
+            } catch {
+                logger.error("APNs pushes stopped for a second: \(error)")
+                try? await Task.sleep(for: .seconds(1))
+            }
+        }
+    }
+
+    func shutdown() async {
+        await production.shutdown()
+        await sandbox.shutdown()
+    }
+
+    private func report(outboxDepth: Int) {
+        let state = failing.withLock { state in
+            state.outboxDepth = outboxDepth
+            return LedgerRegistry.APNsState(problem: state.problem, outboxDepth: outboxDepth)
+        }
+        ledgers.reportAPNs(state, for: project)
+    }
+
+    /// What one push came to, for the progress record.
+    private struct Finished {
+        var instance: InstanceID
+        var token: RegistrationToken
+        var apnsToken: APNsDeviceToken
+        var outcome: APNsOutcome
+    }
+
+    /// Pushes the send at `seq` to every recipient still owed one; `false` when stopped (cancelled) before the
+    /// end.
+    private func push(sendAt seq: UInt64, settledThrough settled: UInt64, in ledger: Ledger) async throws -> Bool {
+        let cache = ledgers.delivery(for: project).sends
+        let (prepared, progress, holdsTokens) = try ledger.read { snapshot in
+            (
+                try cache.send(at: seq, in: snapshot), try snapshot.pushProgress(ofSendAt: seq),
+                try snapshot.holdsAPNsTokens()
+            )
+        }
+        // No instance ever held an APNs token: nothing to push, and nothing to record (the next recorded
+        // progress moves the settled seq past it).
+        guard holdsTokens, progress?.finished != true else { return true }
+        let delivery = prepared.delivery(for: .ios)
+        let expiresAt = prepared.expiry(platform: "ios")
+        let messageID = prepared.sent.messageID
+        var window = PushWindow()
+        var after = progress.map(\.through).flatMap { $0 == 0 ? nil : $0 }
+        var failures: [(failure: PushFailure, apnsToken: APNsDeviceToken, since: Int64?)] = []
+        var outcomesSinceRecord = 0
+        var lastRecord = ContinuousClock.now
+        var expired = false
+        var stopped = false
+
+        func record(finished: Bool) async throws {
+            let passed = window.through
+            guard passed != nil || finished || !failures.isEmpty else { return }
+            var operations: [LedgerOperation] = []
+            let current = try ledger.read { snapshot in
+                try failures.map { entry in
+                    try snapshot.instanceID(of: entry.failure.token).flatMap { try snapshot.apnsTokenHeld(by: $0) }
+                }
+            }
+            for (index, entry) in failures.enumerated() {
+                let held = current[index]
+                switch entry.failure.kind {
+                case .unregistered:
+                    // Unless the device's app set another APNs token after APNs says this one stopped.
+                    if let held, held.token != entry.apnsToken,
+                        entry.since.map({ held.since.microseconds > $0 * 1000 }) ?? true
+                    {
+                        break
+                    }
+                    operations.append(.unregister(entry.failure.token, reason: "APNs: \(entry.failure.reason)"))
+                case .badDeviceToken:
+                    if held?.token == entry.apnsToken {
+                        operations.append(.clearAPNsToken(entry.failure.token, reason: "APNs: \(entry.failure.reason)"))
+                    }
+                case .rejected:
+                    break
+                }
+            }
+            operations.append(
+                .recordPushProgress(
+                    PushProgress(
+                        sendSeq: seq, throughToken: passed?.token, finished: finished, expired: expired,
+                        failures: failures.map(\.failure), settledThrough: finished ? seq : settled)))
+            _ = try await ledger.append(
+                WriteRequest(actor: "apns", requestID: RequestID.random(), operations: operations))
+            failures.removeAll()
+            outcomesSinceRecord = 0
+            lastRecord = .now
+        }
+
+        try await withThrowingTaskGroup(of: Finished.self) { group in
+            var inFlight = 0
+            func settle(_ finished: Finished) {
+                inFlight -= 1
+                switch finished.outcome {
+                case .accepted:
+                    break
+                case .unregistered(let since):
+                    failures.append(
+                        (PushFailure(token: finished.token, kind: .unregistered, status: 410, reason: "Unregistered"),
+                         finished.apnsToken, since))
+                case .badDeviceToken(let reason):
+                    failures.append(
+                        (PushFailure(token: finished.token, kind: .badDeviceToken, status: 400, reason: reason),
+                         finished.apnsToken, nil))
+                case .rejected(let status, let reason):
+                    failures.append(
+                        (PushFailure(
+                            token: finished.token, kind: .rejected, status: UInt16(clamping: status), reason: reason),
+                         finished.apnsToken, nil))
+                case .expired:
+                    expired = true
+                    return  // owed, never pushed: the window does not pass it
+                case .interrupted, .providerTokenInvalid:
+                    stopped = true
+                    return
+                }
+                window.finish(finished.instance)
+                outcomesSinceRecord += 1
+            }
+
+            issuing: while !stopped && !expired {
+                if Task.isCancelled {
+                    stopped = true
+                    break
+                }
+                if LedgerTime(microseconds: Int64(Date().timeIntervalSince1970 * 1_000_000)) >= expiresAt {
+                    expired = true
+                    break
+                }
+                let ids = prepared.audience.ids(after: after, limit: 512)
+                guard let last = ids.last else { break }
+                after = last
+                let recipients = try ledger.read { snapshot in
+                    try ids.map { id in
+                        (id, try snapshot.token(of: id), try snapshot.apnsToken(of: id, at: seq))
+                    }
+                }
+                for (instance, token, apnsToken) in recipients {
+                    guard let token else { continue }
+                    guard let apnsToken else {
+                        window.take(instance, token: token, done: true)
+                        continue
+                    }
+                    while inFlight >= Self.maximumInFlight, let finished = try await group.next() {
+                        settle(finished)
+                    }
+                    if stopped || expired { break issuing }
+                    window.take(instance, token: token)
+                    inFlight += 1
+                    let push = APNsPush(
+                        deviceToken: apnsToken.hex, pushType: delivery.pushType ?? "alert",
+                        priority: delivery.priority == .high ? 10 : 5,
+                        expiresAt: Double(expiresAt.microseconds) / 1_000_000,
+                        collapseID: delivery.collapseKey.flatMap { $0.utf8.count <= 64 ? $0 : nil },
+                        apnsID: APNsPushID.uuid(messageID: messageID, token: token), payload: delivery.payloadJSON)
+                    let client = apnsToken.sandbox ? sandbox : production
+                    group.addTask { [self] in
+                        Finished(
+                            instance: instance, token: token, apnsToken: apnsToken,
+                            outcome: await self.send(push, with: client))
+                    }
+                    if outcomesSinceRecord >= Self.progressBatch || ContinuousClock.now - lastRecord > .seconds(1) {
+                        try await record(finished: false)
+                    }
+                }
+                report(outboxDepth: window.open)
+            }
+            while let finished = try await group.next() { settle(finished) }
+        }
+        if stopped {
+            try await record(finished: false)
+            return false
+        }
+        try await record(finished: true)
+        return true
+    }
+
+    /// Sends `push`, waiting out a refused provider token (reported in `/readyz`, a metric and one error line)
+    /// until the push expires.
+    private func send(_ push: APNsPush, with client: APNsClient) async -> APNsOutcome {
+        let started = ContinuousClock.now
+        while true {
+            let outcome = await client.send(push)
+            if case .providerTokenInvalid(let reason) = outcome {
+                setProblem("APNs refuses its provider token (\(reason))")
+                guard Date().timeIntervalSince1970 + 60 < push.expiresAt else {
+                    ledgers.metrics.recordPush(outcome: "expired", duration: .now - started)
+                    return .expired(lastReason: reason)
+                }
+                do {
+                    try await Task.sleep(for: Self.invalidTokenRetry)
+                } catch {
+                    return .interrupted
+                }
+                continue
+            }
+            setProblem(nil)
+            let name: String
+            switch outcome {
+            case .accepted: name = "accepted"
+            case .unregistered: name = "unregistered"
+            case .badDeviceToken: name = "bad_device_token"
+            case .rejected: name = "rejected"
+            case .expired: name = "expired"
+            case .interrupted, .providerTokenInvalid: return outcome
+            }
+            ledgers.metrics.recordPush(outcome: name, duration: .now - started)
+            return outcome
+        }
+    }
+
+    /// Records why APNs refuses the project (`nil`: it no longer does); logs the first refusal once.
+    private func setProblem(_ problem: String?) {
+        let (state, log) = failing.withLock { state -> (LedgerRegistry.APNsState?, Bool) in
+            guard state.problem != problem else { return (nil, false) }
+            state.problem = problem
+            let log = problem != nil && !state.logged
+            if log { state.logged = true }
+            if problem == nil { state.logged = false }
+            return (LedgerRegistry.APNsState(problem: problem, outboxDepth: state.outboxDepth), log)
+        }
+        if let state { ledgers.reportAPNs(state, for: project) }
+        if log, let problem {
+            logger.error("APNs pushes wait: \(problem); they are kept until their messages expire")
+        }
+    }
+}

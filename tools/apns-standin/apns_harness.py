@@ -1,0 +1,193 @@
+"""A stand-in APNs and a `ledger serve` whose project pushes to it, for the provider's end-to-end tests."""
+
+import hashlib
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import httpx
+from cryptography.hazmat.primitives import serialization
+from cryptography.hazmat.primitives.asymmetric import ec
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "sdk-conformance"))
+from ledger_server import _free_port, make_certificates  # noqa: E402
+
+TEAM, KEY_ID, TOPIC = "ABCDE12345", "KEY1234567", "com.example.app"
+PROJECT = "shop"
+ADMIN, AUDITOR, CLIENT = "admin-secret", "auditor-secret", "client-secret"
+HERE = Path(__file__).resolve().parent
+
+
+def _hash(secret):
+    return "sha256:" + hashlib.sha256(secret.encode()).hexdigest()
+
+
+class StandIn:
+    """tools/apns-standin/standin.py on free ports, with its own CA and team key."""
+
+    def __init__(self, directory, max_streams=1000, token_update_interval=1200):
+        self.directory = Path(directory)
+        self.tls = make_certificates(self.directory, name="apns")
+        self.team_key = ec.generate_private_key(ec.SECP256R1())
+        public = self.directory / "team.pub.pem"
+        public.write_bytes(self.team_key.public_key().public_bytes(
+            serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo))
+        self.port, control = _free_port(), _free_port()
+        self.base, self.control = f"https://127.0.0.1:{self.port}", f"http://127.0.0.1:{control}"
+        self.process = subprocess.Popen(
+            [sys.executable, str(HERE / "standin.py"), "--cert", self.tls["cert"], "--key", self.tls["key"],
+             "--team-key", str(public), "--team-id", TEAM, "--key-id", KEY_ID, "--topic", TOPIC,
+             "--port", str(self.port), "--control-port", str(control), "--max-streams", str(max_streams),
+             "--token-update-interval", str(token_update_interval), "--exit-with-parent"],
+            stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT)
+        deadline = time.time() + 20
+        while True:
+            try:
+                if httpx.get(self.control + "/healthz").status_code == 200:
+                    break
+            except httpx.HTTPError:
+                pass
+            assert self.process.poll() is None and time.time() < deadline, "the stand-in did not start"
+            time.sleep(0.1)
+
+    def key_file(self, key=None):
+        """The team key as Apple issues it (PKCS#8 PEM, mode 0600), or `key` in its place."""
+        path = self.directory / f"AuthKey_{os.urandom(3).hex()}.p8"
+        path.write_bytes((key or self.team_key).private_bytes(
+            serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()))
+        path.chmod(0o600)
+        return str(path)
+
+    def requests(self):
+        return httpx.get(self.control + "/requests").json()
+
+    def script(self, token, replies, sticky=False):
+        response = httpx.post(self.control + "/script", json={"token": token, "replies": replies, "sticky": sticky})
+        assert response.status_code == 200, response.text
+
+    def goaway(self):
+        httpx.post(self.control + "/goaway", json={})
+
+    def reset(self):
+        httpx.post(self.control + "/reset", json={})
+
+    def wait_for(self, predicate, timeout=30, what="the stand-in's requests"):
+        """The recorded requests once `predicate(requests)` holds."""
+        deadline = time.time() + timeout
+        while True:
+            requests = self.requests()
+            if predicate(requests):
+                return requests
+            assert time.time() < deadline, f"{what}: timed out with {len(requests)} requests"
+            time.sleep(0.05)
+
+    def stop(self):
+        self.process.kill()
+        self.process.wait(timeout=10)
+
+
+class Ledger:
+    """`ledger serve` with project `shop` pushing to the stand-in (its CA as the APNs `caFile`)."""
+
+    def __init__(self, standin, directory, key_file=None, data=None, apns=None):
+        self.binary = os.environ["LEDGER_BIN"]
+        self.directory = Path(directory)
+        self.data = data or tempfile.mkdtemp(prefix="ledger-apns-")
+        settings = {"teamId": TEAM, "keyId": KEY_ID, "keyFile": key_file or standin.key_file(), "topic": TOPIC,
+                    "endpoint": standin.base, "sandboxEndpoint": standin.base, "caFile": standin.tls["ca"]}
+        settings.update(apns or {})
+        self.config = self.directory / f"config-{os.urandom(3).hex()}.json"
+        self.config.write_text(json.dumps({"projects": {PROJECT: {
+            "adminKeys": [_hash(ADMIN)], "auditorKeys": [_hash(AUDITOR)], "clientApiKeys": [_hash(CLIENT)],
+            "apns": settings}}}))
+        self.port = _free_port()
+        self.base = f"http://127.0.0.1:{self.port}"
+        self.start()
+
+    def start(self):
+        self.log = self.directory / f"serve-{os.urandom(3).hex()}.log"
+        self.process = subprocess.Popen(
+            [self.binary, "serve", "--config", str(self.config), "--data", self.data, "--port", str(self.port)],
+            stdout=open(self.log, "wb"), stderr=subprocess.STDOUT)
+        deadline = time.time() + 30
+        while True:
+            try:
+                if httpx.get(self.base + "/healthz").status_code == 200:
+                    return
+            except httpx.HTTPError:
+                pass
+            assert self.process.poll() is None, self.log.read_text()
+            assert time.time() < deadline, "the server did not start"
+            time.sleep(0.1)
+
+    def kill(self):
+        self.process.send_signal(signal.SIGKILL)
+        self.process.wait(timeout=10)
+
+    def stop(self):
+        if self.process.poll() is None:
+            self.process.terminate()
+            self.process.wait(timeout=20)
+
+    def verify(self):
+        result = subprocess.run([self.binary, "verify", "--data", self.data, "--project", PROJECT],
+                                capture_output=True, text=True)
+        assert result.returncode == 0, result.stdout + result.stderr
+
+    def url(self, path):
+        return f"{self.base}/v1/projects/{PROJECT}{path}"
+
+    def register(self, apns_token=None, sandbox=False, platform="ios"):
+        body = {"platform": platform}
+        if apns_token:
+            body["apnsToken"] = apns_token
+            body["apnsSandbox"] = sandbox
+        response = httpx.post(self.url("/registrations"), headers={"x-goog-api-key": CLIENT}, json=body)
+        assert response.status_code == 200, response.text
+        return response.json()["token"]
+
+    def subscribe(self, token, topic):
+        response = httpx.post(self.url(f"/registrations/{token}/topicSubscriptions"), params={"topicName": topic},
+                              headers={"x-goog-api-key": CLIENT})
+        assert response.status_code == 200, response.text
+
+    def batch_add(self, tokens, topic):
+        for start in range(0, len(tokens), 1000):
+            response = httpx.post(f"{self.base}/iid/v1:batchAdd", headers={"Authorization": f"Bearer {ADMIN}",
+                                                                        "project_id": PROJECT},
+                                  json={"to": f"/topics/{topic}", "registration_tokens": tokens[start:start + 1000]},
+                                  timeout=60)
+            assert response.status_code == 200, response.text
+
+    def send(self, message, expect=200):
+        response = httpx.post(self.url("/messages:send"), headers={"Authorization": f"Bearer {ADMIN}"},
+                              json={"message": message}, timeout=30)
+        assert response.status_code == expect, response.text
+        return response.json()
+
+    def audit_instance(self, token):
+        response = httpx.get(self.url(f"/audit/instances/{token}"), headers={"Authorization": f"Bearer {AUDITOR}"})
+        assert response.status_code == 200, response.text
+        return response.json()
+
+    def audit_message(self, message_id, **params):
+        response = httpx.get(self.url(f"/audit/messages/{message_id}"), params=params,
+                             headers={"Authorization": f"Bearer {AUDITOR}"})
+        assert response.status_code == 200, response.text
+        return response.json()
+
+    def events(self, kind=None):
+        result = subprocess.run([self.binary, "log", "--data", self.data, "--project", PROJECT],
+                                capture_output=True, text=True, check=True)
+        events = [json.loads(line) for line in result.stdout.splitlines() if line.strip()]
+        return [e for e in events if kind is None or e["kind"] == kind]
+
+
+def device_token(index):
+    return f"{index + 1:064x}"
