@@ -63,6 +63,14 @@ extension LedgerCommand {
                     lines.append(
                         "  \(entry.topic)  " + span(entry.fromSeq, entry.fromTime, entry.untilSeq, entry.untilTime))
                 }
+                if !json.apnsTokens.isEmpty {
+                    lines.append("apns tokens:")
+                    for entry in json.apnsTokens {
+                        lines.append(
+                            "  \(entry.apnsToken)\(entry.sandbox ? " (sandbox)" : "")  "
+                                + span(entry.fromSeq, entry.fromTime, entry.untilSeq, entry.untilTime))
+                    }
+                }
                 let acknowledged = audit.deliveries.filter(\.acknowledged).count
                 lines.append(
                     "deliveries: \(audit.deliveries.count) message(s), \(acknowledged) acknowledged "
@@ -71,7 +79,8 @@ extension LedgerCommand {
                     lines.append(
                         "  message \(delivery.messageID)  seq \(delivery.seq)  \(delivery.time)  "
                             + "\(delivery.target.kindName) \(EventText.quoted(delivery.target.text))  "
-                            + (delivery.acknowledged ? "acknowledged" : "not acknowledged"))
+                            + (delivery.acknowledged ? "acknowledged" : "not acknowledged")
+                            + (delivery.push.map { "  apns " + LedgerCommand.Replay.describe($0) } ?? ""))
                 }
                 return lines
             }

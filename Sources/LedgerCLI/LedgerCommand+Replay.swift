@@ -99,11 +99,28 @@ extension LedgerCommand {
                 lines.append("recorded:   none yet")
             }
             lines.append("delivered:  \(replay.acknowledgedCount) of \(replay.recipientCount) acknowledged")
+            if let counts = AuditJSON.PushCounts(replay.pushes) {
+                lines.append(
+                    "apns:       \(counts.accepted) accepted, \(counts.unregistered) unregistered, \(counts.failed) failed,"
+                        + " \(counts.pending) pending, \(counts.expired) expired")
+            }
             lines.append("tokens (byte order):")
-            for (token, acknowledged) in zip(replay.recipients, replay.acknowledged) {
-                lines.append("  \(token.rawValue)" + (acknowledged ? "  (acknowledged)" : ""))
+            for (index, token) in replay.recipients.enumerated() {
+                lines.append(
+                    "  \(token.rawValue)" + (replay.acknowledged[index] ? "  (acknowledged)" : "")
+                        + (replay.pushes[index].map { "  apns " + describe($0) } ?? ""))
             }
             return lines
+        }
+
+        /// `accepted <apns-id> at <time>`, `failed 400 BadTopic at <time>`, `pending`, … (APNs' reason quoted).
+        static func describe(_ push: PushStatus) -> String {
+            var text = push.state.rawValue
+            if push.state == .accepted { text += " \(push.apnsID)" }
+            if let status = push.status { text += " \(status)" }
+            if let reason = push.reason { text += " \(EventText.quoted(reason))" }
+            if let time = push.time { text += " at \(time)" }
+            return text
         }
     }
 }

@@ -26,6 +26,10 @@ public enum AuditJSON {
             acknowledgedRecipients: recipients.indices.filter { replay.acknowledged[$0] }.map {
                 replay.recipients[$0].rawValue
             },
+            pushCounts: PushCounts(replay.pushes),
+            pushes: recipients.indices.compactMap { index in
+                replay.pushes[index].map { RecipientPush(token: replay.recipients[index].rawValue, Push($0)) }
+            },
             message: try? JSONValue(parsing: replay.messageJSON))
     }
 
@@ -48,7 +52,8 @@ public enum AuditJSON {
             deliveries: audit.deliveries.map { delivery in
                 Instance.Delivery(
                     messageId: String(delivery.messageID), seq: delivery.seq, time: delivery.time.description,
-                    target: Target(delivery.target), acknowledged: delivery.acknowledged)
+                    target: Target(delivery.target), acknowledged: delivery.acknowledged,
+                    push: delivery.push.map(Push.init))
             })
     }
 
@@ -96,6 +101,10 @@ public enum AuditJSON {
         public let matchesRecord: Bool
         public let acknowledgedCount: Int
         public let acknowledgedRecipients: [String]
+        /// Over every recipient, how their APNs pushes went (`nil` when none held an APNs token).
+        public let pushCounts: PushCounts?
+        /// The APNs pushes of the page's recipients that held an APNs token at the send.
+        public let pushes: [RecipientPush]
         /// The message as sent, when its stored JSON reads back.
         public let message: JSONValue?
         /// The next page of recipients (the API only).
@@ -104,7 +113,7 @@ public enum AuditJSON {
         private enum CodingKeys: String, CodingKey {
             case name, messageId, seq, time, target, precedence, recipients, recipientCount, recipientDigest
             case recordedCount, recordedDigest, audienceSeq, matchesRecord, acknowledgedCount
-            case acknowledgedRecipients, message, nextPageToken
+            case acknowledgedRecipients, pushCounts, pushes, message, nextPageToken
         }
 
         public func encode(to encoder: any Encoder) throws {
@@ -124,6 +133,8 @@ public enum AuditJSON {
             try container.encode(matchesRecord, forKey: .matchesRecord)
             try container.encode(acknowledgedCount, forKey: .acknowledgedCount)
             try container.encode(acknowledgedRecipients, forKey: .acknowledgedRecipients)
+            try container.encodeIfPresent(pushCounts, forKey: .pushCounts)
+            try container.encode(pushes, forKey: .pushes)
             try container.encodeIfPresent(message, forKey: .message)
             try container.encodeIfPresent(nextPageToken, forKey: .nextPageToken)
         }
@@ -173,6 +184,8 @@ public enum AuditJSON {
             public let time: String
             public let target: Target
             public let acknowledged: Bool
+            /// Its APNs push, when the instance held an APNs token at the send.
+            public let push: Push?
         }
 
         public let token: String
@@ -203,6 +216,64 @@ public enum AuditJSON {
         public let history: [Count]?
         public let members: [String]?
         public var nextPageToken: String?
+    }
+
+    /// What became of one APNs push: `outcome` (accepted, unregistered, failed, pending, expired), the APNs
+    /// token and `apns-id` it went to, APNs' `status` and `reason` for a refusal, and the `pushProgress` event
+    /// that recorded it (`seq`, `time`).
+    public struct Push: Encodable, Sendable {
+        public let outcome: String
+        public let apnsToken: String
+        public let sandbox: Bool
+        public let apnsId: String
+        public let status: Int?
+        public let reason: String?
+        public let seq: UInt64?
+        public let time: String?
+
+        init(_ status: PushStatus) {
+            outcome = status.state.rawValue
+            apnsToken = status.apnsToken.hex
+            sandbox = status.apnsToken.sandbox
+            apnsId = status.apnsID
+            self.status = status.status.map(Int.init)
+            reason = status.reason
+            seq = status.seq
+            time = status.time?.description
+        }
+    }
+
+    /// A recipient's token with its ``Push``.
+    public struct RecipientPush: Encodable, Sendable {
+        public let token: String
+        public let push: Push
+
+        init(token: String, _ push: Push) {
+            self.token = token
+            self.push = push
+        }
+    }
+
+    /// How many of a message's APNs pushes came to each outcome.
+    public struct PushCounts: Encodable, Sendable {
+        public var accepted = 0, unregistered = 0, failed = 0, pending = 0, expired = 0
+
+        /// `nil` when no recipient held an APNs token.
+        public init?(_ pushes: [PushStatus?]) {
+            var any = false
+            for push in pushes {
+                guard let push else { continue }
+                any = true
+                switch push.state {
+                case .accepted: accepted += 1
+                case .unregistered: unregistered += 1
+                case .failed: failed += 1
+                case .pending: pending += 1
+                case .expired: expired += 1
+                }
+            }
+            if !any { return nil }
+        }
     }
 
     /// `{"seq":N,"time":…}`; seq 0 (before the first event) has no time.

@@ -48,6 +48,8 @@ public struct InstanceDelivery: Sendable, Equatable {
     public var target: MessageTarget
     /// Acknowledged by the device (now): its cursor has reached the send.
     public var acknowledged: Bool
+    /// What became of its APNs push (`nil`: the instance held no APNs token at the send).
+    public var push: PushStatus?
 }
 
 /// One topic's subscribers at a moment and its count over time (`ledger audit topic`, the audit API).
@@ -96,7 +98,7 @@ extension LedgerSnapshot {
             registeredAt: registrations.contains { $0.contains(at) },
             topicsAt: named.filter { $0.interval.contains(at) }.map(\.topic).sorted { $0.rawValue < $1.rawValue },
             deliveries: try deliveries(
-                to: token, registrations: registrations, subscriptions: named, through: at,
+                to: token, instance: instance, registrations: registrations, subscriptions: named, through: at,
                 acknowledgedThrough: acknowledgedThrough),
             apnsTokens: try APNsTokenRecord.history(of: instance, txn: txn, schema: schema),
             acknowledgedThrough: acknowledgedThrough)
@@ -107,11 +109,13 @@ extension LedgerSnapshot {
     /// ``audience(of:precedence:at:)`` computes for every instance at once (the tests compare the two).
     /// O(sends while registered), never the whole log.
     private func deliveries(
-        to token: RegistrationToken, registrations: [HeldInterval],
+        to token: RegistrationToken, instance: InstanceID, registrations: [HeldInterval],
         subscriptions: [(topic: TopicName, interval: HeldInterval)], through: UInt64, acknowledgedThrough: UInt64
     ) throws -> [InstanceDelivery] {
         var deliveries: [InstanceDelivery] = []
         var conditions: [String: Condition] = [:]
+        let pushes = try holdsAPNsTokens()
+        let now = LedgerTime.now()
         for registration in registrations.sorted(by: { $0.start < $1.start }) where registration.start <= through {
             let last = min(through, (registration.end ?? .max) - 1)
             var seqs: [UInt64] = []
@@ -139,10 +143,15 @@ extension LedgerSnapshot {
                     reached = conditions[key]?.isSatisfied(byTopics: topics) ?? false
                 }
                 guard reached else { continue }
+                let push =
+                    pushes
+                    ? try pushStatus(
+                        ofSendAt: seq, messageID: sent.messageID, instance: instance, token: token,
+                        expiresAt: { sent.iosExpiry(sentAt: event.time) }, now: now) : nil
                 deliveries.append(
                     InstanceDelivery(
                         messageID: sent.messageID, seq: seq, time: event.time, target: sent.target,
-                        acknowledged: seq <= acknowledgedThrough))
+                        acknowledged: seq <= acknowledgedThrough, push: push))
             }
         }
         return deliveries

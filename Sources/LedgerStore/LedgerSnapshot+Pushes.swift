@@ -23,8 +23,9 @@ public struct PushStatus: Sendable, Equatable {
     public var apnsID: String
     public var status: UInt16?
     public var reason: String?
-    /// The `pushProgress` event that recorded the outcome.
+    /// The `pushProgress` event that recorded the outcome, and its time.
     public var seq: UInt64?
+    public var time: LedgerTime?
 }
 
 /// How far the pushes of one send have got: its last `pushProgress` event.
@@ -72,7 +73,7 @@ extension LedgerSnapshot {
     /// iOS expiry and `now` the time to judge it by: a push not made by then is `expired`.
     public func pushStatus(
         ofSendAt sendSeq: UInt64, messageID: UInt64, instance: InstanceID, token: RegistrationToken,
-        expiresAt: LedgerTime, now: LedgerTime
+        expiresAt: () -> LedgerTime, now: LedgerTime
     ) throws -> PushStatus? {
         guard let apnsToken = try apnsToken(of: instance, at: sendSeq) else { return nil }
         var status = PushStatus(
@@ -86,9 +87,20 @@ extension LedgerSnapshot {
         } else if let passed = progress.first(where: { $0.through >= instance }) {
             status.state = .accepted
             status.seq = passed.seq
-        } else if progress.last?.expired == true || (progress.last?.finished != true && now >= expiresAt) {
+        } else if progress.last?.expired == true || (progress.last?.finished != true && now >= expiresAt()) {
             status.state = .expired
         }
+        if let seq = status.seq {
+            guard let event = try event(at: seq) else { throw StoreError(.corrupt, "no event at seq \(seq)") }
+            status.time = event.time
+        }
         return status
+    }
+}
+
+extension SentMessage {
+    /// When the message stops being pushed to iOS devices (its `apns-expiration`, else 4 weeks after `sentAt`).
+    public func iosExpiry(sentAt: LedgerTime) -> LedgerTime {
+        MessageLifetime.expiries(of: DevicePayload.object(ofMessageJSON: messageJSON), sentAt: sentAt).ios
     }
 }

@@ -21,6 +21,8 @@ public struct MessageReplay: Sendable {
     /// Per recipient (same order): whether the device has acknowledged the message (its delivery cursor is
     /// at or past the send).
     public var acknowledged: [Bool]
+    /// Per recipient (same order): what became of its APNs push (`nil`: it held no APNs token at the send).
+    public var pushes: [PushStatus?]
 
     public var recipientCount: Int { recipients.count }
     public var acknowledgedCount: Int { acknowledged.lazy.filter { $0 }.count }
@@ -59,11 +61,27 @@ public struct MessageReplay: Sendable {
             guard let instance = try snapshot.instanceID(of: token) else { return false }
             return try snapshot.acknowledgedThrough(instance) >= sendSeq
         }
+        var pushes = [PushStatus?](repeating: nil, count: recipients.count)
+        if try snapshot.holdsAPNsTokens() {
+            let now = LedgerTime.now()
+            var expiry: LedgerTime?
+            for (index, token) in recipients.enumerated() {
+                guard let instance = try snapshot.instanceID(of: token) else { continue }
+                pushes[index] = try snapshot.pushStatus(
+                    ofSendAt: sendSeq, messageID: messageID, instance: instance, token: token,
+                    expiresAt: {
+                        if let expiry { return expiry }
+                        let computed = sent.iosExpiry(sentAt: event.time)
+                        expiry = computed
+                        return computed
+                    }, now: now)
+            }
+        }
         return MessageReplay(
             messageID: messageID, seq: sendSeq, time: event.time, target: sent.target, precedence: sent.precedence,
             messageJSON: sent.messageJSON, recipients: recipients,
             recipientDigest: RecipientDigest.digest(sortedTokens: recipients), recorded: recorded,
-            acknowledged: acknowledged)
+            acknowledged: acknowledged, pushes: pushes)
     }
 
     /// The naive path: events 1…S−1 folded in memory, then every registered instance tested.

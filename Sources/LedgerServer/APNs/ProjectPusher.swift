@@ -195,7 +195,7 @@ final class ProjectPusher: Sendable {
                     stopped = true
                     break
                 }
-                if LedgerTime(microseconds: Int64(Date().timeIntervalSince1970 * 1_000_000)) >= expiresAt {
+                if LedgerTime.now() >= expiresAt {
                     expired = true
                     break
                 }

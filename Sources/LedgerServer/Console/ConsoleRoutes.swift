@@ -288,10 +288,19 @@ struct ConsoleRoutes {
             model["audienceSeq"] = recorded.seq
         }
         model["acknowledgedCount"] = replay.acknowledgedCount
+        if let counts = AuditJSON.PushCounts(replay.pushes) {
+            model["pushCounts"] = [
+                "accepted": counts.accepted, "unregistered": counts.unregistered, "failed": counts.failed,
+                "pending": counts.pending, "expired": counts.expired,
+            ]
+        }
         model["firstShown"] = replay.recipientCount == 0 ? 0 : start + 1
         model["lastShown"] = end
         model["recipients"] = (start..<end).map { index -> [String: Any] in
-            ["token": replay.recipients[index].rawValue, "acknowledged": replay.acknowledged[index]]
+            [
+                "token": replay.recipients[index].rawValue, "acknowledged": replay.acknowledged[index],
+                "push": replay.pushes[index].map(Self.pushText) ?? "",
+            ]
         }
         if end < replay.recipientCount { model["next"] = "/console/messages/\(replay.messageID)?start=\(end)" }
         model["messageJSON"] = Self.prettyJSON(replay.messageJSON)

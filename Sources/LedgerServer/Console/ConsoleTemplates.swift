@@ -107,13 +107,14 @@ enum ConsoleTemplates {
         <dt>Recipients, replayed</dt><dd>{{recipientCount}} · digest <code>{{replayDigest}}</code></dd>
         <dt>Recorded at send time</dt><dd>{{#recorded}}{{recordedCount}} · digest <code>{{recordedDigest}}</code> (audience event at seq {{audienceSeq}}){{/recorded}}{{^recorded}}not recorded yet{{/recorded}}</dd>
         <dt>Acknowledged</dt><dd>{{acknowledgedCount}} of {{recipientCount}}</dd>
+        {{#pushCounts}}<dt>APNs pushes</dt><dd>{{accepted}} accepted · {{unregistered}} unregistered · {{failed}} failed · {{pending}} pending · {{expired}} expired</dd>{{/pushCounts}}
         </dl>
         <p><a href="/console/messages/{{messageID}}/recipients.csv">Download the recipients (CSV, as <code>ledger replay --format csv</code>)</a></p>
         <h2>Recipients {{firstShown}}–{{lastShown}} of {{recipientCount}}</h2>
         <table>
-        <thead><tr><th scope="col">Registration token</th><th scope="col">Acknowledged</th></tr></thead>
+        <thead><tr><th scope="col">Registration token</th><th scope="col">Acknowledged</th><th scope="col">APNs</th></tr></thead>
         <tbody>
-        {{#recipients}}<tr><td><code>{{token}}</code></td><td>{{#acknowledged}}<span class="ack">acknowledged</span>{{/acknowledged}}{{^acknowledged}}not yet{{/acknowledged}}</td></tr>
+        {{#recipients}}<tr><td><code>{{token}}</code></td><td>{{#acknowledged}}<span class="ack">acknowledged</span>{{/acknowledged}}{{^acknowledged}}not yet{{/acknowledged}}</td><td>{{push}}</td></tr>
         {{/recipients}}
         </tbody>
         </table>
@@ -142,6 +143,11 @@ enum ConsoleTemplates {
         <dt>Topics at seq {{atSeq}}{{#atTime}} ({{atTime}}){{/atTime}}</dt><dd>{{#topics}}<a href="/console/topics/{{encoded}}">{{name}}</a> {{/topics}}{{^topics}}none{{/topics}}</dd>
         <dt>Acknowledged through</dt><dd>seq {{acknowledgedThroughSeq}}</dd>
         </dl>
+        {{#hasAPNsTokens}}<h2>APNs tokens</h2>
+        <table><thead><tr><th scope="col">APNs token</th><th scope="col">From</th><th scope="col">Until</th></tr></thead><tbody>
+        {{#apnsTokens}}<tr><td><code>{{apnsToken}}</code>{{#sandbox}} (sandbox){{/sandbox}}</td><td>seq {{fromSeq}} · <time>{{fromTime}}</time></td><td>{{#untilSeq}}seq {{untilSeq}} · <time>{{untilTime}}</time>{{/untilSeq}}{{^untilSeq}}held now{{/untilSeq}}</td></tr>
+        {{/apnsTokens}}
+        </tbody></table>{{/hasAPNsTokens}}
         <h2>Registrations</h2>
         <table><thead><tr><th scope="col">From</th><th scope="col">Until</th></tr></thead><tbody>
         {{#registrations}}<tr><td>seq {{fromSeq}} · <time>{{fromTime}}</time></td><td>{{#untilSeq}}seq {{untilSeq}} · <time>{{untilTime}}</time>{{/untilSeq}}{{^untilSeq}}still registered{{/untilSeq}}</td></tr>
@@ -154,10 +160,10 @@ enum ConsoleTemplates {
         {{^subscriptions}}<tr><td colspan="3">None.</td></tr>{{/subscriptions}}
         </tbody></table>
         <h2>Deliveries ({{deliveryCount}}, newest first{{#deliveriesCut}}, the newest {{shownDeliveries}} shown{{/deliveriesCut}})</h2>
-        <table><thead><tr><th scope="col">Sent</th><th scope="col">Message</th><th scope="col">Target</th><th scope="col">Acknowledged</th></tr></thead><tbody>
-        {{#deliveries}}<tr><td><time>{{time}}</time></td><td><a href="/console/messages/{{messageId}}">{{messageId}}</a></td><td>{{kind}} <code>{{target}}</code></td><td>{{#acknowledged}}<span class="ack">acknowledged</span>{{/acknowledged}}{{^acknowledged}}not yet{{/acknowledged}}</td></tr>
+        <table><thead><tr><th scope="col">Sent</th><th scope="col">Message</th><th scope="col">Target</th><th scope="col">Acknowledged</th><th scope="col">APNs</th></tr></thead><tbody>
+        {{#deliveries}}<tr><td><time>{{time}}</time></td><td><a href="/console/messages/{{messageId}}">{{messageId}}</a></td><td>{{kind}} <code>{{target}}</code></td><td>{{#acknowledged}}<span class="ack">acknowledged</span>{{/acknowledged}}{{^acknowledged}}not yet{{/acknowledged}}</td><td>{{push}}</td></tr>
         {{/deliveries}}
-        {{^deliveries}}<tr><td colspan="4">None.</td></tr>{{/deliveries}}
+        {{^deliveries}}<tr><td colspan="5">None.</td></tr>{{/deliveries}}
         </tbody></table>
         {{/audit}}
         {{> footer}}
