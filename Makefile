@@ -14,10 +14,11 @@ run:
 # the same SDK and delivery suites over HTTPS with a test CA (HTTP/2, certificate reload and ledger-device over
 # HTTPS in test_https.py, which adds the test CA to the system trust store for its run: URLSession on Linux trusts
 # nothing else), samples/topicledger.service checked by systemd-analyze verify, the APNs stand-in's own tests
-# (tools/apns-standin: HTTP/2, provider tokens, Apple's documented replies), the seeds scenario, the audit console in headless chromium (apt installs
-# chromium and chromium-driver, pip selenium; screenshots to docs/console), schemathesis against docs/openapi.yaml
-# (30 s), and the libFuzzer targets (15 s each, an unoptimized build: it builds in half the time of a release one,
-# which is most of this step). The Swift tests
+# (tools/apns-standin: HTTP/2, provider tokens, Apple's documented replies) and the APNs provider through `ledger
+# serve` against it, the seeds scenario, the audit console in headless chromium (apt installs chromium and
+# chromium-driver, pip selenium; screenshots to docs/console), schemathesis against docs/openapi.yaml (30 s), and
+# the libFuzzer targets (15 s each, an unoptimized build: it builds in half the time of a release one, which is most
+# of this step). The Swift tests
 # run in three processes. The suites with in-process servers and time limits (LedgerServerTests,
 # TopicLedgerMessagingTests) run apart from the store, core and CLI suites: those do seconds of synchronous LMDB
 # work (opens, fsyncs, verify, rebuild) on Swift's cooperative pool, which has two threads on two cores, and in
@@ -34,7 +35,7 @@ test:
 	swift test --skip-build --filter CancellationTests
 	tools/sdk-conformance/run.sh "$$(swift build --show-bin-path)/ledger"
 	tools/deploy/verify-unit.sh "$$(swift build --show-bin-path)/ledger"
-	tools/apns-standin/run.sh
+	tools/apns-standin/run.sh "$$(swift build --show-bin-path)/ledger"
 	samples/seeds-scenario.sh
 	tools/console-browser/run.sh "$$(swift build --show-bin-path)/ledger"
 	tools/schemathesis/run.sh "$$(swift build --show-bin-path)/ledger" 30

@@ -31,10 +31,11 @@ def _hash(secret):
 class StandIn:
     """tools/apns-standin/standin.py on free ports, with its own CA and team key."""
 
-    def __init__(self, directory, max_streams=1000, token_update_interval=1200):
+    def __init__(self, directory, max_streams=1000, token_update_interval=1200, team_key=None):
         self.directory = Path(directory)
+        self.directory.mkdir(parents=True, exist_ok=True)
         self.tls = make_certificates(self.directory, name="apns")
-        self.team_key = ec.generate_private_key(ec.SECP256R1())
+        self.team_key = team_key or ec.generate_private_key(ec.SECP256R1())
         public = self.directory / "team.pub.pem"
         public.write_bytes(self.team_key.public_key().public_bytes(
             serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo))
@@ -95,7 +96,7 @@ class StandIn:
 class Ledger:
     """`ledger serve` with project `shop` pushing to the stand-in (its CA as the APNs `caFile`)."""
 
-    def __init__(self, standin, directory, key_file=None, data=None, apns=None):
+    def __init__(self, standin, directory, key_file=None, data=None, apns=None, limits=None):
         self.binary = os.environ["LEDGER_BIN"]
         self.directory = Path(directory)
         self.data = data or tempfile.mkdtemp(prefix="ledger-apns-")
@@ -103,9 +104,12 @@ class Ledger:
                     "endpoint": standin.base, "sandboxEndpoint": standin.base, "caFile": standin.tls["ca"]}
         settings.update(apns or {})
         self.config = self.directory / f"config-{os.urandom(3).hex()}.json"
-        self.config.write_text(json.dumps({"projects": {PROJECT: {
+        config = {"projects": {PROJECT: {
             "adminKeys": [_hash(ADMIN)], "auditorKeys": [_hash(AUDITOR)], "clientApiKeys": [_hash(CLIENT)],
-            "apns": settings}}}))
+            "apns": settings}}}
+        if limits:
+            config["limits"] = limits
+        self.config.write_text(json.dumps(config))
         self.port = _free_port()
         self.base = f"http://127.0.0.1:{self.port}"
         self.start()
@@ -179,6 +183,13 @@ class Ledger:
     def audit_message(self, message_id, **params):
         response = httpx.get(self.url(f"/audit/messages/{message_id}"), params=params,
                              headers={"Authorization": f"Bearer {AUDITOR}"})
+        assert response.status_code == 200, response.text
+        return response.json()
+
+    def poll(self, token):
+        """The device's inbox (the stream's payloads), by long poll without waiting."""
+        response = httpx.get(self.url(f"/registrations/{token}/messages"), params={"waitSeconds": "0"},
+                             headers={"x-goog-api-key": CLIENT})
         assert response.status_code == 200, response.text
         return response.json()
 

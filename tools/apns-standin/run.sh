@@ -1,7 +1,11 @@
 #!/usr/bin/env bash
-# The APNs stand-in's own tests: it must answer as Apple documents before anything is tested against it.
-#   tools/apns-standin/run.sh [PYTEST_ARGUMENTS…]
+# The APNs stand-in's own tests (it must answer as Apple documents before anything is tested against it), then
+# the APNs provider through `ledger serve` against it (test_ledger_apns.py).
+#   tools/apns-standin/run.sh [LEDGER_BINARY [PYTEST_ARGUMENTS…]]
 set -euo pipefail
 cd "$(dirname "$0")"
+binary="${1:-$(cd ../.. && swift build --show-bin-path)/ledger}"
+shift $(( $# > 0 ? 1 : 0 ))
 python3 -m pip install --quiet --disable-pip-version-check -r requirements.txt
-python3 -m pytest -q -p no:cacheprovider -W ignore::DeprecationWarning test_standin.py "$@"
+LEDGER_BIN="$binary" python3 -m pytest -q -p no:cacheprovider -W ignore::DeprecationWarning test_standin.py \
+    test_ledger_apns.py "$@"

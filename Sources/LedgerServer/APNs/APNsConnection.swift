@@ -62,7 +62,10 @@ final class APNsConnection: Sendable {
                     watcher.multiplexer = multiplexer
                 }
             }
-        return bootstrap.connect(host: host, port: port).flatMap { channel in
+        return bootstrap.connect(host: host, port: port).flatMapError { error in
+            watcher.fail(error)
+            return MultiThreadedEventLoopGroup.singleton.next().makeFailedFuture(error)
+        }.flatMap { channel in
             let deadline = channel.eventLoop.scheduleTask(in: timeout) {
                 watcher.fail(APNsConnection.StreamFailed(description: "no SETTINGS from the server within \(timeout)"))
                 channel.close(promise: nil)
@@ -95,13 +98,19 @@ final class APNsConnection: Sendable {
     ) async throws -> Response {
         guard isUsable else { throw StreamFailed(description: "the connection is closed or going away") }
         let promise = channel.eventLoop.makePromise(of: Response.self)
-        let stream = try await multiplexer.createStreamChannel { stream in
-            stream.eventLoop.makeCompletedFuture {
-                try stream.pipeline.syncOperations.addHandlers([
-                    HTTP2FramePayloadToHTTP1ClientCodec(httpProtocol: .https), ResponseCollector(promise: promise),
-                ])
-            }
-        }.get()
+        let stream: any Channel
+        do {
+            stream = try await multiplexer.createStreamChannel { stream in
+                stream.eventLoop.makeCompletedFuture {
+                    try stream.pipeline.syncOperations.addHandlers([
+                        HTTP2FramePayloadToHTTP1ClientCodec(httpProtocol: .https), ResponseCollector(promise: promise),
+                    ])
+                }
+            }.get()
+        } catch {
+            promise.fail(error)  // every promise is completed, or NIO reports it leaked
+            throw error
+        }
         var head = HTTPRequestHead(version: .http2, method: .POST, uri: path)
         head.headers.add(name: "host", value: host)
         for (name, value) in headers { head.headers.add(name: name, value: value) }

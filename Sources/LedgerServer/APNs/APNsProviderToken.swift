@@ -10,6 +10,10 @@ import Synchronization
 /// `TooManyProviderTokenUpdates`, and the connection stays unusable for a while) — except after APNs has
 /// answered `ExpiredProviderToken`, when the token it refused is dropped at once.
 ///
+/// A token is kept in `store` (mode 0600) when one is given, and a token found there at start is used again while
+/// it is under 50 minutes old and was signed by the same key: a restarted server minting a new token at once
+/// would get 429 `TooManyProviderTokenUpdates` from APNs for the rest of the 20 minutes.
+///
 /// - Note: Thread-safe. Never log a token: it is a credential for an hour.
 final class APNsProviderToken: Sendable {
     static let reuseSeconds: Double = 50 * 60
@@ -17,6 +21,8 @@ final class APNsProviderToken: Sendable {
 
     let teamID: String
     let keyID: String
+    /// Where the current token is kept across restarts (`nil`: nowhere).
+    let store: String?
     /// Seconds since 1970 (tests move it).
     private let now: @Sendable () -> Double
     /// The signing key lives in the state (swift-crypto's keys are not `Sendable`): used only with the lock held.
@@ -30,13 +36,59 @@ final class APNsProviderToken: Sendable {
     }
 
     init(
-        teamID: String, keyID: String, key: sending P256.Signing.PrivateKey,
+        teamID: String, keyID: String, key: sending P256.Signing.PrivateKey, store: String? = nil,
         now: @escaping @Sendable () -> Double = { Date().timeIntervalSince1970 }
     ) {
         self.teamID = teamID
         self.keyID = keyID
+        self.store = store
         self.now = now
-        state = Mutex(State(key: key))
+        var initial = State(key: key)
+        if let store, let kept = Self.kept(in: store, teamID: teamID, keyID: keyID, key: initial.key, now: now()) {
+            initial.token = kept.token
+            initial.issuedAt = kept.issuedAt
+        }
+        state = Mutex(initial)
+    }
+
+    /// What `store` holds: `{"teamId","keyId","publicKey","iat","token"}`.
+    private struct Kept: Codable {
+        var teamId: String
+        var keyId: String
+        /// The signing key's public key (base64 of its raw representation): a token kept from another key is
+        /// not used.
+        var publicKey: String
+        var iat: Int64
+        var token: String
+    }
+
+    private static func kept(in store: String, teamID: String, keyID: String, key: P256.Signing.PrivateKey, now: Double)
+        -> (token: String, issuedAt: Double)?
+    {
+        guard let data = FileManager.default.contents(atPath: store),
+            let kept = try? JSONDecoder().decode(Kept.self, from: data), kept.teamId == teamID, kept.keyId == keyID,
+            kept.publicKey == key.publicKey.rawRepresentation.base64EncodedString()
+        else { return nil }
+        let issuedAt = Double(kept.iat)
+        // Not from the future (a clock set back), and young enough to be reused.
+        guard issuedAt <= now + 60, now - issuedAt < reuseSeconds else { return nil }
+        return (kept.token, issuedAt)
+    }
+
+    /// Writes the token to ``store`` (a temporary file renamed over it, mode 0600). Best effort: without it a
+    /// restart within 20 minutes mints a new token, which APNs may refuse for a while.
+    private func keep(_ token: String, issuedAt: Double, key: P256.Signing.PrivateKey) {
+        guard let store else { return }
+        let kept = Kept(
+            teamId: teamID, keyId: keyID, publicKey: key.publicKey.rawRepresentation.base64EncodedString(),
+            iat: Int64(issuedAt), token: token)
+        guard let data = try? JSONEncoder().encode(kept) else { return }
+        let temporary = store + ".tmp"
+        let fd = open(temporary, O_WRONLY | O_CREAT | O_TRUNC, 0o600)
+        guard fd >= 0 else { return }
+        let written = data.withUnsafeBytes { write(fd, $0.baseAddress, $0.count) }
+        close(fd)
+        if written == data.count { _ = rename(temporary, store) } else { unlink(temporary) }
     }
 
     /// The token to send now: the last one while it is under 50 minutes old, else a new one.
@@ -49,6 +101,7 @@ final class APNsProviderToken: Sendable {
             state.token = token
             state.issuedAt = time
             state.minted += 1
+            keep(token, issuedAt: time, key: state.key)
             return token
         }
     }

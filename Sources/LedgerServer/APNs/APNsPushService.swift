@@ -13,7 +13,9 @@ struct APNsPushService: Service {
         for (project, settings) in configuration.apns.sorted(by: { $0.key.rawValue < $1.key.rawValue }) {
             do {
                 pushers.append(
-                    try ProjectPusher(project: project, settings: settings, ledgers: ledgers, logger: logger))
+                    try ProjectPusher(
+                        project: project, settings: settings, dataDirectory: configuration.dataDirectory,
+                        ledgers: ledgers, logger: logger))
             } catch {
                 // `ledger serve` read the same files at start: they changed since.
                 logger.error(

@@ -31,14 +31,19 @@ final class ProjectPusher: Sendable {
     private let logger: Logger
     private let failing = Mutex<(problem: String?, logged: Bool, outboxDepth: Int)>((nil, false, 0))
 
-    init(project: ProjectID, settings: APNsSettings, ledgers: LedgerRegistry, logger: Logger) throws {
+    /// - Parameter dataDirectory: where the project's ledger is; its current provider token is kept beside it.
+    init(project: ProjectID, settings: APNsSettings, dataDirectory: String, ledgers: LedgerRegistry, logger: Logger)
+        throws
+    {
         self.project = project
         self.ledgers = ledgers
         var logger = logger
         logger[metadataKey: "ledger.project"] = "\(project)"
         self.logger = logger
         let roots = try settings.loadTrustRoots()
-        let token = APNsProviderToken(teamID: settings.teamID, keyID: settings.keyID, key: try settings.loadKey())
+        let token = APNsProviderToken(
+            teamID: settings.teamID, keyID: settings.keyID, key: try settings.loadKey(),
+            store: "\(dataDirectory)/\(project.rawValue)/apns-provider-token.json")
         production = try APNsClient(
             endpoint: settings.endpoint, topic: settings.topic, providerToken: token, additionalTrustRoots: roots,
             logger: logger)

@@ -1,0 +1,368 @@
+"""The APNs provider through `ledger serve`, against the stand-in: every topic and condition send reaches the iOS
+devices that hold an APNs token, with Apple's headers, the payload the stream delivers and a provider token the
+stand-in verified; every documented reply changes the ledger as it should; pushes survive kill -9 and stop at the
+message's expiry; the audits show each device's outcome."""
+
+import base64
+import json
+import tempfile
+import time
+
+import httpx
+import pytest
+from cryptography.hazmat.primitives.asymmetric import ec
+
+from apns_harness import ADMIN, PROJECT, TOPIC, Ledger, StandIn, device_token
+
+
+@pytest.fixture
+def world():
+    directory = tempfile.mkdtemp(prefix="ledger-apns-")
+    standin = StandIn(directory, max_streams=100)
+    ledger = Ledger(standin, directory, limits={"registrationsPerSecond": 100000})
+    yield standin, ledger, directory
+    ledger.stop()
+    standin.stop()
+    ledger.verify()
+
+
+def _message_id(sent):
+    return sent["name"].rsplit("/", 1)[1]
+
+
+def _pushes_to(requests, apns_token):
+    return [r for r in requests if r["token"] == apns_token]
+
+
+def _outcomes(ledger, message_id):
+    audit = ledger.audit_message(message_id)
+    return {entry["token"]: entry["push"] for entry in audit["pushes"]}, audit.get("pushCounts")
+
+
+def _wait_outcomes(ledger, message_id, predicate, timeout=30):
+    deadline = time.time() + timeout
+    while True:
+        outcomes, counts = _outcomes(ledger, message_id)
+        if predicate(outcomes, counts):
+            return outcomes, counts
+        assert time.time() < deadline, f"outcomes never settled: {counts}"
+        time.sleep(0.1)
+
+
+def _settled(outcomes, counts):
+    return counts is not None and counts["pending"] == 0
+
+
+def test_topic_and_condition_sends_reach_every_apns_device_once_with_apples_headers_and_the_stream_payload(world):
+    standin, ledger, _ = world
+    ios = [ledger.register(device_token(i)) for i in range(3)]
+    plain_ios = ledger.register()  # no APNs token: stream and poll only
+    android = ledger.register(platform="android")
+    for token in ios + [plain_ios, android]:
+        ledger.subscribe(token, "weather")
+    ledger.subscribe(ios[0], "alerts")
+    sent = ledger.send({"topic": "weather", "notification": {"title": "Storm", "body": "at 14:00"},
+                        "apns": {"headers": {"apns-collapse-id": "storm-1"}}})
+    requests = standin.wait_for(lambda r: len(r) >= 3)
+    message_id = _message_id(sent)
+    time.sleep(0.3)
+    requests = standin.requests()
+    assert sorted(r["token"] for r in requests) == sorted(device_token(i) for i in range(3))
+    outcomes, counts = _wait_outcomes(ledger, message_id, _settled)
+    assert counts == {"accepted": 3, "unregistered": 0, "failed": 0, "pending": 0, "expired": 0}
+    for index, token in enumerate(ios):
+        [request] = _pushes_to(requests, device_token(index))
+        headers = request["headers"]
+        assert request["status"] == 200, request  # the stand-in verified the provider token first
+        assert headers["apns-topic"] == TOPIC and headers["apns-push-type"] == "alert"
+        assert headers["apns-priority"] == "10" and headers["apns-collapse-id"] == "storm-1"
+        # FCM's default lifetime: 4 weeks after the send.
+        sent_at = ledger.audit_instance(token)["deliveries"][-1]["time"]
+        assert abs(int(headers["apns-expiration"]) - (_epoch(sent_at) + 28 * 24 * 3600)) <= 1
+        assert headers["apns-id"] == outcomes[token]["apnsId"]
+        assert outcomes[token]["outcome"] == "accepted" and outcomes[token]["apnsToken"] == device_token(index)
+        # The body is exactly what the device's stream or poll delivers.
+        [delivery] = [m for m in ledger.poll(token)["messages"] if m["messageId"] == message_id]
+        assert json.loads(request["body"]) == delivery["payload"]
+        claims = json.loads(base64.urlsafe_b64decode(headers["authorization"].split(".")[1] + "=="))
+        assert set(claims) == {"iss", "iat"} and claims["iss"] == "ABCDE12345"
+    # One provider token for all of them: reused, not minted per push.
+    assert len({r["headers"]["authorization"] for r in requests}) == 1
+    # A condition send: only the instance in both topics.
+    standin.reset()
+    condition = ledger.send({"condition": "'weather' in topics && 'alerts' in topics", "data": {"k": "v"},
+                             "apns": {"payload": {"aps": {"content-available": 1}}}})
+    [request] = standin.wait_for(lambda r: len(r) >= 1)
+    assert request["token"] == device_token(0)
+    assert request["headers"]["apns-push-type"] == "background" and request["headers"]["apns-priority"] == "5"
+    _wait_outcomes(ledger, _message_id(condition), _settled)
+    # The instance audit shows the push beside the delivery; the device without a token has none.
+    deliveries = ledger.audit_instance(ios[0])["deliveries"]
+    assert [d["push"]["outcome"] for d in deliveries] == ["accepted", "accepted"]
+    assert all("push" not in d for d in ledger.audit_instance(plain_ios)["deliveries"])
+    time.sleep(0.3)
+    assert len(standin.requests()) == 1
+
+
+def _epoch(rfc3339):
+    from datetime import datetime
+    return int(datetime.fromisoformat(rfc3339.replace("Z", "+00:00")).timestamp())
+
+
+def test_sandbox_tokens_go_to_the_sandbox_endpoint(tmp_path):
+    production = StandIn(tmp_path, max_streams=10)
+    # One team key for both environments, as Apple issues it; one directory, so one test CA signs both.
+    sandbox = StandIn(tmp_path, max_streams=10, team_key=production.team_key)
+    ledger = Ledger(production, tmp_path, apns={"sandboxEndpoint": sandbox.base})
+    try:
+        production_device = ledger.register(device_token(1))
+        development_device = ledger.register(device_token(2), sandbox=True)
+        for token in (production_device, development_device):
+            ledger.subscribe(token, "news")
+        ledger.send({"topic": "news", "notification": {"title": "hi"}})
+        production.wait_for(lambda r: len(r) >= 1)
+        sandbox.wait_for(lambda r: len(r) >= 1)
+        time.sleep(0.3)
+        assert [r["token"] for r in production.requests()] == [device_token(1)]
+        assert [r["token"] for r in sandbox.requests()] == [device_token(2)]
+    finally:
+        ledger.stop()
+        production.stop()
+        sandbox.stop()
+
+
+def test_410_ends_the_registration_unless_the_token_was_replaced_after_it(world):
+    standin, ledger, _ = world
+    gone, replaced = ledger.register(device_token(1)), ledger.register(device_token(2))
+    for token in (gone, replaced):
+        ledger.subscribe(token, "news")
+    # APNs says the token stopped at a moment before the device's app set a new one: the registration stays.
+    standin.script(device_token(1), [{"status": 410, "reason": "Unregistered", "timestamp": int(time.time() * 1000)}])
+    standin.script(device_token(2), [{"status": 410, "reason": "Unregistered", "timestamp": 1_600_000_000_000,
+                                      "delay": 1.0}])
+    sent = ledger.send({"topic": "news", "notification": {"title": "hi"}})
+    time.sleep(0.3)
+    response = httpx.put(ledger.url(f"/registrations/{replaced}/apnsToken"), headers={"x-goog-api-key": "client-secret"},
+                         json={"apnsToken": device_token(3)})
+    assert response.status_code == 200, response.text
+    outcomes, counts = _wait_outcomes(ledger, _message_id(sent), _settled)
+    assert outcomes[gone]["outcome"] == "unregistered" and outcomes[gone]["status"] == 410
+    assert outcomes[replaced]["outcome"] == "unregistered"
+    unregistered = [e["token"] for e in ledger.events("unregistered")]
+    assert unregistered == [gone]
+    [event] = ledger.events("unregistered")
+    assert event["reason"] == "APNs: Unregistered" and event["actor"] == "apns"
+    # Its topics are left: later sends skip it, and a direct send is 404 UNREGISTERED.
+    assert ledger.audit_instance(gone)["topics"] == []
+    standin.reset()
+    ledger.send({"topic": "news", "notification": {"title": "again"}})
+    requests = standin.wait_for(lambda r: len(r) >= 1)
+    time.sleep(0.3)
+    assert [r["token"] for r in standin.requests()] == [device_token(3)]
+    response = httpx.post(ledger.url("/messages:send"), headers={"Authorization": f"Bearer {ADMIN}"},
+                          json={"message": {"token": gone, "notification": {"title": "x"}}})
+    assert response.status_code == 404
+    assert response.json()["error"]["details"][0]["errorCode"] == "UNREGISTERED"
+
+
+@pytest.mark.parametrize("reason", ["BadDeviceToken", "DeviceTokenNotForTopic"])
+def test_a_bad_device_token_is_cleared_recorded_and_not_retried(world, reason):
+    standin, ledger, _ = world
+    token = ledger.register(device_token(7))
+    ledger.subscribe(token, "news")
+    standin.script(device_token(7), [{"status": 400, "reason": reason}], sticky=True)
+    sent = ledger.send({"topic": "news", "notification": {"title": "hi"}})
+    outcomes, _ = _wait_outcomes(ledger, _message_id(sent), _settled)
+    assert (outcomes[token]["outcome"], outcomes[token]["status"], outcomes[token]["reason"]) == ("failed", 400, reason)
+    assert len(standin.requests()) == 1
+    [cleared] = ledger.events("apnsTokenCleared")
+    assert cleared["token"] == token and cleared["reason"] == f"APNs: {reason}"
+    held = ledger.audit_instance(token)["apnsTokens"]
+    assert held[0]["untilSeq"] == cleared["seq"]
+    # Still registered; the next send reaches it by stream only.
+    standin.reset()
+    ledger.send({"topic": "news", "notification": {"title": "again"}})
+    time.sleep(1.0)
+    assert standin.requests() == []
+    assert len(ledger.poll(token)["messages"]) == 2
+
+
+@pytest.mark.parametrize("status, reason", [(400, "BadTopic"), (400, "BadCollapseId"), (413, "PayloadTooLarge"),
+                                            (404, "BadPath"), (405, "BadMethod")])
+def test_other_refusals_are_recorded_failures_not_retried(world, status, reason):
+    standin, ledger, _ = world
+    token = ledger.register(device_token(9))
+    ledger.subscribe(token, "news")
+    standin.script(device_token(9), [{"status": status, "reason": reason}], sticky=True)
+    sent = ledger.send({"topic": "news", "notification": {"title": "hi"}})
+    outcomes, counts = _wait_outcomes(ledger, _message_id(sent), _settled)
+    assert (outcomes[token]["outcome"], outcomes[token]["status"], outcomes[token]["reason"]) == ("failed", status, reason)
+    assert counts["failed"] == 1
+    assert len(standin.requests()) == 1
+    assert ledger.events("apnsTokenCleared") == [] and ledger.events("unregistered") == []
+
+
+@pytest.mark.parametrize("replies", [
+    [{"status": 429, "reason": "TooManyRequests"}],
+    [{"status": 500, "reason": "InternalServerError"}],
+    [{"status": 503, "reason": "ServiceUnavailable"}, {"status": 503, "reason": "Shutdown"}],
+    [{"status": 429, "reason": "TooManyProviderTokenUpdates"}],
+])
+def test_throttling_and_server_errors_are_retried_until_accepted(world, replies):
+    standin, ledger, _ = world
+    token = ledger.register(device_token(4))
+    ledger.subscribe(token, "news")
+    standin.script(device_token(4), replies)
+    sent = ledger.send({"topic": "news", "notification": {"title": "hi"}})
+    outcomes, _ = _wait_outcomes(ledger, _message_id(sent), _settled, timeout=60)
+    assert outcomes[token]["outcome"] == "accepted"
+    requests = standin.requests()
+    assert [r["status"] for r in requests] == [reply["status"] for reply in replies] + [200]
+    # The same apns-id on every attempt: a retry APNs can recognise.
+    assert len({r["headers"]["apns-id"] for r in requests}) == 1
+    assert requests[0]["headers"]["apns-id"] == outcomes[token]["apnsId"]
+
+
+def test_an_expired_provider_token_is_renewed_on_a_new_connection_at_once(tmp_path):
+    # A new token at once is allowed after ExpiredProviderToken; the stand-in's rule of 20 minutes is off here,
+    # since its ExpiredProviderToken is scripted rather than earned by an hour-old token.
+    standin = StandIn(tmp_path, max_streams=10, token_update_interval=0)
+    ledger = Ledger(standin, tmp_path)
+    try:
+        token = ledger.register(device_token(5))
+        ledger.subscribe(token, "news")
+        standin.script(device_token(5), [{"status": 403, "reason": "ExpiredProviderToken"}])
+        sent = ledger.send({"topic": "news", "notification": {"title": "hi"}})
+        _wait_outcomes(ledger, _message_id(sent), _settled)
+        first, second = standin.requests()
+        assert (first["status"], first["reason"], second["status"]) == (403, "ExpiredProviderToken", 200)
+        assert first["connection"] != second["connection"]
+        assert first["headers"]["authorization"] != second["headers"]["authorization"]
+        assert second["time"] - first["time"] < 1.0  # at once, not after a backoff
+    finally:
+        ledger.stop()
+        standin.stop()
+
+
+def test_after_goaway_pushes_go_out_on_a_new_connection(world):
+    standin, ledger, _ = world
+    token = ledger.register(device_token(6))
+    ledger.subscribe(token, "news")
+    ledger.send({"topic": "news", "notification": {"title": "one"}})
+    standin.wait_for(lambda r: len(r) >= 1)
+    standin.goaway()
+    time.sleep(0.3)
+    sent = ledger.send({"topic": "news", "notification": {"title": "two"}})
+    requests = standin.wait_for(lambda r: len(r) >= 2)
+    assert requests[0]["connection"] != requests[1]["connection"]
+    assert all(r["status"] == 200 for r in requests)
+    _wait_outcomes(ledger, _message_id(sent), _settled)
+
+
+def test_a_send_whose_ios_payload_is_over_4096_bytes_is_refused_and_appends_nothing(world):
+    standin, ledger, _ = world
+    token = ledger.register(device_token(8))
+    ledger.subscribe(token, "news")
+    before = len(ledger.events())
+    # A message of under 4096 bytes whose iOS payload (with `from` and `gcm.message_id`) is over: APNs would
+    # answer 413, so the send is refused as FCM refuses a message too big.
+    for blob, words in (("x" * 4040, "too big"), ("x" * 4100, "4096")):
+        response = httpx.post(ledger.url("/messages:send"), headers={"Authorization": f"Bearer {ADMIN}"},
+                              json={"message": {"topic": "news", "data": {"blob": blob}}})
+        assert response.status_code == 400, response.text
+        assert response.json()["error"]["status"] == "INVALID_ARGUMENT"
+        assert words in response.json()["error"]["message"], response.text
+    assert len(ledger.events()) == before
+    # Just under the limit is accepted and pushed.
+    ledger.send({"topic": "news", "data": {"blob": "x" * 3900}})
+    [request] = standin.wait_for(lambda r: len(r) >= 1)
+    assert request["status"] == 200 and len(request["body"]) <= 4096
+
+
+def test_no_push_goes_out_past_the_messages_expiry(world):
+    standin, ledger, _ = world
+    token = ledger.register(device_token(10))
+    ledger.subscribe(token, "news")
+    standin.script(device_token(10), [{"status": 503, "reason": "ServiceUnavailable"}], sticky=True)
+    expires = int(time.time()) + 3
+    sent = ledger.send({"topic": "news", "notification": {"title": "soon stale"},
+                        "apns": {"headers": {"apns-expiration": str(expires)}}})
+    outcomes, counts = _wait_outcomes(ledger, _message_id(sent), lambda o, c: c and c["expired"] == 1, timeout=30)
+    assert outcomes[token]["outcome"] == "expired"
+    requests = standin.requests()
+    assert requests and all(r["time"] < expires for r in requests)
+    assert all(r["headers"]["apns-expiration"] == str(expires) for r in requests)
+    [progress] = [e for e in ledger.events("pushProgress") if e["finished"]]
+    assert progress["expired"] is True
+    count = len(standin.requests())
+    time.sleep(2)
+    assert len(standin.requests()) == count
+
+
+def test_a_refused_provider_token_shows_in_readyz_metrics_and_one_log_line_and_pushes_wait_for_a_good_key(tmp_path):
+    standin = StandIn(tmp_path, max_streams=10)
+    wrong = standin.key_file(ec.generate_private_key(ec.SECP256R1()))
+    ledger = Ledger(standin, tmp_path, key_file=wrong)
+    try:
+        tokens = [ledger.register(device_token(i)) for i in range(3)]
+        for token in tokens:
+            ledger.subscribe(token, "news")
+        sent = ledger.send({"topic": "news", "notification": {"title": "kept"}})
+        deadline = time.time() + 20
+        while httpx.get(ledger.base + "/readyz").status_code == 200:
+            assert time.time() < deadline, "readyz never reported the refused provider token"
+            time.sleep(0.1)
+        readiness = httpx.get(ledger.base + "/readyz").json()
+        assert any("cannot push to APNs" in reason and "InvalidProviderToken" in reason
+                   for reason in readiness["reasons"]), readiness
+        assert "ledger_apns_failing_projects 1" in httpx.get(ledger.base + "/metrics").text
+        _, counts = _outcomes(ledger, _message_id(sent))
+        assert counts["pending"] == 3
+        time.sleep(0.5)
+        log = ledger.log.read_text()
+        assert log.count("APNs pushes wait") == 1, log
+        assert "eyJ" not in log and device_token(0) not in log and tokens[0] not in log
+        # The operator mends the key and restarts: the kept pushes go out.
+        ledger.stop()
+        assert all(r["reason"] == "InvalidProviderToken" for r in standin.requests())
+        ledger.config.write_text(ledger.config.read_text().replace(wrong, standin.key_file()))
+        ledger.start()
+        outcomes, counts = _wait_outcomes(ledger, _message_id(sent), _settled)
+        assert counts["accepted"] == 3
+        assert httpx.get(ledger.base + "/readyz").status_code == 200
+    finally:
+        ledger.stop()
+        standin.stop()
+
+
+def test_kill_9_mid_fan_out_resumes_every_device_gets_a_push_duplicates_stay_in_the_window(tmp_path):
+    standin = StandIn(tmp_path, max_streams=50)
+    ledger = Ledger(standin, tmp_path, limits={"registrationsPerSecond": 100000})
+    try:
+        devices = 3000
+        tokens = []
+        for start in range(0, devices, 500):
+            tokens += [ledger.register(device_token(i)) for i in range(start, min(devices, start + 500))]
+        ledger.batch_add(tokens, "everyone")
+        sent = ledger.send({"topic": "everyone", "notification": {"title": "fan-out"}})
+        standin.wait_for(lambda r: len(r) >= 400, timeout=60)
+        ledger.kill()
+        before = len(standin.requests())
+        assert before < devices, "the fan-out finished before the kill: nothing resumed"
+        ledger.start()
+        requests = standin.wait_for(lambda r: len({x["token"] for x in r}) >= devices, timeout=120)
+        outcomes, counts = _wait_outcomes(ledger, _message_id(sent), _settled, timeout=60)
+        assert counts["accepted"] == devices
+        time.sleep(0.5)
+        requests = standin.requests()
+        duplicates = len(requests) - devices
+        # At most the pushes in flight (256) and those done since the last recorded progress (1,000).
+        assert 0 <= duplicates <= 256 + 1000, duplicates
+        by_token = {}
+        for request in requests:
+            by_token.setdefault(request["token"], set()).add(request["headers"]["apns-id"])
+        assert all(len(ids) == 1 for ids in by_token.values()), "a retried push kept its apns-id"
+    finally:
+        ledger.stop()
+        standin.stop()
+    ledger.verify()
