@@ -142,6 +142,11 @@ final class MessageReceiver: @unchecked Sendable {
     }
 
     private func deliver(_ message: RemoteMessage) {
+        // Handed over through APNs already: acknowledged with the next one, never shown twice.
+        guard messaging.streamDelivery(of: message.messageID) else {
+            handled(message)
+            return
+        }
         let waiting = lock.locked { () -> CheckedContinuation<RemoteMessage?, Error>? in
             if let waiter {
                 self.waiter = nil

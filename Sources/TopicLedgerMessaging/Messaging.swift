@@ -126,6 +126,132 @@ public final class Messaging: @unchecked Sendable {
         for waiter in dropped { waiter(.unregistered) }
     }
 
+    // MARK: APNs
+
+    /// Which APNs environment a device token belongs to (FirebaseMessaging's `MessagingAPNSTokenType`).
+    public enum APNSTokenType: Sendable {
+        /// Decided from the app's provisioning profile: `aps-environment` `development` is the sandbox; an app
+        /// without an embedded profile (the App Store's) is production.
+        case unknown
+        /// A development build's token: pushed through APNs' sandbox.
+        case sandbox
+        /// A production token.
+        case prod
+    }
+
+    /// The device's APNs token, as the app got it in `didRegisterForRemoteNotificationsWithDeviceToken`. Setting
+    /// it is ``setAPNSToken(_:type:)`` with `.unknown`; setting `nil` clears it on the server.
+    public var apnsToken: Data? {
+        get { lock.locked { state.apnsToken.flatMap(Self.bytes(ofHex:)) } }
+        set {
+            if let newValue {
+                setAPNSToken(newValue, type: .unknown)
+            } else {
+                recordAPNSToken(nil, sandbox: false)
+            }
+        }
+    }
+
+    /// Gives the server the device's APNs token, so that messages reach the app through APNs when it is not
+    /// running. Kept in the store and sent like a topic operation: before them, retried until the server has
+    /// it, sent again after a new registration token.
+    public func setAPNSToken(_ token: Data, type: APNSTokenType) {
+        let sandbox: Bool
+        switch type {
+        case .sandbox: sandbox = true
+        case .prod: sandbox = false
+        case .unknown: sandbox = Self.provisioningProfileIsDevelopment()
+        }
+        recordAPNSToken(token.map { String(format: "%02x", $0) }.joined(), sandbox: sandbox)
+    }
+
+    /// Hands a message that arrived through APNs (`didReceiveRemoteNotification`'s `userInfo`) to the library,
+    /// which remembers its id: `true` when the app should handle it, `false` when the stream already handed it
+    /// over (a message reaches a device both ways, and the app sees it once).
+    public func appDidReceiveMessage(_ userInfo: [AnyHashable: Any]) -> Bool {
+        guard let id = userInfo["gcm.message_id"] as? String ?? (userInfo["gcm.message_id"] as? NSNumber)?.stringValue
+        else { return true }
+        // APNs may push a message twice (a provider's retry): the second is not handed over either.
+        return record(id, as: \.pushedMessageIDs, unlessIn: \.streamedMessageIDs, again: false)
+    }
+
+    /// Records that the stream hands message `id` to the app; `false` when APNs already did.
+    func streamDelivery(of id: String) -> Bool {
+        // The stream delivers an unacknowledged message again after a relaunch: at least once stays.
+        record(id, as: \.streamedMessageIDs, unlessIn: \.pushedMessageIDs, again: true)
+    }
+
+    private func record(
+        _ id: String, as path: WritableKeyPath<MessagingState, [String]?>,
+        unlessIn other: KeyPath<MessagingState, [String]?>, again: Bool
+    ) -> Bool {
+        lock.locked {
+            guard !(state[keyPath: other] ?? []).contains(id) else { return false }
+            var next = state
+            var ids = next[keyPath: path] ?? []
+            guard !ids.contains(id) else { return again }
+            ids.append(id)
+            if ids.count > Self.rememberedDeliveries { ids.removeFirst(ids.count - Self.rememberedDeliveries) }
+            next[keyPath: path] = ids
+            try? store.save(next)
+            state = next
+            return true
+        }
+    }
+
+    /// How many delivered message ids are remembered: a message arrives both ways within moments, not a day apart.
+    static let rememberedDeliveries = 256
+
+    private func recordAPNSToken(_ hex: String?, sandbox: Bool) {
+        lock.locked {
+            guard state.apnsToken != hex || (hex != nil && state.apnsSandbox != sandbox) else { return }
+            var next = state
+            next.apnsToken = hex
+            next.apnsSandbox = sandbox
+            next.apnsTokenSent = false
+            try? store.save(next)
+            state = next
+            startWorkerIfNeeded()
+        }
+    }
+
+    /// The server has `hex` (or none) for `registrationToken`: done, unless the app set another since.
+    private func apnsTokenSent(_ hex: String?, sandbox: Bool, to registrationToken: String) {
+        lock.locked {
+            guard !isClosed, state.apnsToken == hex, state.apnsSandbox ?? false == sandbox || hex == nil,
+                state.token == registrationToken
+            else { return }
+            var next = state
+            next.apnsTokenSent = true
+            try? store.save(next)
+            state = next
+        }
+    }
+
+    static func bytes(ofHex hex: String) -> Data? {
+        var data = Data()
+        var index = hex.startIndex
+        while index < hex.endIndex {
+            let next = hex.index(index, offsetBy: 2, limitedBy: hex.endIndex) ?? hex.endIndex
+            guard let byte = UInt8(hex[index..<next], radix: 16) else { return nil }
+            data.append(byte)
+            index = next
+        }
+        return data
+    }
+
+    /// Whether the app's embedded provisioning profile says `aps-environment` `development`.
+    static func provisioningProfileIsDevelopment() -> Bool {
+        guard let path = Bundle.main.path(forResource: "embedded", ofType: "mobileprovision"),
+            let data = FileManager.default.contents(atPath: path)
+        else { return false }
+        // The profile is a signed plist: its XML is in the clear between the signature's bytes.
+        let text = String(decoding: data, as: UTF8.self)
+        guard let key = text.range(of: "<key>aps-environment</key>") else { return false }
+        let rest = text[key.upperBound...].prefix(200)
+        return rest.contains("<string>development</string>")
+    }
+
     // MARK: Topics
 
     /// Subscribes the device to `topic` (a leading `/topics/` is accepted). Returns once the server has the
@@ -258,7 +384,7 @@ public final class Messaging: @unchecked Sendable {
 
     /// Call with `lock` held.
     private func startWorkerIfNeeded() {
-        guard worker == nil, !isClosed, !state.pending.isEmpty else { return }
+        guard worker == nil, !isClosed, !state.pending.isEmpty || state.apnsTokenSent == false else { return }
         worker = Task { await self.drain() }
     }
 
@@ -266,14 +392,17 @@ public final class Messaging: @unchecked Sendable {
     private func drain() async {
         var failures = 0
         while !Task.isCancelled {
-            let next = lock.locked { () -> (TopicOperation, String?, Bool)? in
+            let next = lock.locked { () -> (Work, String?, Bool)? in
+                if state.apnsTokenSent == false {
+                    return (.apnsToken(state.apnsToken, sandbox: state.apnsSandbox ?? false), state.token, mayRegister)
+                }
                 guard let operation = state.pending.first else {
                     worker = nil
                     return nil
                 }
-                return (operation, state.token, mayRegister)
+                return (.topic(operation), state.token, mayRegister)
             }
-            guard let (operation, token, mayRegister) = next else { return }
+            guard let (work, token, mayRegister) = next else { return }
             // The token the operation is sent with: the one registered just now when there was none.
             var used = token
             do {
@@ -284,14 +413,25 @@ public final class Messaging: @unchecked Sendable {
                 let current: String
                 if let token { current = token } else { current = try await newToken(replacing: nil) }
                 used = current
-                // A new token rewrites the list: the operation may be gone.
-                guard lock.locked({ state.pending.first?.id == operation.id }) else { continue }
-                switch operation.action {
-                case .subscribe: try await api.subscribe(current, to: operation.topic)
-                case .unsubscribe: try await api.unsubscribe(current, from: operation.topic)
+                switch work {
+                case .apnsToken(let hex, let sandbox):
+                    if let hex {
+                        try await api.setAPNSToken(current, hex: hex, sandbox: sandbox)
+                    } else {
+                        try await api.clearAPNSToken(current)
+                    }
+                    failures = 0
+                    apnsTokenSent(hex, sandbox: sandbox, to: current)
+                case .topic(let operation):
+                    // A new token rewrites the list: the operation may be gone.
+                    guard lock.locked({ state.pending.first?.id == operation.id }) else { continue }
+                    switch operation.action {
+                    case .subscribe: try await api.subscribe(current, to: operation.topic)
+                    case .unsubscribe: try await api.unsubscribe(current, from: operation.topic)
+                    }
+                    failures = 0
+                    complete(operation, error: nil)
                 }
-                failures = 0
-                complete(operation, error: nil)
             } catch let error as MessagingError {
                 if error == .unregistered, let used {
                     // A new token next; if the new ones are refused too (something between us and the server
@@ -315,7 +455,12 @@ public final class Messaging: @unchecked Sendable {
                     failures += 1
                 } else {
                     failures = 0
-                    complete(operation, error: error)
+                    switch work {
+                    case .topic(let operation): complete(operation, error: error)
+                    case .apnsToken(let hex, let sandbox):
+                        // The server refuses it for good (a platform that is not ios): not sent again.
+                        apnsTokenSent(hex, sandbox: sandbox, to: used ?? "")
+                    }
                 }
             } catch {
                 return  // cancelled
@@ -436,6 +581,8 @@ public final class Messaging: @unchecked Sendable {
                 kept.append(TopicOperation(id: UUID(), action: .subscribe, topic: topic))
             }
             next.pending = kept
+            // A new registration holds no APNs token: send the app's again.
+            if next.apnsToken != nil { next.apnsTokenSent = false }
             try? store.save(next)
             state = next
             startWorkerIfNeeded()
@@ -444,6 +591,12 @@ public final class Messaging: @unchecked Sendable {
         for waiter in done { waiter(nil) }
         for observer in observers { observer.yield(token) }
     }
+}
+
+/// What the worker sends next: the APNs token (set, or cleared when `nil`), or the first topic operation.
+private enum Work {
+    case apnsToken(String?, sandbox: Bool)
+    case topic(TopicOperation)
 }
 
 /// Resumes one continuation once, with whichever outcome comes first (the operation's, or cancellation's).

@@ -22,6 +22,17 @@ struct MessagingState: Codable, Equatable {
     /// The topics the app wants, as they will be once every pending operation has been applied.
     var topics: Set<String> = []
     var pending: [TopicOperation] = []
+    /// The device's APNs token (hex) as the app last set it, `nil` when it has none or cleared it.
+    var apnsToken: String?
+    /// The APNs token is a development build's (pushed to APNs' sandbox).
+    var apnsSandbox: Bool?
+    /// The server holds ``apnsToken`` (or, `nil`, none) for ``token``: nothing to send.
+    var apnsTokenSent: Bool?
+    /// The ids of the latest messages handed to the app by the stream, and through APNs, newest last: a message
+    /// that arrives both ways is handed over once (a stream's own redelivery of an unacknowledged message is
+    /// not held back: at least once stays).
+    var streamedMessageIDs: [String]?
+    var pushedMessageIDs: [String]?
 }
 
 /// Reads and writes ``MessagingState`` as one JSON file, replaced atomically on every change, so a crash

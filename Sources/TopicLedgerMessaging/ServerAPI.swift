@@ -43,6 +43,22 @@ struct ServerAPI: Sendable {
             registrations: "/\(escaped(token))/topicSubscriptions/\(Topic.percentEncoded(topic))?allowMissing=true")
     }
 
+    /// `PUT …/registrations/{token}/apnsToken`: the device's APNs token (hex) and its environment.
+    func setAPNSToken(_ token: String, hex: String, sandbox: Bool) async throws(MessagingError) {
+        struct Body: Encodable {
+            let apnsToken: String
+            let apnsSandbox: Bool
+        }
+        _ = try await call(
+            "PUT", registrations: "/\(escaped(token))/apnsToken",
+            body: try? JSONEncoder().encode(Body(apnsToken: hex, apnsSandbox: sandbox)))
+    }
+
+    /// `DELETE …/registrations/{token}/apnsToken`.
+    func clearAPNSToken(_ token: String) async throws(MessagingError) {
+        _ = try await call("DELETE", registrations: "/\(escaped(token))/apnsToken")
+    }
+
     /// `DELETE …/registrations/{token}`.
     func unregister(_ token: String) async throws(MessagingError) {
         _ = try await call("DELETE", registrations: "/\(escaped(token))")
