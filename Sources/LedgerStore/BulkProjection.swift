@@ -145,7 +145,10 @@ struct BulkProjection: AppenderProjection {
         sendSeq: UInt64, through: InstanceID, finished: Bool, expired: Bool, at seq: UInt64
     ) {
         pushProgress.append(
-            (PushRecords.key(sendSeq, seq), PushRecords.progressValue(through: through, finished: finished, expired: expired)))
+            (
+                PushRecords.key(sendSeq, seq),
+                PushRecords.progressValue(through: through, finished: finished, expired: expired)
+            ))
     }
 
     mutating func recordPushFailure(sendSeq: UInt64, instance: InstanceID, failure: PushFailure, at seq: UInt64) {

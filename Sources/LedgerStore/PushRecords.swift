@@ -79,7 +79,8 @@ enum PushRecords {
                 throw StoreError(.corrupt, "a push failure entry of send \(sendSeq) has the wrong shape")
             }
             return (
-                kinds[Int(value[0])], UInt16(value[1]) << 8 | UInt16(value[2]), String(decoding: value[11...], as: UTF8.self),
+                kinds[Int(value[0])], UInt16(value[1]) << 8 | UInt16(value[2]),
+                String(decoding: value[11...], as: UTF8.self),
                 value.loadBigEndianUInt64(at: 3)
             )
         }

@@ -311,8 +311,10 @@ struct APNsDeviceTokenTests {
         #expect(try APNsDeviceToken(hex: String(repeating: "0", count: 32), sandbox: false).bytes.count == 16)
         #expect(try APNsDeviceToken(hex: String(repeating: "f", count: 400), sandbox: false).bytes.count == 200)
         for bad in [
-            "", String(repeating: "0", count: 30), String(repeating: "0", count: 402), String(repeating: "0", count: 65),
-            String(repeating: "g", count: 64), String(repeating: "0", count: 62) + " 0", "0x" + String(repeating: "0", count: 62),
+            "", String(repeating: "0", count: 30), String(repeating: "0", count: 402),
+            String(repeating: "0", count: 65),
+            String(repeating: "g", count: 64), String(repeating: "0", count: 62) + " 0",
+            "0x" + String(repeating: "0", count: 62),
         ] {
             #expect(throws: LedgerCoreError.self, "\(bad)") { try APNsDeviceToken(hex: bad, sandbox: false) }
         }

@@ -26,7 +26,9 @@ struct APNsProviderTests {
         return try #require(object as? [String: Any])
     }
 
-    @Test("the token verifies with the team's public key, is reused for 50 minutes, then renewed; ExpiredProviderToken renews at once")
+    @Test(
+        "the token verifies with the team's public key, is reused for 50 minutes, then renewed; ExpiredProviderToken renews at once"
+    )
     func reuseAndRenewal() throws {
         let raw = P256.Signing.PrivateKey().rawRepresentation
         let publicKey = try P256.Signing.PrivateKey(rawRepresentation: raw).publicKey
@@ -57,7 +59,9 @@ struct APNsProviderTests {
         #expect(try provider.current() == third)
     }
 
-    @Test("a kept token is used again after a restart while under 50 minutes old and signed by the same key, never otherwise")
+    @Test(
+        "a kept token is used again after a restart while under 50 minutes old and signed by the same key, never otherwise"
+    )
     func keptAcrossRestarts() throws {
         let directory = TemporaryDirectory("apns-token")
         defer { directory.remove() }
@@ -102,15 +106,24 @@ struct APNsProviderTests {
             APNsReply(status: status, body: Array(body.utf8)).action
         }
         #expect(action(200) == .done(.accepted(apnsID: "")))
-        #expect(action(410, #"{"reason":"Unregistered","timestamp":1764201600000}"#) == .done(.unregistered(since: 1_764_201_600_000)))
+        #expect(
+            action(410, #"{"reason":"Unregistered","timestamp":1764201600000}"#)
+                == .done(.unregistered(since: 1_764_201_600_000)))
         #expect(action(410, #"{"reason":"ExpiredToken"}"#) == .done(.unregistered(since: nil)))
         #expect(action(400, #"{"reason":"BadDeviceToken"}"#) == .done(.badDeviceToken(reason: "BadDeviceToken")))
-        #expect(action(400, #"{"reason":"DeviceTokenNotForTopic"}"#) == .done(.badDeviceToken(reason: "DeviceTokenNotForTopic")))
+        #expect(
+            action(400, #"{"reason":"DeviceTokenNotForTopic"}"#)
+                == .done(.badDeviceToken(reason: "DeviceTokenNotForTopic")))
         #expect(action(400, #"{"reason":"BadTopic"}"#) == .done(.rejected(status: 400, reason: "BadTopic")))
-        #expect(action(413, #"{"reason":"PayloadTooLarge"}"#) == .done(.rejected(status: 413, reason: "PayloadTooLarge")))
+        #expect(
+            action(413, #"{"reason":"PayloadTooLarge"}"#) == .done(.rejected(status: 413, reason: "PayloadTooLarge")))
         #expect(action(403, #"{"reason":"ExpiredProviderToken"}"#) == .renewProviderToken)
-        #expect(action(403, #"{"reason":"InvalidProviderToken"}"#) == .done(.providerTokenInvalid(reason: "InvalidProviderToken")))
-        #expect(action(403, #"{"reason":"MissingProviderToken"}"#) == .done(.providerTokenInvalid(reason: "MissingProviderToken")))
+        #expect(
+            action(403, #"{"reason":"InvalidProviderToken"}"#)
+                == .done(.providerTokenInvalid(reason: "InvalidProviderToken")))
+        #expect(
+            action(403, #"{"reason":"MissingProviderToken"}"#)
+                == .done(.providerTokenInvalid(reason: "MissingProviderToken")))
         #expect(action(403, #"{"reason":"Forbidden"}"#) == .done(.rejected(status: 403, reason: "Forbidden")))
         #expect(action(429, #"{"reason":"TooManyProviderTokenUpdates"}"#) == .reconnectLater)
         #expect(action(429, #"{"reason":"TooManyRequests"}"#) == .retry(reason: "TooManyRequests"))
@@ -160,7 +173,8 @@ struct APNsProviderTests {
 
 extension Data {
     fileprivate init?(base64URL text: String) {
-        let padded = text.replacingOccurrences(of: "-", with: "+").replacingOccurrences(of: "_", with: "/")
+        let padded =
+            text.replacingOccurrences(of: "-", with: "+").replacingOccurrences(of: "_", with: "/")
             + String(repeating: "=", count: (4 - text.count % 4) % 4)
         self.init(base64Encoded: padded)
     }

@@ -68,7 +68,9 @@ struct APNSTokenTests {
         }
     }
 
-    @Test("a message the stream delivered is not handed over again by APNs, and one APNs handed over is skipped by the stream")
+    @Test(
+        "a message the stream delivered is not handed over again by APNs, and one APNs handed over is skipped by the stream"
+    )
     func deliveredOnce() async throws {
         let server = LibraryServer()
         try await server.run { admin in

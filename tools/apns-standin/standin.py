@@ -27,6 +27,7 @@ Scripting and inspection go through a plain-HTTP control port on loopback (`--co
   POST /goaway   sends GOAWAY on every open connection (NO_ERROR) and closes them
   POST /reset    forgets scripts, records and provider-token history
   GET  /requests the recorded requests as a JSON list
+  GET  /stats    {"count", "statuses", "first", "last"} (and "times", every answer's time, with ?times=1)
   GET  /healthz  200 once both ports listen
 
     python3 standin.py --cert server.pem --key server.key --team-key team.pub.pem --team-id ABCDE12345 \\
@@ -291,6 +292,17 @@ def control_server(state, port):
             if self.path == "/requests":
                 with state.lock:
                     self.reply(200, list(state.requests))
+            elif self.path in ("/stats", "/stats?times=1"):
+                with state.lock:
+                    statuses = {}
+                    for record in state.requests:
+                        statuses[str(record["status"])] = statuses.get(str(record["status"]), 0) + 1
+                    document = {"count": len(state.requests), "statuses": statuses,
+                                "first": state.requests[0]["time"] if state.requests else None,
+                                "last": state.requests[-1]["time"] if state.requests else None}
+                    if self.path.endswith("times=1"):
+                        document["times"] = [record["time"] for record in state.requests]
+                self.reply(200, document)
             elif self.path == "/healthz":
                 self.reply(200, {"status": "ok"})
             else:

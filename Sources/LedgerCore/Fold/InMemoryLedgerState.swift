@@ -121,7 +121,8 @@ public struct InMemoryLedgerState: LedgerProjection, Sendable {
         pushProgress[sendSeq] = (through, finished, expired)
     }
 
-    public mutating func recordPushFailure(sendSeq: UInt64, instance: InstanceID, failure: PushFailure, at seq: UInt64) {
+    public mutating func recordPushFailure(sendSeq: UInt64, instance: InstanceID, failure: PushFailure, at seq: UInt64)
+    {
         pushFailures[sendSeq, default: [:]][instance] = failure
     }
 

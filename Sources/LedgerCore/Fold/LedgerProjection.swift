@@ -46,7 +46,8 @@ public protocol LedgerProjection {
 
     /// The APNs pushes of the send at `sendSeq` have reached `through` (0: no recipient yet), as the event at
     /// `seq` records.
-    mutating func recordPushProgress(sendSeq: UInt64, through: InstanceID, finished: Bool, expired: Bool, at seq: UInt64)
+    mutating func recordPushProgress(
+        sendSeq: UInt64, through: InstanceID, finished: Bool, expired: Bool, at seq: UInt64)
         throws
     /// The push of the send at `sendSeq` to `instance` failed for good, as the event at `seq` records.
     mutating func recordPushFailure(sendSeq: UInt64, instance: InstanceID, failure: PushFailure, at seq: UInt64) throws

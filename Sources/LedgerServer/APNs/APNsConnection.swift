@@ -33,7 +33,9 @@ final class APNsConnection: Sendable {
     private let watcher: ConnectionWatcher
     private let host: String
 
-    private init(channel: any Channel, multiplexer: NIOHTTP2Handler.StreamMultiplexer, watcher: ConnectionWatcher, host: String) {
+    private init(
+        channel: any Channel, multiplexer: NIOHTTP2Handler.StreamMultiplexer, watcher: ConnectionWatcher, host: String
+    ) {
         self.channel = channel
         self.multiplexer = multiplexer
         self.watcher = watcher

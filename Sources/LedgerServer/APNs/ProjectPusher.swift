@@ -123,6 +123,7 @@ final class ProjectPusher: Sendable {
         var lastRecord = ContinuousClock.now
         var expired = false
         var stopped = false
+        var pushedAny = false
 
         func record(finished: Bool) async throws {
             let passed = window.through
@@ -173,17 +174,25 @@ final class ProjectPusher: Sendable {
                     break
                 case .unregistered(let since):
                     failures.append(
-                        (PushFailure(token: finished.token, kind: .unregistered, status: 410, reason: "Unregistered"),
-                         finished.apnsToken, since))
+                        (
+                            PushFailure(
+                                token: finished.token, kind: .unregistered, status: 410, reason: "Unregistered"),
+                            finished.apnsToken, since
+                        ))
                 case .badDeviceToken(let reason):
                     failures.append(
-                        (PushFailure(token: finished.token, kind: .badDeviceToken, status: 400, reason: reason),
-                         finished.apnsToken, nil))
+                        (
+                            PushFailure(token: finished.token, kind: .badDeviceToken, status: 400, reason: reason),
+                            finished.apnsToken, nil
+                        ))
                 case .rejected(let status, let reason):
                     failures.append(
-                        (PushFailure(
-                            token: finished.token, kind: .rejected, status: UInt16(clamping: status), reason: reason),
-                         finished.apnsToken, nil))
+                        (
+                            PushFailure(
+                                token: finished.token, kind: .rejected, status: UInt16(clamping: status), reason: reason
+                            ),
+                            finished.apnsToken, nil
+                        ))
                 case .expired:
                     expired = true
                     return  // owed, never pushed: the window does not pass it
@@ -224,6 +233,7 @@ final class ProjectPusher: Sendable {
                     if stopped || expired { break issuing }
                     window.take(instance, token: token)
                     inFlight += 1
+                    pushedAny = true
                     let push = APNsPush(
                         deviceToken: apnsToken.hex, pushType: delivery.pushType ?? "alert",
                         priority: delivery.priority == .high ? 10 : 5,
@@ -248,6 +258,9 @@ final class ProjectPusher: Sendable {
             try await record(finished: false)
             return false
         }
+        // A send none of whose recipients held an APNs token needs no event: the next recorded progress settles
+        // it (a restart before then walks its audience again).
+        if !pushedAny && progress == nil && failures.isEmpty && !expired { return true }
         try await record(finished: true)
         return true
     }

@@ -1,0 +1,182 @@
+#!/usr/bin/env python3
+"""The APNs fan-out benchmark: one topic send to N devices with APNs tokens, pushed by `ledger serve` (release
+build) to the APNs stand-in (tools/apns-standin), against h2load driving the same stand-in with the same request
+in the same run. Also: p50/p99 from the send's acknowledgement to the stand-in's receipt at 10,000 devices, and the
+server's RSS before and during the fan-out.
+
+    tools/bench/apns-fanout.py [--devices 100000] [--latency-devices 10000] [--ledger BIN] [--json OUT]
+
+The stand-in is Python (asyncio + h2, one core): it bounds both rates, which is why h2load, a C client that does
+nothing else, is measured against the same stand-in rather than quoted from elsewhere."""
+
+import argparse
+import asyncio
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+import httpx
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE.parent / "apns-standin"))
+from apns_harness import CLIENT, KEY_ID, TEAM, TOPIC, Ledger, StandIn, device_token  # noqa: E402
+from test_standin import provider_token  # noqa: E402
+
+
+def rss_kib(pid):
+    for line in open(f"/proc/{pid}/status"):
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1])
+    return 0
+
+
+class RSSSampler(threading.Thread):
+    """The peak RSS of `pid`, sampled every 20 ms until stopped."""
+
+    def __init__(self, pid):
+        super().__init__(daemon=True)
+        self.pid, self.peak, self.running = pid, 0, True
+
+    def run(self):
+        while self.running:
+            self.peak = max(self.peak, rss_kib(self.pid))
+            time.sleep(0.02)
+
+
+async def register_all(ledger, count):
+    """`count` ios registrations with APNs tokens, 64 at a time; their registration tokens in order."""
+    tokens = [None] * count
+    limits = httpx.Limits(max_connections=64, max_keepalive_connections=64)
+    async with httpx.AsyncClient(limits=limits, timeout=60) as client:
+        queue = asyncio.Queue()
+        for index in range(count):
+            queue.put_nowait(index)
+
+        async def worker():
+            while not queue.empty():
+                index = queue.get_nowait()
+                response = await client.post(ledger.url("/registrations"), headers={"x-goog-api-key": CLIENT},
+                                             json={"platform": "ios", "apnsToken": device_token(index)})
+                assert response.status_code == 200, response.text
+                tokens[index] = response.json()["token"]
+
+        await asyncio.gather(*(worker() for _ in range(64)))
+    return tokens
+
+
+def stats(standin, times=False):
+    return httpx.get(standin.control + "/stats" + ("?times=1" if times else ""), timeout=120).json()
+
+
+def wait_count(standin, count, timeout):
+    deadline = time.time() + timeout
+    while True:
+        current = stats(standin)
+        if current["count"] >= count:
+            return current
+        if time.time() > deadline:
+            raise SystemExit(f"only {current['count']} of {count} pushes arrived within {timeout} s")
+        time.sleep(0.05)
+
+
+def h2load(standin, count, payload):
+    """h2load's rate against the stand-in: `count` POSTs of `payload` with a provider token the stand-in accepts,
+    over 2 connections of up to 128 streams each (what the server uses: 2 connections, 256 pushes in flight)."""
+    body = Path(tempfile.mkstemp(suffix=".json")[1])
+    body.write_bytes(payload)
+    token = provider_token(standin.team_key)
+    command = ["h2load", "-n", str(count), "-c", "2", "-m", "128", "-d", str(body),
+               "-H", f"authorization: bearer {token}", "-H", f"apns-topic: {TOPIC}", "-H", "apns-push-type: alert",
+               "-H", "apns-priority: 10", "-H", "content-type: application/json",
+               f"{standin.base}/3/device/{device_token(0)}"]
+    output = subprocess.run(command, capture_output=True, text=True, check=True).stdout
+    finished = next(line for line in output.splitlines() if line.startswith("finished in"))
+    succeeded = next(line for line in output.splitlines() if line.startswith("status codes:"))
+    rate = float(finished.split(",")[1].split()[0])
+    return rate, finished.strip(), succeeded.strip()
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--devices", type=int, default=100_000)
+    parser.add_argument("--latency-devices", type=int, default=10_000)
+    parser.add_argument("--ledger", default=None, help="the ledger binary (default: a release build)")
+    parser.add_argument("--json", default=None)
+    args = parser.parse_args()
+    if not shutil.which("h2load"):
+        raise SystemExit("h2load is missing: apt-get install -y nghttp2-client")
+    os.environ["LEDGER_BIN"] = args.ledger or str(HERE.parent.parent / ".build-bench/release/ledger")
+    directory = tempfile.mkdtemp(prefix="apns-bench-")
+    standin = StandIn(directory, max_streams=1000)
+    ledger = Ledger(standin, directory, limits={
+        "registrationsPerSecond": 1_000_000, "subscriptionChangesPerSecond": 1_000_000})
+    result = {"devices": args.devices, "latencyDevices": args.latency_devices}
+    try:
+        started = time.time()
+        tokens = asyncio.run(register_all(ledger, args.devices))
+        ledger.batch_add(tokens, "everyone")
+        ledger.batch_add(tokens[:args.latency_devices], "latency")
+        print(f"set up {args.devices} devices in {time.time() - started:.0f} s", file=sys.stderr)
+        message = {"topic": "everyone", "notification": {"title": "Storm warning", "body": "Gusts over 90 km/h"}}
+        payload = json.dumps({"aps": {"alert": {"body": "Gusts over 90 km/h", "title": "Storm warning"}},
+                              "from": "/topics/everyone", "gcm.message_id": "1795000000000000000"}).encode()
+
+        # h2load first, against a stand-in with nothing else to do.
+        rate, finished, codes = h2load(standin, args.devices, payload)
+        result["h2load"] = {"requestsPerSecond": rate, "finished": finished, "statusCodes": codes}
+        standin.reset()
+
+        # The fan-out: from the send's acknowledgement to the last push the stand-in answered.
+        baseline = rss_kib(ledger.process.pid)
+        sampler = RSSSampler(ledger.process.pid)
+        sampler.start()
+        before = time.time()
+        ledger.send(message)
+        acknowledged = time.time()
+        done = wait_count(standin, args.devices, timeout=1800)
+        sampler.running = False
+        sampler.join()
+        elapsed = done["last"] - acknowledged
+        result["fanOut"] = {
+            "pushesPerSecond": args.devices / elapsed, "seconds": elapsed, "sendSeconds": acknowledged - before,
+            "statuses": done["statuses"], "rssBeforeMiB": baseline / 1024, "rssPeakMiB": sampler.peak / 1024,
+            "rssGrowthMiB": (sampler.peak - baseline) / 1024,
+        }
+        result["ratioToH2load"] = result["fanOut"]["pushesPerSecond"] / rate
+        standin.reset()
+
+        # Latency at 10,000 devices.
+        time.sleep(2)  # the last fan-out's progress recorded
+        ledger.send({"topic": "latency", "notification": {"title": "Now", "body": "latency probe"}})
+        acknowledged = time.time()
+        wait_count(standin, args.latency_devices, timeout=600)
+        times = sorted(t - acknowledged for t in stats(standin, times=True)["times"])
+        result["latency"] = {
+            "p50Ms": 1000 * times[len(times) // 2], "p99Ms": 1000 * times[int(len(times) * 0.99) - 1],
+            "maxMs": 1000 * times[-1],
+        }
+    finally:
+        ledger.stop()
+        standin.stop()
+    fan = result["fanOut"]
+    print(f"""
+| measure | value |
+|---|---|
+| h2load against the stand-in ({args.devices:,} POSTs, 2 connections × 128 streams) | {result['h2load']['requestsPerSecond']:,.0f} req/s |
+| ledger serve fan-out to {args.devices:,} APNs devices (ack → last push answered) | {fan['pushesPerSecond']:,.0f} pushes/s ({fan['seconds']:.1f} s) |
+| ratio to h2load (target ≥ 0.5) | {result['ratioToH2load']:.2f} |
+| ack → stand-in receipt at {args.latency_devices:,} devices | p50 {result['latency']['p50Ms']:.0f} ms, p99 {result['latency']['p99Ms']:.0f} ms |
+| server RSS before → peak during the fan-out | {fan['rssBeforeMiB']:.0f} → {fan['rssPeakMiB']:.0f} MiB (+{fan['rssGrowthMiB']:.0f} MiB) |
+""")
+    if args.json:
+        Path(args.json).write_text(json.dumps(result, indent=2))
+
+
+if __name__ == "__main__":
+    main()
