@@ -152,6 +152,9 @@ public final class Messaging: @unchecked Sendable {
         }
     }
 
+    /// Whether the APNs token the app set (or cleared) is still to reach the server.
+    public var isAPNSTokenPending: Bool { lock.locked { state.apnsTokenSent == false } }
+
     /// Gives the server the device's APNs token, so that messages reach the app through APNs when it is not
     /// running. Kept in the store and sent like a topic operation: before them, retried until the server has
     /// it, sent again after a new registration token.

@@ -137,10 +137,39 @@ struct DeviceClient: AsyncParsableCommand {
         @Option(help: "ios, android or web: the payload shape the device receives.")
         var platform: MessagingConfiguration.Platform = .ios
         @Option(help: "The app's bundle id.") var appId = "com.example.app"
+        @Option(help: "The device's APNs token (hex), as didRegisterForRemoteNotificationsWithDeviceToken gives it.")
+        var apnsToken: String?
+        @Flag(help: "The APNs token is a development build's (pushed through APNs' sandbox).") var apnsSandbox = false
+        @Option(help: "Seconds to wait for the server to take the APNs token before leaving it pending.")
+        var timeout = 30.0
+
+        func validate() throws {
+            if let apnsToken, apnsToken.count % 2 != 0 || apnsToken.isEmpty
+                || !apnsToken.allSatisfy({ $0.isHexDigit })
+            {
+                throw ValidationError("--apns-token is hex digits, an even number of them")
+            }
+        }
 
         func run() async throws {
             let messaging = try device.messaging(platform: platform, appID: appId)
             print(try await Failure.exiting { try await messaging.token() })
+            guard let apnsToken else { return }
+            let bytes = Data(
+                stride(from: 0, to: apnsToken.count, by: 2).map { offset in
+                    let start = apnsToken.index(apnsToken.startIndex, offsetBy: offset)
+                    return UInt8(apnsToken[start..<apnsToken.index(start, offsetBy: 2)], radix: 16)!
+                })
+            messaging.setAPNSToken(bytes, type: apnsSandbox ? .sandbox : .prod)
+            let deadline = Date().addingTimeInterval(timeout)
+            while messaging.isAPNSTokenPending {
+                guard Date() < deadline else {
+                    FileHandle.standardError.write(
+                        Data("ledger-device: the APNs token is not on the server yet; the next run sends it\n".utf8))
+                    throw ExitCode(69)
+                }
+                try await Task.sleep(for: .milliseconds(50))
+            }
         }
     }
 

@@ -366,3 +366,25 @@ def test_kill_9_mid_fan_out_resumes_every_device_gets_a_push_duplicates_stay_in_
         ledger.stop()
         standin.stop()
     ledger.verify()
+
+
+def test_ledger_device_hands_its_apns_token_to_the_server_and_gets_the_push(world):
+    """The app library's token path through `ledger serve`: samples/DeviceClient (TopicLedgerMessaging) registers
+    with an APNs token, subscribes, and the send reaches the stand-in."""
+    import os
+    import subprocess
+    from apns_harness import CLIENT, PROJECT
+    standin, ledger, directory = world
+    device = os.path.join(os.path.dirname(os.environ["LEDGER_BIN"]), "ledger-device")
+    common = ["--server", ledger.base, "--project", PROJECT, "--key", CLIENT, "--store", f"{directory}/device.json"]
+    registered = subprocess.run([device, "register", *common, "--apns-token", device_token(42).upper(),
+                                 "--apns-sandbox"], capture_output=True, text=True, timeout=60)
+    assert registered.returncode == 0, registered.stderr
+    token = registered.stdout.strip()
+    subscribed = subprocess.run([device, "subscribe", *common, "news"], capture_output=True, text=True, timeout=60)
+    assert subscribed.returncode == 0, subscribed.stderr
+    assert [(h["apnsToken"], h["sandbox"]) for h in ledger.audit_instance(token)["apnsTokens"]] == \
+        [(device_token(42), True)]
+    ledger.send({"topic": "news", "notification": {"title": "to the phone"}})
+    [request] = standin.wait_for(lambda r: len(r) >= 1)
+    assert request["token"] == device_token(42) and request["status"] == 200
