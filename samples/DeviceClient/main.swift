@@ -144,8 +144,9 @@ struct DeviceClient: AsyncParsableCommand {
         var timeout = 30.0
 
         func validate() throws {
-            if let apnsToken, apnsToken.count % 2 != 0 || apnsToken.isEmpty
-                || !apnsToken.allSatisfy({ $0.isHexDigit })
+            if let apnsToken,
+                apnsToken.count % 2 != 0 || apnsToken.isEmpty
+                    || !apnsToken.allSatisfy({ $0.isHexDigit })
             {
                 throw ValidationError("--apns-token is hex digits, an even number of them")
             }
