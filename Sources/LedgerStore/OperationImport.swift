@@ -11,6 +11,8 @@ import LedgerCore
 /// {"op":"unsubscribe","token":"t1","topic":"news"}
 /// {"op":"send","condition":"'news' in topics && !('sports' in topics)","precedence":"standard","message":{…}}
 /// {"op":"unregister","token":"t1","reason":"uninstalled"}
+/// {"op":"setApnsToken","token":"t1","apnsToken":"<hex>","apnsSandbox":false}
+/// {"op":"clearApnsToken","token":"t1","reason":"…"}
 /// ```
 /// Optional on every line: `time` (RFC 3339 or microseconds; never earlier than the line before),
 /// `actor` (default `import`), `requestId`. Consecutive lines with the same time, actor and request id
@@ -90,7 +92,8 @@ public enum OperationImport {
             via: string(values.via, "via"), platform: string(values.platform, "platform"),
             appId: string(values.appId, "appId"), reason: string(values.reason, "reason"),
             condition: string(values.condition, "condition"), precedence: string(values.precedence, "precedence"),
-            actor: string(values.actor, "actor"), requestId: string(values.requestId, "requestId"))
+            actor: string(values.actor, "actor"), requestId: string(values.requestId, "requestId"),
+            apnsToken: string(values.apnsToken, "apnsToken"))
         func required(_ value: String?, _ key: String) throws -> String {
             guard let value else { throw fail("\(key) is required") }
             return value
@@ -127,8 +130,24 @@ public enum OperationImport {
             operation = .unsubscribe(try token(), try topic(), via: try via())
         case "send":
             operation = try sendOperation(fields, line: Data(buffer: bytes), fail: fail)
+        case "setApnsToken":
+            // `apnsSandbox` is a JSON bool, which the flat reader does not keep: such lines are read once more.
+            let object = try? JSONSerialization.jsonObject(with: Data(buffer: bytes)) as? [String: Any]
+            var sandbox = false
+            if let value = object?["apnsSandbox"] {
+                guard let number = value as? NSNumber, JSONValue.isBoolean(number) else {
+                    throw fail("apnsSandbox must be true or false")
+                }
+                sandbox = number.boolValue
+            }
+            let hex = try required(fields.apnsToken, "apnsToken")
+            operation = .setAPNsToken(try token(), try wrap { try APNsDeviceToken(hex: hex, sandbox: sandbox) })
+        case "clearApnsToken":
+            operation = .clearAPNsToken(try token(), reason: fields.reason ?? "imported")
         case let other:
-            throw fail("unknown op \(other); expected register, unregister, subscribe, unsubscribe or send")
+            throw fail(
+                "unknown op \(other); expected register, unregister, subscribe, unsubscribe, send, setApnsToken"
+                    + " or clearApnsToken")
         }
         var time: LedgerTime?
         switch values.time {
@@ -180,6 +199,7 @@ public enum OperationImport {
     private struct LineValues {
         typealias Value = FlatJSONObject.Value
         var op, token, topic, via, platform, appId, reason, condition, precedence, actor, requestId, time: Value?
+        var apnsToken: Value?
 
         /// Keeps `value` if `name` is a member a line may have (the last of equal names wins, as in
         /// Foundation's readers).
@@ -193,12 +213,13 @@ public enum OperationImport {
         private static let fields: [(name: [UInt8], field: WritableKeyPath<LineValues, Value?> & Sendable)] = [
             ("op", \.op), ("token", \.token), ("topic", \.topic), ("via", \.via), ("platform", \.platform),
             ("appId", \.appId), ("reason", \.reason), ("condition", \.condition), ("precedence", \.precedence),
-            ("actor", \.actor), ("requestId", \.requestId), ("time", \.time),
+            ("actor", \.actor), ("requestId", \.requestId), ("time", \.time), ("apnsToken", \.apnsToken),
         ].map { (Array($0.utf8), $1) }
     }
 
     /// The string fields a line may have.
     private struct LineFields {
         var op, token, topic, via, platform, appId, reason, condition, precedence, actor, requestId: String?
+        var apnsToken: String?
     }
 }
