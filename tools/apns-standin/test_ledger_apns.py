@@ -388,3 +388,20 @@ def test_ledger_device_hands_its_apns_token_to_the_server_and_gets_the_push(worl
     ledger.send({"topic": "news", "notification": {"title": "to the phone"}})
     [request] = standin.wait_for(lambda r: len(r) >= 1)
     assert request["token"] == device_token(42) and request["status"] == 200
+
+
+def test_a_410_timestamp_at_the_end_of_the_range_does_not_stop_the_server(world):
+    standin, ledger, _ = world
+    token = ledger.register(device_token(11))
+    ledger.subscribe(token, "news")
+    # Milliseconds that overflow microseconds: read without trapping, as a time later than any token's.
+    standin.script(device_token(11), [{"status": 410, "reason": "Unregistered", "timestamp": 9_000_000_000_000_000_000,
+                                       "delay": 0.5}])
+    sent = ledger.send({"topic": "news", "notification": {"title": "hi"}})
+    time.sleep(0.2)
+    httpx.put(ledger.url(f"/registrations/{token}/apnsToken"), headers={"x-goog-api-key": "client-secret"},
+              json={"apnsToken": device_token(12)})
+    outcomes, _ = _wait_outcomes(ledger, _message_id(sent), _settled)
+    assert outcomes[token]["outcome"] == "unregistered"
+    assert [e["token"] for e in ledger.events("unregistered")] == [token]
+    assert httpx.get(ledger.base + "/healthz").status_code == 200

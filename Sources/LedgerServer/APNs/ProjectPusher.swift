@@ -139,8 +139,13 @@ final class ProjectPusher: Sendable {
                 switch entry.failure.kind {
                 case .unregistered:
                     // Unless the device's app set another APNs token after APNs says this one stopped.
+                    // APNs' timestamp is milliseconds, from the network: multiplied without trapping (a time
+                    // past the range is later than any token's).
                     if let held, held.token != entry.apnsToken,
-                        entry.since.map({ held.since.microseconds > $0 * 1000 }) ?? true
+                        entry.since.map({ since in
+                            let (micros, overflow) = since.multipliedReportingOverflow(by: 1000)
+                            return !overflow && held.since.microseconds > micros
+                        }) ?? true
                     {
                         break
                     }
