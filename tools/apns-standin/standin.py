@@ -27,7 +27,8 @@ Scripting and inspection go through a plain-HTTP control port on loopback (`--co
   POST /goaway   sends GOAWAY on every open connection (NO_ERROR) and closes them
   POST /reset    forgets scripts, records and provider-token history
   GET  /requests the recorded requests as a JSON list
-  GET  /stats    {"count", "statuses", "first", "last"} (and "times", every answer's time, with ?times=1)
+  GET  /stats    {"count", "statuses", "first", "last"} (and "times", every answer's time, with ?times=1);
+                 with --summary-only nothing else is recorded (benchmarks)
   GET  /healthz  200 once both ports listen
 
     python3 standin.py --cert server.pem --key server.key --team-key team.pub.pem --team-id ABCDE12345 \\
@@ -78,6 +79,8 @@ class State:
         self.lock = threading.Lock()
         self.scripts = {}
         self.requests = []
+        self.statuses = {}  # status → count, kept as requests are recorded: /stats answers without a scan
+        self.times = []  # with --summary-only, each answer's time instead of its record
         self.token_updates = {}  # kid -> (last new JWT, when it was first seen)
         self.connections = set()
         self.loop = None
@@ -87,6 +90,8 @@ class State:
             self.scripts.clear()
             self.requests.clear()
             self.token_updates.clear()
+            self.statuses.clear()
+            self.times.clear()
 
     def scripted_reply(self, token):
         with self.lock:
@@ -204,7 +209,11 @@ class Connection:
             "body": body.decode("utf-8", "replace"), "status": status, "reason": reason, "apnsId": apns_id,
         }
         with self.state.lock:
-            self.state.requests.append(record)
+            if self.state.args.summary_only:
+                self.state.times.append(record["time"])
+            else:
+                self.state.requests.append(record)
+            self.state.statuses[str(status)] = self.state.statuses.get(str(status), 0) + 1
         response_headers = [(":status", str(status)), ("apns-id", apns_id)]
         payload = b""
         if status != 200:
@@ -294,14 +303,11 @@ def control_server(state, port):
                     self.reply(200, list(state.requests))
             elif self.path in ("/stats", "/stats?times=1"):
                 with state.lock:
-                    statuses = {}
-                    for record in state.requests:
-                        statuses[str(record["status"])] = statuses.get(str(record["status"]), 0) + 1
-                    document = {"count": len(state.requests), "statuses": statuses,
-                                "first": state.requests[0]["time"] if state.requests else None,
-                                "last": state.requests[-1]["time"] if state.requests else None}
+                    times = state.times if state.args.summary_only else [r["time"] for r in state.requests]
+                    document = {"count": sum(state.statuses.values()), "statuses": dict(state.statuses),
+                                "first": times[0] if times else None, "last": times[-1] if times else None}
                     if self.path.endswith("times=1"):
-                        document["times"] = [record["time"] for record in state.requests]
+                        document["times"] = list(times)
                 self.reply(200, document)
             elif self.path == "/healthz":
                 self.reply(200, {"status": "ok"})
@@ -367,6 +373,9 @@ if __name__ == "__main__":
                         help="concurrent streams announced once a request has gone through")
     parser.add_argument("--token-update-interval", type=float, default=1200,
                         help="seconds a new provider token must wait after the last new one (APNs: 20 minutes)")
+    parser.add_argument("--summary-only", action="store_true",
+                        help="record only each answer's time and status counts (/stats), not the requests: for "
+                             "benchmarks of a million pushes")
     parser.add_argument("--exit-with-parent", action="store_true",
                         help="exit when the process that started this one ends (a test run that crashed)")
     arguments = parser.parse_args()
