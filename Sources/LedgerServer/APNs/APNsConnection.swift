@@ -145,6 +145,9 @@ private final class ConnectionWatcher: ChannelInboundHandler, Sendable {
         var multiplexer: NIOHTTP2Handler.StreamMultiplexer?
     }
 
+    /// How long streams under way may still answer after GOAWAY.
+    static let goAwayGrace: TimeAmount = .seconds(10)
+
     let firstSettings: EventLoopPromise<Void>
     private let state = Mutex(State())
 
@@ -172,8 +175,12 @@ private final class ConnectionWatcher: ChannelInboundHandler, Sendable {
             }
             if first { firstSettings.succeed(()) }
         case .goAway:
-            // APNs is ending the connection: no new stream goes on it; streams it took still answer.
+            // APNs is ending the connection: no new stream goes on it; the streams it took may still answer,
+            // for a grace, then the connection is closed (those left fail, and are sent again elsewhere).
             state.withLock { $0.wentAway = true }
+            context.eventLoop.scheduleTask(in: Self.goAwayGrace) { [channel = context.channel] in
+                channel.close(promise: nil)
+            }
         default:
             break
         }
