@@ -55,6 +55,7 @@ final class ProjectPusher: Sendable {
     /// Pushes until the task is cancelled.
     func run() async {
         var position: UInt64?
+        var lastError: String?
         let commits = ledgers.delivery(for: project).sendsCommitted
         while !Task.isCancelled {
             do {
@@ -68,12 +69,18 @@ final class ProjectPusher: Sendable {
                     await commits.wait(upTo: .seconds(1))
                     continue
                 }
-                for seq in seqs {
-                    guard try await push(sendAt: seq, settledThrough: position ?? 0, in: ledger) else { return }
+                for (index, seq) in seqs.enumerated() {
+                    let waiting = seqs.count - index - 1
+                    guard try await push(sendAt: seq, settledThrough: position ?? 0, waiting: waiting, in: ledger)
+                    else { return }
                     position = seq
                 }
+                lastError = nil
             } catch {
-                logger.error("APNs pushes stopped for a second: \(error)")
+                // Once per kind of failure, not once a second while it lasts (a ledger another process holds).
+                let text = "\(error)"
+                if text != lastError { logger.error("APNs pushes paused, trying again every second: \(text)") }
+                lastError = text
                 try? await Task.sleep(for: .seconds(1))
             }
         }
@@ -102,7 +109,11 @@ final class ProjectPusher: Sendable {
 
     /// Pushes the send at `seq` to every recipient still owed one; `false` when stopped (cancelled) before the
     /// end.
-    private func push(sendAt seq: UInt64, settledThrough settled: UInt64, in ledger: Ledger) async throws -> Bool {
+    ///
+    /// - Parameter waiting: the sends after it already read, for the outbox depth.
+    private func push(sendAt seq: UInt64, settledThrough settled: UInt64, waiting: Int, in ledger: Ledger)
+        async throws -> Bool
+    {
         let cache = ledgers.delivery(for: project).sends
         let (prepared, progress, holdsTokens) = try ledger.read { snapshot in
             (
@@ -255,7 +266,7 @@ final class ProjectPusher: Sendable {
                         try await record(finished: false)
                     }
                 }
-                report(outboxDepth: window.open)
+                report(outboxDepth: waiting + window.open)
             }
             while let finished = try await group.next() { settle(finished) }
         }
