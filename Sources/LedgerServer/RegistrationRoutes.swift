@@ -60,25 +60,35 @@ struct RegistrationRoutes {
             let caller = try context.requireCaller()
             let body = try await JSONBody.decode(
                 APNsTokenBody.self, request, limit: server.configuration.maximumBodyBytes)
+            let token = try context.requireToken()
             try await changeAPNsToken(
-                .setAPNsToken(try context.requireToken(), body.apnsToken), caller: caller, request: request)
+                .setAPNsToken(token, body.apnsToken), of: token, caller: caller, request: request)
             return try JSONResponse.encoded(
                 APNsTokenReply(apnsToken: body.apnsToken.hex, apnsSandbox: body.apnsToken.sandbox))
         }
         apns.delete { request, context in
             let caller = try context.requireCaller()
+            let token = try context.requireToken()
             try await changeAPNsToken(
                 .clearAPNsToken(
-                    try context.requireToken(),
-                    reason: caller.role == .client ? "deleted by the device" : "deleted by the server"),
-                caller: caller, request: request)
+                    token, reason: caller.role == .client ? "deleted by the device" : "deleted by the server"),
+                of: token, caller: caller, request: request)
             return try JSONResponse.encoded(EmptyBody())
         }
     }
 
     /// Appends a change of a registration's APNs token: 404 for a registration that is not registered, 400 for
     /// one that is not `ios`; setting the token it holds, or clearing none, changes nothing and answers 200.
-    private func changeAPNsToken(_ operation: LedgerOperation, caller: Caller, request: Request) async throws {
+    /// Every change is an event, so a device's own changes count against its budget of changes (as its
+    /// subscriptions do): the client key that makes them ships in every app.
+    private func changeAPNsToken(
+        _ operation: LedgerOperation, of token: RegistrationToken, caller: Caller, request: Request
+    ) async throws {
+        if caller.role == .client {
+            try server.take(
+                server.deviceSubscriptionRate, for: DeviceKey(project: caller.project, token: token),
+                "This device's changes are over their rate; retry later")
+        }
         let receipt = try await server.append(
             WriteRequest(actor: caller.actor, requestID: request.ledgerRequestID, operations: [operation]),
             project: caller.project)

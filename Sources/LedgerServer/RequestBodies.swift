@@ -38,7 +38,10 @@ struct APNsTokenBody: Decodable {
     init(from decoder: any Decoder) throws {
         let body = try decoder.container(keyedBy: BodyKey.self)
         try body.refuseUnknown(["apnsToken", "apnsSandbox"])
-        apnsToken = try Self.token(in: body, required: true)!
+        guard let token = try Self.token(in: body, required: true) else {
+            throw FCMError.invalidArgument("apnsToken is required", field: "apnsToken")
+        }
+        apnsToken = token
     }
 
     /// `apnsToken` (hex, 16–200 bytes) and `apnsSandbox` (a bool, default false) of `body`; `apnsSandbox`

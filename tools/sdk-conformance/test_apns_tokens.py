@@ -272,3 +272,24 @@ def test_a_ca_file_that_holds_no_certificate_refuses_the_start(tmp_path):
     bogus = Path(tmp_path) / "roots.pem"
     bogus.write_text("not a certificate\n")
     _refused(tmp_path, _apns(tmp_path, caFile=str(bogus)), ["projects.shop.apns.caFile"])
+
+
+def test_a_devices_own_apns_token_changes_share_its_budget_of_changes(served):
+    """Every change is an event, and the client key ships in every app: a device that keeps swapping its APNs
+    token is held to its changes per minute (60), as its subscriptions are; the admin is not."""
+    base = served["base"]
+    token = _register(base, {"platform": "ios"}).json()["token"]
+    tokens = [APNS_TOKEN, OTHER_TOKEN]
+    for index in range(60):
+        response = requests.put(_url(base, f"/{token}/apnsToken"), headers=CLIENT,
+                                json={"apnsToken": tokens[index % 2]}, timeout=10)
+        assert response.status_code == 200, (index, response.text)
+    before = len(_events(served))
+    refused = requests.put(_url(base, f"/{token}/apnsToken"), headers=CLIENT, json={"apnsToken": APNS_TOKEN},
+                           timeout=10)
+    assert refused.status_code == 429 and int(refused.headers["Retry-After"]) >= 1
+    assert refused.json()["error"]["status"] == "RESOURCE_EXHAUSTED"
+    assert requests.delete(_url(base, f"/{token}/apnsToken"), headers=CLIENT, timeout=10).status_code == 429
+    assert len(_events(served)) == before
+    assert requests.put(_url(base, f"/{token}/apnsToken"), headers=ADMIN, json={"apnsToken": APNS_TOKEN},
+                        timeout=10).status_code == 200
