@@ -193,19 +193,29 @@ final class WakeSignal: Sendable {
     func wait(upTo timeout: Duration) async {
         await withTaskGroup(of: Void.self) { group in
             group.addTask {
-                try? await Task.sleep(for: timeout)
+                // Only a timeout that ran out signals: the sleeper is cancelled once the wait is over, and a
+                // signal then would wake the next wait at once, and that one's the next — a loop.
+                do {
+                    try await Task.sleep(for: timeout)
+                } catch {
+                    return
+                }
                 self.signal()
             }
-            await withCheckedContinuation { continuation in
-                let pending = state.withLock { state -> Bool in
-                    if state.pending {
-                        state.pending = false
-                        return true
+            await withTaskCancellationHandler {
+                await withCheckedContinuation { continuation in
+                    let pending = state.withLock { state -> Bool in
+                        if state.pending {
+                            state.pending = false
+                            return true
+                        }
+                        state.waiter = continuation
+                        return false
                     }
-                    state.waiter = continuation
-                    return false
+                    if pending { continuation.resume() }
                 }
-                if pending { continuation.resume() }
+            } onCancel: {
+                self.signal()
             }
             group.cancelAll()
         }

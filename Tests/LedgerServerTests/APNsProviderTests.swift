@@ -179,3 +179,44 @@ extension Data {
         self.init(base64Encoded: padded)
     }
 }
+
+/// The pusher's wake-up: a commit's signal wakes it, one kept signal wakes the next wait, and a wait that was woken
+/// leaves nothing behind (a leftover signal woke every following wait at once: a busy loop).
+@Suite("Wake signal", .timeLimit(.minutes(1)))
+struct WakeSignalTests {
+    /// Whether `wait` is still waiting after `delay`.
+    static func stillWaiting(_ signal: WakeSignal, after delay: Duration) async -> Bool {
+        let returned = Mutex(false)
+        let waiting = Task {
+            await signal.wait(upTo: .seconds(30))
+            returned.withLock { $0 = true }
+        }
+        try? await Task.sleep(for: delay)
+        let still = !returned.withLock { $0 }
+        waiting.cancel()
+        await waiting.value
+        return still
+    }
+
+    @Test("a signal wakes the waiter; a signal with nobody waiting wakes the next wait; then waits wait again")
+    func wakes() async {
+        let signal = WakeSignal()
+        let woken = Task { await signal.wait(upTo: .seconds(30)) }
+        try? await Task.sleep(for: .milliseconds(50))
+        signal.signal()
+        await woken.value  // the time limit fails the test if the signal is lost
+        signal.signal()
+        signal.signal()
+        await signal.wait(upTo: .seconds(30))  // one kept signal, however many came
+        #expect(await Self.stillWaiting(signal, after: .milliseconds(300)))
+    }
+
+    @Test("a wait that timed out or was cancelled leaves no signal behind")
+    func nothingLeftBehind() async {
+        let signal = WakeSignal()
+        await signal.wait(upTo: .milliseconds(20))
+        // The timeout's own signal woke the wait it belonged to; the next waits.
+        #expect(await Self.stillWaiting(signal, after: .milliseconds(300)))
+        #expect(await Self.stillWaiting(signal, after: .milliseconds(300)))
+    }
+}
