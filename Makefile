@@ -1,5 +1,5 @@
 # TopicLedger — the two set-up commands (see README.md). Both install liblmdb-dev when missing.
-.PHONY: run test demo bench bench-full soak format-lint
+.PHONY: run test demo bench bench-full soak format-lint screenshots
 
 # Runs the server on the embedded default: the ledger in ./ledger-data, dev credentials printed,
 # listening on 127.0.0.1:8080.
@@ -16,7 +16,8 @@ run:
 # nothing else), samples/topicledger.service checked by systemd-analyze verify, the APNs stand-in's own tests
 # (tools/apns-standin: HTTP/2, provider tokens, Apple's documented replies) and the APNs provider through `ledger
 # serve` against it, the seeds scenario, the audit console in headless chromium (apt installs chromium and
-# chromium-driver, pip selenium; screenshots to docs/console), schemathesis against docs/openapi.yaml (30 s), and
+# chromium-driver, pip selenium; screenshots to tools/console-browser/screenshots, ignored: `make screenshots`
+# refreshes the ones in docs/console), schemathesis against docs/openapi.yaml (30 s), and
 # the libFuzzer targets (15 s each, an unoptimized build: it builds in half the time of a release one, which is most
 # of this step). The Swift tests
 # run in three processes. The suites with in-process servers and time limits (LedgerServerTests,
@@ -61,3 +62,10 @@ soak:
 
 format-lint:
 	swift format lint --strict --recursive Sources Tests tools/bench/Sources tools/fuzz samples/DeviceClient
+
+# Refreshes the console screenshots docs/compliance.md shows (docs/console), by running the browser tests with
+# their screenshots written there; `make test` writes its own into an ignored folder.
+screenshots:
+	@tools/install-deps.sh
+	swift build --product ledger
+	CONSOLE_SCREENSHOTS="$$(pwd)/docs/console" tools/console-browser/run.sh "$$(swift build --show-bin-path)/ledger"
