@@ -80,7 +80,7 @@ extension LedgerCommand {
                         "  message \(delivery.messageID)  seq \(delivery.seq)  \(delivery.time)  "
                             + "\(delivery.target.kindName) \(EventText.quoted(delivery.target.text))  "
                             + (delivery.acknowledged ? "acknowledged" : "not acknowledged")
-                            + (delivery.push.map { "  apns " + LedgerCommand.Replay.describe($0) } ?? ""))
+                            + (delivery.push.map { "  apns " + $0.summary } ?? ""))
                 }
                 return lines
             }

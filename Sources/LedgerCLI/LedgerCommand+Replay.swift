@@ -108,19 +108,9 @@ extension LedgerCommand {
             for (index, token) in replay.recipients.enumerated() {
                 lines.append(
                     "  \(token.rawValue)" + (replay.acknowledged[index] ? "  (acknowledged)" : "")
-                        + (replay.pushes[index].map { "  apns " + describe($0) } ?? ""))
+                        + (replay.pushes[index].map { "  apns " + $0.summary } ?? ""))
             }
             return lines
-        }
-
-        /// `accepted <apns-id> at <time>`, `failed 400 BadTopic at <time>`, `pending`, … (APNs' reason quoted).
-        static func describe(_ push: PushStatus) -> String {
-            var text = push.state.rawValue
-            if push.state == .accepted { text += " \(push.apnsID)" }
-            if let status = push.status { text += " \(status)" }
-            if let reason = push.reason { text += " \(EventText.quoted(reason))" }
-            if let time = push.time { text += " at \(time)" }
-            return text
         }
     }
 }

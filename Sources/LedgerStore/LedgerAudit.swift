@@ -143,11 +143,13 @@ extension LedgerSnapshot {
                     reached = conditions[key]?.isSatisfied(byTopics: topics) ?? false
                 }
                 guard reached else { continue }
-                let push =
-                    pushes
-                    ? try pushStatus(
-                        ofSendAt: seq, messageID: sent.messageID, instance: instance, token: token,
-                        expiresAt: { sent.iosExpiry(sentAt: event.time) }, now: now) : nil
+                var push: PushStatus?
+                if pushes, try apnsToken(of: instance, at: seq) != nil {
+                    let sendPushes = try self.pushes(
+                        ofSendAt: seq, messageID: sent.messageID, expiresAt: sent.iosExpiry(sentAt: event.time),
+                        now: now)
+                    push = try pushStatus(of: instance, token: token, in: sendPushes)
+                }
                 deliveries.append(
                     InstanceDelivery(
                         messageID: sent.messageID, seq: seq, time: event.time, target: sent.target,

@@ -28,6 +28,19 @@ public struct PushStatus: Sendable, Equatable {
     public var time: LedgerTime?
 }
 
+extension PushStatus {
+    /// One line for a person: `accepted <apns-id> at <time>`, `failed 400 "BadTopic" at <time>`, `pending`
+    /// (APNs' reason quoted, as `ledger log --format text` quotes input: never raw on a terminal).
+    public var summary: String {
+        var text = state.rawValue
+        if state == .accepted { text += " \(apnsID)" }
+        if let status { text += " \(status)" }
+        if let reason { text += " \(EventText.quoted(reason))" }
+        if let time { text += " at \(time)" }
+        return text
+    }
+}
+
 /// How far the pushes of one send have got: its last `pushProgress` event.
 public struct PushProgressState: Sendable, Equatable {
     /// Every recipient with an instance id up to this one has an outcome (0: none yet).
@@ -68,34 +81,62 @@ extension LedgerSnapshot {
         return seqs.filter { $0 > seq }
     }
 
-    /// What became of the push of message `messageID` (sent at `sendSeq`) to `instance`; `nil` when the
-    /// instance held no APNs token at the send (it is not an APNs recipient). `expiresAt` is the message's
-    /// iOS expiry and `now` the time to judge it by: a push not made by then is `expired`.
-    public func pushStatus(
-        ofSendAt sendSeq: UInt64, messageID: UInt64, instance: InstanceID, token: RegistrationToken,
-        expiresAt: () -> LedgerTime, now: LedgerTime
-    ) throws -> PushStatus? {
-        guard let apnsToken = try apnsToken(of: instance, at: sendSeq) else { return nil }
-        var status = PushStatus(
-            state: .pending, apnsToken: apnsToken, apnsID: APNsPushID.string(messageID: messageID, token: token))
+    /// The recorded pushes of the send at `sendSeq` (message `messageID`), read once for all its recipients.
+    /// `expiresAt` is the message's iOS expiry and `now` the time to judge it by: a push not made by then is
+    /// `expired`.
+    public func pushes(ofSendAt sendSeq: UInt64, messageID: UInt64, expiresAt: LedgerTime, now: LedgerTime) throws
+        -> SendPushes
+    {
         let progress = try PushRecords.progress(of: sendSeq, txn: txn, schema: schema)
-        if let failure = try PushRecords.failure(of: sendSeq, instance: instance, txn: txn, schema: schema) {
+        var times: [UInt64: LedgerTime] = [:]
+        for entry in progress {
+            guard let event = try event(at: entry.seq) else {
+                throw StoreError(.corrupt, "no event at seq \(entry.seq)")
+            }
+            times[entry.seq] = event.time
+        }
+        return SendPushes(
+            sendSeq: sendSeq, messageID: messageID, progress: progress, times: times,
+            unpushedExpired: progress.last?.expired == true || (progress.last?.finished != true && now >= expiresAt))
+    }
+
+    /// What became of the push of `pushes`' send to `instance` (registration `token`); `nil` when the instance
+    /// held no APNs token at the send (it is not an APNs recipient).
+    public func pushStatus(of instance: InstanceID, token: RegistrationToken, in pushes: SendPushes) throws
+        -> PushStatus?
+    {
+        guard let apnsToken = try apnsToken(of: instance, at: pushes.sendSeq) else { return nil }
+        var status = PushStatus(
+            state: .pending, apnsToken: apnsToken, apnsID: APNsPushID.string(messageID: pushes.messageID, token: token))
+        if let failure = try PushRecords.failure(of: pushes.sendSeq, instance: instance, txn: txn, schema: schema) {
             status.state = failure.kind == .unregistered ? .unregistered : .failed
             status.status = failure.status
             status.reason = failure.reason
             status.seq = failure.seq
-        } else if let passed = progress.first(where: { $0.through >= instance }) {
+        } else if let passed = pushes.progress.first(where: { $0.through >= instance }) {
             status.state = .accepted
             status.seq = passed.seq
-        } else if progress.last?.expired == true || (progress.last?.finished != true && now >= expiresAt()) {
+        } else if pushes.unpushedExpired {
             status.state = .expired
         }
         if let seq = status.seq {
-            guard let event = try event(at: seq) else { throw StoreError(.corrupt, "no event at seq \(seq)") }
-            status.time = event.time
+            guard let time = try pushes.times[seq] ?? event(at: seq)?.time else {
+                throw StoreError(.corrupt, "no event at seq \(seq)")
+            }
+            status.time = time
         }
         return status
     }
+}
+
+/// One send's recorded pushes (``LedgerSnapshot/pushes(ofSendAt:messageID:expiresAt:now:)``): its progress
+/// events and their times, and whether its recipients not yet pushed are past the message's lifetime.
+public struct SendPushes: Sendable {
+    let sendSeq: UInt64
+    let messageID: UInt64
+    let progress: [PushRecords.State]
+    let times: [UInt64: LedgerTime]
+    let unpushedExpired: Bool
 }
 
 extension SentMessage {

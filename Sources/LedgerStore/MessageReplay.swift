@@ -63,18 +63,12 @@ public struct MessageReplay: Sendable {
         }
         var pushes = [PushStatus?](repeating: nil, count: recipients.count)
         if try snapshot.holdsAPNsTokens() {
-            let now = LedgerTime.now()
-            var expiry: LedgerTime?
+            let sendPushes = try snapshot.pushes(
+                ofSendAt: sendSeq, messageID: messageID, expiresAt: sent.iosExpiry(sentAt: event.time),
+                now: LedgerTime.now())
             for (index, token) in recipients.enumerated() {
                 guard let instance = try snapshot.instanceID(of: token) else { continue }
-                pushes[index] = try snapshot.pushStatus(
-                    ofSendAt: sendSeq, messageID: messageID, instance: instance, token: token,
-                    expiresAt: {
-                        if let expiry { return expiry }
-                        let computed = sent.iosExpiry(sentAt: event.time)
-                        expiry = computed
-                        return computed
-                    }, now: now)
+                pushes[index] = try snapshot.pushStatus(of: instance, token: token, in: sendPushes)
             }
         }
         return MessageReplay(

@@ -1,5 +1,6 @@
 """A stand-in APNs and a `ledger serve` whose project pushes to it, for the provider's end-to-end tests."""
 
+import base64
 import hashlib
 import json
 import os
@@ -12,8 +13,9 @@ import time
 from pathlib import Path
 
 import httpx
-from cryptography.hazmat.primitives import serialization
+from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
+from cryptography.hazmat.primitives.asymmetric.utils import decode_dss_signature
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "sdk-conformance"))
 from ledger_server import _free_port, make_certificates  # noqa: E402
@@ -22,6 +24,18 @@ TEAM, KEY_ID, TOPIC = "ABCDE12345", "KEY1234567", "com.example.app"
 PROJECT = "shop"
 ADMIN, AUDITOR, CLIENT = "admin-secret", "auditor-secret", "client-secret"
 HERE = Path(__file__).resolve().parent
+
+
+def _b64url(data):
+    return base64.urlsafe_b64encode(data).rstrip(b"=").decode()
+
+
+def provider_token(key, iat=None, kid=KEY_ID, team=TEAM):
+    """An ES256 JWT as APNs wants it: header {alg, kid}, claims {iss, iat}, signature r ‖ s."""
+    header = _b64url(json.dumps({"alg": "ES256", "kid": kid}).encode())
+    claims = _b64url(json.dumps({"iss": team, "iat": int(iat if iat is not None else time.time())}).encode())
+    r, s = decode_dss_signature(key.sign(f"{header}.{claims}".encode(), ec.ECDSA(hashes.SHA256())))
+    return f"{header}.{claims}.{_b64url(r.to_bytes(32, 'big') + s.to_bytes(32, 'big'))}"
 
 
 def _hash(secret):

@@ -23,51 +23,18 @@ from cryptography.hazmat.primitives.asymmetric.utils import decode_dss_signature
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "sdk-conformance"))
 from ledger_server import _free_port, make_certificates  # noqa: E402
+from apns_harness import StandIn, _b64url, provider_token  # noqa: E402
 
 TEAM, KEY_ID, TOPIC = "ABCDE12345", "KEY1234567", "com.example.app"
 DEVICE = "a1" * 32
 
 
-def _b64url(data):
-    return base64.urlsafe_b64encode(data).rstrip(b"=").decode()
-
-
-def provider_token(key, iat=None, kid=KEY_ID, team=TEAM):
-    """An ES256 JWT as APNs wants it: header {alg, kid}, claims {iss, iat}, signature r ‖ s."""
-    header = _b64url(json.dumps({"alg": "ES256", "kid": kid}).encode())
-    claims = _b64url(json.dumps({"iss": team, "iat": int(iat if iat is not None else time.time())}).encode())
-    r, s = decode_dss_signature(key.sign(f"{header}.{claims}".encode(), ec.ECDSA(hashes.SHA256())))
-    return f"{header}.{claims}.{_b64url(r.to_bytes(32, 'big') + s.to_bytes(32, 'big'))}"
-
-
 @pytest.fixture(scope="module")
 def standin():
-    directory = Path(tempfile.mkdtemp(prefix="apns-standin-"))
-    tls = make_certificates(directory, name="apns")
-    team_key = ec.generate_private_key(ec.SECP256R1())
-    public = directory / "team.pub.pem"
-    public.write_bytes(team_key.public_key().public_bytes(serialization.Encoding.PEM,
-                                                          serialization.PublicFormat.SubjectPublicKeyInfo))
-    port, control = _free_port(), _free_port()
-    process = subprocess.Popen(
-        [sys.executable, str(Path(__file__).parent / "standin.py"), "--cert", tls["cert"], "--key", tls["key"],
-         "--team-key", str(public), "--team-id", TEAM, "--key-id", KEY_ID, "--topic", TOPIC,
-         "--port", str(port), "--control-port", str(control), "--max-streams", "500"],
-        stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
-    base, control_base = f"https://127.0.0.1:{port}", f"http://127.0.0.1:{control}"
-    deadline = time.time() + 20
-    while True:
-        try:
-            if httpx.get(control_base + "/healthz").status_code == 200:
-                break
-        except httpx.HTTPError:
-            pass
-        assert process.poll() is None and time.time() < deadline, process.stdout.read().decode()
-        time.sleep(0.1)
-    token = provider_token(team_key)
-    yield {"base": base, "control": control_base, "ca": tls["ca"], "key": team_key, "token": token, "port": port}
-    process.terminate()
-    process.wait(timeout=10)
+    running = StandIn(tempfile.mkdtemp(prefix="apns-standin-"), max_streams=500)
+    yield {"base": running.base, "control": running.control, "ca": running.tls["ca"], "key": running.team_key,
+           "token": provider_token(running.team_key), "port": running.port}
+    running.stop()
 
 
 @pytest.fixture

@@ -30,8 +30,7 @@ import httpx
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent / "apns-standin"))
-from apns_harness import CLIENT, KEY_ID, TEAM, TOPIC, Ledger, StandIn, device_token  # noqa: E402
-from test_standin import provider_token  # noqa: E402
+from apns_harness import CLIENT, TOPIC, Ledger, StandIn, device_token, provider_token  # noqa: E402
 
 
 def rss_kib(pid):

@@ -1,7 +1,6 @@
 import Foundation
 import Logging
 import NIOCore
-import NIOPosix
 import NIOSSL
 import Synchronization
 
@@ -192,19 +191,29 @@ final class APNsClient: Sendable {
 
     /// A usable connection: the next slot's, connected (again) when it has none, or it closed or went away.
     private func connection() async throws -> APNsConnection {
-        let (index, future) = slots.withLock { state -> (Int, EventLoopFuture<APNsConnection>) in
+        enum Found {
+            case ready(APNsConnection)
+            case pending(index: Int, EventLoopFuture<APNsConnection>)
+        }
+        let found = slots.withLock { state -> Found in
             let index = state.next % state.slots.count
             state.next &+= 1
             switch state.slots[index] {
             case .connecting(let future):
-                return (index, future)
+                return .pending(index: index, future)
             case .connected(let connection) where connection.isUsable:
-                return (index, MultiThreadedEventLoopGroup.singleton.next().makeSucceededFuture(connection))
+                return .ready(connection)
             case .connected, .empty:
                 let future = APNsConnection.connect(host: host, port: port, tls: tls)
                 state.slots[index] = .connecting(future)
-                return (index, future)
+                return .pending(index: index, future)
             }
+        }
+        let index: Int
+        let future: EventLoopFuture<APNsConnection>
+        switch found {
+        case .ready(let connection): return connection
+        case .pending(let slot, let pending): (index, future) = (slot, pending)
         }
         do {
             let connection = try await future.get()

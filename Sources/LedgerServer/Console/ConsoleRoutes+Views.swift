@@ -65,7 +65,7 @@ extension ConsoleRoutes {
                 [
                     "time": delivery.time.description, "messageId": String(delivery.messageID),
                     "kind": delivery.target.kindName, "target": delivery.target.text,
-                    "acknowledged": delivery.acknowledged, "push": delivery.push.map(Self.pushText) ?? "",
+                    "acknowledged": delivery.acknowledged, "push": delivery.push?.summary ?? "",
                 ]
             }
             object["hasAPNsTokens"] = !json.apnsTokens.isEmpty
@@ -235,15 +235,6 @@ extension ConsoleRoutes {
         if !token.isEmpty && !tokens.contains(token) { return false }
         if !topic.isEmpty && !topics.contains(where: { $0 == topic || $0.contains("'\(topic)'") }) { return false }
         return true
-    }
-
-    /// An APNs push as a table cell: `accepted (apns-id …) at …`, `failed: 400 BadTopic`, `pending`.
-    static func pushText(_ push: PushStatus) -> String {
-        var text = push.state.rawValue
-        if push.state == .accepted { text += " (apns-id \(push.apnsID))" }
-        if let status = push.status { text += ": \(status)" + (push.reason.map { " \($0)" } ?? "") }
-        if let time = push.time { text += " at \(time)" }
-        return text
     }
 
     /// A topic name as one path segment: `%` is the only allowed character that needs escaping.

@@ -299,7 +299,7 @@ struct ConsoleRoutes {
         model["recipients"] = (start..<end).map { index -> [String: Any] in
             [
                 "token": replay.recipients[index].rawValue, "acknowledged": replay.acknowledged[index],
-                "push": replay.pushes[index].map(Self.pushText) ?? "",
+                "push": replay.pushes[index]?.summary ?? "",
             ]
         }
         if end < replay.recipientCount { model["next"] = "/console/messages/\(replay.messageID)?start=\(end)" }
