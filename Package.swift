@@ -4,7 +4,9 @@ import PackageDescription
 // Dependencies point one way: LedgerCLI → LedgerServer → LedgerStore → LedgerCore / LMDBKit → CLMDB.
 let package = Package(
     name: "TopicLedger",
-    platforms: [.macOS(.v14), .iOS(.v15)],
+    // macOS 15: the server's targets use the standard library's `Synchronization.Mutex`. iOS is for
+    // TopicLedgerMessaging alone (Foundation and URLSession, no Synchronization), which apps on iOS 15 link.
+    platforms: [.macOS(.v15), .iOS(.v15)],
     products: [
         .executable(name: "ledger", targets: ["LedgerCLI"]),
         .executable(name: "ledger-device", targets: ["ledger-device"]),
@@ -141,6 +143,8 @@ let package = Package(
                 "LedgerCore",
                 "LMDBKit",
                 "LedgerTestSupport",
+                // Run as a child process and killed (CrashSafetyTests).
+                "LedgerCrashWorker",
                 .product(name: "PropertyBased", package: "swift-property-based"),
             ]
         ),
@@ -152,6 +156,9 @@ let package = Package(
                 "LedgerCore",
                 "LMDBKit",
                 "LedgerTestSupport",
+                // ConsoleTests compare the console with `ledger replay`.
+                "LedgerCLI",
+                .product(name: "PropertyBased", package: "swift-property-based"),
                 .product(name: "HummingbirdTesting", package: "hummingbird"),
                 .product(name: "HTTPTypes", package: "swift-http-types"),
                 .product(name: "NIOCore", package: "swift-nio"),
@@ -164,6 +171,8 @@ let package = Package(
                 "TopicLedgerMessaging",
                 "LedgerServer",
                 "LedgerTestSupport",
+                // DeviceCommandTests run the sample device.
+                "ledger-device",
                 .product(name: "HummingbirdTesting", package: "hummingbird"),
                 .product(name: "HTTPTypes", package: "swift-http-types"),
                 .product(name: "NIOCore", package: "swift-nio"),
@@ -171,7 +180,8 @@ let package = Package(
         ),
         .testTarget(
             name: "LedgerCLITests",
-            dependencies: ["LedgerStore", "LedgerCore", "LedgerTestSupport"]
+            // The tests run the `ledger` binary, and read ledgers' raw bytes through LMDBKit.
+            dependencies: ["LedgerCLI", "LedgerStore", "LedgerCore", "LMDBKit", "LedgerTestSupport"]
         ),
     ]
 )
@@ -190,6 +200,7 @@ if Context.environment["TOPICLEDGER_BENCH"] == "1" {
                 "LedgerStore", "LedgerCore", "LMDBKit", "CSQLite",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
+                .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "NIOHTTP1", package: "swift-nio"),
                 .product(name: "Logging", package: "swift-log"),
@@ -206,4 +217,16 @@ if Context.environment["TOPICLEDGER_FUZZ"] == "1" {
         package.targets.append(
             .executableTarget(name: name, dependencies: ["LedgerCore", "FuzzDriver"], path: "tools/fuzz/\(name)"))
     }
+}
+
+// The language settings of every Swift target, as in Hummingbird's own Package.swift: `any` spelled out for
+// existentials, and members visible only from modules a file imports. (Hummingbird's third,
+// InternalImportsByDefault, is not adopted: the library targets re-export their dependencies' types in
+// public API, so every such import would have to become `public import` first.)
+let swiftSettings: [SwiftSetting] = [
+    .enableUpcomingFeature("ExistentialAny"),
+    .enableUpcomingFeature("MemberImportVisibility"),
+]
+for target in package.targets where target.type != .system {
+    target.swiftSettings = (target.swiftSettings ?? []) + swiftSettings
 }

@@ -2,6 +2,11 @@ import ArgumentParser
 import Foundation
 import LedgerCore
 import LedgerStore
+// On Linux, `stat` and its fields are declared by the C module under Dispatch, which MemberImportVisibility
+// asks to be imported by name.
+#if canImport(CDispatch)
+    import CDispatch
+#endif
 
 #if canImport(Glibc)
     import Glibc
@@ -272,89 +277,65 @@ private struct ImportRequests: ~Copyable {
     }
 }
 
-/// A bulk import's requests on their way into the log: appended in order on a thread of their own (a
-/// serial dispatch queue, outside Swift's cooperative pool, which a blocking commit would otherwise take a
-/// thread of, leaving the parsing tasks one), while the caller parses up to ``depth`` requests ahead.
+/// A bulk import's requests on their way into the log: appended in order on a ``SerialWorker`` (outside
+/// Swift's cooperative pool, which a blocking commit would otherwise take a thread of, leaving the parsing
+/// tasks one), while the caller parses up to ``depth`` requests ahead. The first failure stops the worker:
+/// the requests queued after it are not appended.
 private struct OrderedAppends {
     static let depth = 3
 
-    let bulk: BulkImport
-    private let queue = DispatchQueue(label: "ledger-import-append")
-    /// Set on `queue` once an append fails: the requests queued after it are not appended.
-    private let failed = QueueFlag()
-    private var pending: [(request: WriteRequest, append: PendingAppend)] = []
+    private let worker: SerialWorker<WriteRequest, Void>
+    /// Each queued request's result, in the order queued.
+    private var results: AsyncStream<Result<WriteReceipt, any Error>>.Iterator
+    private var pending: [WriteRequest] = []
     private var tally = ImportTally()
 
-    init(bulk: BulkImport) { self.bulk = bulk }
+    init(bulk: BulkImport) {
+        let (stream, results) = AsyncStream.makeStream(of: Result<WriteReceipt, any Error>.self)
+        self.results = stream.makeAsyncIterator()
+        worker = SerialWorker(name: "ledger-import-append", state: ()) { _, requests in
+            for request in requests {
+                let result = Result { try bulk.append(request) }
+                results.yield(result)
+                if case .failure(let error) = result {
+                    results.finish()
+                    throw error
+                }
+            }
+        }
+    }
 
     /// Queues `request` after the others; waits for the oldest when ``depth`` are queued.
     mutating func add(_ request: WriteRequest) async throws {
-        let append = PendingAppend()
-        let (bulk, failed) = (self.bulk, self.failed)
-        queue.async {
-            guard !failed.value else {
-                return append.complete(.failure(StoreError(.invalidArgument, "an earlier request failed")))
-            }
-            let result = Result { try bulk.append(request) }
-            if case .failure = result { failed.value = true }
-            append.complete(result)
+        guard worker.enqueue(request) else {
+            // An earlier request failed: its result, still to be taken, says why.
+            while !pending.isEmpty { try await takeOldest() }
+            throw StoreError(.invalidArgument, "an earlier request failed")
         }
-        pending.append((request, append))
+        pending.append(request)
         while pending.count > Self.depth { try await takeOldest() }
     }
 
     /// Waits for every queued request; what they did.
     mutating func finish() async throws -> ImportTally {
         while !pending.isEmpty { try await takeOldest() }
+        worker.stop()
         return tally
     }
 
     /// After a failure: waits for the queued requests to end (those after a failed one are not appended),
     /// so that nothing is appended after the caller empties the ledger.
     mutating func cancel() async {
-        for (_, append) in pending { _ = try? await append.value() }
+        worker.stop()
         pending = []
     }
 
     private mutating func takeOldest() async throws {
-        let (request, append) = pending.removeFirst()
-        tally.count(try await append.value(), of: request)
-    }
-}
-
-/// A flag touched only on one serial queue.
-private final class QueueFlag: @unchecked Sendable {
-    var value = false
-}
-
-/// The result of one append on the appending queue, for a task to await.
-private final class PendingAppend: @unchecked Sendable {
-    // @unchecked: `result` and `waiter` are touched only with `lock` held.
-    private let lock = NSLock()
-    private var result: Result<WriteReceipt, any Error>?
-    private var waiter: CheckedContinuation<WriteReceipt, any Error>?
-
-    func complete(_ result: Result<WriteReceipt, any Error>) {
-        lock.withLock {
-            if let waiter {
-                waiter.resume(with: result)
-                self.waiter = nil
-            } else {
-                self.result = result
-            }
+        let request = pending.removeFirst()
+        guard let result = await results.next() else {
+            throw StoreError(.invalidArgument, "an earlier request failed")
         }
-    }
-
-    func value() async throws -> WriteReceipt {
-        try await withCheckedThrowingContinuation { continuation in
-            lock.withLock {
-                if let result {
-                    continuation.resume(with: result)
-                } else {
-                    waiter = continuation
-                }
-            }
-        }
+        tally.count(try result.get(), of: request)
     }
 }
 

@@ -3,6 +3,7 @@ import Hummingbird
 import LedgerCore
 import LedgerServer
 import Logging
+import LedgerStore
 
 extension LedgerCommand {
     /// `ledger serve`: the FCM-compatible HTTP server.

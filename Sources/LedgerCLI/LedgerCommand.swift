@@ -3,6 +3,7 @@ import Foundation
 import LedgerCore
 import LedgerStore
 import Logging
+import LMDBKit
 
 /// `ledger`: the TopicLedger command line.
 @main

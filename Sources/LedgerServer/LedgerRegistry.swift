@@ -2,6 +2,7 @@ import Foundation
 import LedgerCore
 import LedgerStore
 import Logging
+import LMDBKit
 
 /// The open ledger of each served project, opened on first use and closed at shutdown.
 ///

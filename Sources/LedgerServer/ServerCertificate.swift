@@ -6,6 +6,12 @@ import NIOSSL
 import ServiceLifecycle
 import Synchronization
 import UnixSignals
+import NIOCore
+// On Linux, `stat` and its fields are declared by the C module under Dispatch, which MemberImportVisibility
+// asks to be imported by name.
+#if canImport(CDispatch)
+    import CDispatch
+#endif
 
 /// The server's TLS certificate chain and private key, read from PEM files (`ledger serve --tls-cert FILE
 /// --tls-key FILE`, or the config file's `tls`), and read again on SIGHUP (``CertificateReloader``).

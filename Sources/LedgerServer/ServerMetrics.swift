@@ -125,7 +125,7 @@ struct MetricsMiddleware<Context: RequestContext>: RouterMiddleware {
             let response = try await next(request, context)
             record(request, context, status: response.status.code)
             return response
-        } catch let error as HTTPResponseError {
+        } catch let error as any HTTPResponseError {
             record(request, context, status: error.status.code)
             throw error
         } catch {

@@ -8,107 +8,52 @@ struct PendingAudience: Sendable, Equatable {
     let sendSeq: UInt64
 }
 
-/// Appends the `audience` event of every send (SPEC §2.4) from its own thread, so that computing a large
-/// audience never holds up the writer: the audience is read from a snapshot (the temporal index makes the
-/// state at the send's seq readable at any later time), then recorded through the group committer like any
-/// other write.
+/// Appends the `audience` event of every send (SPEC §2.4) from a ``SerialWorker`` of its own, so that
+/// computing a large audience never holds up the writer: the audience is read from a snapshot (the temporal
+/// index makes the state at the send's seq readable at any later time), then recorded through the group
+/// committer like any other write.
 ///
-/// Sends reach it from the writer thread as soon as they commit; sends left without an audience by a crash
+/// Sends reach it from the writer's thread as soon as they commit; sends left without an audience by a crash
 /// are found when the ledger opens (see ``Ledger``). Recording is idempotent: the store refuses a second
 /// audience for a message, so a send queued twice is recorded once.
 ///
-/// - Note: Thread-safe. `queue`, `inFlight` and `stopped` are only touched with `condition` locked.
-final class AudienceRecorder: @unchecked Sendable {
-    typealias Compute = ([PendingAudience]) throws -> [AudienceRecord]
-    typealias Submit = (WriteRequest) -> Result<WriteReceipt, any Error>
+/// - Note: Thread-safe.
+final class AudienceRecorder: Sendable {
+    typealias Compute = @Sendable ([PendingAudience]) throws -> [AudienceRecord]
+    typealias Submit = @Sendable (WriteRequest) -> Result<WriteReceipt, any Error>
 
     /// Audiences computed in one snapshot and recorded in one request.
     static let batchSize = 256
 
-    private let condition = NSCondition()
-    private var queue: [PendingAudience] = []
-    private var inFlight = 0
-    private var stopped = false
-    private let finished = DispatchSemaphore(value: 0)
-    private let compute: Compute
-    private let submit: Submit
-    private let logger: Logger
+    private let worker: SerialWorker<PendingAudience, Void>
 
     /// - Parameters:
     ///   - compute: the audience records of the given sends, read from one snapshot.
     ///   - submit: appends a request and blocks until it is durable.
     init(compute: @escaping Compute, submit: @escaping Submit, logger: Logger) {
-        self.compute = compute
-        self.submit = submit
-        self.logger = logger
-        let thread = Thread { [self] in
-            // Named from inside: on Linux, Foundation applies a name set before `start()` to no thread (profiles
-            // showed the writer under its creator's name).
-            Thread.current.name = "ledger-audience"
-            run()
+        worker = SerialWorker(name: "ledger-audience", state: (), batch: { min($0.count, Self.batchSize) }) {
+            _, batch in Self.record(batch, compute: compute, submit: submit, logger: logger)
         }
-        thread.start()
     }
 
     /// Queues sends whose audience is to be recorded.
-    func enqueue(_ sends: [PendingAudience]) {
-        guard !sends.isEmpty else { return }
-        condition.lock()
-        queue.append(contentsOf: sends)
-        condition.broadcast()
-        condition.unlock()
-    }
+    func enqueue(_ sends: [PendingAudience]) { worker.enqueue(contentsOf: sends) }
 
     /// Sends committed whose audience is not recorded yet: queued, or being computed and appended. It grows
     /// when sends arrive faster than their audiences can be hashed (SHA-256 over every recipient's token).
-    var backlog: Int {
-        condition.lock()
-        defer { condition.unlock() }
-        return queue.count + inFlight
-    }
+    var backlog: Int { worker.backlog }
 
     /// Blocks until every queued send has been recorded (or has failed and been logged).
-    func waitUntilIdle() {
-        condition.lock()
-        while !queue.isEmpty || inFlight > 0 { condition.wait() }
-        condition.unlock()
-    }
+    func waitUntilIdle() { worker.waitUntilIdle() }
 
     /// Records what is queued, then stops the thread.
-    func stop() {
-        condition.lock()
-        let wasStopped = stopped
-        stopped = true
-        condition.broadcast()
-        condition.unlock()
-        if !wasStopped { finished.wait() }
-    }
-
-    private func run() {
-        while let batch = nextBatch() {
-            record(batch)
-            condition.lock()
-            inFlight = 0
-            condition.broadcast()
-            condition.unlock()
-        }
-        finished.signal()
-    }
-
-    private func nextBatch() -> [PendingAudience]? {
-        condition.lock()
-        defer { condition.unlock() }
-        while queue.isEmpty && !stopped { condition.wait() }
-        if queue.isEmpty { return nil }
-        let batch = Array(queue.prefix(Self.batchSize))
-        queue.removeFirst(batch.count)
-        inFlight = batch.count
-        return batch
-    }
+    func stop() { worker.stop() }
 
     /// Computes and appends the batch's audiences. A failure is logged and the sends stay without an
     /// audience until the ledger is next opened, which finds and records them; `ledger verify` reports them.
-    private func record(_ batch: [PendingAudience]) {
+    private static func record(
+        _ batch: [PendingAudience], compute: Compute, submit: Submit, logger: Logger
+    ) {
         let records: [AudienceRecord]
         do {
             records = try compute(batch)

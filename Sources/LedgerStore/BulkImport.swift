@@ -194,68 +194,61 @@ struct DecidedEvents: EventSink {
     }
 }
 
-/// The second stage of a bulk import, on a serial queue of its own: encodes and chains each request's
+/// The second stage of a bulk import, on a ``SerialWorker`` of its own: encodes and chains each request's
 /// events in order, commits them and the head in one durable log-only transaction (retried whole if the
-/// map must grow), and hands their hashes to the tree's thread.
+/// map must grow), and hands their hashes to the tree's thread. The first failure stops it: the requests
+/// after it are not written.
 ///
 /// Why apart: encoding, SHA-256 and the commit were nearly half of the thread that decides and folds,
-/// which had become the import's longest (docs/performance.md).
-private final class BulkLogWriter: @unchecked Sendable {
-    // @unchecked: `hash` and `records` are touched only on `queue`; `failure` only with `lock` held.
-    private let environment: LMDBEnvironment
-    private let schema: LedgerSchema
-    private let tree: TreeBuilderThread
-    private let queue = DispatchQueue(label: "ledger-bulk-log")
-    /// Requests queued and not yet written, at most two: bounds the memory of events waiting.
-    private let slots = DispatchSemaphore(value: 2)
-    private let lock = NSLock()
-    private var failure: (any Error)?
-    /// The chain hash of the last event written.
-    private var hash = HashChain.genesis
-    private var records = PendingLog()
+/// which had become the import's longest.
+private final class BulkLogWriter: Sendable {
+    typealias Decided = (events: [LedgerEvent], head: LedgerHead?)
 
-    init(environment: LMDBEnvironment, schema: LedgerSchema, tree: TreeBuilderThread) {
-        self.environment = environment
-        self.schema = schema
-        self.tree = tree
+    /// What the writer keeps between requests.
+    private struct LogState {
+        /// The chain hash of the last event written.
+        var hash = HashChain.genesis
+        var records = PendingLog()
     }
 
-    /// Queues a request's events and head; waits while two are queued.
-    func write(_ decided: (events: [LedgerEvent], head: LedgerHead?)) {
-        slots.wait()
-        queue.async { [self] in
-            defer { slots.signal() }
-            guard lock.withLock({ failure == nil }) else { return }
-            do {
-                try commit(decided.events, head: decided.head)
-            } catch {
-                lock.withLock { failure = error }
+    /// One request queued beside the one being written: bounds the memory of events waiting.
+    private let worker: SerialWorker<Decided, LogState>
+
+    init(environment: LMDBEnvironment, schema: LedgerSchema, tree: TreeBuilderThread) {
+        worker = SerialWorker(name: "ledger-bulk-log", state: LogState(), capacity: 1) { state, requests in
+            for decided in requests {
+                try Self.commit(decided, state: &state, environment: environment, schema: schema, tree: tree)
             }
         }
     }
 
+    /// Queues a request's events and head; waits while one is queued.
+    func write(_ decided: Decided) { worker.enqueue(decided) }
+
     /// Waits for the queued requests to be written (or to fail).
-    func drain() { queue.sync {} }
+    func drain() { worker.waitUntilIdle() }
 
     /// The first failure to write, if any.
-    func rethrowFailure() throws {
-        if let failure = lock.withLock({ failure }) { throw failure }
-    }
+    func rethrowFailure() throws { try worker.rethrowFailure() }
 
-    private func commit(_ events: [LedgerEvent], head: LedgerHead?) throws {
-        for event in events { records.store(event, chainingFrom: &hash) }
-        let schema = self.schema
+    private static func commit(
+        _ decided: Decided, state: inout LogState, environment: LMDBEnvironment, schema: LedgerSchema,
+        tree: TreeBuilderThread
+    ) throws {
+        for event in decided.events { state.records.store(event, chainingFrom: &state.hash) }
         try environment.write { txn in
-            try records.forEachRecord { seq, record in
+            try state.records.forEachRecord { seq, record in
                 try txn.put(schema.log, key: seq, value: record, flags: .append)
             }
-            if var head {
-                head.hash = hash
+            if var head = decided.head {
+                head.hash = state.hash
                 try txn.put(schema.meta, key: MetaKey.head, value: head.encoded)
             }
         }
-        guard tree.add(records.hashes) else { throw StoreError(.unavailable, "the Merkle tree's thread stopped") }
-        records.removeAll()
+        guard tree.add(state.records.hashes) else {
+            throw StoreError(.unavailable, "the Merkle tree's thread stopped")
+        }
+        state.records.removeAll()
     }
 }
 

@@ -1,28 +1,28 @@
 import Crypto
-import Dispatch
 import LedgerCore
-import Synchronization
 
 /// Encodes and chains a large transaction's events, and hashes the Merkle tree's subtrees they complete, on
-/// a queue of its own while the writer decides and folds the next events (``TransactionSink``).
+/// the writer's chain worker (a ``SerialWorker`` of closures) while the writer decides and folds the next
+/// events (``TransactionSink``).
 ///
 /// Why: SHA-256 for the chain and the tree, and the encoding, were about a quarter of the writer thread's
 /// samples under batchAdd, and the writer is the serial part; the other core had room. A diagnostic build
-/// without the chain's and the tree's hashing did 15 % more batchAdd requests per second
-/// (docs/performance.md, eleventh pass).
+/// without the chain's and the tree's hashing did 15 % more batchAdd requests per second.
 ///
-/// The events arrive in seq order, in chunks; the queue is serial, so they are chained in that order. The chunks
-/// the queue has not begun when the writer calls ``finish()`` the writer chains itself, after the one the queue
-/// is in: waiting for the queue's thread to get a core for each was a tenth of the writer's time under batchAdd
-/// (docs/performance.md, fourteenth pass). The smallest stored subtree (``MerkleStore/lowestStoredWidth``
-/// leaves) is hashed here when all its leaves are in this transaction; the one the transaction began inside of
-/// is left to the writer, which reads its earlier leaves from the log. Nothing here touches LMDB: the writer
-/// puts everything after ``finish()``.
+/// The events arrive in seq order, in chunks, each a job of the worker, which runs them in that order. The
+/// chunks the worker has not begun when the writer calls ``finish()`` the writer takes back and chains itself,
+/// after the one the worker is in: waiting for the worker's thread to get a core for each was a tenth of the
+/// writer's time under batchAdd. The smallest stored subtree (``MerkleStore/lowestStoredWidth`` leaves) is
+/// hashed here when all its leaves are in this transaction; the one the transaction began inside of is left
+/// to the writer, which reads its earlier leaves from the log. Nothing here touches LMDB: the writer puts
+/// everything after ``finish()``.
 ///
-/// - Note: Thread-safe: the waiting chunks are behind a lock, and the chain's state is touched by one thread at
-///   a time — on `queue` by the chunks it takes, then by the writer in ``finish()``, once the queue has finished
-///   the chunk it took (`queue.sync`) or, between chunks, taken the lock after its last one.
+/// - Note: Thread-safe: the chain's state is touched by one thread at a time — by the worker, in the jobs it
+///   runs in order, then by the writer in ``finish()``, once the job in hand has ended
+///   (``SerialWorker/waitUntilIdle()``, whose lock orders the two).
 final class EventChainer: @unchecked Sendable {
+    // @unchecked: `made` and `chunksChainedByCaller` are touched as the note above says, one thread at a time.
+
     /// What the chainer made of the transaction's events.
     struct Output {
         /// The seq of the first event.
@@ -42,9 +42,7 @@ final class EventChainer: @unchecked Sendable {
         let beganInside: UInt64?
     }
 
-    private let queue: DispatchQueue
-    /// The submitted chunks the queue has not begun, in order, and whether it is chaining one now.
-    private let waiting = Mutex(Waiting())
+    private let worker: SerialWorker<BlockingJob, Void>
     private let firstSeq: UInt64
     /// ``Output/beganInside``.
     private let beganInside: UInt64?
@@ -54,14 +52,6 @@ final class EventChainer: @unchecked Sendable {
     private var made: Progress
     /// How many chunks ``finish()`` chained on the caller's thread (for tests).
     private(set) var chunksChainedByCaller = 0
-
-    private struct Waiting {
-        var chunks: [[LedgerEvent]] = []
-        /// A drain is queued or running on `queue`.
-        var draining = false
-        /// The drain has taken a chunk and not yet asked for the next.
-        var chaining = false
-    }
 
     private struct Progress {
         var hash: [UInt8]
@@ -75,9 +65,9 @@ final class EventChainer: @unchecked Sendable {
     /// - Parameters:
     ///   - hash: the chain hash of the event before `firstSeq`.
     ///   - firstSeq: the seq of the first event that will be submitted.
-    ///   - queue: a serial queue of its own (tests pass one they can hold up).
-    init(chainingFrom hash: [UInt8], firstSeq: UInt64, queue: DispatchQueue = DispatchQueue(label: "ledger-chain")) {
-        self.queue = queue
+    ///   - worker: the worker that chains the chunks; only this chainer queues jobs on it until ``finish()``.
+    init(chainingFrom hash: [UInt8], firstSeq: UInt64, worker: SerialWorker<BlockingJob, Void>) {
+        self.worker = worker
         self.firstSeq = firstSeq
         made = Progress(hash: hash)
         let width = MerkleStore.lowestStoredWidth
@@ -89,41 +79,19 @@ final class EventChainer: @unchecked Sendable {
     /// Queues the next events, which follow the last ones submitted.
     func submit(_ events: [LedgerEvent]) {
         guard !events.isEmpty else { return }
-        let startDrain = waiting.withLock { waiting in
-            waiting.chunks.append(events)
-            defer { waiting.draining = true }
-            return !waiting.draining
-        }
-        if startDrain { queue.async { [self] in drain() } }
+        if !worker.enqueue({ [self] in chain(events) }) { chain(events) }
     }
 
-    /// Chains the waiting chunks in order until none is left.
-    private func drain() {
-        while let chunk = waiting.withLock({ waiting -> [LedgerEvent]? in
-            guard !waiting.chunks.isEmpty else {
-                waiting.draining = false
-                waiting.chaining = false
-                return nil
-            }
-            waiting.chaining = true
-            return waiting.chunks.removeFirst()
-        }) {
-            chain(chunk)
-        }
-    }
-
-    /// Hands over what was made of every submitted event. The chunks the queue has not begun are chained here,
-    /// on the caller's thread, after the one it is chaining (if any): the caller, the writer, would otherwise
-    /// wait for the queue's thread to be given a core for each of them.
-    func finish() -> Output {
-        let (left, chaining) = waiting.withLock { waiting in
-            defer { waiting.chunks = [] }
-            return (waiting.chunks, waiting.chaining)
-        }
-        // A chunk the queue took is chained there before the ones left; what it made is seen here through
-        // `queue.sync` or, when it was between chunks, through the lock it took after its last one.
-        if chaining { queue.sync {} }
-        for chunk in left { chain(chunk) }
+    /// Hands over what was made of every submitted event. The chunks the worker has not begun are chained
+    /// here, on the caller's thread, after the one it is chaining (if any): the caller, the writer, would
+    /// otherwise wait for the worker's thread to be given a core for each of them.
+    ///
+    /// - Parameter beforeWaiting: runs once the chunks not begun are taken back (for tests).
+    func finish(beforeWaiting: () -> Void = {}) -> Output {
+        let left = worker.takeQueued()
+        beforeWaiting()
+        worker.waitUntilIdle()
+        for job in left { job() }
         chunksChainedByCaller = left.count
         return Output(
             firstSeq: firstSeq, hash: made.hash, records: made.records, ends: made.ends, subtrees: made.subtrees,

@@ -68,11 +68,11 @@ public final class Ledger: Sendable {
     private let committer: GroupCommitter?
     private let audienceRecorder: AudienceRecorder?
     /// Recent audiences' recipient digests, for the audience recorder and ``recordAudiences(of:time:)``.
-    private let digestMemo = LockedMemo()
+    private let digestMemo = LockedValue(RecipientDigestMemo())
     /// When each topic's membership last changed, as the writer saw it (for the memo).
     private let topicChanges: TopicChangeTracker
     /// The writer's reference to the recorder (cleared on close: the recorder appends through the writer).
-    private let recorderSlot: RecorderSlot
+    private let recorderSlot: LockedValue<AudienceRecorder?>
 
     /// Opens the ledger of `project` under `dataDirectory`, creating it when opened for writing.
     ///
@@ -105,7 +105,7 @@ public final class Ledger: Sendable {
         self.dataFile = dataFile
         self.options = options
         self.logger = logger
-        let slot = RecorderSlot()
+        let slot = LockedValue<AudienceRecorder?>(nil)
         self.recorderSlot = slot
         let changes = TopicChangeTracker(
             head: try storage.environment.read { try LedgerSnapshot(txn: $0, schema: storage.schema).head().seq })
@@ -122,7 +122,7 @@ public final class Ledger: Sendable {
         if options.recordsAudiences && !options.forRebuild {
             let recorder = Self.startRecorder(
                 storage: storage, committer: committer, memo: digestMemo, changes: changes, logger: logger)
-            slot.recorder = recorder
+            slot.withLock { $0 = recorder }
             self.audienceRecorder = recorder
             // Sends a crash (or a rebuild) left without an audience get one now.
             recorder.enqueue(
@@ -138,21 +138,21 @@ public final class Ledger: Sendable {
     /// its membership changes are dated in `changes`, and then the sends it committed go to the audience
     /// recorder and the send observer.
     private static func startWriter(
-        storage: LedgerStorage, options: Options, logger: Logger, recorderSlot slot: RecorderSlot,
-        changes: TopicChangeTracker, fileProblem: @escaping @Sendable () -> String?
+        storage: LedgerStorage, options: Options, logger: Logger,
+        recorderSlot slot: LockedValue<AudienceRecorder?>, changes: TopicChangeTracker,
+        fileProblem: @escaping @Sendable () -> String?
     ) -> GroupCommitter {
         let limits = options.limits
         let clock = options.clock
         let sendObserver = options.sendObserver
         let isolation = options.isolation
-        let reported = ReportedOnce()
-        let moves = RecentMemberships.MoveCursor()
-        let facts = InstanceFacts()
-        return GroupCommitter(maximumBatchOperations: options.maximumBatchOperations, observer: options.commitObserver)
-        {
-            [environment = storage.environment, schema = storage.schema, logger, slot] batch in
+        return GroupCommitter(
+            maximumBatchOperations: options.maximumBatchOperations, observer: options.commitObserver,
+            state: WriterState()
+        ) { [environment = storage.environment, schema = storage.schema, logger, slot] state, batch in
             if let problem = fileProblem() {
-                if reported.first {
+                if !state.stopReported {
+                    state.stopReported = true
                     logger.critical("ledger writes stopped", metadata: ["error": "\(problem)"])
                 }
                 return batch.map { _ in .failure(StoreError(.unavailable, problem)) }
@@ -161,19 +161,19 @@ public final class Ledger: Sendable {
                 switch isolation {
                 case .retryAlone:
                     Self.commit(
-                        batch, environment: environment, schema: schema, limits: limits, moves: moves, facts: facts,
-                        now: clock(), logger: logger)
+                        batch, environment: environment, schema: schema, limits: limits, moves: state.moveCursor,
+                        facts: state.instances, chainWorker: state.chainWorker, now: clock(), logger: logger)
                 case .nestedPerRequest:
                     Self.commitNested(
-                        batch, environment: environment, schema: schema, limits: limits, moves: moves, facts: facts,
-                        now: clock(), logger: logger)
+                        batch, environment: environment, schema: schema, limits: limits, moves: state.moveCursor,
+                        facts: state.instances, chainWorker: state.chainWorker, now: clock(), logger: logger)
                 }
             // Before the sends reach the recorder: a send's audience must never be taken as unchanged
             // across a change committed before it (``TopicChangeTracker``).
             if let last = Self.lastSeq(in: results) { changes.noteChanges(of: batch, through: last) }
             let sends = Self.sends(in: results)
             if !sends.isEmpty {
-                slot.recorder?.enqueue(sends)
+                slot.withLock { $0?.enqueue(sends) }
                 sendObserver?(sends.map(\.sendSeq))
             }
             return results
@@ -182,8 +182,8 @@ public final class Ledger: Sendable {
 
     /// Computes each committed send's audience on its own thread and appends it through the writer.
     private static func startRecorder(
-        storage: LedgerStorage, committer: GroupCommitter, memo: LockedMemo, changes: TopicChangeTracker,
-        logger: Logger
+        storage: LedgerStorage, committer: GroupCommitter, memo: LockedValue<RecipientDigestMemo>,
+        changes: TopicChangeTracker, logger: Logger
     ) -> AudienceRecorder {
         AudienceRecorder(
             compute: { [environment = storage.environment, schema = storage.schema] sends in
@@ -193,16 +193,7 @@ public final class Ledger: Sendable {
                     }
                 }
             },
-            submit: { request in
-                let done = DispatchSemaphore(value: 0)
-                let box = ResultBox()
-                committer.enqueue(request) { result in
-                    box.result = result
-                    done.signal()
-                }
-                done.wait()
-                return box.result ?? .failure(StoreError(.unavailable, "the writer stopped"))
-            }, logger: logger)
+            submit: { request in committer.submitAndWait(request) }, logger: logger)
     }
 
     /// The last seq appended by `results`, or `nil` when they appended nothing.
@@ -234,7 +225,7 @@ public final class Ledger: Sendable {
     public func close() {
         audienceRecorder?.stop()
         committer?.stop()
-        recorderSlot.recorder = nil
+        recorderSlot.withLock { $0 = nil }
     }
 
     /// Blocks until every send committed so far has its `audience` event (or its recording failed and was
@@ -287,14 +278,16 @@ public final class Ledger: Sendable {
     /// (``InstanceFacts``).
     static func commit(
         _ batch: [WriteRequest], environment: LMDBEnvironment, schema: LedgerSchema, limits: LedgerLimits,
-        moves: RecentMemberships.MoveCursor, facts: InstanceFacts, now: LedgerTime, logger: Logger
+        moves: RecentMemberships.MoveCursor, facts: InstanceFacts, chainWorker: SerialWorker<BlockingJob, Void>,
+        now: LedgerTime, logger: Logger
     ) -> [Result<WriteReceipt, any Error>] {
         let directory = environment.path
         func run(_ requests: [WriteRequest]) throws -> [Result<WriteReceipt, any Error>] {
             let (results, transaction) = try environment.write { txn in
                 facts.begin(transaction: txn.id)
                 var appender = try LogAppender(
-                    txn: txn, schema: schema, limits: limits, facts: facts, messageIDs: SystemRandomNumberGenerator())
+                    txn: txn, schema: schema, limits: limits, facts: facts, chainWorker: chainWorker,
+                    messageIDs: SystemRandomNumberGenerator())
                 var results: [Result<WriteReceipt, any Error>] = []
                 results.reserveCapacity(requests.count)
                 for request in requests {
@@ -350,7 +343,8 @@ public final class Ledger: Sendable {
     /// the whole batch, which is grown and run again.
     static func commitNested(
         _ batch: [WriteRequest], environment: LMDBEnvironment, schema: LedgerSchema, limits: LedgerLimits,
-        moves: RecentMemberships.MoveCursor, facts: InstanceFacts, now: LedgerTime, logger: Logger
+        moves: RecentMemberships.MoveCursor, facts: InstanceFacts, chainWorker: SerialWorker<BlockingJob, Void>,
+        now: LedgerTime, logger: Logger
     ) -> [Result<WriteReceipt, any Error>] {
         do {
             let (results, transaction) = try environment.write { txn in
@@ -363,7 +357,7 @@ public final class Ledger: Sendable {
                             try txn.nested { child in
                                 var appender = try LogAppender(
                                     txn: child, schema: schema, limits: limits, facts: facts,
-                                    messageIDs: SystemRandomNumberGenerator())
+                                    chainWorker: chainWorker, messageIDs: SystemRandomNumberGenerator())
                                 let result = try appender.apply(request, now: now)
                                 try finish(
                                     &appender, txn: child, schema: schema, limits: limits, moves: moves, facts: facts)
@@ -506,41 +500,5 @@ extension LedgerTime {
         var spec = timespec()
         clock_gettime(CLOCK_REALTIME, &spec)
         return LedgerTime(microseconds: Int64(spec.tv_sec) * 1_000_000 + Int64(spec.tv_nsec) / 1000)
-    }
-}
-
-/// The recorder, set once it exists (the writer is created first and hands sends to it).
-private final class RecorderSlot: @unchecked Sendable {
-    // @unchecked: written in `Ledger.init` before any send can commit, and cleared by `close()` after the
-    // writer has stopped; read only by the writer thread.
-    var recorder: AudienceRecorder?
-}
-
-/// True the first time it is asked, false ever after: for log lines that must appear once.
-private final class ReportedOnce: @unchecked Sendable {
-    // @unchecked: only the writer thread asks.
-    private var asked = false
-    var first: Bool {
-        defer { asked = true }
-        return !asked
-    }
-}
-
-/// Carries a write's result from the writer thread to the thread waiting on a semaphore.
-private final class ResultBox: @unchecked Sendable {
-    // @unchecked: written before the semaphore is signalled, read after it is waited on.
-    var result: Result<WriteReceipt, any Error>?
-}
-
-/// A ``RecipientDigestMemo`` behind a lock: the audience recorder's thread uses it, and so does
-/// ``Ledger/recordAudiences(of:time:)``, which any task may call (on ledgers without the recorder).
-private final class LockedMemo: @unchecked Sendable {
-    private let lock = NSLock()
-    private let memo = RecipientDigestMemo()
-
-    func withLock<R>(_ body: (RecipientDigestMemo) throws -> R) rethrows -> R {
-        lock.lock()
-        defer { lock.unlock() }
-        return try body(memo)
     }
 }

@@ -230,13 +230,14 @@ extension LogAppender where Projection == MemoizedProjection, Sink == Transactio
     /// `facts` begun for `txn` (``InstanceFacts``).
     init(
         txn: LMDBTransaction, schema: LedgerSchema, limits: LedgerLimits, facts: InstanceFacts,
-        messageIDs: any RandomNumberGenerator
+        chainWorker: SerialWorker<BlockingJob, Void>, messageIDs: any RandomNumberGenerator
     ) throws {
         let head =
             try txn.withValue(in: schema.meta, forKey: MetaKey.head) { try $0.map(LedgerHead.init) } ?? .empty
         self.init(
             projection: MemoizedProjection(txn: txn, schema: schema, facts: facts),
-            sink: TransactionSink(txn: txn, schema: schema), head: head, limits: limits, messageIDs: messageIDs)
+            sink: TransactionSink(txn: txn, schema: schema, chainWorker: chainWorker), head: head, limits: limits,
+            messageIDs: messageIDs)
     }
 }
 
@@ -258,16 +259,21 @@ struct TransactionSink: EventSink {
     let schema: LedgerSchema
     private var pending: [LedgerEvent] = []
     private var chainer: EventChainer?
+    /// The thread a chainer chains on: the writer's own, for all its transactions.
+    private let chainWorker: SerialWorker<BlockingJob, Void>
 
-    init(txn: LMDBTransaction, schema: LedgerSchema) {
+    init(txn: LMDBTransaction, schema: LedgerSchema, chainWorker: SerialWorker<BlockingJob, Void>) {
         self.txn = txn
         self.schema = schema
+        self.chainWorker = chainWorker
     }
 
     mutating func store(_ event: LedgerEvent, chainingFrom previousHash: inout [UInt8]) throws {
         pending.append(event)
         guard pending.count >= Self.chunk else { return }
-        if chainer == nil { chainer = EventChainer(chainingFrom: previousHash, firstSeq: pending[0].seq) }
+        if chainer == nil {
+            chainer = EventChainer(chainingFrom: previousHash, firstSeq: pending[0].seq, worker: chainWorker)
+        }
         chainer?.submit(pending)
         pending = []
         pending.reserveCapacity(Self.chunk)

@@ -210,7 +210,7 @@ public enum OperationImport {
             }
         }
 
-        private static let fields: [(name: [UInt8], field: WritableKeyPath<LineValues, Value?> & Sendable)] = [
+        private static let fields: [(name: [UInt8], field: any WritableKeyPath<LineValues, Value?> & Sendable)] = [
             ("op", \.op), ("token", \.token), ("topic", \.topic), ("via", \.via), ("platform", \.platform),
             ("appId", \.appId), ("reason", \.reason), ("condition", \.condition), ("precedence", \.precedence),
             ("actor", \.actor), ("requestId", \.requestId), ("time", \.time), ("apnsToken", \.apnsToken),

@@ -18,9 +18,9 @@ final class EventStreamConnection: NSObject, URLSessionDataDelegate, @unchecked 
         let error: MessagingError
     }
 
-    let chunks: AsyncThrowingStream<Data, Error>
-    private let continuation: AsyncThrowingStream<Data, Error>.Continuation
-    private var head: CheckedContinuation<Void, Error>?
+    let chunks: AsyncThrowingStream<Data, any Error>
+    private let continuation: AsyncThrowingStream<Data, any Error>.Continuation
+    private var head: CheckedContinuation<Void, any Error>?
     private var status = 0
     private var contentType: String?
     private var retryAfter: String?
@@ -88,7 +88,7 @@ final class EventStreamConnection: NSObject, URLSessionDataDelegate, @unchecked 
         }
     }
 
-    func urlSession(_ session: URLSession, task: URLSessionTask, didCompleteWithError error: Error?) {
+    func urlSession(_ session: URLSession, task: URLSessionTask, didCompleteWithError error: (any Error)?) {
         if let head {
             self.head = nil
             if let error, status == 0 {

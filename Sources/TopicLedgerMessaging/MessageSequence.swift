@@ -58,8 +58,8 @@ final class MessageReceiver: @unchecked Sendable {
     private let lock = NSLock()
     private var buffer: [RemoteMessage] = []
     private var head = 0
-    private var waiter: CheckedContinuation<RemoteMessage?, Error>?
-    private var ending: Result<Void, Error>?
+    private var waiter: CheckedContinuation<RemoteMessage?, any Error>?
+    private var ending: Result<Void, any Error>?
     private var producer: Task<Void, Never>?
     private var stopped = false
     /// The last message the app finished with, and the last acknowledged cursor, per token.
@@ -93,7 +93,7 @@ final class MessageReceiver: @unchecked Sendable {
         await acknowledgeIfDue()
         return try await withTaskCancellationHandler {
             try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<RemoteMessage?, Error>) in
-                let ready = lock.locked { () -> Result<RemoteMessage?, Error>? in
+                let ready = lock.locked { () -> Result<RemoteMessage?, any Error>? in
                     if head < buffer.count {
                         let message = buffer[head]
                         head += 1
@@ -147,7 +147,7 @@ final class MessageReceiver: @unchecked Sendable {
             handled(message)
             return
         }
-        let waiting = lock.locked { () -> CheckedContinuation<RemoteMessage?, Error>? in
+        let waiting = lock.locked { () -> CheckedContinuation<RemoteMessage?, any Error>? in
             if let waiter {
                 self.waiter = nil
                 return waiter
@@ -158,8 +158,8 @@ final class MessageReceiver: @unchecked Sendable {
         waiting?.resume(returning: message)
     }
 
-    private func end(_ result: Result<Void, Error>) {
-        let waiting = lock.locked { () -> CheckedContinuation<RemoteMessage?, Error>? in
+    private func end(_ result: Result<Void, any Error>) {
+        let waiting = lock.locked { () -> CheckedContinuation<RemoteMessage?, any Error>? in
             ending = result
             defer { waiter = nil }
             return waiter

@@ -33,7 +33,7 @@ public final class Messaging: @unchecked Sendable {
     private var mayRegister: Bool
     private var permissionWaiters: [CheckedContinuation<Void, Never>] = []
     private var tokenObservers: [UUID: AsyncStream<String>.Continuation] = [:]
-    private var registration: Task<String, Error>?
+    private var registration: Task<String, any Error>?
     private var isClosed = false
 
     /// Loads the store (throws ``MessagingError/store(_:)`` when it exists and cannot be read) and resumes any
@@ -75,7 +75,7 @@ public final class Messaging: @unchecked Sendable {
         return try await newToken(replacing: nil)
     }
 
-    public func token(completion: @escaping @Sendable (String?, Error?) -> Void) {
+    public func token(completion: @escaping @Sendable (String?, (any Error)?) -> Void) {
         Task {
             do {
                 let token = try await token()
@@ -264,7 +264,7 @@ public final class Messaging: @unchecked Sendable {
         try await enqueue(.subscribe, topic)
     }
 
-    public func subscribe(toTopic topic: String, completion: (@Sendable (Error?) -> Void)?) {
+    public func subscribe(toTopic topic: String, completion: (@Sendable ((any Error)?) -> Void)?) {
         enqueue(.subscribe, topic, completion: completion)
     }
 
@@ -273,7 +273,7 @@ public final class Messaging: @unchecked Sendable {
         try await enqueue(.unsubscribe, topic)
     }
 
-    public func unsubscribe(fromTopic topic: String, completion: (@Sendable (Error?) -> Void)?) {
+    public func unsubscribe(fromTopic topic: String, completion: (@Sendable ((any Error)?) -> Void)?) {
         enqueue(.unsubscribe, topic, completion: completion)
     }
 
@@ -358,7 +358,7 @@ public final class Messaging: @unchecked Sendable {
     }
 
     private func enqueue(
-        _ action: TopicOperation.Action, _ topic: String, completion: (@Sendable (Error?) -> Void)?
+        _ action: TopicOperation.Action, _ topic: String, completion: (@Sendable ((any Error)?) -> Void)?
     ) {
         let queue = configuration.callbackQueue
         let done: @Sendable (MessagingError?) -> Void = { error in queue.async { completion?(error) } }
@@ -532,7 +532,7 @@ public final class Messaging: @unchecked Sendable {
     func newToken(replacing old: String?) async throws -> String {
         enum Next {
             case token(String)
-            case registration(Task<String, Error>)
+            case registration(Task<String, any Error>)
         }
         let next = lock.locked { () -> Next in
             if let token = state.token, token != old { return .token(token) }
@@ -606,12 +606,12 @@ private enum Work {
 private final class Outcome: @unchecked Sendable {
     // @unchecked: guarded by `lock`.
     private let lock = NSLock()
-    private var continuation: CheckedContinuation<Void, Error>?
-    private var early: Result<Void, Error>?
+    private var continuation: CheckedContinuation<Void, any Error>?
+    private var early: Result<Void, any Error>?
     private var resumed = false
 
-    func wait(_ continuation: CheckedContinuation<Void, Error>) {
-        let ready = lock.locked { () -> Result<Void, Error>? in
+    func wait(_ continuation: CheckedContinuation<Void, any Error>) {
+        let ready = lock.locked { () -> Result<Void, any Error>? in
             if let early { return early }
             self.continuation = continuation
             return nil
@@ -619,8 +619,8 @@ private final class Outcome: @unchecked Sendable {
         if let ready { continuation.resume(with: ready) }
     }
 
-    func resume(_ result: Result<Void, Error>) {
-        let waiting = lock.locked { () -> CheckedContinuation<Void, Error>? in
+    func resume(_ result: Result<Void, any Error>) {
+        let waiting = lock.locked { () -> CheckedContinuation<Void, any Error>? in
             guard !resumed else { return nil }
             resumed = true
             guard let continuation else {

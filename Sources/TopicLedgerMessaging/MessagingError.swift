@@ -92,7 +92,7 @@ extension MessagingError {
         return TimeInterval(min(value, 86_400))
     }
 
-    static func from(transport error: Error) -> MessagingError {
+    static func from(transport error: any Error) -> MessagingError {
         if let error = error as? MessagingError { return error }
         if let error = error as? URLError { return .network("\(error.code.rawValue): \(error.localizedDescription)") }
         return .network(String(describing: error))

@@ -9,7 +9,7 @@ public enum PayloadValue: Sendable, Hashable, Codable {
     case array([PayloadValue])
     case object([String: PayloadValue])
 
-    public init(from decoder: Decoder) throws {
+    public init(from decoder: any Decoder) throws {
         let container = try decoder.singleValueContainer()
         if container.decodeNil() {
             self = .null
@@ -26,7 +26,7 @@ public enum PayloadValue: Sendable, Hashable, Codable {
         }
     }
 
-    public func encode(to encoder: Encoder) throws {
+    public func encode(to encoder: any Encoder) throws {
         var container = encoder.singleValueContainer()
         switch self {
         case .null: try container.encodeNil()

@@ -170,12 +170,12 @@ extension ServerAPI {
 private final class PendingDataTask: @unchecked Sendable {
     // @unchecked: every property is only touched with `lock` held.
     private let lock = NSLock()
-    private var continuation: CheckedContinuation<(Data, URLResponse), Error>?
+    private var continuation: CheckedContinuation<(Data, URLResponse), any Error>?
     private var task: URLSessionDataTask?
     private var cancelled = false
 
     func start(
-        session: URLSession, request: URLRequest, continuation: CheckedContinuation<(Data, URLResponse), Error>
+        session: URLSession, request: URLRequest, continuation: CheckedContinuation<(Data, URLResponse), any Error>
     ) {
         let alreadyCancelled = lock.locked {
             self.continuation = continuation
@@ -218,7 +218,7 @@ private final class PendingDataTask: @unchecked Sendable {
         #endif
     }
 
-    private func finish(_ result: Result<(Data, URLResponse), Error>) {
+    private func finish(_ result: Result<(Data, URLResponse), any Error>) {
         let continuation = lock.locked {
             // The task's completion handler holds this object: let go of the task, so neither keeps the other.
             defer {

@@ -1,3 +1,4 @@
+import Foundation
 /// A topic name as the iOS SDK checks it before it calls the server: a leading `/topics/` is dropped, and what
 /// remains must match `[a-zA-Z0-9-_.~%]{1,900}`.
 enum Topic {

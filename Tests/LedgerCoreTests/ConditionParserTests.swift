@@ -1,5 +1,6 @@
 import LedgerCore
 import Testing
+import Foundation
 
 private func parse(_ text: String, _ precedence: ConditionPrecedence = .leftToRight) throws -> Condition {
     try Condition(parsing: text, precedence: precedence)

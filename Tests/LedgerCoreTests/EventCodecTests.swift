@@ -3,6 +3,7 @@ import Foundation
 import LedgerTestSupport
 import PropertyBased
 import Testing
+import SwiftProtobuf
 
 /// Builds a random event of any kind from a seed.
 func randomEvent(seed: UInt64) -> LedgerEvent {

@@ -5,6 +5,8 @@ import HummingbirdTesting
 import LedgerServer
 import LedgerTestSupport
 import Testing
+import LedgerStore
+import LedgerCore
 
 /// `/console`, through the router: sign-in, the session cookie, the pages' headers and escaping, and the
 /// message page's answer to "who received message X?".

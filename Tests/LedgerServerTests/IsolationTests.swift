@@ -4,6 +4,7 @@ import LedgerCore
 import LedgerServer
 import LedgerTestSupport
 import Testing
+import LedgerStore
 
 @Suite("Credentials from a config file")
 struct IsolationTests {

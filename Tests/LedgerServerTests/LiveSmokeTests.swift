@@ -5,6 +5,8 @@ import HummingbirdTesting
 import LedgerServer
 import LedgerTestSupport
 import Testing
+import LedgerStore
+import LedgerCore
 
 @Suite("Live server")
 struct LiveSmokeTests {

@@ -1,6 +1,7 @@
 import Foundation
 import LedgerServer
 import Testing
+import HTTPTypes
 
 @Suite("Metrics")
 struct MetricsTests {

@@ -4,6 +4,7 @@ import LedgerCore
 import LedgerStore
 import LedgerTestSupport
 import Testing
+import LedgerServer
 
 @Suite("Checkpoints and proofs over HTTP")
 struct ProofRouteTests {

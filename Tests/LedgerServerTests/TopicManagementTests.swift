@@ -3,6 +3,7 @@ import HTTPTypes
 import LedgerCore
 import LedgerServer
 import Testing
+import LedgerStore
 
 @Suite("FCM v1 topic management")
 struct TopicManagementTests {

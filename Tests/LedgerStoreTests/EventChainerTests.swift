@@ -81,8 +81,8 @@ struct EventChainerTests {
     }
 }
 
-/// The chainer's queue and the caller share the chunks: what `finish` finds not yet begun it chains itself, after
-/// the one the queue is in. Whoever chains which chunk, the output is the same.
+/// The chainer's worker and the caller share the chunks: what `finish` finds not yet begun it chains itself, after
+/// the one the worker is in. Whoever chains which chunk, the output is the same.
 @Suite("Event chainer: chunks shared with the caller")
 struct EventChainerSharingTests {
     /// `count` subscription events from `firstSeq`, with tokens and topics of varying length.
@@ -126,34 +126,42 @@ struct EventChainerSharingTests {
     enum Holdup: CaseIterable { case none, untilFinish, released }
 
     @Test(
-        "the queue chains every chunk, the caller chains every one, or they share them: the same records, hash and subtrees",
+        "the worker chains every chunk, the caller chains every one, or they share them: the same records, hash and subtrees",
         arguments: Holdup.allCases, [1, 200, 256, 257, 1_000])
     func shared(holdup: Holdup, firstSeq: UInt64) throws {
         let start = [UInt8](repeating: 7, count: 32)
         let events = try Self.events(from: firstSeq, count: 2_000)
         let expected = try Self.expected(events, from: start)
         for round in 0..<(holdup == .released ? 20 : 1) {
-            let queue = DispatchQueue(label: "test-chain")
+            let worker = SerialWorker<BlockingJob, Void>(name: "test-chain")
+            defer { worker.stop() }
             let gate = DispatchSemaphore(value: 0)
-            if holdup != .none { queue.async { gate.wait() } }
-            let chainer = EventChainer(chainingFrom: start, firstSeq: firstSeq, queue: queue)
+            let held = DispatchSemaphore(value: 0)
+            if holdup != .none {
+                worker.enqueue {
+                    held.signal()
+                    gate.wait()
+                }
+                held.wait()  // the worker is in the gate, not waiting to take it
+            }
+            let chainer = EventChainer(chainingFrom: start, firstSeq: firstSeq, worker: worker)
             let chunks = stride(from: 0, to: events.count, by: 256).map {
                 Array(events[$0..<min($0 + 256, events.count)])
             }
             for chunk in chunks { chainer.submit(chunk) }
             switch holdup {
-            case .none: queue.sync {}  // every chunk chained on the queue
+            case .none: worker.waitUntilIdle()  // every chunk chained on the worker
             case .released:
                 gate.signal()
                 if round % 2 == 1 { usleep(UInt32(round * 50)) }
             case .untilFinish: break
             }
-            let output = chainer.finish()
-            if holdup == .untilFinish { gate.signal() }
-            // Released: the queue may have begun none, some or all of the chunks; only the output is checked.
+            // Held until finish: it takes the chunks back, then the gate opens and the job in hand ends.
+            let output = chainer.finish(beforeWaiting: { if holdup == .untilFinish { gate.signal() } })
+            // Released: the worker may have begun none, some or all of the chunks; only the output is checked.
             if holdup == .none { #expect(chainer.chunksChainedByCaller == 0) }
             if holdup == .untilFinish { #expect(chainer.chunksChainedByCaller == chunks.count) }
-            queue.sync {}  // the queue's drain, if it was still to run, finds nothing and changes nothing
+            worker.waitUntilIdle()  // the worker, if it was still to run a chunk, changes nothing after finish
             #expect(output.firstSeq == firstSeq)
             #expect(output.hash == expected.hash)
             #expect(output.records == expected.records)

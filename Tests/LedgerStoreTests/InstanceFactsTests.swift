@@ -124,6 +124,7 @@ struct InstanceFactsTests {
             let storage = try LedgerStorage.open(dataDirectory: directory.path, project: .default, options: options)
             let facts = InstanceFacts()
             let moves = RecentMemberships.MoveCursor()
+            let chainWorker = SerialWorker<BlockingJob, Void>(name: "test-chain")
             func commit(_ operations: [[LedgerOperation]]) -> [Result<WriteReceipt, any Error>] {
                 let batch = operations.enumerated().map {
                     WriteRequest(actor: "t", requestID: "r\($0.offset)", operations: $0.element)
@@ -132,10 +133,10 @@ struct InstanceFactsTests {
                 return isolation == .retryAlone
                     ? Ledger.commit(
                         batch, environment: storage.environment, schema: storage.schema, limits: options.limits,
-                        moves: moves, facts: facts, now: now, logger: quietLogger)
+                        moves: moves, facts: facts, chainWorker: chainWorker, now: now, logger: quietLogger)
                     : Ledger.commitNested(
                         batch, environment: storage.environment, schema: storage.schema, limits: options.limits,
-                        moves: moves, facts: facts, now: now, logger: quietLogger)
+                        moves: moves, facts: facts, chainWorker: chainWorker, now: now, logger: quietLogger)
             }
             let other = try RegistrationToken("other")
             _ = try commit([

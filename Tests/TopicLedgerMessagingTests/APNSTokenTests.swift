@@ -3,6 +3,7 @@ import LedgerTestSupport
 import Testing
 
 @testable import TopicLedgerMessaging
+import HTTPTypes
 
 /// The app's APNs token through the library: sent, persisted and retried like topic operations, sent again after
 /// a new registration, cleared; and a message that arrives both by stream and through APNs handed over once.

@@ -1,4 +1,8 @@
-import Dispatch
+// On Linux, `stat` and its fields are declared by the C module under Dispatch, which MemberImportVisibility
+// asks to be imported by name.
+#if canImport(CDispatch)
+    import CDispatch
+#endif
 import Foundation
 import Testing
 

@@ -1,6 +1,7 @@
 import Foundation
 import LedgerTestSupport
 import Testing
+import HTTPTypes
 
 /// `ledger-device` (samples/DeviceClient), the library's command-line device, run as a process.
 @Suite("ledger-device", .timeLimit(.minutes(2)))

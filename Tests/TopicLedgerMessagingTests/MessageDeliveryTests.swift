@@ -3,6 +3,7 @@ import LedgerTestSupport
 import Testing
 
 @testable import TopicLedgerMessaging
+import HTTPTypes
 
 @Suite("TopicLedgerMessaging: messages against the real server", .timeLimit(.minutes(2)))
 struct MessageDeliveryTests {

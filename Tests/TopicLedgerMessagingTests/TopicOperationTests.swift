@@ -3,6 +3,9 @@ import LedgerTestSupport
 import Testing
 
 @testable import TopicLedgerMessaging
+import LedgerStore
+import LedgerServer
+import HTTPTypes
 
 @Suite("TopicLedgerMessaging: topics and tokens against the real server", .timeLimit(.minutes(2)))
 struct TopicOperationTests {
@@ -217,8 +220,8 @@ struct TopicOperationTests {
 final class ResultLog: @unchecked Sendable {
     // @unchecked: guarded by `lock`.
     private let lock = NSLock()
-    private var entries: [(String, Error?)] = []
-    func add(_ name: String, _ error: Error?) {
+    private var entries: [(String, (any Error)?)] = []
+    func add(_ name: String, _ error: (any Error)?) {
         lock.lock()
         entries.append((name, error))
         lock.unlock()
@@ -233,7 +236,7 @@ final class ResultLog: @unchecked Sendable {
         defer { lock.unlock() }
         return entries.map(\.0)
     }
-    var errors: [Error] {
+    var errors: [any Error] {
         lock.lock()
         defer { lock.unlock() }
         return entries.compactMap(\.1)

@@ -1,5 +1,6 @@
 import Logging
 import ServiceLifecycle
+import LedgerCore
 
 /// `ledger serve`'s APNs provider: one ``ProjectPusher`` per project with `apns` settings, run until the
 /// server stops gracefully (pushes under way then end as `interrupted` and are owed to the next start).

@@ -2,6 +2,11 @@ import Crypto
 import Foundation
 import LedgerCore
 import NIOSSL
+// On Linux, `stat` and its fields are declared by the C module under Dispatch, which MemberImportVisibility
+// asks to be imported by name.
+#if canImport(CDispatch)
+    import CDispatch
+#endif
 
 /// A project's APNs provider settings, the config file's `projects.<name>.apns`:
 ///
