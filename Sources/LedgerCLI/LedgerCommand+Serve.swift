@@ -184,11 +184,11 @@ extension LedgerCommand {
             printNow(
                 "TopicLedger: serving \(configuration.isDevelopment ? "demo-project (dev mode)" : "\(configuration.credentials.projects.count) project(s)") on \(configuration.certificate == nil ? "http" : "https")://\(host):\(port) — data in \(data)"
             )
+            // The ledgers are opened, checkpointed and closed by the application's ``LedgerLifecycle``; this
+            // closes them too when the application fails to start.
             defer { ledgers.closeAll() }
             let app = buildApplication(configuration: configuration, ledgers: ledgers, logger: logger)
             try await app.runService()
-            // Stopped gracefully: the kept checkpoints end at the final head.
-            ledgers.signFinalCheckpoints()
         }
     }
 }

@@ -4,7 +4,7 @@
 /// token, topic or project name may hold U+FFFD, so refusing ends in a 400 as repairing would.)
 ///
 /// Written by hand because Foundation's goes through CFString and UTF-16: decoding the registration token in
-/// every per-token subscribe path was 9.7 % of the server's samples under load (issue #14's profile).
+/// every per-token subscribe path was 9.7 % of the server's samples under load.
 /// Hummingbird has the same function but not as public API.
 public enum PercentDecoding {
     /// `text` with its percent escapes decoded, or nil (see the type).

@@ -55,7 +55,7 @@ public struct RegistrationToken: Hashable, Sendable, Comparable, CustomStringCon
     ///
     /// A `switch` over the alphabet's ranges branched on every byte, and the branches of random base64 text
     /// cannot be predicted: 520 MB/s over 1,000 random 150-byte tokens in a micro-benchmark, 5.8 % of the
-    /// server's samples under batchAdd; 2.4 GB/s this way (docs/performance.md, eleventh pass).
+    /// server's samples under batchAdd; 2.4 GB/s this way.
     static func firstInvalidOffset(in bytes: UnsafeRawBufferPointer) -> Int? {
         var index = 0
         while index + 8 <= bytes.count {

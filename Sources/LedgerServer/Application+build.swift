@@ -65,9 +65,9 @@ struct ServerContext: Sendable {
 
     /// The project's ledger, or 503 UNAVAILABLE with a reason and no file paths (the registry logs the
     /// detail once).
-    func ledger(for project: ProjectID) throws -> Ledger {
+    func ledger(for project: ProjectID) async throws -> Ledger {
         do {
-            return try ledgers.ledger(for: project)
+            return try await ledgers.ledger(for: project)
         } catch let error as StoreError {
             throw FCMError.unavailable(
                 "The ledger of project \(project) cannot be served: \(LedgerRegistry.reason(error)).")
@@ -76,9 +76,9 @@ struct ServerContext: Sendable {
 
     /// The project's checkpoint signer, or 503 UNAVAILABLE with a reason and no file paths (the registry logs
     /// the detail once, and `/readyz` reports it).
-    func checkpointSigner(for project: ProjectID) throws -> CheckpointSigner {
+    func checkpointSigner(for project: ProjectID) async throws -> CheckpointSigner {
         do {
-            return try ledgers.checkpoints(for: project)
+            return try await ledgers.checkpoints(for: project)
         } catch is StoreError {
             throw FCMError.unavailable(
                 "Project \(project) cannot sign checkpoints: its signing key cannot be used (the server log says why).")
@@ -111,7 +111,7 @@ public func buildRouter(
     // Liveness: the process answers. Readiness: every configured project can be served.
     router.get("/healthz") { _, _ in try JSONResponse.encoded(HealthStatus(status: "ok", reasons: nil)) }
     router.get("/readyz") { _, _ in
-        let problems = ledgers.readinessProblems(configuration.credentials.projects)
+        let problems = await ledgers.readinessProblems(configuration.credentials.projects)
         guard problems.isEmpty else {
             return try JSONResponse.encoded(
                 HealthStatus(status: "unavailable", reasons: problems), status: .serviceUnavailable)
@@ -137,7 +137,7 @@ public func buildRouter(
     router.group("/v1/projects/:project")
         .add(middleware: ProjectAuthentication(credentials: configuration.credentials, roles: [.admin, .auditor]))
         .get("metrics") { _, context in
-            let statistics = try server.ledger(for: try context.requireCaller().project).readLog {
+            let statistics = try await server.ledger(for: try context.requireCaller().project).readLog {
                 try $0.statistics()
             }
             return Response(
@@ -175,7 +175,10 @@ public func buildApplication(configuration: ServerConfiguration, ledgers: Ledger
         minimumBytesPerSecond: configuration.minimumBodyBytesPerSecond)
     let idleTimeout = Duration.seconds(configuration.idleTimeoutSeconds)
     let server: HTTPServerBuilder
-    var services: [any Service] = []
+    // The ledgers' service first: the last to be told to shut down (``LedgerLifecycle``).
+    var services: [any Service] = [
+        LedgerLifecycle(ledgers: ledgers, configuration: configuration), DeliverySweeper(ledgers: ledgers),
+    ]
     if let certificate = configuration.certificate {
         let stream = HTTP1Channel.Configuration(
             additionalChannelHandlers: [

@@ -18,12 +18,12 @@ struct AuditRoutes {
             .add(
                 middleware: ProjectAuthentication(
                     credentials: server.configuration.credentials, roles: [.auditor, .admin]))
-        audit.get("messages/:message") { request, context in try replay(request, context) }
+        audit.get("messages/:message") { request, context in try await replay(request, context) }
         audit.group("instances/:token").add(middleware: RegistrationInPath())
-            .get { request, context in try instance(request, context) }
-        audit.get("topics/:topic") { request, context in try topic(request, context) }
-        audit.get("topics/:topic/history") { request, context in try history(request, context) }
-        audit.get("events") { request, context in try events(request, context) }
+            .get { request, context in try await instance(request, context) }
+        audit.get("topics/:topic") { request, context in try await topic(request, context) }
+        audit.get("topics/:topic/history") { request, context in try await history(request, context) }
+        audit.get("events") { request, context in try await events(request, context) }
     }
 
     private func authorize(_ request: Request, _ context: LedgerRequestContext) throws -> ProjectID {
@@ -31,12 +31,12 @@ struct AuditRoutes {
     }
 
     /// `GET …/audit/messages/{id}`: the replay of a message with its recipients paged in byte order.
-    private func replay(_ request: Request, _ context: LedgerRequestContext) throws -> Response {
+    private func replay(_ request: Request, _ context: LedgerRequestContext) async throws -> Response {
         let project = try authorize(request, context)
         let text = try context.parameters.decoded("message")
         let id = try Parameters.messageID(text)
         let page = try PageRequest(request, defaultSize: Self.defaultPageSize, maximumSize: Self.maximumPageSize)
-        let body: AuditJSON.Replay = try server.ledger(for: project).read { snapshot in
+        let body: AuditJSON.Replay = try await server.ledger(for: project).read { snapshot in
             guard let replay = try MessageReplay.replay(id, in: snapshot) else {
                 throw FCMError.notFound("Message \(id) was not found in project \(project).")
             }
@@ -49,10 +49,10 @@ struct AuditRoutes {
     }
 
     /// `GET …/audit/instances/{token}?at=|atSeq=`: the instance's history and its topics at the moment.
-    private func instance(_ request: Request, _ context: LedgerRequestContext) throws -> Response {
+    private func instance(_ request: Request, _ context: LedgerRequestContext) async throws -> Response {
         let project = try authorize(request, context)
         let token = try context.requireToken()
-        let body: AuditJSON.Instance = try server.ledger(for: project).read { snapshot in
+        let body: AuditJSON.Instance = try await server.ledger(for: project).read { snapshot in
             guard let audit = try snapshot.instanceAudit(token, at: try Self.moment(request, snapshot)) else {
                 throw FCMError.notFound("The registration token was never registered in project \(project).")
             }
@@ -63,12 +63,12 @@ struct AuditRoutes {
 
     /// `GET …/audit/topics/{topic}?at=|atSeq=&members=true`: the count at the moment and, if asked, the
     /// members paged in byte order.
-    private func topic(_ request: Request, _ context: LedgerRequestContext) throws -> Response {
+    private func topic(_ request: Request, _ context: LedgerRequestContext) async throws -> Response {
         let project = try authorize(request, context)
         let topic = try topicName(context)
         let includeMembers = request.uri.queryParameters["members"] == "true"
         let page = try PageRequest(request, defaultSize: Self.defaultPageSize, maximumSize: Self.maximumPageSize)
-        let body: AuditJSON.Topic = try server.ledger(for: project).read { snapshot in
+        let body: AuditJSON.Topic = try await server.ledger(for: project).read { snapshot in
             guard
                 let audit = try snapshot.topicAudit(
                     topic, at: try Self.moment(request, snapshot), members: includeMembers)
@@ -85,7 +85,7 @@ struct AuditRoutes {
 
     /// `GET …/audit/topics/{topic}/history?pageSize=&pageToken=`: the subscriber count after each event that
     /// changed it, in seq order; the page token is the last seq of the previous page.
-    private func history(_ request: Request, _ context: LedgerRequestContext) throws -> Response {
+    private func history(_ request: Request, _ context: LedgerRequestContext) async throws -> Response {
         let project = try authorize(request, context)
         let topic = try topicName(context)
         let page = try PageRequest(request, defaultSize: Self.defaultPageSize, maximumSize: Self.maximumPageSize)
@@ -96,7 +96,7 @@ struct AuditRoutes {
             }
             after = seq
         }
-        let body: AuditJSON.Topic = try server.ledger(for: project).read { snapshot in
+        let body: AuditJSON.Topic = try await server.ledger(for: project).read { snapshot in
             guard let audit = try snapshot.topicAudit(topic, members: false) else {
                 throw FCMError.notFound("Topic \(topic) never had a subscriber in project \(project).")
             }
@@ -111,7 +111,7 @@ struct AuditRoutes {
 
     /// `GET …/audit/events?fromSeq=&limit=`: events as JSON lines (`application/x-ndjson`), the `ledger log`
     /// export. At most `limit` lines (default 1000, at most 10,000); continue from the last seq + 1.
-    private func events(_ request: Request, _ context: LedgerRequestContext) throws -> Response {
+    private func events(_ request: Request, _ context: LedgerRequestContext) async throws -> Response {
         let project = try authorize(request, context)
         let query = request.uri.queryParameters
         var from: UInt64 = 1
@@ -129,7 +129,7 @@ struct AuditRoutes {
             limit = min(value, Self.maximumPageSize)
         }
         var bytes: [UInt8] = []
-        try server.ledger(for: project).readLog { snapshot in
+        try await server.ledger(for: project).readLog { snapshot in
             var count = 0
             try snapshot.forEachChainedEvent(from: from) { event, previous, hash in
                 EventJSON.write(event, prevHash: previous, hash: hash, into: &bytes)

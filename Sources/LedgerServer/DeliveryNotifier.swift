@@ -1,154 +1,166 @@
 import Foundation
+import ServiceLifecycle
+import Synchronization
 import LedgerCore
 import LedgerStore
 
 /// Wakes the devices waiting for messages (long polls and streams) that a committed send is addressed to.
 ///
-/// The writer thread only hands over the new sends' seqs (it never blocks); a dispatcher task computes each
-/// send's audience once (``SendCache``) and resumes exactly the waiting devices in it — a send to a topic
-/// with a thousand subscribers wakes a thousand streams, not every open stream of the project.
+/// The writer's thread only hands over the new sends' seqs (it never blocks); a ``SerialWorker`` of the
+/// project computes each send's audience once (``SendCache``, LMDB reads kept off the cooperative pool) and
+/// resumes exactly the waiting devices in it — a send to a topic with a thousand subscribers wakes a thousand
+/// streams, not every open stream of the project.
 ///
 /// A generation counter closes the race between "read the inbox, found nothing" and "wait": a waiter passes
 /// the generation it read before looking, and returns at once if sends committed since.
 ///
-/// Waiting costs one continuation: timeouts are kept as deadlines and one sweeper task resumes the expired
-/// waiters every ``sweepInterval`` (a timer task per wait cost more CPU than the delivery itself when a
-/// send woke a thousand streams), so a wait may last up to one interval longer than asked.
+/// Waiting costs one continuation: timeouts are kept as deadlines, and ``DeliverySweeper`` (a service of the
+/// server) resumes the expired waiters of every project each ``sweepInterval`` (a timer task per wait cost
+/// more CPU than the delivery itself when a send woke a thousand streams), so a wait may last up to one
+/// interval longer than asked.
 ///
-/// - Note: Thread-safe. Every stored property below `lock` is only touched with `lock` held.
-final class DeliveryNotifier: @unchecked Sendable {
-    private struct Waiter {
-        let instance: InstanceID
-        let deadline: ContinuousClock.Instant
-        let continuation: CheckedContinuation<Void, Never>
-    }
-
+/// - Note: Thread-safe.
+final class DeliveryNotifier: Sendable {
     static let sweepInterval: Duration = .milliseconds(100)
 
-    private let lock = NSLock()
-    private var generation: UInt64 = 0
-    private var waiters: [UInt64: Waiter] = [:]
-    private var nextWaiter: UInt64 = 0
-    private var pending: [UInt64] = []
-    private var dispatching = false
-    private var sweeping = false
-    /// Reads the ledger to find each send's audience; set when the project's ledger opens.
-    private var audiences: (@Sendable ([UInt64]) throws -> [InstanceSet])?
+    private let waiters = Waiters()
+    /// Computes the audiences of committed sends and wakes their waiters, in commit order.
+    private let dispatcher: SerialWorker<UInt64, Void>
+
+    init() {
+        dispatcher = SerialWorker(name: "ledger-delivery", state: ()) { [waiters] _, seqs in
+            waiters.dispatch(seqs)
+        }
+    }
 
     /// The current generation: read it before looking at the inbox.
-    var current: UInt64 {
-        lock.withLock { generation }
-    }
+    var current: UInt64 { waiters.state.withLock { $0.generation } }
 
     /// How to compute the audiences of committed sends (the project's ledger and send cache).
     func connect(audiences: @escaping @Sendable ([UInt64]) throws -> [InstanceSet]) {
-        lock.withLock { self.audiences = audiences }
+        waiters.state.withLock { $0.audiences = audiences }
     }
 
-    /// Sends committed at `seqs` (called on the writer thread): bump the generation and hand the seqs to
-    /// the dispatcher.
+    /// Sends committed at `seqs` (called on the writer's thread): bump the generation and hand the seqs to
+    /// the dispatcher. With nobody waiting the sends are dropped without computing their audiences: a device
+    /// that starts waiting later read the generation before it looked at its inbox, and either that look
+    /// found the send or the generation has moved since and its wait returns at once.
     func notify(seqs: [UInt64]) {
-        let start = lock.withLock { () -> Bool in
-            generation &+= 1
-            pending += seqs
-            guard !dispatching else { return false }
-            dispatching = true
-            return true
+        let anyoneWaiting = waiters.state.withLock { state in
+            state.generation &+= 1
+            return !state.waiters.isEmpty
         }
-        if start { Task.detached { self.dispatch() } }
+        if anyoneWaiting { dispatcher.enqueue(contentsOf: seqs) }
     }
 
     /// Wakes `instance`'s waiters: its registration has ended, and its streams and polls must see that now
     /// rather than at their next keep-alive. The generation moves too, so a stream that read "registered"
     /// just before the unregistration committed does not start waiting.
     func wake(_ instance: InstanceID) {
-        let woken = lock.withLock { () -> [Waiter] in
-            generation &+= 1
-            return take { $0.instance == instance }
+        let woken = waiters.state.withLock { state in
+            state.generation &+= 1
+            return state.take { $0.instance == instance }
         }
         for waiter in woken { waiter.continuation.resume() }
     }
 
     /// Wakes every waiter (the server is stopping).
     func wakeAll() {
-        let woken = lock.withLock { () -> [Waiter] in
-            generation &+= 1
-            defer { waiters.removeAll() }
-            return Array(waiters.values)
+        let woken = waiters.state.withLock { state in
+            state.generation &+= 1
+            defer { state.waiters.removeAll() }
+            return Array(state.waiters.values)
         }
         for waiter in woken { waiter.continuation.resume() }
     }
 
-    /// Resumes the waiters in the audiences of the pending sends, until none are pending.
-    ///
-    /// With nobody waiting the sends are dropped without computing their audiences: a device that starts
-    /// waiting later read the generation before it looked at its inbox, and either that look found the send
-    /// or the generation has moved since and its wait returns at once.
-    private func dispatch() {
-        while true {
-            let (seqs, compute) = lock.withLock { () -> ([UInt64], (@Sendable ([UInt64]) throws -> [InstanceSet])?) in
-                if waiters.isEmpty { pending.removeAll() }
-                defer { pending.removeAll() }
-                if pending.isEmpty { dispatching = false }
-                return (pending, audiences)
-            }
-            guard !seqs.isEmpty else { return }
-            // If the audiences cannot be read, wake everyone: each device then reads its own inbox.
-            let sets = (try? compute?(seqs)) ?? nil
-            let woken = lock.withLock { () -> [Waiter] in
-                take { waiter in sets.map { $0.contains { $0.contains(waiter.instance) } } ?? true }
-            }
-            for waiter in woken { waiter.continuation.resume() }
-        }
+    /// Resumes the waiters whose deadline is at or before `now` (``DeliverySweeper``).
+    func sweep(now: ContinuousClock.Instant) {
+        let expired = waiters.state.withLock { state in state.take { $0.deadline <= now } }
+        for waiter in expired { waiter.continuation.resume() }
     }
 
     /// Returns when a send addressed to `instance` commits after `seen`, after `timeout` (give or take
     /// ``sweepInterval``), or on cancellation.
     func wait(for instance: InstanceID, after seen: UInt64, timeout: Duration) async {
         let deadline = ContinuousClock.now + timeout
-        let id = lock.withLock { () -> UInt64 in
-            nextWaiter &+= 1
-            return nextWaiter
+        let id = waiters.state.withLock { state in
+            state.nextWaiter &+= 1
+            return state.nextWaiter
         }
         await withTaskCancellationHandler {
             await withCheckedContinuation { continuation in
-                let (immediate, startSweeper) = lock.withLock { () -> (Bool, Bool) in
-                    if generation != seen || Task.isCancelled { return (true, false) }
-                    waiters[id] = Waiter(instance: instance, deadline: deadline, continuation: continuation)
-                    let startSweeper = !sweeping
-                    sweeping = true
-                    return (false, startSweeper)
+                let immediate = waiters.state.withLock { state in
+                    if state.generation != seen || Task.isCancelled { return true }
+                    state.waiters[id] = Waiter(instance: instance, deadline: deadline, continuation: continuation)
+                    return false
                 }
                 if immediate { continuation.resume() }
-                if startSweeper { Task.detached { await self.sweep() } }
             }
         } onCancel: {
-            let waiter = lock.withLock { waiters.removeValue(forKey: id) }
+            let waiter = waiters.state.withLock { $0.waiters.removeValue(forKey: id) }
             waiter?.continuation.resume()
         }
     }
 
-    /// Resumes the waiters whose deadline has passed, every ``sweepInterval``, while any are waiting.
-    private func sweep() async {
-        while true {
-            try? await Task.sleep(for: Self.sweepInterval)
-            let now = ContinuousClock.now
-            let (expired, done) = lock.withLock { () -> ([Waiter], Bool) in
-                let expired = take { $0.deadline <= now }
-                if waiters.isEmpty { sweeping = false }
-                return (expired, waiters.isEmpty)
-            }
-            for waiter in expired { waiter.continuation.resume() }
-            if done { return }
-        }
+    private struct Waiter {
+        let instance: InstanceID
+        let deadline: ContinuousClock.Instant
+        let continuation: CheckedContinuation<Void, Never>
     }
 
-    /// Removes and returns the waiters that `chosen` picks (with `lock` held).
-    private func take(where chosen: (Waiter) -> Bool) -> [Waiter] {
-        var taken: [(id: UInt64, waiter: Waiter)] = []
-        for (id, waiter) in waiters where chosen(waiter) { taken.append((id, waiter)) }
-        for entry in taken { waiters[entry.id] = nil }
-        return taken.map(\.waiter)
+    /// The waiting devices, shared by the notifier and its dispatcher.
+    private final class Waiters: Sendable {
+        struct State {
+            var generation: UInt64 = 0
+            var waiters: [UInt64: Waiter] = [:]
+            var nextWaiter: UInt64 = 0
+            /// Reads the ledger to find each send's audience; set when the project's ledger opens.
+            var audiences: (@Sendable ([UInt64]) throws -> [InstanceSet])?
+
+            /// Removes and returns the waiters that `chosen` picks.
+            mutating func take(where chosen: (Waiter) -> Bool) -> [Waiter] {
+                var taken: [(id: UInt64, waiter: Waiter)] = []
+                for (id, waiter) in waiters where chosen(waiter) { taken.append((id, waiter)) }
+                for entry in taken { waiters[entry.id] = nil }
+                return taken.map(\.waiter)
+            }
+        }
+
+        let state = Mutex(State())
+
+        /// Resumes the waiters in the audiences of `seqs` (on the dispatcher's thread).
+        func dispatch(_ seqs: [UInt64]) {
+            let compute = state.withLock { $0.waiters.isEmpty ? nil : $0.audiences }
+            guard let compute else { return }
+            // If the audiences cannot be read, wake everyone: each device then reads its own inbox.
+            let sets = try? compute(seqs)
+            let woken = state.withLock { state in
+                state.take { waiter in sets.map { $0.contains { $0.contains(waiter.instance) } } ?? true }
+            }
+            for waiter in woken { waiter.continuation.resume() }
+        }
+    }
+}
+
+/// Resumes the expired waiters of every project's ``DeliveryNotifier`` each
+/// ``DeliveryNotifier/sweepInterval``: one loop for the server, run beside it as a service.
+///
+/// It ends at graceful shutdown: the server's polls and streams are woken then (``DeliveryNotifier/wakeAll()``),
+/// and no wait outlives them.
+public struct DeliverySweeper: Service {
+    let ledgers: LedgerRegistry
+
+    public init(ledgers: LedgerRegistry) { self.ledgers = ledgers }
+
+    public func run() async throws {
+        try await cancelWhenGracefulShutdown {
+            while !Task.isCancelled {
+                try await Task.sleep(for: DeliveryNotifier.sweepInterval)
+                let now = ContinuousClock.now
+                for delivery in ledgers.deliveries() { delivery.notifier.sweep(now: now) }
+            }
+        }
     }
 }
 

@@ -22,7 +22,7 @@ struct DeliveryRoutes {
             .add(middleware: ProjectAuthentication(credentials: server.configuration.credentials, roles: [.client]))
             .add(middleware: RegistrationInPath())
         device.get("messages") { request, context in try await poll(request, context) }
-        device.get("messages:stream") { request, context in try stream(request, context) }
+        device.get("messages:stream") { request, context in try await stream(request, context) }
         device.post("messages:ack") { request, context in try await acknowledge(request, context) }
     }
 
@@ -52,10 +52,12 @@ struct DeliveryRoutes {
         return value
     }
 
-    private func device(_ request: Request, _ context: LedgerRequestContext) throws -> (Device, InstanceID, UInt64) {
+    private func device(_ request: Request, _ context: LedgerRequestContext) async throws -> (
+        Device, InstanceID, UInt64
+    ) {
         let project = try context.requireCaller().project
         let token = try context.requireToken()
-        let ledger = try server.ledger(for: project)
+        let ledger = try await server.ledger(for: project)
         let (instance, acknowledged, head) = try ledger.read { snapshot -> (InstanceID, UInt64, UInt64) in
             guard let instance = try snapshot.instanceID(of: token), try snapshot.isRegistered(instance) else {
                 throw FCMError.notFound(Self.unregistered)
@@ -71,7 +73,7 @@ struct DeliveryRoutes {
     /// `GET …/messages?after=CURSOR&waitSeconds=N`: the messages after the cursor (default: the
     /// acknowledgement cursor), waiting up to N seconds (at most 60) for one to arrive.
     private func poll(_ request: Request, _ context: LedgerRequestContext) async throws -> Response {
-        let (device, instance, acknowledged) = try device(request, context)
+        let (device, instance, acknowledged) = try await device(request, context)
         let query = request.uri.queryParameters
         var after = acknowledged
         if let text = query["after"] {
@@ -111,8 +113,8 @@ struct DeliveryRoutes {
     /// from `Last-Event-ID` if given (never before the acknowledgement cursor), else from the
     /// acknowledgement cursor; a comment every 15 s keeps idle connections open. Ends when the device is
     /// unregistered.
-    private func stream(_ request: Request, _ context: LedgerRequestContext) throws -> Response {
-        let (device, instance, acknowledged) = try device(request, context)
+    private func stream(_ request: Request, _ context: LedgerRequestContext) async throws -> Response {
+        let (device, instance, acknowledged) = try await device(request, context)
         var start = acknowledged
         if let lastEventID = request.headers[.lastEventID] {
             start = max(try cursor(lastEventID, field: "Last-Event-ID", device: device), acknowledged)
@@ -163,7 +165,7 @@ struct DeliveryRoutes {
     /// `POST …/messages:ack {"through": CURSOR}`: every message at or before the cursor is acknowledged and
     /// never delivered again. An older cursor than the current one changes nothing.
     private func acknowledge(_ request: Request, _ context: LedgerRequestContext) async throws -> Response {
-        let (device, _, acknowledged) = try device(request, context)
+        let (device, _, acknowledged) = try await device(request, context)
         let body = try await JSONBody.decode(
             AcknowledgementBody.self, request, limit: server.configuration.maximumBodyBytes)
         let through = try cursor(body.through, field: "through", device: device)
@@ -197,21 +199,11 @@ struct DeliveryRoutes {
     static let unregistered = "Requested entity was not found: the registration is not registered."
 }
 
-/// Set once, read by a stream's loop.
-private final class StopFlag: @unchecked Sendable {
-    // @unchecked: `value` is only touched with `lock` held.
-    private let lock = NSLock()
-    private var value = false
-    var isSet: Bool {
-        lock.lock()
-        defer { lock.unlock() }
-        return value
-    }
-    func set() {
-        lock.lock()
-        value = true
-        lock.unlock()
-    }
+/// Set once, read by a stream's or a poll's loop.
+private struct StopFlag: Sendable {
+    private let value = LockedValue(false)
+    var isSet: Bool { value.withLock { $0 } }
+    func set() { value.withLock { $0 = true } }
 }
 
 extension HTTPField.Name {

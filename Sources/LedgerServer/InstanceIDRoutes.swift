@@ -17,7 +17,7 @@ struct InstanceIDRoutes {
         router.group("/iid").add(
             middleware: InstanceIDAuthentication(
                 credentials: server.configuration.credentials, roles: [.admin, .auditor])
-        ).get("info/:token") { request, context in try info(request, context) }
+        ).get("info/:token") { request, context in try await info(request, context) }
     }
 
     private static let invalid = InstanceIDError(status: .badRequest, code: "INVALID_ARGUMENT")
@@ -122,7 +122,7 @@ struct InstanceIDRoutes {
         let results: [Result]
 
         /// The body, byte for byte what `JSONResponse.encoded` writes (tested): written directly because
-        /// `JSONEncoder` took 8 % of the server's samples under the 1000-token batchAdd load (issue #14).
+        /// `JSONEncoder` took 8 % of the server's samples under the 1000-token batchAdd load.
         var json: [UInt8] {
             var out = Array(#"{"results":["#.utf8)
             out.reserveCapacity(out.count + results.count * 3 + 2)
@@ -159,11 +159,11 @@ struct InstanceIDRoutes {
     }
 
     /// `GET /iid/info/{token}?details=true`: the instance's application, platform and topics with add dates.
-    private func info(_ request: Request, _ context: LedgerRequestContext) throws -> Response {
+    private func info(_ request: Request, _ context: LedgerRequestContext) async throws -> Response {
         let caller = try context.requireCaller()
         guard let token = try? RegistrationToken(try context.parameters.decoded("token")) else { throw Self.invalid }
         let details = request.uri.queryParameters["details"] == "true"
-        let body: InstanceInfo? = try server.ledger(for: caller.project).read { snapshot in
+        let body: InstanceInfo? = try await server.ledger(for: caller.project).read { snapshot in
             guard let instance = try snapshot.instanceID(of: token), let info = try snapshot.instance(instance),
                 info.registeredSince != nil
             else { return nil }

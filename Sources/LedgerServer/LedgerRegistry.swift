@@ -1,4 +1,5 @@
 import Foundation
+import Synchronization
 import LedgerCore
 import LedgerStore
 import Logging
@@ -6,19 +7,34 @@ import LMDBKit
 
 /// The open ledger of each served project, opened on first use and closed at shutdown.
 ///
+/// Opening a ledger (LMDB's open, the layout check, the audience recorder's first look) blocks on the disk,
+/// so it runs on a ``SerialWorker`` of the registry, never on a thread of Swift's cooperative pool: one
+/// project at a time, each opened once.
+///
 /// - Note: Thread-safe.
-public final class LedgerRegistry: @unchecked Sendable {
-    // @unchecked: `ledgers` is only touched with `lock` held.
-    private let lock = NSLock()
-    private var ledgers: [ProjectID: Ledger] = [:]
-    private var deliveries: [ProjectID: DeliveryState] = [:]
-    private var signers: [ProjectID: CheckpointSigner] = [:]
-    /// Why a project's checkpoint signer could not be made, when the last try failed.
-    private var signerProblems: [ProjectID: String] = [:]
-    /// Each pushing project's APNs state, as its pusher last reported it.
-    private var apnsStates: [ProjectID: APNsState] = [:]
-    /// Projects that could not be opened: why, and when it was last tried (tried again after a second).
-    private var refusals: [ProjectID: (error: StoreError, at: ContinuousClock.Instant)] = [:]
+public final class LedgerRegistry: Sendable {
+    private struct State {
+        var ledgers: [ProjectID: Ledger] = [:]
+        var deliveries: [ProjectID: DeliveryState] = [:]
+        var signers: [ProjectID: CheckpointSigner] = [:]
+        /// Why a project's checkpoint signer could not be made, when the last try failed.
+        var signerProblems: [ProjectID: String] = [:]
+        /// Each pushing project's APNs state, as its pusher last reported it.
+        var apnsStates: [ProjectID: APNsState] = [:]
+        /// Projects that could not be opened: why, and when it was last tried (tried again after a second).
+        var refusals: [ProjectID: (error: StoreError, at: ContinuousClock.Instant)] = [:]
+
+        mutating func delivery(for project: ProjectID) -> DeliveryState {
+            if let delivery = deliveries[project] { return delivery }
+            let delivery = DeliveryState(project: project)
+            deliveries[project] = delivery
+            return delivery
+        }
+    }
+
+    private let state = Mutex(State())
+    /// Opens ledgers and makes checkpoint signers (file I/O) off the cooperative pool.
+    private let opener = SerialWorker<BlockingJob, Void>(name: "ledger-open")
     private let configuration: ServerConfiguration
     private let logger: Logger
     /// The metrics every ledger's group commits are reported to.
@@ -37,24 +53,44 @@ public final class LedgerRegistry: @unchecked Sendable {
     /// is tried again.
     ///
     /// - Throws: `StoreError`.
-    public func ledger(for project: ProjectID) throws -> Ledger {
-        lock.lock()
-        defer { lock.unlock() }
-        if let ledger = ledgers[project] { return ledger }
-        if let refusal = refusals[project], ContinuousClock.now - refusal.at < .seconds(1) { throw refusal.error }
+    public func ledger(for project: ProjectID) async throws -> Ledger {
+        if let ledger = try openedLedger(project) { return ledger }
+        return try await opener.perform { [self] in
+            // Another request may have opened it while this one waited for the opener.
+            if let ledger = try openedLedger(project) { return ledger }
+            return try open(project)
+        }
+    }
+
+    /// The ledger of `project` when it is open; `nil` when it is to be opened; throws a recent refusal.
+    private func openedLedger(_ project: ProjectID) throws -> Ledger? {
+        try state.withLock { state in
+            if let ledger = state.ledgers[project] { return ledger }
+            if let refusal = state.refusals[project], ContinuousClock.now - refusal.at < .seconds(1) {
+                throw refusal.error
+            }
+            return nil
+        }
+    }
+
+    /// Opens the ledger of `project` (on the opener's thread), or records why it cannot be.
+    private func open(_ project: ProjectID) throws -> Ledger {
         do {
-            let ledger = try openLocked(project)
-            if refusals.removeValue(forKey: project) != nil {
+            let ledger = try openLedger(project)
+            if state.withLock({ $0.refusals.removeValue(forKey: project) }) != nil {
                 logger.notice("ledger of project is served again", metadata: ["ledger.project": "\(project)"])
             }
             return ledger
         } catch let error as StoreError {
-            if refusals[project]?.error.message != error.message {
+            let previous = state.withLock { state in
+                defer { state.refusals[project] = (error, .now) }
+                return state.refusals[project]?.error.message
+            }
+            if previous != error.message {
                 logger.critical(
                     "the ledger of a project cannot be served; its requests get 503 UNAVAILABLE",
                     metadata: ["ledger.project": "\(project)", "error": "\(error)"])
             }
-            refusals[project] = (error, .now)
             throw error
         }
     }
@@ -73,16 +109,16 @@ public final class LedgerRegistry: @unchecked Sendable {
 
     /// Why some of `projects` cannot be served now (empty when all can), without naming them: readiness is
     /// unauthenticated and must not reveal which projects exist.
-    public func readinessProblems(_ projects: Set<ProjectID>) -> [String] {
+    public func readinessProblems(_ projects: Set<ProjectID>) async -> [String] {
         var problems: [String] = []
         for project in projects.sorted(by: { $0.rawValue < $1.rawValue }) {
             do {
-                let ledger = try self.ledger(for: project)
+                let ledger = try await self.ledger(for: project)
                 if let problem = ledger.writeProblem { problems.append("a project cannot be written: \(problem)") }
-                if lock.withLock({ signerProblems[project] != nil }) {
+                if state.withLock({ $0.signerProblems[project] != nil }) {
                     problems.append("a project cannot sign checkpoints: its signing key cannot be used")
                 }
-                if let problem = lock.withLock({ apnsStates[project]?.problem }) {
+                if let problem = state.withLock({ $0.apnsStates[project]?.problem }) {
                     problems.append("a project cannot push to APNs: \(problem)")
                 }
             } catch let error as StoreError {
@@ -94,18 +130,18 @@ public final class LedgerRegistry: @unchecked Sendable {
         return problems
     }
 
-    private func openLocked(_ project: ProjectID) throws -> Ledger {
+    private func openLedger(_ project: ProjectID) throws -> Ledger {
         var options = Ledger.Options()
         options.limits = configuration.limits
         if let initialMapBytes = configuration.initialMapBytes { options.environment.mapSize = initialMapBytes }
         options.commitObserver = { [metrics] requests, operations, duration in
             metrics.recordCommit(requests: requests, operations: operations, duration: duration)
         }
-        let delivery = deliveryLocked(for: project)
+        let delivery = self.delivery(for: project)
         options.sendObserver = { [delivery] seqs in delivery.notify(seqs: seqs) }
         let ledger = try Ledger.open(
             dataDirectory: configuration.dataDirectory, project: project, options: options, logger: logger)
-        ledgers[project] = ledger
+        state.withLock { $0.ledgers[project] = ledger }
         // Weak: a closed ledger must be released (it holds the project's writer lock).
         delivery.notifier.connect { [weak ledger, sends = delivery.sends] seqs in
             guard let ledger else { throw StoreError(.unavailable, "the ledger is closed") }
@@ -117,16 +153,12 @@ public final class LedgerRegistry: @unchecked Sendable {
     /// What delivery shares across `project`'s devices: the wake-up of waiting devices and the prepared
     /// recent sends.
     func delivery(for project: ProjectID) -> DeliveryState {
-        lock.lock()
-        defer { lock.unlock() }
-        return deliveryLocked(for: project)
+        state.withLock { $0.delivery(for: project) }
     }
 
-    private func deliveryLocked(for project: ProjectID) -> DeliveryState {
-        if let delivery = deliveries[project] { return delivery }
-        let delivery = DeliveryState(project: project)
-        deliveries[project] = delivery
-        return delivery
+    /// Every project's delivery state made so far (``DeliverySweeper``).
+    func deliveries() -> [DeliveryState] {
+        state.withLock { Array($0.deliveries.values) }
     }
 
     /// The checkpoint signer of `project` (its key made on first use: ``CheckpointKeeper``).
@@ -135,20 +167,27 @@ public final class LedgerRegistry: @unchecked Sendable {
     /// its path, and is the project's readiness problem until a later try succeeds.
     ///
     /// - Throws: `StoreError`, whose message may name the key's path: not for clients.
-    func checkpoints(for project: ProjectID) throws -> CheckpointSigner {
-        lock.lock()
-        defer { lock.unlock() }
-        if let signer = signers[project] { return signer }
+    func checkpoints(for project: ProjectID) async throws -> CheckpointSigner {
+        if let signer = state.withLock({ $0.signers[project] }) { return signer }
+        return try await opener.perform { [self] in try makeSigner(project) }
+    }
+
+    /// Opens `project`'s checkpoint key (on the opener's thread), or records why it cannot be used.
+    private func makeSigner(_ project: ProjectID) throws -> CheckpointSigner {
+        if let signer = state.withLock({ $0.signers[project] }) { return signer }
         do {
             let signer = CheckpointSigner(
                 keeper: try CheckpointKeeper.open(
                     dataDirectory: configuration.dataDirectory, project: project,
                     settings: configuration.checkpoints[project] ?? CheckpointSettings()))
-            signers[project] = signer
-            signerProblems.removeValue(forKey: project)
+            state.withLock { state in
+                state.signers[project] = signer
+                state.signerProblems.removeValue(forKey: project)
+            }
             return signer
         } catch let error as StoreError {
-            if signerProblems.updateValue(error.message, forKey: project) != error.message {
+            let previous = state.withLock { $0.signerProblems.updateValue(error.message, forKey: project) }
+            if previous != error.message {
                 logger.error(
                     "the checkpoint key of a project cannot be used; its checkpoints get 503 UNAVAILABLE",
                     metadata: ["ledger.project": "\(project)", "error": "\(error)"])
@@ -181,38 +220,40 @@ public final class LedgerRegistry: @unchecked Sendable {
         var outboxDepth: Int
     }
 
-    func reportAPNs(_ state: APNsState, for project: ProjectID) {
-        lock.withLock { apnsStates[project] = state }
+    func reportAPNs(_ report: APNsState, for project: ProjectID) {
+        state.withLock { $0.apnsStates[project] = report }
     }
 
     /// The pushes owed over every project, and how many projects APNs refuses.
     func apnsTotals() -> (outboxDepth: Int, failingProjects: Int) {
-        lock.withLock {
-            (apnsStates.values.reduce(0) { $0 + $1.outboxDepth }, apnsStates.values.filter { $0.problem != nil }.count)
+        state.withLock { state in
+            (
+                state.apnsStates.values.reduce(0) { $0 + $1.outboxDepth },
+                state.apnsStates.values.filter { $0.problem != nil }.count
+            )
         }
     }
 
     public func openLedgers() -> [ProjectID: Ledger] {
-        lock.lock()
-        defer { lock.unlock() }
-        return ledgers
+        state.withLock { $0.ledgers }
     }
 
-    /// Finishes queued writes of every ledger.
+    /// Finishes queued writes of every ledger, and closes them.
     public func closeAll() {
-        lock.lock()
-        defer { lock.unlock() }
+        let ledgers = state.withLock { state in
+            defer { state.ledgers.removeAll() }
+            return state.ledgers
+        }
         for ledger in ledgers.values { ledger.close() }
-        ledgers.removeAll()
     }
 
     /// Signs a last checkpoint of every open ledger whose log grew since its last one (the server's
     /// shutdown: the kept checkpoints then end at the final head). Failures are logged, not thrown: a
     /// stopping server still closes its ledgers.
-    public func signFinalCheckpoints() {
+    public func signFinalCheckpoints() async {
         for (project, ledger) in openLedgers() {
             do {
-                try checkpoints(for: project).signIfGrown(ledger)
+                try await checkpoints(for: project).signIfGrown(ledger)
             } catch {
                 logger.error(
                     "could not sign the shutdown checkpoint",

@@ -1,4 +1,5 @@
 import Foundation
+import Synchronization
 import Hummingbird
 import LedgerCore
 import LedgerStore
@@ -21,29 +22,29 @@ struct ProofRoutes {
             .add(
                 middleware: ProjectAuthentication(
                     credentials: server.configuration.credentials, roles: [.auditor, .admin]))
-        project.get("ledger:checkpoint") { _, context in try checkpoint(context) }
-        project.get("ledger:consistency") { request, context in try consistency(request, context) }
-        project.get("messages/:messageProof") { _, context in try messageProof(context) }
+        project.get("ledger:checkpoint") { _, context in try await checkpoint(context) }
+        project.get("ledger:consistency") { request, context in try await consistency(request, context) }
+        project.get("messages/:messageProof") { _, context in try await messageProof(context) }
     }
 
-    private func checkpoint(_ context: LedgerRequestContext) throws -> Response {
+    private func checkpoint(_ context: LedgerRequestContext) async throws -> Response {
         let project = try context.requireCaller().project
         // The ledger first: opening it makes the project's directory, where a first checkpoint key is made.
-        let ledger = try server.ledger(for: project)
-        let note = try server.checkpointSigner(for: project).latest(of: ledger).note
+        let ledger = try await server.ledger(for: project)
+        let note = try await server.checkpointSigner(for: project).latest(of: ledger).note
         return Response(
             status: .ok, headers: [.contentType: "text/plain; charset=utf-8"],
             body: ResponseBody(byteBuffer: ByteBuffer(string: note)))
     }
 
-    private func messageProof(_ context: LedgerRequestContext) throws -> Response {
+    private func messageProof(_ context: LedgerRequestContext) async throws -> Response {
         let project = try context.requireCaller().project
         let text = try context.parameters.decoded("messageProof")
         guard text.hasSuffix(":proof") else { throw FCMError.notFound("Unknown route.") }
         let idText = text.dropLast(":proof".count)
         let id = try Parameters.messageID(idText)
-        let ledger = try server.ledger(for: project)
-        let signed = try server.checkpointSigner(for: project).latest(of: ledger)
+        let ledger = try await server.ledger(for: project)
+        let signed = try await server.checkpointSigner(for: project).latest(of: ledger)
         let body = try ledger.read { snapshot -> LedgerProofs.MessageProof in
             guard
                 let proof = try LedgerProofs.messageProof(
@@ -54,7 +55,7 @@ struct ProofRoutes {
         return try JSONResponse.encoded(body)
     }
 
-    private func consistency(_ request: Request, _ context: LedgerRequestContext) throws -> Response {
+    private func consistency(_ request: Request, _ context: LedgerRequestContext) async throws -> Response {
         let project = try context.requireCaller().project
         let query = request.uri.queryParameters
         func size(_ name: String) throws -> UInt64? {
@@ -67,7 +68,7 @@ struct ProofRoutes {
             throw FCMError.invalidArgument("from is required: the older tree size", field: "from")
         }
         let to = try size("to")
-        let body = try server.ledger(for: project).read { snapshot -> LedgerProofs.ConsistencyProof in
+        let body = try await server.ledger(for: project).read { snapshot -> LedgerProofs.ConsistencyProof in
             let head = try snapshot.head().seq
             let to = to ?? head
             guard from <= to, to <= head else {
@@ -81,40 +82,43 @@ struct ProofRoutes {
 }
 
 /// One project's checkpoint signer, signing at most once a second.
-final class CheckpointSigner: @unchecked Sendable {
-    // @unchecked: `last` is only touched with `lock` held.
-    private let lock = NSLock()
+final class CheckpointSigner: Sendable {
+    private typealias Signed = (checkpoint: Checkpoint, note: String, at: Double)
+
     private let keeper: CheckpointKeeper
-    private var last: (checkpoint: Checkpoint, note: String, at: Double)?
+    /// The last checkpoint signed; held while one is signed, so that two requests sign once.
+    private let last = Mutex<Signed?>(nil)
 
     init(keeper: CheckpointKeeper) { self.keeper = keeper }
 
     /// The last signed checkpoint if it is under a second old or the log has not grown since; else a new one.
     /// One snapshot for the head and the signature.
     func latest(of ledger: Ledger) throws -> (checkpoint: Checkpoint, note: String) {
-        lock.lock()
-        defer { lock.unlock() }
         let now = monotonicSeconds()
-        return try ledger.read { snapshot in
-            let head = try snapshot.head().seq
-            if let last, now - last.at < 1 || last.checkpoint.size == head { return (last.checkpoint, last.note) }
-            return try keepSigned(snapshot, at: now)
+        return try last.withLock { last in
+            try ledger.read { snapshot in
+                let head = try snapshot.head().seq
+                if let last, now - last.at < 1 || last.checkpoint.size == head {
+                    return (last.checkpoint, last.note)
+                }
+                return try keepSigned(snapshot, at: now, as: &last)
+            }
         }
     }
 
     /// Signs a checkpoint of the whole log unless the last one already covers it (or the log is empty).
     func signIfGrown(_ ledger: Ledger) throws {
-        lock.lock()
-        defer { lock.unlock() }
-        try ledger.read { snapshot in
-            let head = try snapshot.head().seq
-            guard head > 0, last?.checkpoint.size != head else { return }
-            _ = try keepSigned(snapshot, at: monotonicSeconds())
+        try last.withLock { last in
+            try ledger.read { snapshot in
+                let head = try snapshot.head().seq
+                guard head > 0, last?.checkpoint.size != head else { return }
+                _ = try keepSigned(snapshot, at: monotonicSeconds(), as: &last)
+            }
         }
     }
 
-    /// Signs `snapshot`'s whole log and remembers it as the last (with `lock` held).
-    private func keepSigned(_ snapshot: LedgerSnapshot, at time: Double) throws -> (
+    /// Signs `snapshot`'s whole log and remembers it as the last.
+    private func keepSigned(_ snapshot: LedgerSnapshot, at time: Double, as last: inout Signed?) throws -> (
         checkpoint: Checkpoint, note: String
     ) {
         let signed = try keeper.sign(snapshot)

@@ -1,6 +1,7 @@
 import Foundation
 import LedgerCore
 import NIOCore
+import Synchronization
 
 /// Token buckets per key (a project, or one device of a project): `rate` tokens a second, holding at most
 /// `capacity` (the burst).
@@ -11,16 +12,18 @@ import NIOCore
 /// keys active within one refill period, however many devices exist.
 ///
 /// - Note: Thread-safe.
-final class RateLimiter<Key: Hashable & Sendable>: @unchecked Sendable {
-    // @unchecked: `buckets` and `sweepAt` are only touched with `lock` held.
+final class RateLimiter<Key: Hashable & Sendable>: Sendable {
     private struct Bucket {
         var available: Double
         var updated: Double
     }
 
-    private let lock = NSLock()
-    private var buckets: [Key: Bucket] = [:]
-    private var sweepAt = 1024
+    private struct Buckets {
+        var buckets: [Key: Bucket] = [:]
+        var sweepAt = 1024
+    }
+
+    private let state = Mutex(Buckets())
     let rate: Double
     let capacity: Double
     private let now: @Sendable () -> Double
@@ -37,42 +40,42 @@ final class RateLimiter<Key: Hashable & Sendable>: @unchecked Sendable {
 
     /// Takes up to `count` tokens from `key`'s bucket; returns how many were granted (0…count).
     func take(_ count: Int, for key: Key) -> Int {
-        lock.lock()
-        defer { lock.unlock() }
         let time = now()
-        var bucket = buckets[key] ?? Bucket(available: capacity, updated: time)
-        bucket.available = min(capacity, bucket.available + max(0, time - bucket.updated) * rate)
-        bucket.updated = time
-        // Compared as Doubles first: a configured rate near Int.max must not trap in a conversion.
-        let granted = bucket.available >= Double(count) ? count : max(0, Int(bucket.available.rounded(.down)))
-        bucket.available -= Double(granted)
-        buckets[key] = bucket
-        if buckets.count >= sweepAt { sweep(at: time) }
-        return granted
+        return state.withLock { state in
+            var bucket = state.buckets[key] ?? Bucket(available: capacity, updated: time)
+            bucket.available = min(capacity, bucket.available + max(0, time - bucket.updated) * rate)
+            bucket.updated = time
+            // Compared as Doubles first: a configured rate near Int.max must not trap in a conversion.
+            let granted = bucket.available >= Double(count) ? count : max(0, Int(bucket.available.rounded(.down)))
+            bucket.available -= Double(granted)
+            state.buckets[key] = bucket
+            if state.buckets.count >= state.sweepAt { sweep(&state, at: time) }
+            return granted
+        }
     }
 
     /// Gives back `count` tokens taken from `key`'s bucket (never past `capacity`).
     func refund(_ count: Int, for key: Key) {
-        lock.lock()
-        defer { lock.unlock() }
-        guard var bucket = buckets[key] else { return }
-        bucket.available = min(capacity, bucket.available + Double(count))
-        buckets[key] = bucket
+        state.withLock { state in
+            guard var bucket = state.buckets[key] else { return }
+            bucket.available = min(capacity, bucket.available + Double(count))
+            state.buckets[key] = bucket
+        }
     }
 
     /// Whole seconds until one token is available again (the `Retry-After` value), at least 1.
     func retryAfter(for key: Key) -> Int {
-        lock.lock()
-        defer { lock.unlock() }
-        let available = buckets[key]?.available ?? capacity
+        let available = state.withLock { $0.buckets[key]?.available } ?? capacity
         let seconds = ((1 - available) / rate).rounded(.up)
         return seconds < 1 ? 1 : seconds > 86_400 ? 86_400 : Int(seconds)
     }
 
     /// Drops the buckets that have filled up again; the next sweep waits until twice as many remain.
-    private func sweep(at time: Double) {
-        buckets = buckets.filter { $0.value.available + max(0, time - $0.value.updated) * rate < capacity }
-        sweepAt = max(1024, buckets.count * 2)
+    private func sweep(_ state: inout Buckets, at time: Double) {
+        state.buckets = state.buckets.filter {
+            $0.value.available + max(0, time - $0.value.updated) * rate < capacity
+        }
+        state.sweepAt = max(1024, state.buckets.count * 2)
     }
 }
 

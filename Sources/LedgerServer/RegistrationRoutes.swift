@@ -48,7 +48,7 @@ struct RegistrationRoutes {
                     project: project)
                 if receipt.outcomes[0].rejection != nil { throw FCMError.notFound("Requested entity was not found.") }
                 // The device's open stream or long poll ends now, not at its next keep-alive.
-                if let instance = try server.ledger(for: project).read({ try $0.instanceID(of: token) }) {
+                if let instance = try await server.ledger(for: project).read({ try $0.instanceID(of: token) }) {
                     server.ledgers.delivery(for: project).notifier.wake(instance)
                 }
                 return try JSONResponse.encoded(EmptyBody())

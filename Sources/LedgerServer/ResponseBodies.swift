@@ -11,7 +11,7 @@ struct MessageName: Encodable {
     let name: String
 
     /// The body, byte for byte what `JSONResponse.encoded` writes (tested): written directly because
-    /// `JSONEncoder` was 2 % of the server's samples under the topic-send load (issue #14).
+    /// `JSONEncoder` was 2 % of the server's samples under the topic-send load.
     var json: [UInt8] {
         var object = JSONObjectWriter()
         object.field("name", string: name)
@@ -37,7 +37,7 @@ struct TopicSubscriptionResource: Encodable {
     }
 
     /// The body, byte for byte what `JSONResponse.encoded` writes (keys sorted; tested): written directly
-    /// because `JSONEncoder` was 3 % of the server's samples under the per-token subscribe load (issue #14).
+    /// because `JSONEncoder` was 3 % of the server's samples under the per-token subscribe load.
     var json: [UInt8] {
         var object = JSONObjectWriter()
         object.field("createTime", string: createTime)

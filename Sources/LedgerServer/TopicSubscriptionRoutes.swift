@@ -21,8 +21,8 @@ struct TopicSubscriptionRoutes {
         let reads = router.group(base)
             .add(middleware: ProjectAuthentication(credentials: credentials, roles: [.admin, .client, .auditor]))
             .add(middleware: RegistrationInPath())
-        reads.get(":topic") { request, context in try get(request, context) }
-        reads.get { request, context in try list(request, context) }
+        reads.get(":topic") { request, context in try await get(request, context) }
+        reads.get { request, context in try await list(request, context) }
     }
 
     /// The caller, the token of the path and the channel recorded in events.
@@ -79,10 +79,10 @@ struct TopicSubscriptionRoutes {
         return receipt
     }
 
-    private func get(_ request: Request, _ context: LedgerRequestContext) throws -> Response {
+    private func get(_ request: Request, _ context: LedgerRequestContext) async throws -> Response {
         let (caller, token, _) = try prepare(context)
         let topic = try topicName(try context.parameters.decoded("topic"), field: "topic")
-        let created: LedgerTime? = try server.ledger(for: caller.project).read { snapshot in
+        let created: LedgerTime? = try await server.ledger(for: caller.project).read { snapshot in
             guard let instance = try registeredInstance(token, snapshot),
                 let topicID = try snapshot.topicID(of: topic),
                 let since = try snapshot.subscriptions(of: instance).first(where: { $0.topic == topicID })?.since
@@ -94,12 +94,12 @@ struct TopicSubscriptionRoutes {
             TopicSubscriptionResource(project: caller.project, token: token, topic: topic, created: created))
     }
 
-    private func list(_ request: Request, _ context: LedgerRequestContext) throws -> Response {
+    private func list(_ request: Request, _ context: LedgerRequestContext) async throws -> Response {
         let (caller, token, _) = try prepare(context)
         let pageRequest = try PageRequest(request, defaultSize: Self.defaultPageSize, maximumSize: Self.maximumPageSize)
         let pageSize = pageRequest.size
         let after = pageRequest.after
-        let subscriptions: [(TopicName, LedgerTime)] = try server.ledger(for: caller.project).read { snapshot in
+        let subscriptions: [(TopicName, LedgerTime)] = try await server.ledger(for: caller.project).read { snapshot in
             guard let instance = try registeredInstance(token, snapshot) else {
                 throw FCMError.notFound("Requested entity was not found.")
             }

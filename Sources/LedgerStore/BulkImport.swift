@@ -1,4 +1,5 @@
 import Foundation
+import Synchronization
 import LMDBKit
 import LedgerCore
 import Logging
@@ -24,18 +25,15 @@ import Logging
 /// only at the end. Memory grows with the ledger (every token, membership and interval), as for `rebuild`.
 ///
 /// One caller at a time; nothing else may append to the ledger while it is open.
-public final class BulkImport: @unchecked Sendable {
-    // @unchecked: every field is touched only with `lock` held.
+public final class BulkImport: Sendable {
     private let environment: LMDBEnvironment
     private let schema: LedgerSchema
     private let clock: @Sendable () -> LedgerTime
     private let logger: Logger
-    private let lock = NSLock()
-    private var appender: LogAppender<BulkProjection, DecidedEvents>
-    private let tree = TreeBuilderThread()
+    /// The appender, and whether more may be appended (false once finished, discarded or failed).
+    private let state: Mutex<(appender: LogAppender<BulkProjection, DecidedEvents>, isOpen: Bool)>
+    private let tree = MerkleTreeWorker()
     private let log: BulkLogWriter
-    /// False once finished, discarded or failed: nothing more may be appended.
-    private var isOpen = true
 
     /// Starts a bulk import into `ledger`, which must hold no events.
     ///
@@ -61,9 +59,13 @@ public final class BulkImport: @unchecked Sendable {
             for database in schema.projections { try txn.clear(database) }
             try txn.put(schema.meta, key: MetaKey.rebuildingThrough, value: UInt64(0))
         }
-        appender = LogAppender(
-            projection: BulkProjection(), sink: DecidedEvents(), head: .empty, limits: ledger.options.limits,
-            messageIDs: SystemRandomNumberGenerator())
+        state = Mutex(
+            (
+                LogAppender(
+                    projection: BulkProjection(), sink: DecidedEvents(), head: .empty, limits: ledger.options.limits,
+                    messageIDs: SystemRandomNumberGenerator()),
+                true
+            ))
         log = BulkLogWriter(environment: environment, schema: schema, tree: tree)
     }
 
@@ -80,8 +82,8 @@ public final class BulkImport: @unchecked Sendable {
     ///   may go on); `.invalidArgument` for a request with a send; `.unavailable` when the log could not be
     ///   written (for this or an earlier request), after which only ``discard()`` is left.
     public func append(_ request: WriteRequest) throws -> WriteReceipt {
-        try lock.withLock {
-            guard isOpen else { throw Self.closed }
+        try state.withLock { state in
+            guard state.isOpen else { throw Self.closed }
             for operation in request.operations {
                 switch operation {
                 case .send, .recordAudience:
@@ -93,13 +95,13 @@ public final class BulkImport: @unchecked Sendable {
             let result: Result<WriteReceipt, StoreError>
             do {
                 try log.rethrowFailure()
-                result = try appender.apply(request, now: clock())
+                result = try state.appender.apply(request, now: clock())
                 if case .success = result {
-                    try appender.finish()
-                    log.write(appender.sink.take())
+                    try state.appender.finish()
+                    log.write(state.appender.sink.take())
                 }
             } catch {
-                isOpen = false
+                state.isOpen = false
                 logger.error(
                     "bulk import failed; the log keeps the requests before this one",
                     metadata: ["ledger.request": "\(request.requestID)", "error": "\(error)"])
@@ -114,15 +116,15 @@ public final class BulkImport: @unchecked Sendable {
     /// - Throws: an LMDB failure; the marker then stays, and `ledger rebuild` writes the projections.
     @discardableResult
     public func finish() throws -> UInt64 {
-        try lock.withLock {
-            guard isOpen else { throw Self.closed }
-            isOpen = false
-            try waitForLogLocked()
-            var projection = appender.projection
+        try state.withLock { state in
+            guard state.isOpen else { throw Self.closed }
+            state.isOpen = false
+            try waitForLog(&state.isOpen)
+            var projection = state.appender.projection
             projection.tree = tree
             try projection.write(to: environment, schema: schema)
             try environment.write { txn in _ = try txn.delete(schema.meta, key: MetaKey.rebuildingThrough) }
-            return appender.head.seq
+            return state.appender.head.seq
         }
     }
 
@@ -132,8 +134,8 @@ public final class BulkImport: @unchecked Sendable {
     ///
     /// - Throws: an LMDB failure; the marker then stays (writers are refused until `ledger rebuild`).
     public func discard() throws {
-        try lock.withLock {
-            isOpen = false
+        try state.withLock { state in
+            state.isOpen = false
             log.drain()
             tree.cancel()
             let schema = self.schema
@@ -150,10 +152,10 @@ public final class BulkImport: @unchecked Sendable {
     ///
     /// - Throws: `.unavailable` when the log could not be written.
     public func waitForLog() throws {
-        try lock.withLock { try waitForLogLocked() }
+        try state.withLock { state in try waitForLog(&state.isOpen) }
     }
 
-    private func waitForLogLocked() throws {
+    private func waitForLog(_ isOpen: inout Bool) throws {
         log.drain()
         do {
             try log.rethrowFailure()
@@ -214,7 +216,7 @@ private final class BulkLogWriter: Sendable {
     /// One request queued beside the one being written: bounds the memory of events waiting.
     private let worker: SerialWorker<Decided, LogState>
 
-    init(environment: LMDBEnvironment, schema: LedgerSchema, tree: TreeBuilderThread) {
+    init(environment: LMDBEnvironment, schema: LedgerSchema, tree: MerkleTreeWorker) {
         worker = SerialWorker(name: "ledger-bulk-log", state: LogState(), capacity: 1) { state, requests in
             for decided in requests {
                 try Self.commit(decided, state: &state, environment: environment, schema: schema, tree: tree)
@@ -233,7 +235,7 @@ private final class BulkLogWriter: Sendable {
 
     private static func commit(
         _ decided: Decided, state: inout LogState, environment: LMDBEnvironment, schema: LedgerSchema,
-        tree: TreeBuilderThread
+        tree: MerkleTreeWorker
     ) throws {
         for event in decided.events { state.records.store(event, chainingFrom: &state.hash) }
         try environment.write { txn in

@@ -51,7 +51,7 @@ struct BulkProjection: AppenderProjection {
     private var lastToken: (name: String, id: InstanceID)?
     private var lastTopic: (name: String, id: TopicID)?
     /// The Merkle tree over the folded events, built on its own thread (nil: a tree of no events).
-    var tree: TreeBuilderThread?
+    var tree: MerkleTreeWorker?
 
     // MARK: LedgerProjection
 

@@ -1,4 +1,5 @@
 import Foundation
+import Synchronization
 import LMDBKit
 import LedgerCore
 
@@ -190,10 +191,8 @@ public struct PlatformDelivery: Sendable {
 ///
 /// - Note: Thread-safe. Entries are immutable facts about the log, so a stale entry cannot exist; the cache
 ///   only bounds memory (the newest `capacity` sends are kept).
-public final class SendCache: @unchecked Sendable {
-    // @unchecked: `entries` is only touched with `lock` held.
-    private let lock = NSLock()
-    private var entries: [UInt64: PreparedSend] = [:]
+public final class SendCache: Sendable {
+    private let entries = Mutex<[UInt64: PreparedSend]>([:])
     private let capacity: Int
     /// The project the sends belong to: the `from` of a payload that is not a topic send.
     public let project: ProjectID
@@ -205,7 +204,7 @@ public final class SendCache: @unchecked Sendable {
 
     /// The send at `seq` if it is in the cache.
     public func cached(at seq: UInt64) -> PreparedSend? {
-        lock.withLock { entries[seq] }
+        entries.withLock { $0[seq] }
     }
 
     /// The send at `seq`, prepared (from the cache, or read from `snapshot` and kept).
@@ -224,7 +223,7 @@ public final class SendCache: @unchecked Sendable {
         let prepared = PreparedSend(
             seq: seq, sent: sent, time: event.time, audience: audience, deliveries: deliveries,
             expiries: MessageLifetime.expiries(of: object, sentAt: event.time))
-        lock.withLock {
+        entries.withLock { entries in
             entries[seq] = prepared
             if entries.count > capacity, let oldest = entries.keys.min() { entries[oldest] = nil }
         }

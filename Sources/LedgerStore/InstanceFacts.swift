@@ -5,7 +5,7 @@ import LedgerCore
 ///
 /// A transaction's ``MemoizedProjection`` asks here before LMDB, and tells what it learns or changes. Under
 /// batchAdd those questions were B-tree searches of `universe` and of both instance-side databases for every
-/// token of every request (a fifth of the writer's samples, docs/performance.md, tenth pass); here they are
+/// token of every request (a fifth of the writer's samples); here they are
 /// two array reads. The facts stay true only as long as nothing else writes the ledger, so:
 ///
 /// - ``begin(transaction:)`` forgets everything unless the transaction starts from exactly the state of the

@@ -7,11 +7,9 @@ import LedgerCore
 /// topics does it hold) and then ``EventFold`` asks the same questions again while applying the event; a
 /// batch of 1,000 subscriptions to one topic asks for that topic 2,000 times. Each question is a B-tree
 /// search with a `memcmp` per level, and in a write transaction every page it touches is also looked up
-/// in the dirty-page list — the top of the writer's profile (docs/performance.md, "Issue #14 before and
-/// after"). Here topic ids are asked of LMDB once per transaction and kept; registrations and topic counts
+/// in the dirty-page list — the top of the writer's profile under batchAdd. Here topic ids are asked of LMDB once per transaction and kept; registrations and topic counts
 /// once per writer, in ``InstanceFacts``, which outlive the transaction while nothing else writes; for
-/// tokens and memberships only the last answer is kept, since the fold asks right after the check ("Issue
-/// #14, second pass"). Whether an instance holds a topic is asked of the topic's side
+/// tokens and memberships only the last answer is kept, since the fold asks right after the check. Whether an instance holds a topic is asked of the topic's side
 /// (``LMDBProjection/memberSince(_:instance:)``), whose pages a new membership is put on anyway; an
 /// instance's topic count is its `instanceTopics` count plus its count in `recentMemberships`, which the
 /// facts keep for every instance. Every write updates what is kept, so an answer is always what LMDB would

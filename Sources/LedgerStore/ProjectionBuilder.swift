@@ -18,7 +18,7 @@ enum ProjectionBuilder {
     /// grow the map (which waits for every transaction of the process).
     ///
     /// Three threads: the caller's walks the log and decodes, a ``SerialWorker`` folds the batches it hands
-    /// over, and a third builds the Merkle tree from the chain hashes (``TreeBuilderThread``). The tree's
+    /// over, and a third builds the Merkle tree from the chain hashes (``MerkleTreeWorker``). The tree's
     /// thread may still be hashing when this returns: ``BulkProjection/write(to:schema:)`` waits for it only
     /// before writing the tree, last, so its work overlaps the writing of the projections, which is otherwise
     /// sequential.
@@ -38,7 +38,7 @@ enum ProjectionBuilder {
                 }
             }
         }
-        let tree = TreeBuilderThread()
+        let tree = MerkleTreeWorker()
         var read: UInt64 = 0
         do {
             var batch: [LedgerEvent] = []
@@ -113,7 +113,7 @@ struct ChainHash: Sendable {
 /// 650k/s niced).
 ///
 /// - Note: Thread-safe. Dropping it cancels the tree's thread and waits for it.
-final class TreeBuilderThread: Sendable {
+final class MerkleTreeWorker: Sendable {
     private let worker = SerialWorker<[ChainHash], MerkleBuilder>(
         name: "ledger-tree", state: MerkleBuilder(), capacity: 256, niceness: 10, recyclesJobs: true
     ) { builder, batches in

@@ -8,7 +8,7 @@ import LedgerCore
 /// and under its instance. A `batchAdd` of 1,000 tokens touches 1,000 instances spread over the whole
 /// instance side, and LMDB copies and writes every page it changes. Keyed by instance, even a small tree of
 /// new memberships has nearly all its pages rewritten by every such commit, and the more it holds the more
-/// pages that is (docs/performance.md, sixteenth pass). Here a new membership is appended to the end of its
+/// pages that is. Here a new membership is appended to the end of its
 /// partition's run — `instance >> partitionShift`, 2,048 instances to a partition — so a commit writes the last
 /// page or two of each partition it touches, however many entries wait. Once `LedgerLimits.recentMembershipsBeforeMove`
 /// entries wait, the writer moves whole partitions, going round them, into `instanceTopics` within the same
@@ -23,8 +23,8 @@ import LedgerCore
 enum RecentMemberships {
     /// Instances `p << partitionShift ..< (p + 1) << partitionShift` share partition `p`. Larger partitions mean
     /// fewer runs for a commit to write the end of and larger moves (2^12 measured the same rate as 2^11 under
-    /// batchAdd, with p99 latency 77–82 ms against 55 and 96 MiB of heap against 58: docs/performance.md,
-    /// sixteenth pass); smaller ones, less for a reader of one instance to scan.
+    /// batchAdd, with p99 latency 77–82 ms against 55 and 96 MiB of heap against 58); smaller ones, less for a
+    /// reader of one instance to scan.
     static let partitionShift: UInt32 = 11
 
     static func partition(of instance: InstanceID) -> UInt32 { instance >> partitionShift }
@@ -184,7 +184,7 @@ enum RecentMemberships {
 
     /// Where the next move starts: the partition after the last one moved. Only the writer thread uses it; a
     /// position lost with an aborted transaction or a restart changes only which partition moves first.
-    final class MoveCursor: @unchecked Sendable {
+    final class MoveCursor {
         var next: UInt32 = 0
     }
 

@@ -1,4 +1,5 @@
 import Foundation
+import Synchronization
 import LedgerCore
 
 /// For each topic, a seq through which its membership may last have changed: the writer notes every batch's
@@ -12,24 +13,28 @@ import LedgerCore
 /// stale digest, which no path here can give.
 ///
 /// Its own lock, not the memo's: the recorder holds the memo's while it hashes, and the writer must not wait.
-final class TopicChangeTracker: @unchecked Sendable {
-    // @unchecked: every field is read and written under `lock`.
+final class TopicChangeTracker: Sendable {
     static let bucketCount = 4096
-    private let lock = NSLock()
-    private var buckets: [UInt64]
-    /// A seq through which every topic may have changed.
-    private var everyTopic: UInt64
+
+    private struct Dates {
+        var buckets: [UInt64]
+        /// A seq through which every topic may have changed.
+        var everyTopic: UInt64
+    }
+
+    private let dates: Mutex<Dates>
 
     /// - Parameter head: the ledger's head seq when it was opened (changes before it are unknown here).
     init(head: UInt64) {
-        buckets = Array(repeating: 0, count: Self.bucketCount)
-        everyTopic = head
+        dates = Mutex(Dates(buckets: Array(repeating: 0, count: Self.bucketCount), everyTopic: head))
     }
 
     /// Notes the membership changes `requests` may have made, dated `seq` (the batch's last seq).
     func noteChanges(of requests: [WriteRequest], through seq: UInt64) {
-        lock.lock()
-        defer { lock.unlock() }
+        dates.withLock { dates in Self.note(requests, through: seq, in: &dates) }
+    }
+
+    private static func note(_ requests: [WriteRequest], through seq: UInt64, in dates: inout Dates) {
         var last: TopicName?
         for request in requests {
             for operation in request.operations {
@@ -39,9 +44,9 @@ final class TopicChangeTracker: @unchecked Sendable {
                     guard topic != last else { continue }
                     last = topic
                     let bucket = Self.bucket(of: topic)
-                    buckets[bucket] = max(buckets[bucket], seq)
+                    dates.buckets[bucket] = max(dates.buckets[bucket], seq)
                 case .unregister:
-                    everyTopic = max(everyTopic, seq)
+                    dates.everyTopic = max(dates.everyTopic, seq)
                 case .register, .send, .recordAudience, .acknowledge, .setAPNsToken, .clearAPNsToken,
                     .recordPushProgress:
                     break
@@ -52,9 +57,8 @@ final class TopicChangeTracker: @unchecked Sendable {
 
     /// A seq at or after the last change of `topic`'s membership.
     func lastChange(of topic: TopicName) -> UInt64 {
-        lock.lock()
-        defer { lock.unlock() }
-        return max(everyTopic, buckets[Self.bucket(of: topic)])
+        let bucket = Self.bucket(of: topic)
+        return dates.withLock { max($0.everyTopic, $0.buckets[bucket]) }
     }
 
     private static func bucket(of topic: TopicName) -> Int { topic.rawValue.hashValue & (bucketCount - 1) }

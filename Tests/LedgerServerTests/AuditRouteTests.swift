@@ -27,7 +27,7 @@ struct AuditRouteTests {
             let tokens = try await Self.devicesOnNews(client, count: 5)
             let sent = try await client.call(.post, Self.send, body: #"{"message":{"topic":"news"}}"#)
             let id = try #require((sent.json["name"] as? String)?.split(separator: "/").last)
-            _ = try client.headSeq()  // waits for the audience
+            _ = try await client.headSeq()  // waits for the audience
             var pages: [[String]] = []
             var pageToken: String?
             repeat {
@@ -63,7 +63,7 @@ struct AuditRouteTests {
     func instanceAndTopic() async throws {
         try await TestServer().run { client in
             let tokens = try await Self.devicesOnNews(client, count: 3)
-            let subscribedSeq = try client.headSeq()
+            let subscribedSeq = try await client.headSeq()
             let removed = try await client.call(
                 .delete, "/v1/projects/demo-project/registrations/\(tokens[0])/topicSubscriptions/news")
             #expect(removed.status == .ok)

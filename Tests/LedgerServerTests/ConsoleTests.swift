@@ -106,7 +106,7 @@ struct ConsoleTests {
             _ = try await client.call(
                 .post, "/v1/projects/demo-project/registrations/\(tokens[0])/messages:ack",
                 headers: TestServer.Client.device, body: #"{"through":"\#(cursor)"}"#)
-            _ = try client.headSeq()  // audiences recorded
+            _ = try await client.headSeq()  // audiences recorded
 
             let (_, cookie) = try await Self.signIn(client, key: "auditor")
             let page = try await Self.get(client, "/console/messages/\(id)", cookie: try #require(cookie))
@@ -183,7 +183,7 @@ struct ConsoleTests {
                 .post, "/v1/projects/demo-project/messages:send", headers: admin,
                 body: #"{"message":{"topic":"early"}}"#)
             let id = try #require((sent.json["name"] as? String)?.split(separator: "/").last.map(String.init))
-            let between = try client.events().last!.time
+            let between = try await client.events().last!.time
             try await Task.sleep(for: .milliseconds(5))
             _ = try await client.call(
                 .post, "/iid/v1:batchRemove", headers: admin,
@@ -228,7 +228,7 @@ struct ConsoleTests {
                 #expect(reply.status == .ok)
             }
             try await add("big", tokens[0..<20])
-            let early = try client.events().last!.time
+            let early = try await client.events().last!.time
             try await Task.sleep(for: .milliseconds(5))
             try await add("big", tokens[20..<130])
             try await add("a-small", tokens[0..<2])
@@ -263,7 +263,7 @@ struct ConsoleTests {
                     .post, "/iid/v1:batchAdd", headers: TestServer.Client.admin,
                     body: #"{"to":"/topics/news","registration_tokens":["\#(token)"]}"#)
             }
-            let events = try client.events()
+            let events = try await client.events()
             let (_, cookie) = try await Self.signIn(client, key: "auditor")
             let all = try await Self.get(client, "/console/log", cookie: try #require(cookie))
             #expect(all.status == .ok)
@@ -275,7 +275,7 @@ struct ConsoleTests {
             let range = try await Self.get(client, "/console/log?from=2&to=3", cookie: cookie!)
             #expect(Self.logSeqs(range.text) == [2, 3])
             // The hash chain is on the page: each event's previous hash is the hash before it.
-            let ledger = try client.ledgers.ledger(for: .default)
+            let ledger = try await client.ledgers.ledger(for: .default)
             var hashes: [String] = []
             try ledger.readLog { snapshot in
                 try snapshot.forEachChainedEvent(from: 1) { _, _, hash in

@@ -115,14 +115,14 @@ struct DeliveryTests {
                 body: #"{"through":"\#(cursors[1])"}"#)
             #expect(Self.ids(try await Self.poll(client, device)).isEmpty)
             // An older cursor changes nothing and appends nothing.
-            let before = try client.headSeq()
+            let before = try await client.headSeq()
             let stale = try await client.call(
                 .post, Self.registrations(device) + "/messages:ack", headers: TestServer.Client.device,
                 body: #"{"through":"1"}"#)
             #expect(stale.json["acknowledgedThrough"] as? String == cursors[1])
-            let after = try client.headSeq()
+            let after = try await client.headSeq()
             #expect(after == before)
-            let acks = try client.events().filter { $0.kind == .acknowledged }
+            let acks = try await client.events().filter { $0.kind == .acknowledged }
             #expect(acks.map(\.actor) == ["device", "device"])
             let numeric = [#"{"through":1.5}"#, #"{"through":1}"#, #"{"through":"1.5"}"#, #"{"through":"-1"}"#]
             for body in numeric + [
@@ -132,7 +132,7 @@ struct DeliveryTests {
                     .post, Self.registrations(device) + "/messages:ack", headers: TestServer.Client.device, body: body)
                 #expect(bad.status == .badRequest, "\(body)")
             }
-            #expect(try client.headSeq() == before)
+            #expect(try await client.headSeq() == before)
         }
     }
 
@@ -412,7 +412,9 @@ struct DeliveryTests {
         let tokenBox = Box()
         do {
             let ledgers = LedgerRegistry(configuration: configuration, logger: quietLogger)
-            let app = Application(router: buildRouter(configuration: configuration, ledgers: ledgers))
+            let app = Application(
+                router: buildRouter(configuration: configuration, ledgers: ledgers),
+                services: [DeliverySweeper(ledgers: ledgers)])
             try await app.test(.router) { client in
                 let server = TestServer.Client(client: client, ledgers: ledgers)
                 let token = try await server.registerDevice()
@@ -429,7 +431,9 @@ struct DeliveryTests {
         }
         let ledgers = LedgerRegistry(configuration: configuration, logger: quietLogger)
         defer { ledgers.closeAll() }
-        let app = Application(router: buildRouter(configuration: configuration, ledgers: ledgers))
+        let app = Application(
+            router: buildRouter(configuration: configuration, ledgers: ledgers),
+            services: [DeliverySweeper(ledgers: ledgers)])
         try await app.test(.router) { client in
             let server = TestServer.Client(client: client, ledgers: ledgers)
             let inbox = try await Self.poll(server, tokenBox.token)

@@ -15,23 +15,23 @@ struct DeviceRateLimitTests {
         try await TestServer().run { client in
             let device = try await client.registerDevice()
             let path = "/v1/projects/demo-project/registrations/\(device)/topicSubscriptions"
-            let before = try client.headSeq()
+            let before = try await client.headSeq()
             for _ in 0..<5 {
                 let missing = try await client.call(
                     .delete, path + "/nosuchtopic?allowMissing=true", headers: TestServer.Client.device)
                 #expect(missing.status == .ok)
             }
-            #expect(try client.headSeq() == before)
+            #expect(try await client.headSeq() == before)
             let repeated = Array(repeating: "\"\(device)\"", count: 1000).joined(separator: ",")
             let batch = try await client.call(
                 .post, "/iid/v1:batchAdd", body: #"{"to":"/topics/news","registration_tokens":[\#(repeated)]}"#)
             #expect(batch.status == .ok)
             #expect((batch.json["results"] as? [[String: String]])?.count == 1000)
-            #expect(try client.headSeq() == before + 1)
+            #expect(try await client.headSeq() == before + 1)
             let again = try await client.call(
                 .post, "/iid/v1:batchAdd", body: #"{"to":"/topics/news","registration_tokens":["\#(device)"]}"#)
             #expect(again.status == .ok)
-            #expect(try client.headSeq() == before + 1)
+            #expect(try await client.headSeq() == before + 1)
         }
     }
 
@@ -46,13 +46,13 @@ struct DeviceRateLimitTests {
         }.run { client in
             var devices: [String] = []
             for _ in 0..<3 { devices.append(try await client.registerDevice()) }
-            let before = try client.headSeq()
+            let before = try await client.headSeq()
             let fourth = try await client.call(
                 .post, "/v1/projects/demo-project/registrations", headers: TestServer.Client.device, body: "{}")
             #expect(fourth.status == .tooManyRequests)
             #expect(fourth.errorCode == "RESOURCE_EXHAUSTED")
             #expect(fourth.headers[.retryAfter] == "1")
-            #expect(try client.headSeq() == before)
+            #expect(try await client.headSeq() == before)
             clock.advance(1)
             devices.append(try await client.registerDevice())
 
@@ -81,7 +81,7 @@ struct DeviceRateLimitTests {
 
             _ = try await client.call(
                 .post, "/v1/projects/demo-project/messages:send", body: #"{"message":{"token":"\#(device)"}}"#)
-            let cursor = String(try client.headSeq())
+            let cursor = String(try await client.headSeq())
             let ackPath = "/v1/projects/demo-project/registrations/\(device)/messages:ack"
             let ack = try await client.call(
                 .post, ackPath, headers: TestServer.Client.device, body: #"{"through":"\#(cursor)"}"#)

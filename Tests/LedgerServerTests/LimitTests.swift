@@ -36,13 +36,13 @@ struct LimitTests {
             let base = "/v1/projects/demo-project/registrations/\(token)/topicSubscriptions"
             #expect(try await client.call(.post, base + "?topicName=a", body: "{}").status == .ok)
             #expect(try await client.call(.post, base + "?topicName=b", body: "{}").status == .ok)
-            let before = try client.headSeq()
+            let before = try await client.headSeq()
             let limited = try await client.call(.post, base + "?topicName=c", body: "{}")
             #expect(limited.status == .tooManyRequests)
             #expect(limited.googleStatus == "RESOURCE_EXHAUSTED")
             #expect(limited.errorCode == "RESOURCE_EXHAUSTED")
             #expect(limited.headers[.retryAfter] == "1")
-            #expect(try client.headSeq() == before)
+            #expect(try await client.headSeq() == before)
             clock.advance(1)
             #expect(try await client.call(.post, base + "?topicName=c", body: "{}").status == .ok)
         }
@@ -69,7 +69,7 @@ struct LimitTests {
     func batchPartialSuccess() async throws {
         try await withSubscriptionBudget(3, devices: 4) { client, tokens in
             let list = (tokens.prefix(2) + ["bad token", "unknown-token"] + tokens.suffix(2)).map { "\"\($0)\"" }
-            let before = try client.headSeq()
+            let before = try await client.headSeq()
             let reply = try await client.call(
                 .post, "/iid/v1:batchAdd",
                 body: #"{"to":"/topics/news","registration_tokens":[\#(list.joined(separator: ","))]}"#)
@@ -81,7 +81,7 @@ struct LimitTests {
                     ["error": "RESOURCE_EXHAUSTED"], ["error": "RESOURCE_EXHAUSTED"],
                 ])
             #expect(reply.headers[.retryAfter] != nil)
-            #expect(try client.headSeq() == before + 2)
+            #expect(try await client.headSeq() == before + 2)
         }
     }
 
@@ -96,19 +96,19 @@ struct LimitTests {
                 #expect(reply.status == .ok)
                 return reply.json["results"] as? [[String: String]]
             }
-            let before = try client.headSeq()
+            let before = try await client.headSeq()
             // Two changes take two units of the three, however often their tokens and malformed ones repeat.
             #expect(
                 try await batchAdd([a, "bad token", b, a, "bad token", b]) == [
                     [:], ["error": "INVALID_ARGUMENT"], [:], [:], ["error": "INVALID_ARGUMENT"], [:],
                 ])
-            #expect(try client.headSeq() == before + 2)
+            #expect(try await client.headSeq() == before + 2)
             // One unit left: c takes it, d is over the budget, and each repeat shares its first outcome.
             #expect(
                 try await batchAdd([c, d, c, d]) == [
                     [:], ["error": "RESOURCE_EXHAUSTED"], [:], ["error": "RESOURCE_EXHAUSTED"],
                 ])
-            #expect(try client.headSeq() == before + 3)
+            #expect(try await client.headSeq() == before + 3)
         }
     }
 
@@ -136,7 +136,7 @@ struct LimitTests {
             #expect(over.errorCode == "QUOTA_EXCEEDED")
             #expect(over.headers[.retryAfter] == "30")
             // Two sents and their two audiences; nothing for the refused send.
-            let kinds = try client.events().map(\.kind)
+            let kinds = try await client.events().map(\.kind)
             #expect(kinds.filter { $0 == .sent }.count == 2 && kinds.filter { $0 == .audience }.count == 2)
             #expect(kinds.count == 4)
             clock.advance(30)

@@ -38,7 +38,7 @@ struct LiveSmokeTests {
                 body: ByteBuffer(string: #"{"message":{"condition":"'news' in topics"}}"#))
             #expect(sent.status == .ok)
         }
-        let ledger = try ledgers.ledger(for: .default)
+        let ledger = try await ledgers.ledger(for: .default)
         ledger.waitForAudiences()
         // registered, subscribed, sent, and the send's audience: the one instance on 'news'.
         let audience = try ledger.readLog { try $0.event(at: 4) }

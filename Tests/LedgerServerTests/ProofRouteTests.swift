@@ -20,7 +20,7 @@ struct ProofRouteTests {
             let sent = try await client.call(
                 .post, "\(Self.project)/messages:send", body: #"{"message":{"topic":"news"}}"#)
             let id = try #require((sent.json["name"] as? String)?.split(separator: "/").last)
-            let head = try client.headSeq()  // waits for the audience
+            let head = try await client.headSeq()  // waits for the audience
 
             let checkpoint = try await client.call(
                 .get, "\(Self.project)/ledger:checkpoint", headers: TestServer.Client.auditor)
@@ -105,7 +105,7 @@ struct CheckpointSettingsRouteTests {
             ).signer.verifier
             #expect(key.name == "notify-2026")
             let signed = try key.verify(note: checkpoint.text)
-            let head = try client.headSeq()
+            let head = try await client.headSeq()
             #expect(signed.origin == "example.com/notify" && signed.size == head)
             let mode = try FileManager.default.attributesOfItem(atPath: keyFile)[.posixPermissions] as? NSNumber
             #expect(mode?.intValue == 0o600)

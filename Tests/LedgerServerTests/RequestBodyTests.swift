@@ -14,7 +14,7 @@ struct RequestBodyTests {
     @Test("registration: unknown members, wrong types and long strings are refused naming the field")
     func registration() async throws {
         try await TestServer().run { client in
-            let before = try client.headSeq()
+            let before = try await client.headSeq()
             let refused: [(body: String, field: String)] = [
                 (#"{"platform":"ios","color":"red"}"#, "color"),
                 (#"{"platform":null}"#, "platform"),
@@ -35,7 +35,7 @@ struct RequestBodyTests {
                 #expect(reply.status == .badRequest, "\(body)")
                 #expect((reply.error["message"] as? String)?.contains("must be a JSON object") == true, "\(body)")
             }
-            #expect(try client.headSeq() == before)
+            #expect(try await client.headSeq() == before)
 
             // Both spellings of the app id are read; the platform is lowercased; 256 bytes is the limit.
             let longest = String(repeating: "a", count: 256)
@@ -47,7 +47,8 @@ struct RequestBodyTests {
                 let reply = try await client.call(
                     .post, Self.registrations, headers: TestServer.Client.device, body: body)
                 #expect(reply.status == .ok, "\(body)")
-                guard case .registered(_, let recordedPlatform, let recordedAppID) = try client.events().last?.body
+                guard
+                    case .registered(_, let recordedPlatform, let recordedAppID) = try await client.events().last?.body
                 else {
                     Issue.record("no registration recorded for \(body)")
                     continue
@@ -67,13 +68,13 @@ struct RequestBodyTests {
                 let reply = try await client.call(.post, base + "t\(index)", body: body)
                 #expect(reply.status == .ok, "\(body ?? "no body")")
             }
-            let before = try client.headSeq()
+            let before = try await client.headSeq()
             for body in ["[]", "null", #""text""#, "{", #"{"a":1,"a":2}"#, "  ", #"{"a":1} x"#, #"{"a":[1,]}"#] {
                 let reply = try await client.call(.post, base + "refused", body: body)
                 #expect(reply.status == .badRequest, "\(body)")
                 #expect(reply.googleStatus == "INVALID_ARGUMENT", "\(body)")
             }
-            #expect(try client.headSeq() == before)
+            #expect(try await client.headSeq() == before)
         }
     }
 
@@ -81,7 +82,7 @@ struct RequestBodyTests {
     func acknowledgement() async throws {
         try await TestServer().run { client in
             let token = try await client.registerDevice()
-            let before = try client.headSeq()
+            let before = try await client.headSeq()
             let reply = try await client.call(
                 .post, Self.registrations + "/\(token)/messages:ack", headers: TestServer.Client.device,
                 body: #"{"through":"0","extra":1}"#)
@@ -96,7 +97,7 @@ struct RequestBodyTests {
                 body: #"{"through":5}"#)
             #expect(number.status == .badRequest)
             #expect((number.error["message"] as? String)?.contains("a cursor (a decimal string)") == true)
-            #expect(try client.headSeq() == before)
+            #expect(try await client.headSeq() == before)
         }
     }
 }

@@ -21,7 +21,7 @@ struct SendTests {
             #expect(name.hasPrefix("projects/demo-project/messages/"))
             let id = try #require(UInt64(name.split(separator: "/").last!))
             #expect(id >= 1 && id <= UInt64(Int64.max))
-            guard let (event, sent) = try client.lastSent() else {
+            guard let (event, sent) = try await client.lastSent() else {
                 Issue.record("expected a sent event")
                 return
             }
@@ -31,7 +31,7 @@ struct SendTests {
             #expect(String(decoding: sent.messageJSON, as: UTF8.self).contains("\"title\":\"Hi\""))
             #expect(event.actor == "admin")
             // Its audience follows, appended by the ledger itself.
-            guard case .audience(let audience) = try client.events().last?.body else {
+            guard case .audience(let audience) = try await client.events().last?.body else {
                 Issue.record("expected the send's audience event")
                 return
             }
@@ -51,24 +51,24 @@ struct SendTests {
             // firebase-admin 7.7 sends `fid` for Message(fid=…): the same instance target.
             let fid = try await client.call(.post, send, body: #"{"message":{"fid":"\#(token)"}}"#)
             #expect(fid.status == .ok)
-            guard let (_, sent) = try client.lastSent() else {
+            guard let (_, sent) = try await client.lastSent() else {
                 Issue.record("expected a sent event")
                 return
             }
             #expect(sent.target == .token(try RegistrationToken(token)))
-            let before = try client.headSeq()
+            let before = try await client.headSeq()
             let unknown = try await client.call(.post, send, body: #"{"message":{"token":"not-registered-token"}}"#)
             #expect(unknown.status == .notFound)
             #expect(unknown.errorCode == "UNREGISTERED")
             #expect(unknown.googleStatus == "NOT_FOUND")
-            #expect(try client.headSeq() == before)
+            #expect(try await client.headSeq() == before)
         }
     }
 
     @Test("validate_only validates and appends nothing")
     func validateOnly() async throws {
         try await TestServer().run { client in
-            let before = try client.headSeq()
+            let before = try await client.headSeq()
             let dry = try await client.call(.post, send, body: #"{"message":{"topic":"news"},"validate_only":true}"#)
             #expect(dry.status == .ok)
             #expect(dry.json["name"] as? String == "projects/demo-project/messages/fake_message_id")
@@ -77,7 +77,7 @@ struct SendTests {
             let bad = try await client.call(
                 .post, send, body: #"{"message":{"topic":"bad topic"},"validate_only":true}"#)
             #expect(bad.status == .badRequest)
-            #expect(try client.headSeq() == before)
+            #expect(try await client.headSeq() == before)
         }
     }
 
@@ -111,7 +111,7 @@ struct SendTests {
             ),
             (#"{"message":{"topic":"a","notification":{"sound":"x"}}}"#, "message.notification.sound", "unknown field"),
             (#"{"message":{"topic":"a","android":"x"}}"#, "message.android", "must be an object"),
-            // The platform configurations, by the v1 proto types (issue 15).
+            // The platform configurations, by the v1 proto types.
             (#"{"message":{"topic":"a","apns":{"payload":"x"}}}"#, "message.apns.payload", "must be an object"),
             (
                 #"{"message":{"topic":"a","apns":{"headers":{"apns-priority":7}}}}"#,
@@ -150,7 +150,7 @@ struct SendTests {
         ])
     func badMessages(body: String, field: String, fragment: String) async throws {
         try await TestServer().run { client in
-            let before = try client.headSeq()
+            let before = try await client.headSeq()
             let reply = try await client.call(.post, send, body: body)
             #expect(reply.status == .badRequest, "\(reply.text)")
             #expect(reply.googleStatus == "INVALID_ARGUMENT")
@@ -158,7 +158,7 @@ struct SendTests {
             #expect(reply.error["code"] as? Int == 400)
             #expect(reply.fieldViolations.first?["field"] == field, "\(reply.text)")
             #expect((reply.error["message"] as? String)?.contains(fragment) == true, "\(reply.text)")
-            #expect(try client.headSeq() == before)
+            #expect(try await client.headSeq() == before)
         }
     }
 
@@ -174,7 +174,7 @@ struct SendTests {
                 .post, send,
                 body: #"{"message":{"topic":"a","data":{"k":""# + String(repeating: "x", count: 20_000) + "\"}}}")
             #expect(huge.status == .contentTooLarge)
-            #expect(try client.headSeq() == 0)
+            #expect(try await client.headSeq() == 0)
             let healthy = try await client.call(.get, "/healthz")
             #expect(healthy.status == .ok)
         }
@@ -198,7 +198,7 @@ struct SendTests {
             #expect(otherProject.status == .forbidden)
             let badProject = try await client.call(.post, "/v1/projects/..%2Fx/messages:send", body: body)
             #expect(badProject.status == .notFound)
-            #expect(try client.headSeq() == 0)
+            #expect(try await client.headSeq() == 0)
         }
     }
 

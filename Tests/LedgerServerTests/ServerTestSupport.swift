@@ -24,7 +24,9 @@ struct TestServer {
         defer { directory.remove() }
         let ledgers = LedgerRegistry(configuration: configuration, logger: quietLogger)
         defer { ledgers.closeAll() }
-        let app = Application(router: buildRouter(configuration: configuration, ledgers: ledgers))
+        let app = Application(
+            router: buildRouter(configuration: configuration, ledgers: ledgers),
+            services: [DeliverySweeper(ledgers: ledgers)])
         try await app.test(.router) { client in try await body(Client(client: client, ledgers: ledgers)) }
     }
 
@@ -60,16 +62,16 @@ struct TestServer {
 
         /// The head seq of the demo project's ledger (to check that rejected requests append nothing), once
         /// the audiences of earlier sends are recorded.
-        func headSeq() throws -> UInt64 {
-            let ledger = try ledgers.ledger(for: .default)
+        func headSeq() async throws -> UInt64 {
+            let ledger = try await ledgers.ledger(for: .default)
             ledger.waitForAudiences()
             return try ledger.readLog { try $0.head().seq }
         }
 
         /// Every event of the demo project's ledger, once the audiences of earlier sends are recorded.
-        func events() throws -> [LedgerEvent] {
+        func events() async throws -> [LedgerEvent] {
             var events: [LedgerEvent] = []
-            let ledger = try ledgers.ledger(for: .default)
+            let ledger = try await ledgers.ledger(for: .default)
             ledger.waitForAudiences()
             try ledger.readLog { snapshot in
                 try snapshot.forEachEvent { event, _ in
@@ -81,8 +83,8 @@ struct TestServer {
         }
 
         /// The last `sent` event.
-        func lastSent() throws -> (event: LedgerEvent, sent: SentMessage)? {
-            for event in try events().reversed() {
+        func lastSent() async throws -> (event: LedgerEvent, sent: SentMessage)? {
+            for event in try await events().reversed() {
                 if case .sent(let sent) = event.body { return (event, sent) }
             }
             return nil

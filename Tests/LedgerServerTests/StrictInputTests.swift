@@ -16,7 +16,7 @@ struct StrictInputTests {
     func strictBodies() async throws {
         try await TestServer().run { client in
             let device = try await client.registerDevice()
-            let before = try client.headSeq()
+            let before = try await client.headSeq()
             let good = #"{"message":{"token":"\#(device)"}}"#
             let utf16 = String(
                 decoding: Array(good.utf16).flatMap { [UInt8($0 & 0xFF), UInt8($0 >> 8)] }, as: UTF8.self)
@@ -35,7 +35,7 @@ struct StrictInputTests {
             let nested = try await client.call(
                 .post, Self.send, body: #"{"message":{"token":"\#(device)","data":{"message":"x"}}}"#)
             #expect(nested.status == .ok, "\(nested.text)")
-            #expect(try client.headSeq() == before + 2)  // the send and its audience
+            #expect(try await client.headSeq() == before + 2)  // the send and its audience
         }
     }
 
@@ -44,7 +44,7 @@ struct StrictInputTests {
     func rfc8259Bodies() async throws {
         try await TestServer().run { client in
             let device = try await client.registerDevice()
-            let before = try client.headSeq()
+            let before = try await client.headSeq()
             func nested(_ depth: Int) -> String {
                 String(repeating: #"{"k":"#, count: depth) + "1" + String(repeating: "}", count: depth)
             }
@@ -60,12 +60,12 @@ struct StrictInputTests {
                 #expect(reply.googleStatus == "INVALID_ARGUMENT")
                 #expect(reply.text.contains("Invalid JSON payload received"), "\(reply.text)")
             }
-            #expect(try client.headSeq() == before)
+            #expect(try await client.headSeq() == before)
             // 3 + 509 levels, the most there may be: parsed, validated, stored (under 4096 bytes) and recorded.
             let deep = #"{"message":{"token":"\#(device)","apns":{"payload":"# + nested(509) + "}}}"
             let reply = try await client.call(.post, Self.send, body: deep)
             #expect(reply.status == .ok, "\(reply.text.prefix(200))")
-            #expect(try client.headSeq() == before + 2)  // the send and its audience
+            #expect(try await client.headSeq() == before + 2)  // the send and its audience
         }
     }
 

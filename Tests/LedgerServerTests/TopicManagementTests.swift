@@ -23,11 +23,11 @@ struct TopicManagementTests {
             let snake = try await client.call(.post, base(token) + "?topic_name=%2Ftopics%2Fsports", body: "{}")
             #expect(snake.status == .ok)
             #expect(snake.json["topicName"] as? String == "sports")
-            let before = try client.headSeq()
+            let before = try await client.headSeq()
             let again = try await client.call(.post, base(token) + "?topicName=news", body: "{}")
             #expect(again.status == .conflict)
             #expect(again.googleStatus == "ALREADY_EXISTS")
-            #expect(try client.headSeq() == before)
+            #expect(try await client.headSeq() == before)
             let got = try await client.call(.get, base(token) + "/news")
             #expect(got.status == .ok)
             #expect(got.json["createTime"] as? String == created.json["createTime"] as? String)
@@ -45,7 +45,7 @@ struct TopicManagementTests {
             #expect(allowed.status == .ok)
             let gone = try await client.call(.get, base(token) + "/news")
             #expect(gone.status == .notFound)
-            let vias = try client.events().compactMap { event -> SubscriptionChannel? in
+            let vias = try await client.events().compactMap { event -> SubscriptionChannel? in
                 if case .subscribed(_, _, let via) = event.body { return via }
                 return nil
             }
@@ -57,7 +57,7 @@ struct TopicManagementTests {
     func errors() async throws {
         try await TestServer().run { client in
             let token = try await client.registerDevice()
-            let before = try client.headSeq()
+            let before = try await client.headSeq()
             let unknown = try await client.call(.post, base("unknown-token") + "?topicName=news", body: "{}")
             #expect(unknown.status == .notFound)
             #expect(unknown.errorCode == "NOT_FOUND")
@@ -71,7 +71,7 @@ struct TopicManagementTests {
                 #expect(reply.status == .badRequest, "\(query)")
                 #expect(reply.errorCode == "INVALID_ARGUMENT")
             }
-            #expect(try client.headSeq() == before)
+            #expect(try await client.headSeq() == before)
         }
     }
 
@@ -82,11 +82,11 @@ struct TopicManagementTests {
             for topic in ["a", "b", "c"] {
                 #expect(try await client.call(.post, base(token) + "?topicName=\(topic)", body: "{}").status == .ok)
             }
-            let before = try client.headSeq()
+            let before = try await client.headSeq()
             let refused = try await client.call(.post, base(token) + "?topicName=d", body: "{}")
             #expect(refused.status == .badRequest)
             #expect(refused.errorCode == "TOO_MANY_TOPICS")
-            #expect(try client.headSeq() == before)
+            #expect(try await client.headSeq() == before)
         }
     }
 
@@ -168,7 +168,7 @@ struct TopicManagementTests {
             let reply = try await client.call(
                 .post, base(token) + "?topicName=weather", headers: TestServer.Client.device, body: "{}")
             #expect(reply.status == .ok)
-            guard case .subscribed(_, _, let via) = try client.events().last?.body else {
+            guard case .subscribed(_, _, let via) = try await client.events().last?.body else {
                 Issue.record("expected a subscription")
                 return
             }
@@ -198,7 +198,7 @@ struct InstanceIDTests {
             let remove = try await client.call(
                 .post, "/iid/v1:batchRemove", body: #"{"to":"news","registration_tokens":["\#(good)","\#(good)"]}"#)
             #expect(remove.json["results"] as? [[String: String]] == [[:], [:]])
-            let all = try client.events()
+            let all = try await client.events()
             let lastRequest = all.last?.requestID
             // Removing twice in one batch: the second changes nothing, so one event.
             #expect(all.filter { $0.requestID == lastRequest }.count == 1)
@@ -222,7 +222,7 @@ struct InstanceIDTests {
                 #expect(reply.status == .badRequest)
                 #expect(reply.text == #"{"error":"INVALID_ARGUMENT"}"#)
             }
-            #expect(try client.headSeq() == 0)
+            #expect(try await client.headSeq() == 0)
             let unauthenticated = try await client.call(.post, "/iid/v1:batchAdd", headers: [:], body: "{}")
             #expect(unauthenticated.status == .unauthorized)
             let auditor = try await client.call(
@@ -283,7 +283,7 @@ struct RegistrationTests {
             let again = try await client.call(
                 .delete, "/v1/projects/demo-project/registrations/\(token)", headers: TestServer.Client.device)
             #expect(again.status == .notFound)
-            let kinds = try client.events().map(\.kind)
+            let kinds = try await client.events().map(\.kind)
             #expect(kinds == [.registered, .registered, .unregistered])
         }
     }

@@ -35,7 +35,7 @@ struct UntrustedNumberTests {
     func refusedLifetimes() async throws {
         try await TestServer().run { client in
             let device = try await client.registerDevice()
-            let before = try client.headSeq()
+            let before = try await client.headSeq()
             let cases: [(String, String)] = [
                 (#"{"android":{"ttl":"99999999999999999999s"}}"#, "message.android.ttl"),
                 (#"{"android":{"ttl":"1e300s"}}"#, "message.android.ttl"),
@@ -59,7 +59,7 @@ struct UntrustedNumberTests {
                 #expect(reply.status == .badRequest, "\(platform)")
                 #expect(reply.fieldViolations.first?["field"] == field, "\(platform)")
             }
-            #expect(try client.headSeq() == before)
+            #expect(try await client.headSeq() == before)
             // Within FCM's bounds they are accepted.
             for platform in [
                 #""android":{"ttl":"2419200s"}"#, #""android":{"ttl":"3.5s"}"#,
@@ -77,7 +77,7 @@ struct UntrustedNumberTests {
     func storedLifetimes() async throws {
         try await TestServer().run { client in
             let device = try await client.registerDevice()
-            let ledger = try client.ledgers.ledger(for: .default)
+            let ledger = try await client.ledgers.ledger(for: .default)
             // What an older server stored before validation refused them: appended straight to the store.
             let messages = [
                 #"{"android":{"ttl":"99999999999999999999s"}}"#, #"{"android":{"ttl":"1e300s"}}"#,
@@ -103,14 +103,14 @@ struct UntrustedNumberTests {
     @Test("registration needs a body; platform is ios, android or web")
     func registrationBody() async throws {
         try await TestServer().run { client in
-            let before = try client.headSeq()
+            let before = try await client.headSeq()
             for body in [nil, "", #"{"platform":"windows"}"#, #"{"platform":7}"#] {
                 let reply = try await client.call(
                     .post, "/v1/projects/demo-project/registrations", headers: TestServer.Client.device, body: body)
                 #expect(reply.status == .badRequest, "\(body ?? "no body")")
                 #expect(reply.googleStatus == "INVALID_ARGUMENT")
             }
-            #expect(try client.headSeq() == before)
+            #expect(try await client.headSeq() == before)
             for platform in ["ios", "android", "web", "IOS"] {
                 _ = try await client.registerDevice(platform: platform)
             }

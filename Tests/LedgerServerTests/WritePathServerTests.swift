@@ -57,7 +57,7 @@ struct WritePathServerTests {
             let laterSubscribe = try await client.call(
                 .post, "/v1/projects/demo-project/registrations/\(later)/topicSubscriptions?topicName=news", body: "{}")
             #expect(laterSubscribe.status == .ok)
-            let ledger = try client.ledgers.ledger(for: .default)
+            let ledger = try await client.ledgers.ledger(for: .default)
             ledger.waitForAudiences()
             let report = try ledger.verify(checkAudiences: true)
             #expect(report.isSound, "\(report.problems)")
@@ -82,7 +82,7 @@ struct WritePathServerTests {
                 #expect(reply.status == .ok)
                 #expect((reply.json["results"] as? [[String: String]])?.allSatisfy(\.isEmpty) == true)
             }
-            let ledger = try client.ledgers.ledger(for: .default)
+            let ledger = try await client.ledgers.ledger(for: .default)
             let statistics = try ledger.readLog { try $0.statistics() }
             #expect(statistics.events == 300 + 300 * 40)
             #expect(statistics.mapBytes >= 8 << 20, "the map grew from 1 MiB")
@@ -219,7 +219,7 @@ struct WritePathServerTests {
             #expect(full.googleStatus == "UNAVAILABLE")
             #expect(full.text.contains("disk is full"))
             #expect(!full.text.contains("mdb_") && !full.text.contains("MDB_") && !full.text.contains(mount.path))
-            let ledger = try client.ledgers.ledger(for: .default)
+            let ledger = try await client.ledgers.ledger(for: .default)
             #expect(try ledger.readLog { try $0.head().seq } == UInt64(1 + acknowledged))
             // Space returns: writes resume by themselves.
             try FileManager.default.removeItem(atPath: filler)

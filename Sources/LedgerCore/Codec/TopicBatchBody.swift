@@ -3,7 +3,7 @@
 ///
 /// Read by ``FlatJSONObject``, not `JSONDecoder`: a 1,000-token body is about 150 KB, and the route read it
 /// with `JSONSerialization` into `[String: Any]` (dynamic casts and metadata lookups were about 8 % of the
-/// server's profile under batchAdd load in issue #14). The byte-level reader makes only the strings kept. It is tested against `JSONDecoder` decoding ``Decoded`` on random and
+/// server's profile under batchAdd load). The byte-level reader makes only the strings kept. It is tested against `JSONDecoder` decoding ``Decoded`` on random and
 /// malformed bodies.
 public struct TopicBatchBody: Sendable, Equatable {
     /// `to`, as given (the route validates it as a topic).

@@ -59,7 +59,7 @@ final class ProjectPusher: Sendable {
         let commits = ledgers.delivery(for: project).sendsCommitted
         while !Task.isCancelled {
             do {
-                let ledger = try ledgers.ledger(for: project)
+                let ledger = try await ledgers.ledger(for: project)
                 let start = try position ?? ledger.read { try $0.pushesSettledThrough() }
                 position = start
                 let seqs = try ledger.read { try $0.sendSeqs(after: start, limit: 256) }

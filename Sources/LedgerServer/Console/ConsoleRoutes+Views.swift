@@ -15,8 +15,8 @@ extension ConsoleRoutes {
 
     /// `/console/devices?token=&at=`: a device's registrations, subscription history, topics at a moment, and
     /// deliveries with their acknowledgements.
-    func device(_ request: Request) throws -> Response {
-        let (ledger, base) = try signedIn(request)
+    func device(_ request: Request) async throws -> Response {
+        let (ledger, base) = try await signedIn(request)
         let query = request.uri.queryParameters
         let tokenText = query["token"].map(String.init) ?? ""
         let atText = query["at"].map(String.init) ?? ""
@@ -86,8 +86,8 @@ extension ConsoleRoutes {
     }
 
     /// `/console/topics?order=name|subscribers&after=`: topics with their subscriber counts, 100 a page.
-    func topics(_ request: Request) throws -> Response {
-        let (ledger, base) = try signedIn(request)
+    func topics(_ request: Request) async throws -> Response {
+        let (ledger, base) = try await signedIn(request)
         let query = request.uri.queryParameters
         let order: TopicOrder = query["order"] == "subscribers" ? .subscribers : .name
         let after = query["after"].flatMap { MessageRoutes.topic(fromPageToken: String($0)) }
@@ -109,8 +109,8 @@ extension ConsoleRoutes {
 
     /// `/console/topics/{topic}?at=&after=`: the subscriber count over time as a chart, and the members at a
     /// moment, 100 a page in registration order.
-    func topic(_ request: Request, _ context: LedgerRequestContext) throws -> Response {
-        let (ledger, base) = try signedIn(request)
+    func topic(_ request: Request, _ context: LedgerRequestContext) async throws -> Response {
+        let (ledger, base) = try await signedIn(request)
         let text = (try? context.parameters.decoded("topic")) ?? ""
         let query = request.uri.queryParameters
         let atText = query["at"].map(String.init) ?? ""
@@ -152,8 +152,8 @@ extension ConsoleRoutes {
 
     /// `/console/log?kind=&token=&topic=&from=&to=&after=`: events oldest first, 50 a page, each with its hash
     /// and the previous one.
-    func log(_ request: Request) throws -> Response {
-        let (ledger, base) = try signedIn(request)
+    func log(_ request: Request) async throws -> Response {
+        let (ledger, base) = try await signedIn(request)
         let query = request.uri.queryParameters
         let text = { (name: String) -> String in query[name[...]].map(String.init) ?? "" }
         let kindText = text("kind")

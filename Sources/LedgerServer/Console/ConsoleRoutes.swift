@@ -46,19 +46,19 @@ struct ConsoleRoutes {
             console.get(path, use: handler)
             console.head(path) { request, context in try await handler(request, context).createHeadResponse() }
         }
-        get { request, _ in try answer { try overview(request) } }
+        get { request, _ in try await answer { try await overview(request) } }
         get("sign-in") { request, _ in signInPage(request) }
         console.post("sign-in") { request, context in try await signIn(request, context) }
         console.post("sign-out") { request, _ in signOut(request) }
-        get("messages") { request, _ in try answer { try messages(request) } }
-        get("messages/:message") { request, context in try answer { try message(request, context) } }
+        get("messages") { request, _ in try await answer { try await messages(request) } }
+        get("messages/:message") { request, context in try await answer { try await message(request, context) } }
         get("messages/:message/recipients.csv") { request, context in
-            try answer { try recipientsCSV(request, context) }
+            try await answer { try await recipientsCSV(request, context) }
         }
-        get("devices") { request, _ in try answer { try device(request) } }
-        get("topics") { request, _ in try answer { try topics(request) } }
-        get("topics/:topic") { request, context in try answer { try topic(request, context) } }
-        get("log") { request, _ in try answer { try log(request) } }
+        get("devices") { request, _ in try await answer { try await device(request) } }
+        get("topics") { request, _ in try await answer { try await topics(request) } }
+        get("topics/:topic") { request, context in try await answer { try await topic(request, context) } }
+        get("log") { request, _ in try await answer { try await log(request) } }
         get("static/icon.svg") { _, _ in
             Response(
                 status: .ok, headers: Self.headers(contentType: "image/svg+xml", cache: "max-age=86400"),
@@ -145,27 +145,27 @@ struct ConsoleRoutes {
     }
 
     /// `body`'s page, or the one it answered early with.
-    func answer(_ body: () throws -> Response) throws -> Response {
+    func answer(_ body: () async throws -> Response) async throws -> Response {
         do {
-            return try body()
+            return try await body()
         } catch let early as Early {
             return early.response
         }
     }
 
     /// The signed-in project's ledger and the page model's common part; else the redirect to sign in.
-    func signedIn(_ request: Request) throws -> (Ledger, [String: Any]) {
+    func signedIn(_ request: Request) async throws -> (Ledger, [String: Any]) {
         guard let (_, session) = session(request) else { throw Early(response: redirect(to: "/console/sign-in")) }
         let model: [String: Any] = [
             "signedIn": true, "project": session.project.rawValue, "role": session.role.rawValue,
         ]
-        return (try server.ledger(for: session.project), model)
+        return (try await server.ledger(for: session.project), model)
     }
 
     // MARK: Pages
 
-    private func overview(_ request: Request) throws -> Response {
-        let (ledger, base) = try signedIn(request)
+    private func overview(_ request: Request) async throws -> Response {
+        let (ledger, base) = try await signedIn(request)
         let statistics = try ledger.read { try $0.statistics() }
         var model = base
         model["title"] = "Overview"
@@ -202,8 +202,8 @@ struct ConsoleRoutes {
     }
 
     /// `/console/messages?target=&from=&to=&before=`: newest first, 50 a page.
-    private func messages(_ request: Request) throws -> Response {
-        let (ledger, base) = try signedIn(request)
+    private func messages(_ request: Request) async throws -> Response {
+        let (ledger, base) = try await signedIn(request)
         let query = request.uri.queryParameters
         let target = query["target"].map(String.init) ?? ""
         let fromText = query["from"].map(String.init) ?? ""
@@ -246,8 +246,10 @@ struct ConsoleRoutes {
         return page("messages", model)
     }
 
-    private func replay(_ request: Request, _ context: LedgerRequestContext) throws -> (MessageReplay, [String: Any]) {
-        let (ledger, base) = try signedIn(request)
+    private func replay(_ request: Request, _ context: LedgerRequestContext) async throws -> (
+        MessageReplay, [String: Any]
+    ) {
+        let (ledger, base) = try await signedIn(request)
         let text = context.parameters.get("message") ?? ""
         guard let id = UInt64(text), let replay = try ledger.read({ try MessageReplay.replay(id, in: $0) }) else {
             var model = base
@@ -259,8 +261,8 @@ struct ConsoleRoutes {
     }
 
     /// `/console/messages/{id}?start=N`: the replay beside the record, recipients 100 a page.
-    private func message(_ request: Request, _ context: LedgerRequestContext) throws -> Response {
-        let (replay, base) = try self.replay(request, context)
+    private func message(_ request: Request, _ context: LedgerRequestContext) async throws -> Response {
+        let (replay, base) = try await self.replay(request, context)
         // A start past the end shows the last page (or the empty list) rather than "101–100 of 100".
         let lastPageStart = max(0, (replay.recipientCount - 1) / Self.recipientsPerPage * Self.recipientsPerPage)
         let requested = request.uri.queryParameters["start"].flatMap { Int(String($0)) }.map { max($0, 0) } ?? 0
@@ -307,8 +309,8 @@ struct ConsoleRoutes {
         return page("message", model)
     }
 
-    private func recipientsCSV(_ request: Request, _ context: LedgerRequestContext) throws -> Response {
-        let (replay, _) = try self.replay(request, context)
+    private func recipientsCSV(_ request: Request, _ context: LedgerRequestContext) async throws -> Response {
+        let (replay, _) = try await self.replay(request, context)
         var headers = Self.headers(contentType: "text/csv; charset=utf-8")
         headers[.contentDisposition] = "attachment; filename=\"message-\(replay.messageID)-recipients.csv\""
         return Response(status: .ok, headers: headers, body: ResponseBody(byteBuffer: ByteBuffer(bytes: replay.csv)))

@@ -7,7 +7,7 @@ import NIOCore
 /// The audit console's heaviest pages through `ledger serve` (a child process), signed in as the auditor:
 /// a topic every instance subscribes to (its first and a middle page of members, and its chart over the whole
 /// history), the log's first and last pages and a filtered page that scans as far as one page may, and the
-/// message list. Baseline: a `GET /healthz` round trip on the same server. Target (issue #17): under 300 ms.
+/// message list. Baseline: a `GET /healthz` round trip on the same server. Target: under 300 ms.
 struct ConsoleWorkload {
     let ledgerBinary: String
     let scratch: String

@@ -2,8 +2,7 @@ import AsyncHTTPClient
 import Foundation
 import NIOCore
 
-/// HTTP throughput of `ledger serve` (a child process), driven from outside by wrk (one thread, as issue #14
-/// measured; Lua scripts in tools/bench/wrk), against `GET /healthz` on the same server in the same run:
+/// HTTP throughput of `ledger serve` (a child process), driven from outside by wrk (one thread; Lua scripts in tools/bench/wrk), against `GET /healthz` on the same server in the same run:
 /// Instance ID batchAdd (1000 tokens per request, 8 connections), v1 per-token subscribe and topic sends (64
 /// connections). Beside it, Redis doing batchAdd's two-direction work (`MULTI; SADD topic:T <1000 tokens>;
 /// 1000 × SADD inst:<token> T; EXEC`, 8 connections, `appendfsync always`) when redis-server is installed.
@@ -53,11 +52,11 @@ struct HTTPWorkload {
             BenchResult(
                 name: "HTTP v1 per-token subscribe, 64 connections (wrk)", unit: "req/s",
                 value: perToken.requestsPerSecond, baselineName: "GET /healthz, 64 connections",
-                baseline: health.requestsPerSecond, notes: "target ≥ 60 % (issue #14); \(perToken.summary)"),
+                baseline: health.requestsPerSecond, notes: "target ≥ 60 %; \(perToken.summary)"),
             BenchResult(
                 name: "HTTP topic send, 64 connections (wrk)", unit: "req/s", value: sends.requestsPerSecond,
                 baselineName: "GET /healthz, 64 connections", baseline: health.requestsPerSecond,
-                notes: "target ≥ 50 % (issue #14); \(sends.summary)"),
+                notes: "target ≥ 50 %; \(sends.summary)"),
         ]
         for index in results.indices { results[index].notes += "; /healthz: \(health.summary); " + memoryNote }
         if let redis = try? RedisServer(scratch: scratch) {
@@ -71,7 +70,7 @@ struct HTTPWorkload {
                     name: "HTTP batchAdd vs Redis doing the same two-direction work, 8 connections",
                     unit: "token-subscriptions/s", value: batch.requestsPerSecond * 1000,
                     baselineName: "Redis MULTI; SADD topic <1000>; 1000 × SADD inst T; EXEC (appendfsync always)",
-                    baseline: rate, notes: "target ≥ 100 % (issue #14)"))
+                    baseline: rate, notes: "target ≥ 100 %"))
             results.append(
                 BenchResult(
                     name: "memory per token-subscription held after the bulk load (RSS ÷ subscriptions)",
@@ -193,7 +192,7 @@ struct HTTPWorkload {
 
 struct HTTPBenchError: Error { let status: Int }
 
-/// A server's memory right after a bulk load, against the token-subscriptions it then holds: issue #14 asks
+/// A server's memory right after a bulk load, against the token-subscriptions it then holds: the targets ask
 /// for a peak RSS ≤ 256 MiB, and this says what the same data costs the store a user would pick instead.
 struct MemoryHolding {
     let subscriptions: Int

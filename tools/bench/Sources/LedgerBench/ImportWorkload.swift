@@ -3,7 +3,7 @@ import Foundation
 extension LedgerBench {
     /// `ledger import` of a JSON-lines file (a child process, release build, progress bar off): registrations
     /// then random subscriptions over 500 topics, against raw LMDB puts in durable transactions of 1,000 —
-    /// issue #14's row. The ledger starts with the default map, so map growth is part of what is measured.
+    /// the import row. The ledger starts with the default map, so map growth is part of what is measured.
     /// Twice on the same file: into an empty ledger as it comes (in bulk), and with `--incremental` (through
     /// the live writer, the path of a ledger with events).
     func importWorkloads(operations: Int) throws -> [BenchResult] {

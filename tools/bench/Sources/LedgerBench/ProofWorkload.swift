@@ -3,7 +3,7 @@ import Foundation
 import LedgerCore
 import LedgerStore
 
-/// Proof generation (issue 16: ≤ 10 ms at 10M events) in a large ledger, against the same proofs in a small
+/// Proof generation (≤ 10 ms at 10M events) in a large ledger, against the same proofs in a small
 /// one: a Merkle proof is O(log n) reads, so 100× the events should cost a few more hashes, not 100× the time.
 ///
 /// Each ledger is built through the durable append path: 100k instances churning subscriptions on 1,000
