@@ -1,7 +1,8 @@
 // swift-tools-version: 6.1
 import PackageDescription
 
-// Dependencies point one way: LedgerCLI → LedgerServer → LedgerStore → LedgerCore / LMDBKit → CLMDB.
+// Dependencies point one way: LedgerCLI → LedgerServer → LedgerStore → FCMWire → LedgerCore; LedgerStore →
+// LMDBKit → CLMDB.
 let package = Package(
     name: "TopicLedger",
     // macOS 15: the server's targets use the standard library's `Synchronization.Mutex`. iOS is for
@@ -53,6 +54,13 @@ let package = Package(
             ],
             exclude: ["Codec/ledger_event.proto"]
         ),
+        // The FCM wire: message validation (v1 and the platform blocks), the device payload mapping, the strict
+        // JSON readers, percent decoding and the batch bodies. The fuzzers link it.
+        .target(
+            name: "FCMWire",
+            dependencies: ["LedgerCore", .product(name: "HTTPTypes", package: "swift-http-types")]
+        ),
+        // Storage: the LMDB environment, the log, the single writer and the projections.
         .target(
             name: "LedgerStore",
             dependencies: [
@@ -62,11 +70,26 @@ let package = Package(
                 .product(name: "Crypto", package: "swift-crypto"),
             ]
         ),
+        // Queries over the stored ledger: replay, audit, proofs and their signing keys, the device inbox,
+        // verify, and import.
+        .target(
+            name: "LedgerQueries",
+            dependencies: [
+                "LedgerStore",
+                "LedgerCore",
+                "FCMWire",
+                "LMDBKit",
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "Crypto", package: "swift-crypto"),
+            ]
+        ),
         .target(
             name: "LedgerServer",
             dependencies: [
                 "LedgerStore",
+                "LedgerQueries",
                 "LedgerCore",
+                "FCMWire",
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "HummingbirdCore", package: "hummingbird"),
                 .product(name: "HummingbirdHTTP2", package: "hummingbird"),
@@ -91,6 +114,7 @@ let package = Package(
             dependencies: [
                 "LedgerServer",
                 "LedgerStore",
+                "LedgerQueries",
                 "LedgerCore",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 // `ledger serve` runs the Application LedgerServer builds (ApplicationProtocol.runService).
@@ -137,9 +161,19 @@ let package = Package(
             ]
         ),
         .testTarget(
+            name: "FCMWireTests",
+            dependencies: [
+                "FCMWire",
+                "LedgerCore",
+                "LedgerTestSupport",
+                .product(name: "PropertyBased", package: "swift-property-based"),
+            ]
+        ),
+        .testTarget(
             name: "LedgerStoreTests",
             dependencies: [
                 "LedgerStore",
+                "LedgerQueries",
                 "LedgerCore",
                 "LMDBKit",
                 "LedgerTestSupport",
@@ -153,6 +187,7 @@ let package = Package(
             dependencies: [
                 "LedgerServer",
                 "LedgerStore",
+                "LedgerQueries",
                 "LedgerCore",
                 "LMDBKit",
                 "LedgerTestSupport",
@@ -181,7 +216,7 @@ let package = Package(
         .testTarget(
             name: "LedgerCLITests",
             // The tests run the `ledger` binary, and read ledgers' raw bytes through LMDBKit.
-            dependencies: ["LedgerCLI", "LedgerStore", "LedgerCore", "LMDBKit", "LedgerTestSupport"]
+            dependencies: ["LedgerCLI", "LedgerStore", "LedgerQueries", "LedgerCore", "LMDBKit", "LedgerTestSupport"]
         ),
     ]
 )
@@ -197,7 +232,7 @@ if Context.environment["TOPICLEDGER_BENCH"] == "1" {
         .executableTarget(
             name: "LedgerBench",
             dependencies: [
-                "LedgerStore", "LedgerCore", "LMDBKit", "CSQLite",
+                "LedgerStore", "LedgerQueries", "LedgerCore", "LMDBKit", "CSQLite",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "NIOCore", package: "swift-nio"),
@@ -215,7 +250,8 @@ if Context.environment["TOPICLEDGER_FUZZ"] == "1" {
     package.targets.append(.target(name: "FuzzDriver", path: "tools/fuzz/FuzzDriver"))
     for name in ["ConditionFuzzer", "MessageFuzzer", "EventFuzzer"] {
         package.targets.append(
-            .executableTarget(name: name, dependencies: ["LedgerCore", "FuzzDriver"], path: "tools/fuzz/\(name)"))
+            .executableTarget(
+                name: name, dependencies: ["LedgerCore", "FCMWire", "FuzzDriver"], path: "tools/fuzz/\(name)"))
     }
 }
 

@@ -2,6 +2,7 @@ import ArgumentParser
 import Foundation
 import LedgerCore
 import LedgerStore
+import LedgerQueries
 
 extension LedgerCommand {
     /// `ledger audit instance|topic`: point-in-time questions about one instance or one topic.

@@ -2,6 +2,7 @@ import ArgumentParser
 import Foundation
 import LedgerCore
 import LedgerStore
+import LedgerQueries
 // On Linux, `stat` and its fields are declared by the C module under Dispatch, which MemberImportVisibility
 // asks to be imported by name.
 #if canImport(CDispatch)

@@ -3,6 +3,7 @@ import Foundation
 import LedgerCore
 import LedgerServer
 import LedgerStore
+import LedgerQueries
 
 extension LedgerCommand {
     /// `ledger checkpoint`: a freshly signed checkpoint of the log (a C2SP signed note), or the verifier key.

@@ -2,6 +2,7 @@ import ArgumentParser
 import Foundation
 import LedgerCore
 import LedgerStore
+import LedgerQueries
 
 extension LedgerCommand {
     /// `ledger replay --message ID`: who a past message was addressed to, and whether that matches the record.

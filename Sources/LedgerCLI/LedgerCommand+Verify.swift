@@ -1,6 +1,7 @@
 import ArgumentParser
 import LedgerCore
 import LedgerStore
+import LedgerQueries
 
 extension LedgerCommand {
     /// `ledger verify`: the hash chain and the projections, checked against the log.

@@ -1,4 +1,5 @@
 import LedgerStore
+import LedgerQueries
 
 /// Parses the lines of an import on other threads, a batch at a time, up to ``depth`` batches ahead of the
 /// caller, and hands them out in file order.

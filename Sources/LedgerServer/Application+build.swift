@@ -6,6 +6,7 @@ import LedgerStore
 import Logging
 import NIOCore
 import ServiceLifecycle
+import FCMWire
 
 /// Everything a route needs: configuration and the per-project ledgers.
 struct ServerContext: Sendable {

@@ -2,6 +2,8 @@ import Foundation
 import Hummingbird
 import LedgerCore
 import LedgerStore
+import FCMWire
+import LedgerQueries
 
 /// The audit API (SPEC §4.5): read-only, for the auditor or admin credential. The same answers as
 /// `ledger replay` and `ledger audit`, in the same JSON shapes (``AuditJSON``), paged where lists can be long,

@@ -1,5 +1,7 @@
 import LedgerCore
 import LedgerStore
+import FCMWire
+import LedgerQueries
 
 /// The JSON of delivered messages, assembled from bytes.
 ///

@@ -3,6 +3,7 @@ import ServiceLifecycle
 import Synchronization
 import LedgerCore
 import LedgerStore
+import LedgerQueries
 
 /// Wakes the devices waiting for messages (long polls and streams) that a committed send is addressed to.
 ///

@@ -4,6 +4,8 @@ import Hummingbird
 import LedgerCore
 import LedgerStore
 import ServiceLifecycle
+import FCMWire
+import LedgerQueries
 
 /// Delivery to devices (SPEC §4.4): Server-Sent Events, long poll and acknowledgement. A device calls with
 /// its project's client API key, and holding its registration token — in the path — is what makes it itself.

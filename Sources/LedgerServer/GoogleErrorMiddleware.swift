@@ -5,6 +5,7 @@ import LedgerStore
 import Logging
 import NIOCore
 import NIOHTTP1
+import FCMWire
 
 /// Renders every error a route throws in the Google shape (`google.rpc.Status`): the one place store and
 /// core errors meet the wire.

@@ -2,6 +2,7 @@ import Foundation
 import Hummingbird
 import LedgerCore
 import LedgerStore
+import FCMWire
 
 /// The legacy Instance ID API (SPEC §4.3). The admin bearer credential names the project.
 struct InstanceIDRoutes {
@@ -163,24 +164,24 @@ struct InstanceIDRoutes {
         let caller = try context.requireCaller()
         guard let token = try? RegistrationToken(try context.parameters.decoded("token")) else { throw Self.invalid }
         let details = request.uri.queryParameters["details"] == "true"
-        let body: InstanceInfo? = try await server.ledger(for: caller.project).read { snapshot in
+        let body: InstanceInfoBody? = try await server.ledger(for: caller.project).read { snapshot in
             guard let instance = try snapshot.instanceID(of: token), let info = try snapshot.instance(instance),
                 info.registeredSince != nil
             else { return nil }
-            var relations: InstanceInfo.Relations?
+            var relations: InstanceInfoBody.Relations?
             if details {
-                var topics: [String: InstanceInfo.AddDate] = [:]
+                var topics: [String: InstanceInfoBody.AddDate] = [:]
                 for subscription in try snapshot.subscriptions(of: instance) {
                     guard let name = try snapshot.topicName(of: subscription.topic),
                         let event = try snapshot.event(at: subscription.since)
                     else {
                         throw StoreError(.corrupt, "subscription of topic \(subscription.topic) has no name or event")
                     }
-                    topics[name.rawValue] = InstanceInfo.AddDate(addDate: event.time.date)
+                    topics[name.rawValue] = InstanceInfoBody.AddDate(addDate: event.time.date)
                 }
-                relations = InstanceInfo.Relations(topics: topics)
+                relations = InstanceInfoBody.Relations(topics: topics)
             }
-            return InstanceInfo(application: info.appID, platform: info.platform?.uppercased(), rel: relations)
+            return InstanceInfoBody(application: info.appID, platform: info.platform?.uppercased(), rel: relations)
         }
         guard let body else { throw InstanceIDError(status: .notFound, code: "NOT_FOUND") }
         return try JSONResponse.encoded(body)

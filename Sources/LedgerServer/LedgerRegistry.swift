@@ -4,6 +4,7 @@ import LedgerCore
 import LedgerStore
 import Logging
 import LMDBKit
+import LedgerQueries
 
 /// The open ledger of each served project, opened on first use and closed at shutdown.
 ///

@@ -1,6 +1,7 @@
 import Hummingbird
 import LedgerCore
 import NIOCore
+import FCMWire
 
 /// The request context of every route: who is calling (set by ``ProjectAuthentication`` or
 /// ``InstanceIDAuthentication``) and, on routes with a `{token}` in the path, the registration it names (set

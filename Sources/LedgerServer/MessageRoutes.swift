@@ -1,6 +1,7 @@
 import Hummingbird
 import LedgerCore
 import LedgerStore
+import FCMWire
 
 /// `POST /v1/projects/{p}/messages:send` (SPEC §4.1) and `GET /v1/projects/{p}/topics`.
 struct MessageRoutes {

@@ -3,6 +3,8 @@ import Synchronization
 import Hummingbird
 import LedgerCore
 import LedgerStore
+import FCMWire
+import LedgerQueries
 
 /// Signed checkpoints and proofs, for the auditor and admin credentials (docs/compliance.md):
 ///

@@ -2,6 +2,7 @@ import Foundation
 import Hummingbird
 import LedgerCore
 import LedgerStore
+import FCMWire
 
 /// Device registration (SPEC §4.4): the `didReceiveRegistrationToken` moment, and unregistration.
 struct RegistrationRoutes {

@@ -1,6 +1,8 @@
 import Foundation
 import LedgerCore
 import LedgerStore
+import FCMWire
+import LedgerQueries
 
 /// How `ledger serve` runs.
 public struct ServerConfiguration: Sendable {

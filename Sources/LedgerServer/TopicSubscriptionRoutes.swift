@@ -2,6 +2,7 @@ import Foundation
 import Hummingbird
 import LedgerCore
 import LedgerStore
+import FCMWire
 
 /// FCM v1 topic management, `…/registrations/{token}/topicSubscriptions` (SPEC §4.2): what firebase-admin
 /// 7.7 calls, and what a device calls for itself with its client API key (`via` = `client`).

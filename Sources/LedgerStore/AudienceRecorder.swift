@@ -3,7 +3,7 @@ import LedgerCore
 import Logging
 
 /// A send whose `audience` event is still to be appended.
-struct PendingAudience: Sendable, Equatable {
+package struct PendingAudience: Sendable, Equatable {
     let messageID: UInt64
     let sendSeq: UInt64
 }

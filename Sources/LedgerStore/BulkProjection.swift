@@ -6,7 +6,9 @@ import LedgerCore
 ///
 /// It must produce exactly the entries ``LMDBProjection`` produces incrementally; the property tests compare
 /// the two byte for byte. A bulk import (``BulkImport``) also decides operations against it.
-struct BulkProjection: AppenderProjection {
+package struct BulkProjection: AppenderProjection {
+    package init() {}
+
     private struct Membership {
         var topic: TopicID
         var since: UInt64
@@ -51,18 +53,18 @@ struct BulkProjection: AppenderProjection {
     private var lastToken: (name: String, id: InstanceID)?
     private var lastTopic: (name: String, id: TopicID)?
     /// The Merkle tree over the folded events, built on its own thread (nil: a tree of no events).
-    var tree: MerkleTreeWorker?
+    package var tree: MerkleTreeWorker?
 
     // MARK: LedgerProjection
 
-    mutating func instanceID(for token: RegistrationToken) -> InstanceID? {
+    package mutating func instanceID(for token: RegistrationToken) -> InstanceID? {
         if let last = lastToken, last.name == token.rawValue { return last.id }
         guard let id = tokens[token.rawValue] else { return nil }
         lastToken = (token.rawValue, id)
         return id
     }
 
-    mutating func createInstance(for token: RegistrationToken) -> InstanceID {
+    package mutating func createInstance(for token: RegistrationToken) -> InstanceID {
         records.append(InstanceRecord(token: token.rawValue, platform: "", appID: ""))
         registeredSince.append(0)
         instanceTopics.append([])
@@ -72,22 +74,22 @@ struct BulkProjection: AppenderProjection {
         return id
     }
 
-    func isRegistered(_ instance: InstanceID) -> Bool { registeredSince[Int(instance) - 1] != 0 }
+    package func isRegistered(_ instance: InstanceID) -> Bool { registeredSince[Int(instance) - 1] != 0 }
 
-    mutating func register(_ instance: InstanceID, platform: String?, appID: String?, at seq: UInt64) {
+    package mutating func register(_ instance: InstanceID, platform: String?, appID: String?, at seq: UInt64) {
         records[Int(instance) - 1].platform = platform ?? ""
         records[Int(instance) - 1].appID = appID ?? ""
         registeredSince[Int(instance) - 1] = seq
     }
 
-    mutating func unregister(_ instance: InstanceID, at seq: UInt64) {
+    package mutating func unregister(_ instance: InstanceID, at seq: UInt64) {
         let since = registeredSince[Int(instance) - 1]
         guard since != 0 else { return }
         closedRegistrations.append(Interval(id: instance, other: 0, start: since, end: seq))
         registeredSince[Int(instance) - 1] = 0
     }
 
-    mutating func topicID(for topic: TopicName, create: Bool) -> TopicID? {
+    package mutating func topicID(for topic: TopicName, create: Bool) -> TopicID? {
         if let last = lastTopic, last.name == topic.rawValue { return last.id }
         if let id = topicIDs[topic.rawValue] {
             lastTopic = (topic.rawValue, id)
@@ -101,16 +103,18 @@ struct BulkProjection: AppenderProjection {
         return id
     }
 
-    func topics(of instance: InstanceID) -> [TopicID] { instanceTopics[Int(instance) - 1].map(\.topic).sorted() }
+    package func topics(of instance: InstanceID) -> [TopicID] {
+        instanceTopics[Int(instance) - 1].map(\.topic).sorted()
+    }
 
-    mutating func addTopic(_ topic: TopicID, to instance: InstanceID, at seq: UInt64) -> Bool {
+    package mutating func addTopic(_ topic: TopicID, to instance: InstanceID, at seq: UInt64) -> Bool {
         let index = Int(instance) - 1
         guard !instanceTopics[index].contains(where: { $0.topic == topic }) else { return false }
         instanceTopics[index].append(Membership(topic: topic, since: seq))
         return true
     }
 
-    mutating func removeTopic(_ topic: TopicID, from instance: InstanceID, at seq: UInt64) -> Bool {
+    package mutating func removeTopic(_ topic: TopicID, from instance: InstanceID, at seq: UInt64) -> Bool {
         let index = Int(instance) - 1
         guard let position = instanceTopics[index].firstIndex(where: { $0.topic == topic }) else { return false }
         let since = instanceTopics[index].remove(at: position).since
@@ -118,30 +122,30 @@ struct BulkProjection: AppenderProjection {
         return true
     }
 
-    mutating func recordSend(messageID: UInt64, at seq: UInt64) {
+    package mutating func recordSend(messageID: UInt64, at seq: UInt64) {
         messages[messageID] = (seq, 0)
         if seq > lastSent.seq { lastSent = (seq, messageID) }
     }
 
-    mutating func recordAudience(messageID: UInt64, at seq: UInt64) {
+    package mutating func recordAudience(messageID: UInt64, at seq: UInt64) {
         guard let send = messages[messageID]?.send else { return }
         messages[messageID] = (send, seq)
     }
 
-    func acknowledgedThrough(_ instance: InstanceID) -> UInt64 { acknowledged[instance] ?? 0 }
+    package func acknowledgedThrough(_ instance: InstanceID) -> UInt64 { acknowledged[instance] ?? 0 }
 
-    mutating func setAcknowledged(_ instance: InstanceID, through: UInt64) { acknowledged[instance] = through }
+    package mutating func setAcknowledged(_ instance: InstanceID, through: UInt64) { acknowledged[instance] = through }
 
-    func apnsToken(of instance: InstanceID) -> APNsDeviceToken? { apnsTokens[instance]?.token }
+    package func apnsToken(of instance: InstanceID) -> APNsDeviceToken? { apnsTokens[instance]?.token }
 
-    mutating func setAPNsToken(_ token: APNsDeviceToken?, of instance: InstanceID, at seq: UInt64) {
+    package mutating func setAPNsToken(_ token: APNsDeviceToken?, of instance: InstanceID, at seq: UInt64) {
         if let held = apnsTokens[instance] {
             closedAPNsTokens.append((instance, held.since, seq, held.token))
         }
         apnsTokens[instance] = token.map { (seq, $0) }
     }
 
-    mutating func recordPushProgress(
+    package mutating func recordPushProgress(
         sendSeq: UInt64, through: InstanceID, finished: Bool, expired: Bool, at seq: UInt64
     ) {
         pushProgress.append(
@@ -151,35 +155,36 @@ struct BulkProjection: AppenderProjection {
             ))
     }
 
-    mutating func recordPushFailure(sendSeq: UInt64, instance: InstanceID, failure: PushFailure, at seq: UInt64) {
+    package mutating func recordPushFailure(sendSeq: UInt64, instance: InstanceID, failure: PushFailure, at seq: UInt64)
+    {
         pushFailures[PushRecords.failureKey(sendSeq, instance)] = PushRecords.failureValue(failure, at: seq)
     }
 
-    func pushesSettledThrough() -> UInt64 { pushesSettled }
+    package func pushesSettledThrough() -> UInt64 { pushesSettled }
 
-    mutating func settlePushes(through sendSeq: UInt64) { pushesSettled = sendSeq }
+    package mutating func settlePushes(through sendSeq: UInt64) { pushesSettled = sendSeq }
 
     // MARK: AppenderProjection
 
     /// A bulk import's requests are not resolved before queueing, and its lookups are in memory anyway.
-    mutating func remember(_ token: RegistrationToken, isInstance instance: InstanceID) {}
+    package mutating func remember(_ token: RegistrationToken, isInstance instance: InstanceID) {}
 
-    func subscribedSince(_ topic: TopicID, instance: InstanceID) -> UInt64? {
+    package func subscribedSince(_ topic: TopicID, instance: InstanceID) -> UInt64? {
         instanceTopics[Int(instance) - 1].first { $0.topic == topic }?.since
     }
 
-    func topicCount(of instance: InstanceID) -> Int { instanceTopics[Int(instance) - 1].count }
+    package func topicCount(of instance: InstanceID) -> Int { instanceTopics[Int(instance) - 1].count }
 
-    func platform(of instance: InstanceID) -> String? {
+    package func platform(of instance: InstanceID) -> String? {
         let platform = records[Int(instance) - 1].platform
         return platform.isEmpty ? nil : platform
     }
 
-    func messageState(_ messageID: UInt64) -> MessageState? {
+    package func messageState(_ messageID: UInt64) -> MessageState? {
         messages[messageID].map { MessageState(sendSeq: $0.send, audienceSeq: $0.audience) }
     }
 
-    func lastSentMessageID() -> UInt64 { lastSent.messageID }
+    package func lastSentMessageID() -> UInt64 { lastSent.messageID }
 
     // MARK: Writing
 
@@ -187,7 +192,7 @@ struct BulkProjection: AppenderProjection {
     ///
     /// Duplicate databases get one run of values per key (``AppendWriter/putRun(_:key:_:)``): a key's
     /// members in one LMDB call instead of one call (and one tree descent) each.
-    func write(to environment: LMDBEnvironment, schema: LedgerSchema) throws {
+    package func write(to environment: LMDBEnvironment, schema: LedgerSchema) throws {
         var writer = AppendWriter(environment: environment)
         defer { writer.finish() }
         var run = ValueRun()

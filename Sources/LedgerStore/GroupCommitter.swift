@@ -79,33 +79,3 @@ final class GroupCommitter: Sendable {
 
     private static let closed = StoreError(.unavailable, "the ledger is closed")
 }
-
-/// What the writer keeps from one transaction to the next; only the writer's thread touches it.
-struct WriterState {
-    /// Where the next move of recent memberships starts.
-    var moveCursor = RecentMemberships.MoveCursor()
-    /// What the writer knows about instances between transactions.
-    var instances = InstanceFacts()
-    /// The thread that encodes and chains a large transaction's events while the writer decides the next
-    /// (``EventChainer``).
-    let chainWorker = SerialWorker<BlockingJob, Void>(name: "ledger-chain")
-    /// A stop of the writes (the data file replaced or removed) has been logged.
-    var stopReported = false
-}
-
-/// What the writer has done since the ledger was opened: group-commit batch sizes and commit latency.
-public struct WriterStatistics: Sendable, Equatable {
-    /// Write transactions committed (or failed).
-    public private(set) var commits = 0
-    public private(set) var requests = 0
-    public private(set) var operations = 0
-    /// Time spent in write transactions, including the durable commit.
-    public private(set) var commitTime: Duration = .zero
-
-    mutating func record(requests: Int, operations: Int, duration: Duration) {
-        commits += 1
-        self.requests += requests
-        self.operations += operations
-        commitTime += duration
-    }
-}

@@ -6,15 +6,20 @@ import LedgerCore
 /// Besides current state it maintains the temporal index: when a membership or registration ends, its
 /// `[start, end)` seq interval moves to a history database, so state at any seq is answered from the
 /// instance's or topic's own entries.
-struct LMDBProjection: LedgerProjection {
+package struct LMDBProjection: LedgerProjection {
     let txn: LMDBTransaction
     let schema: LedgerSchema
 
-    func instanceID(for token: RegistrationToken) throws -> InstanceID? {
+    package init(txn: LMDBTransaction, schema: LedgerSchema) {
+        self.txn = txn
+        self.schema = schema
+    }
+
+    package func instanceID(for token: RegistrationToken) throws -> InstanceID? {
         try NameIndex.instanceID(of: token, txn: txn, schema: schema)
     }
 
-    func createInstance(for token: RegistrationToken) throws -> InstanceID {
+    package func createInstance(for token: RegistrationToken) throws -> InstanceID {
         let id = InstanceID(try txn.count(schema.instances) + 1)
         guard try txn.put(schema.tokens, key: NameKey(token.rawValue), value: id, flags: .noOverwrite) else {
             throw StoreError(.corrupt, "the key of a new registration token is taken")
@@ -24,12 +29,12 @@ struct LMDBProjection: LedgerProjection {
         return id
     }
 
-    func isRegistered(_ instance: InstanceID) throws -> Bool {
+    package func isRegistered(_ instance: InstanceID) throws -> Bool {
         try registeredSince(instance) != nil
     }
 
     /// The seq of the registration in force, or `nil`.
-    func registeredSince(_ instance: InstanceID) throws -> UInt64? {
+    package func registeredSince(_ instance: InstanceID) throws -> UInt64? {
         guard let entry = try txn.cursor(schema.universe).seek(universeKey, value: membershipValue(instance, since: 0)),
             StoredMembership(entry.value).id == instance
         else { return nil }
@@ -43,7 +48,7 @@ struct LMDBProjection: LedgerProjection {
         return record
     }
 
-    func register(_ instance: InstanceID, platform: String?, appID: String?, at seq: UInt64) throws {
+    package func register(_ instance: InstanceID, platform: String?, appID: String?, at seq: UInt64) throws {
         var record = try record(of: instance)
         record.platform = platform ?? ""
         record.appID = appID ?? ""
@@ -51,13 +56,13 @@ struct LMDBProjection: LedgerProjection {
         try txn.put(schema.universe, key: universeKey, value: membershipValue(instance, since: seq))
     }
 
-    func unregister(_ instance: InstanceID, at seq: UInt64) throws {
+    package func unregister(_ instance: InstanceID, at seq: UInt64) throws {
         guard let since = try registeredSince(instance) else { return }
         try txn.delete(schema.universe, key: universeKey, value: membershipValue(instance, since: since))
         try txn.put(schema.universeHistory, key: universeKey, value: intervalValue(instance, start: since, end: seq))
     }
 
-    func topicID(for topic: TopicName, create: Bool) throws -> TopicID? {
+    package func topicID(for topic: TopicName, create: Bool) throws -> TopicID? {
         if let id = try NameIndex.topicID(of: topic, txn: txn, schema: schema) { return id }
         guard create else { return nil }
         let id = TopicID(try txn.count(schema.topicNames) + 1)
@@ -67,7 +72,7 @@ struct LMDBProjection: LedgerProjection {
     }
 
     /// The instance's current topics, ascending: from both of the instance side's databases.
-    func topics(of instance: InstanceID) throws -> [TopicID] {
+    package func topics(of instance: InstanceID) throws -> [TopicID] {
         var topics: [TopicID] = []
         try RecentMemberships.forEachMembership(of: instance, txn: txn, schema: schema) { topic, _ in
             topics.append(topic)
@@ -94,20 +99,20 @@ struct LMDBProjection: LedgerProjection {
     }
 
     /// How many of the instance's topics are in `instanceTopics`: one B-tree search (the rest wait in
-    /// `recentMemberships`; the writer keeps their count, ``InstanceFacts``).
+    /// `recentMemberships`; the writer keeps their count, ``WriterInstanceCache``).
     func settledTopicCount(of instance: InstanceID) throws -> Int {
         try txn.withCursor(schema.instanceTopics) { cursor in
             try cursor.find(instance) != nil ? cursor.duplicateCount() : 0
         }
     }
 
-    func addTopic(_ topic: TopicID, to instance: InstanceID, at seq: UInt64) throws -> Bool {
+    package func addTopic(_ topic: TopicID, to instance: InstanceID, at seq: UInt64) throws -> Bool {
         guard try subscribedSince(topic, instance: instance) == nil else { return false }
         try putMembership(topic, instance: instance, at: seq)
         return true
     }
 
-    func removeTopic(_ topic: TopicID, from instance: InstanceID, at seq: UInt64) throws -> Bool {
+    package func removeTopic(_ topic: TopicID, from instance: InstanceID, at seq: UInt64) throws -> Bool {
         guard let since = try subscribedSince(topic, instance: instance) else { return false }
         try endMembership(topic, instance: instance, since: since, at: seq)
         return true
@@ -136,7 +141,7 @@ struct LMDBProjection: LedgerProjection {
         return wasRecent
     }
 
-    func recordSend(messageID: UInt64, at seq: UInt64) throws {
+    package func recordSend(messageID: UInt64, at seq: UInt64) throws {
         try txn.put(schema.messages, key: messageID, value: MessageState(sendSeq: seq, audienceSeq: 0).encoded)
         try txn.put(schema.sends, key: seq, value: messageID)
     }
@@ -156,24 +161,24 @@ struct LMDBProjection: LedgerProjection {
         }
     }
 
-    func recordAudience(messageID: UInt64, at seq: UInt64) throws {
+    package func recordAudience(messageID: UInt64, at seq: UInt64) throws {
         guard let sendSeq = try messageState(messageID)?.sendSeq else { return }
         try txn.put(schema.messages, key: messageID, value: MessageState(sendSeq: sendSeq, audienceSeq: seq).encoded)
     }
 
-    func acknowledgedThrough(_ instance: InstanceID) throws -> UInt64 {
+    package func acknowledgedThrough(_ instance: InstanceID) throws -> UInt64 {
         try txn.withValue(in: schema.acknowledged, forKey: instance) { $0?.loadBigEndianUInt64() } ?? 0
     }
 
-    func setAcknowledged(_ instance: InstanceID, through: UInt64) throws {
+    package func setAcknowledged(_ instance: InstanceID, through: UInt64) throws {
         try txn.put(schema.acknowledged, key: instance, value: through)
     }
 
-    func apnsToken(of instance: InstanceID) throws -> APNsDeviceToken? {
+    package func apnsToken(of instance: InstanceID) throws -> APNsDeviceToken? {
         try APNsTokenRecord.current(of: instance, txn: txn, schema: schema)?.token
     }
 
-    func setAPNsToken(_ token: APNsDeviceToken?, of instance: InstanceID, at seq: UInt64) throws {
+    package func setAPNsToken(_ token: APNsDeviceToken?, of instance: InstanceID, at seq: UInt64) throws {
         try APNsTokenRecord.set(token, of: instance, at: seq, txn: txn, schema: schema)
     }
 
@@ -183,7 +188,7 @@ struct LMDBProjection: LedgerProjection {
         return platform.isEmpty ? nil : platform
     }
 
-    func recordPushProgress(sendSeq: UInt64, through: InstanceID, finished: Bool, expired: Bool, at seq: UInt64)
+    package func recordPushProgress(sendSeq: UInt64, through: InstanceID, finished: Bool, expired: Bool, at seq: UInt64)
         throws
     {
         try txn.put(
@@ -191,17 +196,17 @@ struct LMDBProjection: LedgerProjection {
             value: PushRecords.progressValue(through: through, finished: finished, expired: expired))
     }
 
-    func recordPushFailure(sendSeq: UInt64, instance: InstanceID, failure: PushFailure, at seq: UInt64) throws {
+    package func recordPushFailure(sendSeq: UInt64, instance: InstanceID, failure: PushFailure, at seq: UInt64) throws {
         try txn.put(
             schema.pushFailures, key: PushRecords.failureKey(sendSeq, instance),
             value: PushRecords.failureValue(failure, at: seq))
     }
 
-    func pushesSettledThrough() throws -> UInt64 {
+    package func pushesSettledThrough() throws -> UInt64 {
         try PushRecords.settledThrough(txn: txn, schema: schema)
     }
 
-    func settlePushes(through sendSeq: UInt64) throws {
+    package func settlePushes(through sendSeq: UInt64) throws {
         try txn.put(schema.pushProgress, key: PushRecords.settledKey, value: sendSeq)
     }
 }

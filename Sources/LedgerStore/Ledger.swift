@@ -58,10 +58,10 @@ public final class Ledger: Sendable {
     public let project: ProjectID
     /// The directory holding this project's LMDB environment.
     public let directory: String
-    let environment: LMDBEnvironment
-    let schema: LedgerSchema
-    let options: Options
-    let logger: Logger
+    package let environment: LMDBEnvironment
+    package let schema: LedgerSchema
+    package let options: Options
+    package let logger: Logger
     private let writerLock: WriterLock?
     /// The data file this ledger mapped (writers only): see ``writeProblem``.
     private let dataFile: DataFileIdentity?
@@ -275,10 +275,10 @@ public final class Ledger: Sendable {
     /// error was caught. A full map is grown and the batch run again (``LMDBEnvironment/write(_:)``). When the
     /// batch fails otherwise, each request is retried alone, so only the request that fails fails, with
     /// nothing written for it. `facts` learn from every transaction and are told which committed
-    /// (``InstanceFacts``).
+    /// (``WriterInstanceCache``).
     static func commit(
         _ batch: [WriteRequest], environment: LMDBEnvironment, schema: LedgerSchema, limits: LedgerLimits,
-        moves: RecentMemberships.MoveCursor, facts: InstanceFacts, chainWorker: SerialWorker<BlockingJob, Void>,
+        moves: RecentMemberships.MoveCursor, facts: WriterInstanceCache, chainWorker: SerialWorker<BlockingJob, Void>,
         now: LedgerTime, logger: Logger
     ) -> [Result<WriteReceipt, any Error>] {
         let directory = environment.path
@@ -329,7 +329,7 @@ public final class Ledger: Sendable {
     /// tree's subtrees and the head.
     private static func finish(
         _ appender: inout LogAppender<MemoizedProjection, TransactionSink>, txn: LMDBTransaction,
-        schema: LedgerSchema, limits: LedgerLimits, moves: RecentMemberships.MoveCursor, facts: InstanceFacts
+        schema: LedgerSchema, limits: LedgerLimits, moves: RecentMemberships.MoveCursor, facts: WriterInstanceCache
     ) throws {
         appender.sink.submitPending()
         try RecentMemberships.moveIfFull(
@@ -343,7 +343,7 @@ public final class Ledger: Sendable {
     /// the whole batch, which is grown and run again.
     static func commitNested(
         _ batch: [WriteRequest], environment: LMDBEnvironment, schema: LedgerSchema, limits: LedgerLimits,
-        moves: RecentMemberships.MoveCursor, facts: InstanceFacts, chainWorker: SerialWorker<BlockingJob, Void>,
+        moves: RecentMemberships.MoveCursor, facts: WriterInstanceCache, chainWorker: SerialWorker<BlockingJob, Void>,
         now: LedgerTime, logger: Logger
     ) -> [Result<WriteReceipt, any Error>] {
         do {
@@ -385,7 +385,7 @@ public final class Ledger: Sendable {
 
     /// What a caller is told when a write failed: always `.unavailable` with nothing written, and no LMDB
     /// internals (the log line beside it has them).
-    static func storageError(_ error: any Error, directory: String) -> StoreError {
+    package static func storageError(_ error: any Error, directory: String) -> StoreError {
         if let error = error as? StoreError, error.code != .corrupt { return error }
         switch error {
         case LMDBError.Code.noSpace, LMDBError.Code.mapFull:

@@ -38,7 +38,7 @@ import LedgerCore
 ///
 /// An interval `[start, end)` means: held after applying event `start`, no longer after applying `end`.
 /// Duplicate databases hold fixed-size values so that whole member sets are read a page at a time.
-struct LedgerSchema: Sendable {
+package struct LedgerSchema: Sendable {
     /// Version of this layout, stored in meta; bumped when a change needs a migration or a rebuild.
     /// Layout 2 added `sends` and `acknowledged`; layout 3 stores names over LMDB's key limit under their
     /// hash (``NameKey``); layout 4 keeps the Merkle tree over the log (`merkle`); layout 5 keys its subtrees
@@ -50,30 +50,30 @@ struct LedgerSchema: Sendable {
     /// A writer opening an older ledger upgrades it in place (see ``LedgerStorage``).
     static let layoutVersion: UInt32 = 9
 
-    let meta: LMDBDatabase
-    let log: LMDBDatabase
+    package let meta: LMDBDatabase
+    package let log: LMDBDatabase
     let tokens: LMDBDatabase
     let instances: LMDBDatabase
     let universe: LMDBDatabase
-    let universeHistory: LMDBDatabase
+    package let universeHistory: LMDBDatabase
     let topicIDs: LMDBDatabase
     let topicNames: LMDBDatabase
-    let instanceTopics: LMDBDatabase
-    let recentMemberships: LMDBDatabase
-    let topicMembers: LMDBDatabase
-    let instanceTopicHistory: LMDBDatabase
-    let topicMemberHistory: LMDBDatabase
-    let messages: LMDBDatabase
-    let sends: LMDBDatabase
+    package let instanceTopics: LMDBDatabase
+    package let recentMemberships: LMDBDatabase
+    package let topicMembers: LMDBDatabase
+    package let instanceTopicHistory: LMDBDatabase
+    package let topicMemberHistory: LMDBDatabase
+    package let messages: LMDBDatabase
+    package let sends: LMDBDatabase
     let acknowledged: LMDBDatabase
     let merkle: LMDBDatabase
-    let apnsTokens: LMDBDatabase
-    let apnsTokenHistory: LMDBDatabase
-    let pushProgress: LMDBDatabase
+    package let apnsTokens: LMDBDatabase
+    package let apnsTokenHistory: LMDBDatabase
+    package let pushProgress: LMDBDatabase
     let pushFailures: LMDBDatabase
 
     /// Every database derived from the log, in a fixed order (what `rebuild` clears and `verify` compares).
-    var projections: [LMDBDatabase] {
+    package var projections: [LMDBDatabase] {
         [
             tokens, instances, universe, universeHistory, topicIDs, topicNames, instanceTopics, recentMemberships,
             topicMembers, instanceTopicHistory, topicMemberHistory, messages, sends, acknowledged, merkle,
@@ -82,7 +82,7 @@ struct LedgerSchema: Sendable {
     }
 
     /// Opens the databases, creating them in a write transaction (or only opening them in a read one).
-    init(_ txn: LMDBTransaction) throws {
+    package init(_ txn: LMDBTransaction) throws {
         let create: LMDBDatabase.Flags = txn.isReadOnly ? [] : [.create]
         let duplicates: LMDBDatabase.Flags = create.union([.duplicateSort, .duplicateFixed])
         meta = try txn.openDatabase("meta", flags: create)
@@ -110,16 +110,16 @@ struct LedgerSchema: Sendable {
 }
 
 /// Keys of the meta database.
-enum MetaKey {
+package enum MetaKey {
     /// u32: `LedgerSchema.layoutVersion` the ledger was created with.
     static let layoutVersion = "layoutVersion"
     /// UTF-8: the project the ledger belongs to.
     static let project = "project"
     /// seq u64 ‖ time i64 ‖ hash(32): the last appended event.
-    static let head = "head"
+    package static let head = "head"
     /// seq u64: projections reflect the log through this seq; absent = through the head. Set while a
     /// rebuild runs, so that an interrupted rebuild is detected.
-    static let rebuildingThrough = "rebuildingThrough"
+    package static let rebuildingThrough = "rebuildingThrough"
 }
 
 /// The last appended event: what the next append chains onto.
@@ -128,9 +128,9 @@ public struct LedgerHead: Sendable, Equatable {
     public var time: LedgerTime
     public var hash: [UInt8]
 
-    static let empty = LedgerHead(seq: 0, time: LedgerTime(microseconds: 0), hash: HashChain.genesis)
+    package static let empty = LedgerHead(seq: 0, time: LedgerTime(microseconds: 0), hash: HashChain.genesis)
 
-    var encoded: [UInt8] {
+    package var encoded: [UInt8] {
         var bytes = ByteWriter(capacity: 48)
         bytes.append(seq)
         bytes.append(UInt64(bitPattern: time.microseconds))
@@ -164,11 +164,11 @@ struct ByteWriter {
 }
 
 /// The single key of the `universe` and `universeHistory` databases.
-let universeKey = UInt32(0)
+package let universeKey = UInt32(0)
 
 /// `id ‖ seq` — a current-state entry (`instanceTopics`, `topicMembers`, `universe`).
 @inline(__always)
-func membershipValue(_ id: UInt32, since: UInt64) -> PackedBytes {
+package func membershipValue(_ id: UInt32, since: UInt64) -> PackedBytes {
     var bytes = PackedBytes()
     bytes.append(id)
     bytes.append(since)
@@ -177,7 +177,7 @@ func membershipValue(_ id: UInt32, since: UInt64) -> PackedBytes {
 
 /// `id ‖ start ‖ end` — a closed interval (`instanceTopicHistory`, `topicMemberHistory`, `universeHistory`).
 @inline(__always)
-func intervalValue(_ id: UInt32, start: UInt64, end: UInt64) -> PackedBytes {
+package func intervalValue(_ id: UInt32, start: UInt64, end: UInt64) -> PackedBytes {
     var bytes = PackedBytes()
     bytes.append(id)
     bytes.append(start)

@@ -132,3 +132,63 @@ extension LedgerSnapshot {
         return try memberSet(of: topic, at: seq, capacity: capacity)
     }
 }
+
+extension LedgerSnapshot {
+    /// The `sent` event at `seq`.
+    package func sentEvent(at seq: UInt64) throws -> (LedgerEvent, SentMessage) {
+        guard let event = try event(at: seq), case .sent(let sent) = event.body else {
+            throw StoreError(.corrupt, "the messages index points at seq \(seq), which is not a `sent` event")
+        }
+        return (event, sent)
+    }
+
+    /// The recipients of `sent`, sent at `seq`, in token byte order: the audience in the state at `seq`,
+    /// computed from the temporal index.
+    public func recipients(of sent: SentMessage, at seq: UInt64) throws -> [RegistrationToken] {
+        try recipientTokens(audience(of: sent.target, precedence: sent.precedence, at: seq))
+    }
+
+    /// The `audience` records of `sends`, each computed for the state at its send's seq; a send whose
+    /// audience is exactly the last one `memo` saw for its target reuses that count and digest — for a
+    /// topic none of whose memberships changed since (as `changes` dates them), without reading it.
+    func audienceRecords(_ sends: [PendingAudience], memo: RecipientDigestMemo, changes: TopicChangeTracker) throws
+        -> [AudienceRecord]
+    {
+        try sends.map { pending in
+            let (_, sent) = try sentEvent(at: pending.sendSeq)
+            let recipients: RecipientDigestMemo.Digest
+            if case .topic(let topic) = sent.target,
+                let unchanged = memo.unchangedDigest(of: topic, at: pending.sendSeq, changes: changes)
+            {
+                recipients = unchanged
+            } else {
+                let members = try audience(of: sent.target, precedence: sent.precedence, at: pending.sendSeq)
+                recipients = try memo.digest(
+                    of: members, target: sent.target, precedence: sent.precedence, at: pending.sendSeq
+                ) {
+                    let (count, digest) = try recipientDigest($0)
+                    return RecipientDigestMemo.Digest(count: count, digest: digest)
+                }
+            }
+            return AudienceRecord(
+                messageID: pending.messageID, sendSeq: pending.sendSeq, recipientCount: UInt64(recipients.count),
+                recipientDigest: recipients.digest)
+        }
+    }
+
+    /// Sends with no `audience` event yet, in seq order.
+    package func sendsWithoutAudience() throws -> [PendingAudience] {
+        var pending: [PendingAudience] = []
+        try txn.withCursor(schema.messages) { cursor in
+            try cursor.forEach { entry in
+                if MessageState(entry.value).audienceSeq == 0 {
+                    pending.append(
+                        PendingAudience(
+                            messageID: entry.key.loadBigEndianUInt64(), sendSeq: entry.value.loadBigEndianUInt64()))
+                }
+                return true
+            }
+        }
+        return pending.sorted { $0.sendSeq < $1.sendSeq }
+    }
+}

@@ -8,8 +8,13 @@ import LedgerCore
 ///
 /// - Note: Valid only inside the ``Ledger/read(_:)`` closure that lends it.
 public struct LedgerSnapshot {
-    let txn: LMDBTransaction
-    let schema: LedgerSchema
+    package let txn: LMDBTransaction
+    package let schema: LedgerSchema
+
+    package init(txn: LMDBTransaction, schema: LedgerSchema) {
+        self.txn = txn
+        self.schema = schema
+    }
 
     // MARK: Log
 
@@ -292,13 +297,13 @@ public struct LedgerSnapshot {
             mapBytes: txn.environment.mapSize)
     }
 
-    func rebuildingThrough() throws -> UInt64? {
+    package func rebuildingThrough() throws -> UInt64? {
         try txn.withValue(in: schema.meta, forKey: MetaKey.rebuildingThrough) { $0?.loadBigEndianUInt64() }
     }
 
     /// - Throws: `.rebuildRequired` while a rebuild or bulk import is writing the projections, or after one
     ///   stopped.
-    func requireCompleteProjections() throws {
+    package func requireCompleteProjections() throws {
         if let through = try rebuildingThrough() {
             throw StoreError(
                 .rebuildRequired,

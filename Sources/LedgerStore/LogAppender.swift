@@ -3,7 +3,7 @@ import LedgerCore
 
 /// The state a ``LogAppender`` checks operations against and folds events into: the projections, with the
 /// questions only the appender asks.
-protocol AppenderProjection: LedgerProjection {
+package protocol AppenderProjection: LedgerProjection {
     /// The seq at which `instance` joined `topic`, or `nil` when it is not subscribed.
     mutating func subscribedSince(_ topic: TopicID, instance: InstanceID) throws -> UInt64?
     /// How many topics `instance` holds now.
@@ -19,7 +19,7 @@ protocol AppenderProjection: LedgerProjection {
 }
 
 /// Where a ``LogAppender`` stores what it appends: each event, then the head.
-protocol EventSink {
+package protocol EventSink {
     /// Stores `event`, which follows the event whose chain hash is `previousHash`: encodes it, chains it
     /// (replacing `previousHash` with its hash), writes its record and extends the Merkle tree — or keeps it
     /// for a later stage that does all that in order (a bulk import's log writer, or ``TransactionSink`` at
@@ -37,16 +37,16 @@ protocol EventSink {
 /// projections in memory (``BulkImport``), whose sink keeps the decided events for its log writer, and
 /// writes the projections once at the end. It holds no state beyond its projection and sink, so a
 /// transaction that is retried (map growth) or aborted leaves nothing behind in it.
-struct LogAppender<Projection: AppenderProjection, Sink: EventSink> {
+package struct LogAppender<Projection: AppenderProjection, Sink: EventSink> {
     let limits: LedgerLimits
-    private(set) var head: LedgerHead
-    private(set) var projection: Projection
-    var sink: Sink
+    package private(set) var head: LedgerHead
+    package private(set) var projection: Projection
+    package var sink: Sink
     private var messageIDs: any RandomNumberGenerator
     /// The id of the message sent last, read from the projection at the first send of the transaction.
     private var lastMessageID: UInt64?
 
-    init(
+    package init(
         projection: Projection, sink: Sink, head: LedgerHead, limits: LedgerLimits,
         messageIDs: any RandomNumberGenerator
     ) {
@@ -62,7 +62,7 @@ struct LogAppender<Projection: AppenderProjection, Sink: EventSink> {
     ///
     /// Refusals and per-operation rejections are values. Anything thrown (an LMDB failure, an encoding
     /// error, a broken invariant) means the transaction must be aborted, with every request in it.
-    mutating func apply(_ request: WriteRequest, now: LedgerTime) throws -> Result<WriteReceipt, StoreError> {
+    package mutating func apply(_ request: WriteRequest, now: LedgerTime) throws -> Result<WriteReceipt, StoreError> {
         let time: LedgerTime
         if let requested = request.time {
             guard requested >= head.time else {
@@ -89,7 +89,7 @@ struct LogAppender<Projection: AppenderProjection, Sink: EventSink> {
     }
 
     /// Stores the head; call once after the last request of the transaction.
-    mutating func finish() throws {
+    package mutating func finish() throws {
         try sink.store(head: head)
     }
 
@@ -227,9 +227,9 @@ struct LogAppender<Projection: AppenderProjection, Sink: EventSink> {
 
 extension LogAppender where Projection == MemoizedProjection, Sink == TransactionSink {
     /// The live writer's appender: everything in `txn`, from the head stored there, with the writer's
-    /// `facts` begun for `txn` (``InstanceFacts``).
+    /// `facts` begun for `txn` (``WriterInstanceCache``).
     init(
-        txn: LMDBTransaction, schema: LedgerSchema, limits: LedgerLimits, facts: InstanceFacts,
+        txn: LMDBTransaction, schema: LedgerSchema, limits: LedgerLimits, facts: WriterInstanceCache,
         chainWorker: SerialWorker<BlockingJob, Void>, messageIDs: any RandomNumberGenerator
     ) throws {
         let head =

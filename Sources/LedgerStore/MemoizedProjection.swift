@@ -8,7 +8,7 @@ import LedgerCore
 /// batch of 1,000 subscriptions to one topic asks for that topic 2,000 times. Each question is a B-tree
 /// search with a `memcmp` per level, and in a write transaction every page it touches is also looked up
 /// in the dirty-page list — the top of the writer's profile under batchAdd. Here topic ids are asked of LMDB once per transaction and kept; registrations and topic counts
-/// once per writer, in ``InstanceFacts``, which outlive the transaction while nothing else writes; for
+/// once per writer, in ``WriterInstanceCache``, which outlive the transaction while nothing else writes; for
 /// tokens and memberships only the last answer is kept, since the fold asks right after the check. Whether an instance holds a topic is asked of the topic's side
 /// (``LMDBProjection/memberSince(_:instance:)``), whose pages a new membership is put on anyway; an
 /// instance's topic count is its `instanceTopics` count plus its count in `recentMemberships`, which the
@@ -16,7 +16,7 @@ import LedgerCore
 /// say now.
 ///
 /// Lives no longer than its transaction: an aborted or retried transaction starts with an empty memo (and
-/// ``InstanceFacts/begin(transaction:)`` forgets the facts of a transaction that did not commit).
+/// ``WriterInstanceCache/begin(transaction:)`` forgets the facts of a transaction that did not commit).
 struct MemoizedProjection: AppenderProjection {
     private let stored: LMDBProjection
     /// The last token asked about, with its instance or `nil` when it has none: the appender's check and the
@@ -25,7 +25,7 @@ struct MemoizedProjection: AppenderProjection {
     /// searches 1 %.)
     private var lastToken: (token: RegistrationToken, instance: InstanceID?)?
     /// Registrations and topic counts, kept across the writer's transactions.
-    private let facts: InstanceFacts
+    private let facts: WriterInstanceCache
     private var topicIDs: [TopicName: TopicID] = [:]
     /// The last topic asked about: a batch names one topic for all its tokens, and comparing its name costs
     /// less than hashing it for `topicIDs`.
@@ -34,7 +34,7 @@ struct MemoizedProjection: AppenderProjection {
     private var lastMembership: (instance: InstanceID, topic: TopicID, since: UInt64?)?
 
     /// - Parameter facts: the writer's, begun for `txn`.
-    init(txn: LMDBTransaction, schema: LedgerSchema, facts: InstanceFacts) {
+    init(txn: LMDBTransaction, schema: LedgerSchema, facts: WriterInstanceCache) {
         stored = LMDBProjection(txn: txn, schema: schema)
         self.facts = facts
     }

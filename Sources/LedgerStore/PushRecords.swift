@@ -7,7 +7,7 @@ import LedgerCore
 ///   one entry per `pushProgress` event, so that an audit can tell which event (and when) passed a recipient;
 ///   the key `0 ‖ 0` holds the seq every send up to which is settled;
 /// - `pushFailures`: `send seq ‖ instance` → `kind u8 ‖ status u16 ‖ event seq u64 ‖ reason`.
-enum PushRecords {
+package enum PushRecords {
     static let settledKey = key(0, 0)
 
     static func key(_ sendSeq: UInt64, _ second: UInt64) -> [UInt8] {
@@ -43,15 +43,15 @@ enum PushRecords {
     }
 
     /// One send's progress as its last event left it, with that event's seq.
-    struct State: Equatable, Sendable {
-        var through: InstanceID
-        var finished: Bool
-        var expired: Bool
-        var seq: UInt64
+    package struct State: Equatable, Sendable {
+        package var through: InstanceID
+        package var finished: Bool
+        package var expired: Bool
+        package var seq: UInt64
     }
 
     /// Every progress event of the send at `sendSeq`, oldest first.
-    static func progress(of sendSeq: UInt64, txn: LMDBTransaction, schema: LedgerSchema) throws -> [State] {
+    package static func progress(of sendSeq: UInt64, txn: LMDBTransaction, schema: LedgerSchema) throws -> [State] {
         var states: [State] = []
         try txn.withCursor(schema.pushProgress) { cursor in
             try cursor.forEach(from: key(sendSeq, 0)) { entry in
@@ -70,7 +70,8 @@ enum PushRecords {
     }
 
     /// A recipient's failed push, with the seq of the event that recorded it.
-    static func failure(of sendSeq: UInt64, instance: InstanceID, txn: LMDBTransaction, schema: LedgerSchema) throws
+    package static func failure(of sendSeq: UInt64, instance: InstanceID, txn: LMDBTransaction, schema: LedgerSchema)
+        throws
         -> (kind: PushFailure.Kind, status: UInt16, reason: String, seq: UInt64)?
     {
         try txn.withValue(in: schema.pushFailures, forKey: failureKey(sendSeq, instance)) { value in
@@ -86,7 +87,7 @@ enum PushRecords {
         }
     }
 
-    static func settledThrough(txn: LMDBTransaction, schema: LedgerSchema) throws -> UInt64 {
+    package static func settledThrough(txn: LMDBTransaction, schema: LedgerSchema) throws -> UInt64 {
         try txn.withValue(in: schema.pushProgress, forKey: settledKey) { $0?.loadBigEndianUInt64() } ?? 0
     }
 }

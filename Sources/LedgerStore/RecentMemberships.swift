@@ -20,22 +20,22 @@ import LedgerCore
 /// what a rebuild or a bulk import writes goes straight to `instanceTopics`. Reading an instance's recent
 /// entries scans its partition's run (its entries are not together in it): the price of commits that do not
 /// rewrite the run.
-enum RecentMemberships {
+package enum RecentMemberships {
     /// Instances `p << partitionShift ..< (p + 1) << partitionShift` share partition `p`. Larger partitions mean
     /// fewer runs for a commit to write the end of and larger moves (2^12 measured the same rate as 2^11 under
     /// batchAdd, with p99 latency 77–82 ms against 55 and 96 MiB of heap against 58); smaller ones, less for a
     /// reader of one instance to scan.
     static let partitionShift: UInt32 = 11
 
-    static func partition(of instance: InstanceID) -> UInt32 { instance >> partitionShift }
+    package static func partition(of instance: InstanceID) -> UInt32 { instance >> partitionShift }
 
     /// A `recentMemberships` value: `since u64 ‖ instance u32 ‖ topic u32`, so a partition's run is in seq order
     /// and a new membership goes at its end.
-    struct Entry: Equatable {
-        static let size = 16
-        var since: UInt64
-        var instance: InstanceID
-        var topic: TopicID
+    package struct Entry: Equatable {
+        package static let size = 16
+        package var since: UInt64
+        package var instance: InstanceID
+        package var topic: TopicID
 
         init(since: UInt64, instance: InstanceID, topic: TopicID) {
             self.since = since
@@ -43,13 +43,13 @@ enum RecentMemberships {
             self.topic = topic
         }
 
-        init(_ bytes: UnsafeRawBufferPointer, at offset: Int = 0) {
+        package init(_ bytes: UnsafeRawBufferPointer, at offset: Int = 0) {
             since = bytes.loadBigEndianUInt64(at: offset)
             instance = bytes.loadBigEndianUInt32(at: offset + 8)
             topic = bytes.loadBigEndianUInt32(at: offset + 12)
         }
 
-        var encoded: PackedBytes {
+        package var encoded: PackedBytes {
             var bytes = PackedBytes()
             bytes.append(since)
             bytes.append(instance)
@@ -62,7 +62,7 @@ enum RecentMemberships {
 
     /// Calls `body` with each current membership of `instance` — topic and the seq it began at — from
     /// `instanceTopics` (ascending by topic) and then from its partition of `recentMemberships` (in seq order).
-    static func forEachMembership(
+    package static func forEachMembership(
         of instance: InstanceID, txn: LMDBTransaction, schema: LedgerSchema,
         _ body: (_ topic: TopicID, _ since: UInt64) throws -> Void
     ) throws {

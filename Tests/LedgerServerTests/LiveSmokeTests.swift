@@ -7,6 +7,7 @@ import LedgerTestSupport
 import Testing
 import LedgerStore
 import LedgerCore
+import LedgerQueries
 
 @Suite("Live server")
 struct LiveSmokeTests {

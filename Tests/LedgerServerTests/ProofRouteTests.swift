@@ -5,6 +5,7 @@ import LedgerStore
 import LedgerTestSupport
 import Testing
 import LedgerServer
+import LedgerQueries
 
 @Suite("Checkpoints and proofs over HTTP")
 struct ProofRouteTests {

@@ -5,6 +5,7 @@ import PropertyBased
 import Testing
 
 @testable import LedgerServer
+import FCMWire
 
 /// The bodies written byte by byte on hot routes against what `JSONResponse.encoded` (JSONEncoder, keys sorted)
 /// writes for the same value.

@@ -8,6 +8,7 @@ import LedgerServer
 import LedgerStore
 import LedgerTestSupport
 import Testing
+import LedgerQueries
 
 /// The write path's promises through the HTTP API: long names everywhere, map growth, a full disk, a damaged
 /// ledger refused, and every error in the Google shape.

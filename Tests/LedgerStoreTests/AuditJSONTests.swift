@@ -2,6 +2,7 @@ import Foundation
 import LedgerCore
 import Testing
 
+@testable import LedgerQueries
 @testable import LedgerStore
 
 /// The audit shapes as `Encodable` types: what JSONSerialization wrote before, key for key.

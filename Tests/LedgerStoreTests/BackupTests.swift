@@ -3,6 +3,7 @@ import LedgerCore
 import LedgerStore
 import LedgerTestSupport
 import Testing
+import LedgerQueries
 
 /// `Ledger.backup(to:)` writes under a hidden name and renames the copy into place only when it is whole.
 @Suite("Backup")

@@ -5,6 +5,7 @@ import LedgerStore
 import LedgerTestSupport
 import PropertyBased
 import Testing
+import LedgerQueries
 
 @Suite("Bulk import")
 struct BulkImportTests {

@@ -3,6 +3,7 @@ import LedgerCore
 import LedgerStore
 import LedgerTestSupport
 import Testing
+import LedgerQueries
 
 #if canImport(Glibc)
     import Glibc

@@ -4,6 +4,7 @@ import LedgerCore
 @testable import LedgerStore
 import LedgerTestSupport
 import Testing
+import LedgerQueries
 
 /// A transaction of many events is encoded, chained and hashed on another thread (`EventChainer`), a small
 /// one on the writer; both must store the same log, tree and head byte for byte.

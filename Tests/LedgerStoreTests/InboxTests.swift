@@ -4,6 +4,7 @@ import LedgerTestSupport
 import Testing
 
 @testable import LedgerStore
+import LedgerQueries
 
 @Suite("Inbox")
 struct InboxTests {

@@ -4,6 +4,7 @@ import LedgerCore
 import LedgerStore
 import LedgerTestSupport
 import Testing
+import LedgerQueries
 
 @Suite("Ledger")
 struct LedgerTests {

@@ -4,6 +4,7 @@ import LedgerCore
 import LedgerStore
 import LedgerTestSupport
 import Testing
+import LedgerQueries
 
 @Suite("The Merkle tree over the log, in the store")
 struct MerkleStoreTests {

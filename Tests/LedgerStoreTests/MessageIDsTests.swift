@@ -4,6 +4,7 @@ import LedgerCore
 @testable import LedgerStore
 import LedgerTestSupport
 import Testing
+import LedgerQueries
 
 /// Message ids follow the order of the sends and read as the send's time (`MessageIDs`), are unique per
 /// project whatever the clock does, and step over ids a ledger of random ids already holds.

@@ -4,6 +4,7 @@ import LedgerCore
 import LedgerStore
 import LedgerTestSupport
 import Testing
+import LedgerQueries
 
 /// The instance side of new memberships waits in `recentMemberships` and moves to `instanceTopics` a
 /// partition at a time (`RecentMemberships`): wherever an entry sits, every read answers alike.

@@ -4,6 +4,7 @@ import LedgerTestSupport
 import Testing
 
 @testable import LedgerStore
+import LedgerQueries
 
 private func set(_ ids: [InstanceID], capacity: Int) -> InstanceSet {
     var set = InstanceSet(capacity: capacity)

@@ -5,6 +5,7 @@ import LedgerTestSupport
 import Testing
 
 @testable import LedgerStore
+import LedgerQueries
 
 /// The test's own model of who holds what: plain dictionaries updated by the rules of SPEC §2.1, with no
 /// fold, no index and no bitmap.

@@ -4,6 +4,7 @@ import LedgerCore
 import LedgerStore
 import LedgerTestSupport
 import Testing
+import LedgerQueries
 
 /// Every request is all or nothing, at every LMDB limit: long names, a filling map, failing calls.
 @Suite("Write path integrity")

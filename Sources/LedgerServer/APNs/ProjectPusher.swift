@@ -3,6 +3,8 @@ import LedgerCore
 import LedgerStore
 import Logging
 import Synchronization
+import FCMWire
+import LedgerQueries
 
 /// Pushes one project's sends to the APNs tokens their recipients held at the send, and records how far it
 /// got in the ledger (`pushProgress` events), so that the outbox is a function of the log:

@@ -2,6 +2,7 @@ import Foundation
 import Hummingbird
 import LedgerCore
 import LedgerStore
+import LedgerQueries
 
 /// The console's devices, topics and log pages.
 extension ConsoleRoutes {

@@ -5,6 +5,7 @@ import LedgerCore
 import LedgerStore
 import Mustache
 import NIOCore
+import LedgerQueries
 
 /// `/console`: the read-only audit console for a project's auditor and admin keys (docs/compliance.md).
 /// Server-rendered HTML that works without JavaScript; CSS from the server itself; every page under a

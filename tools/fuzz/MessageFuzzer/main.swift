@@ -12,6 +12,7 @@
 
 import Foundation
 import FuzzDriver
+import FCMWire
 import LedgerCore
 
 @_cdecl("LLVMFuzzerTestOneInput")

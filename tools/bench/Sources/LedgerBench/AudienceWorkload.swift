@@ -1,5 +1,6 @@
 import Foundation
 import LedgerCore
+import LedgerQueries
 import LedgerStore
 
 /// The audience of a 5-operand condition with `!` over `instances` registered instances and 1,000 topics.

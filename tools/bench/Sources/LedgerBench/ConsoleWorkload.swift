@@ -1,6 +1,7 @@
 import AsyncHTTPClient
 import Foundation
 import LedgerCore
+import LedgerQueries
 import LedgerStore
 import NIOCore
 

@@ -5,6 +5,7 @@ import ArgumentParser
 import Foundation
 import LMDBKit
 import LedgerCore
+import LedgerQueries
 import LedgerStore
 import Logging
 

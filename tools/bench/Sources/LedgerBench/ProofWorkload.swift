@@ -1,6 +1,7 @@
 import Crypto
 import Foundation
 import LedgerCore
+import LedgerQueries
 import LedgerStore
 
 /// Proof generation (≤ 10 ms at 10M events) in a large ledger, against the same proofs in a small

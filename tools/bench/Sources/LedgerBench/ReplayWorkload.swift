@@ -1,5 +1,6 @@
 import Foundation
 import LedgerCore
+import LedgerQueries
 import LedgerStore
 
 /// `ledger replay` of one message with a 5-operand condition, in a large ledger and in a small one with the

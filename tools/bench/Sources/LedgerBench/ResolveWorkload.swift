@@ -1,5 +1,6 @@
 import Foundation
 import LedgerCore
+import LedgerQueries
 import LedgerStore
 
 /// Resolving a batchAdd's 1,000 tokens to instance ids before it is queued (what the server does on its

@@ -1,0 +1,208 @@
+import LedgerStore
+import Crypto
+import Foundation
+import LedgerCore
+
+/// A project's checkpoint signer and the checkpoints it has signed, beside its ledger:
+///
+/// - `<data>/<project>/checkpoint.key`: the Ed25519 signing key, created on first use with mode 0600, in Go's
+///   `note` signer-key format `PRIVATE+KEY+<name>+<key hash>+<base64(0x01 ‖ 32-byte seed)>`. A key file that
+///   others can read is refused. Never logged, never printed.
+/// - `<data>/<project>/checkpoints.jsonl`: every checkpoint signed, one JSON object a line
+///   (`{"size":N,"note":"…"}`), appended under an exclusive lock — what an auditor can ask for later.
+///
+/// Origin and key name are `topicledger/<project>` unless configured (``CheckpointSettings``).
+public struct CheckpointKeeper: Sendable {
+    public let signer: NoteSigner
+    public let origin: String
+    let keptPath: String
+
+    public static func defaultName(for project: ProjectID) -> String { "topicledger/\(project)" }
+
+    /// Loads the project's key (`settings.keyFile`, or `<data>/<project>/checkpoint.key`), creating it when
+    /// `create` and absent.
+    ///
+    /// - Throws: `StoreError` `.notFound` (no key and not `create`), `.invalidArgument` (a key file others can
+    ///   read, one that is not a signer key, or one whose name is not the configured key name).
+    public static func open(
+        dataDirectory: String, project: ProjectID, settings: CheckpointSettings = CheckpointSettings(),
+        create: Bool = true
+    ) throws -> CheckpointKeeper {
+        let directory = (dataDirectory as NSString).appendingPathComponent(project.rawValue)
+        let keyPath = settings.keyFile ?? (directory as NSString).appendingPathComponent("checkpoint.key")
+        let name = settings.keyName ?? defaultName(for: project)
+        let signer: NoteSigner
+        if FileManager.default.fileExists(atPath: keyPath) {
+            signer = try loadKey(keyPath)
+            // A key keeps the name it was made with: its key hash covers the name.
+            guard signer.name == name else {
+                throw StoreError(
+                    .invalidArgument,
+                    "the checkpoint key \(keyPath) is named \(signer.name), not \(name) as configured; "
+                        + "configure keyName \(signer.name), or give a new keyFile for a key named \(name)")
+            }
+        } else {
+            guard create else {
+                throw StoreError(
+                    .notFound, "project \(project) has no checkpoint key yet (`ledger checkpoint` makes one)")
+            }
+            signer = try createKey(keyPath, name: name)
+        }
+        return CheckpointKeeper(
+            signer: signer, origin: settings.origin ?? defaultName(for: project),
+            keptPath: (directory as NSString).appendingPathComponent("checkpoints.jsonl"))
+    }
+
+    /// Signs a checkpoint of `snapshot`'s whole log and keeps it.
+    public func sign(_ snapshot: LedgerSnapshot) throws -> (checkpoint: Checkpoint, note: String) {
+        let tree = try snapshot.merkleTree()
+        let checkpoint = Checkpoint(origin: origin, size: tree.size, root: try tree.root())
+        let note = try signer.sign(checkpoint)
+        try keep(size: checkpoint.size, note: note)
+        return (checkpoint, note)
+    }
+
+    /// The checkpoints kept so far, oldest first.
+    ///
+    /// A last line without its newline is a write that a crash or a full disk cut short: its checkpoint was
+    /// never handed out (``sign(_:)`` returns only after the whole line is on disk), so it is not one of them.
+    /// Any other line that is not a kept checkpoint is `.corrupt`.
+    public func kept() throws -> [(size: UInt64, note: String)] {
+        guard var data = FileManager.default.contents(atPath: keptPath) else { return [] }
+        if let lastNewline = data.lastIndex(of: UInt8(ascii: "\n")) {
+            data = data[...lastNewline]
+        } else {
+            data = Data()
+        }
+        return try data.split(separator: UInt8(ascii: "\n")).map { line in
+            guard let object = try? JSONSerialization.jsonObject(with: Data(line)) as? [String: Any],
+                let size = (object["size"] as? NSNumber)?.uint64Value, let note = object["note"] as? String
+            else { throw StoreError(.corrupt, "\(keptPath) holds a line that is not a kept checkpoint") }
+            return (size, note)
+        }
+    }
+
+    private func keep(size: UInt64, note: String) throws {
+        var line = try JSONSerialization.data(withJSONObject: ["size": size, "note": note], options: [.sortedKeys])
+        line.append(UInt8(ascii: "\n"))
+        let fd = openFile(keptPath, O_RDWR | O_CREAT | O_APPEND | O_CLOEXEC, 0o644)
+        guard fd >= 0 else { throw StoreError(.unavailable, "cannot write \(keptPath): errno \(errno)") }
+        defer { close(fd) }
+        flock(fd, LOCK_EX)
+        try dropTornTail(fd, path: keptPath)
+        try writeDurably(fd, Array(line), path: keptPath)
+    }
+
+    /// Writes the new key to a temporary file beside `path`, syncs it, then links it to `path`: the key file
+    /// appears whole or not at all, so a crash or a full disk midway never leaves a partial key that every
+    /// later start refuses, and a process that finds the key made by another never reads it half-written.
+    /// When two processes create it at once, the link of one fails with `EEXIST` and it loads the other's.
+    private static func createKey(_ path: String, name: String) throws -> NoteSigner {
+        let signer = try NoteSigner(name: name, key: Curve25519.Signing.PrivateKey())
+        let text = signer.signerKeyLine + "\n"
+        let temporary = path + ".new-\(UUID().uuidString)"
+        let fd = openFile(temporary, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o600)
+        guard fd >= 0 else { throw StoreError(.unavailable, "cannot create \(temporary): errno \(errno)") }
+        defer { unlink(temporary) }
+        do {
+            defer { close(fd) }
+            try writeDurably(fd, Array(text.utf8), path: temporary)
+        }
+        guard link(temporary, path) == 0 else {
+            if errno == EEXIST { return try loadKey(path) }
+            throw StoreError(.unavailable, "cannot create \(path): errno \(errno)")
+        }
+        // The link is in place; making it durable is best effort (the key is whole either way).
+        try? syncPath((path as NSString).deletingLastPathComponent)
+        return signer
+    }
+
+    private static func loadKey(_ path: String) throws -> NoteSigner {
+        var status = stat()
+        guard stat(path, &status) == 0 else { throw StoreError(.unavailable, "cannot read \(path): errno \(errno)") }
+        guard status.st_mode & 0o077 == 0 else {
+            throw StoreError(
+                .invalidArgument,
+                "\(path) can be read by others (mode \(String(status.st_mode & 0o777, radix: 8))); `chmod 600` it")
+        }
+        guard let data = FileManager.default.contents(atPath: path),
+            let text = String(data: data, encoding: .utf8)?.trimmingCharacters(in: .newlines),
+            let signer = NoteSigner(signerKeyLine: text)
+        else { throw StoreError(.invalidArgument, "\(path) is not a checkpoint signing key") }
+        return signer
+    }
+}
+
+/// How a project's checkpoints are signed, when not the defaults (the config file's
+/// `projects.<p>.checkpoint`: docs/server.md).
+public struct CheckpointSettings: Sendable, Equatable {
+    /// The checkpoint's first line (default `topicledger/<project>`).
+    public var origin: String?
+    /// The signing key's name (default `topicledger/<project>`); a key file made earlier keeps its own name.
+    public var keyName: String?
+    /// Where the signing key is (default `<data>/<project>/checkpoint.key`); made there on first use, mode 0600.
+    public var keyFile: String?
+
+    public init(origin: String? = nil, keyName: String? = nil, keyFile: String? = nil) throws(StoreError) {
+        if let origin {
+            // C2SP tlog-checkpoint: the origin is one non-empty line of printable text.
+            guard !origin.isEmpty, origin.unicodeScalars.allSatisfy({ $0.value >= 0x20 && $0.value != 0x7F }) else {
+                throw StoreError(.invalidArgument, "a checkpoint origin is one non-empty line of printable text")
+            }
+        }
+        if let keyName, !NoteVerifier.isValidName(keyName) {
+            throw StoreError(.invalidArgument, "a checkpoint key name is non-empty, without spaces or +")
+        }
+        if let keyFile, keyFile.isEmpty || keyFile.contains("\0") {
+            throw StoreError(.invalidArgument, "a checkpoint key file is a path")
+        }
+        self.origin = origin
+        self.keyName = keyName
+        self.keyFile = keyFile
+    }
+
+    public init() {}
+}
+
+/// Writes all of `bytes` to `fd` and fsyncs it, or throws naming `path`.
+private func writeDurably(_ fd: Int32, _ bytes: [UInt8], path: String) throws {
+    guard bytes.withUnsafeBytes({ write(fd, $0.baseAddress, $0.count) }) == bytes.count, fsync(fd) == 0 else {
+        throw StoreError(.unavailable, "cannot write \(path): errno \(errno)")
+    }
+}
+
+/// Cuts the file back to its last newline when a write was cut short (a crash, a full disk), so the next line
+/// starts on a line of its own instead of being glued to the fragment. The caller holds the file's lock.
+private func dropTornTail(_ fd: Int32, path: String) throws {
+    let size = lseek(fd, 0, SEEK_END)
+    guard size > 0 else { return }
+    var end = size
+    var byte: UInt8 = 0
+    guard pread(fd, &byte, 1, end - 1) == 1 else {
+        throw StoreError(.unavailable, "cannot read \(path): errno \(errno)")
+    }
+    guard byte != UInt8(ascii: "\n") else { return }
+    // Back to just after the last newline (or to the start), a chunk at a time.
+    var chunk = [UInt8](repeating: 0, count: 4096)
+    var keep: off_t = 0
+    search: while end > 0 {
+        let start = max(0, end - off_t(chunk.count))
+        let count = Int(end - start)
+        guard chunk.withUnsafeMutableBytes({ pread(fd, $0.baseAddress, count, start) }) == count else {
+            throw StoreError(.unavailable, "cannot read \(path): errno \(errno)")
+        }
+        if let index = chunk[..<count].lastIndex(of: UInt8(ascii: "\n")) {
+            keep = start + off_t(index) + 1
+            break search
+        }
+        end = start
+    }
+    guard ftruncate(fd, keep) == 0, fsync(fd) == 0 else {
+        throw StoreError(.unavailable, "cannot repair \(path): errno \(errno)")
+    }
+}
+
+/// `open(2)` (a file-level name: inside ``CheckpointKeeper``, `open` is its own factory).
+private func openFile(_ path: String, _ flags: Int32, _ mode: mode_t) -> Int32 {
+    open(path, flags, mode)
+}

@@ -1,0 +1,149 @@
+import LedgerStore
+import LMDBKit
+import LedgerCore
+import FCMWire
+
+/// What became of the APNs push of one send to one recipient (the audits, `ledger replay`).
+public struct PushStatus: Sendable, Equatable {
+    public enum State: String, Sendable {
+        /// APNs took it: ``apnsID`` names it; ``seq`` is the progress event that recorded it.
+        case accepted
+        /// APNs answered 410: the registration ended.
+        case unregistered
+        /// APNs refused it for good (``status``, ``reason``).
+        case failed
+        /// Not pushed yet.
+        case pending
+        /// The message's lifetime ended before it was pushed.
+        case expired
+    }
+
+    public var state: State
+    /// The APNs token it was (or is to be) pushed to.
+    public var apnsToken: APNsDeviceToken
+    /// The push's `apns-id` (``APNsPushID``).
+    public var apnsID: String
+    public var status: UInt16?
+    public var reason: String?
+    /// The `pushProgress` event that recorded the outcome, and its time.
+    public var seq: UInt64?
+    public var time: LedgerTime?
+}
+
+extension PushStatus {
+    /// One line for a person: `accepted <apns-id> at <time>`, `failed 400 "BadTopic" at <time>`, `pending`
+    /// (APNs' reason quoted, as `ledger log --format text` quotes input: never raw on a terminal).
+    public var summary: String {
+        var text = state.rawValue
+        if state == .accepted { text += " \(apnsID)" }
+        if let status { text += " \(status)" }
+        if let reason { text += " \(EventText.quoted(reason))" }
+        if let time { text += " at \(time)" }
+        return text
+    }
+}
+
+/// How far the pushes of one send have got: its last `pushProgress` event.
+public struct PushProgressState: Sendable, Equatable {
+    /// Every recipient with an instance id up to this one has an outcome (0: none yet).
+    public var through: InstanceID
+    public var finished: Bool
+    public var expired: Bool
+    /// The seq of the event.
+    public var seq: UInt64
+}
+
+extension LedgerSnapshot {
+    /// Whether any instance holds, or ever held, an APNs token: when none does, no send has APNs recipients.
+    public func holdsAPNsTokens() throws -> Bool {
+        try txn.count(schema.apnsTokens) > 0 || txn.count(schema.apnsTokenHistory) > 0
+    }
+
+    /// Every send at or before this seq has finished its pushes (0: none recorded).
+    public func pushesSettledThrough() throws -> UInt64 {
+        try PushRecords.settledThrough(txn: txn, schema: schema)
+    }
+
+    /// The last progress recorded for the pushes of the send at `sendSeq` (`nil`: none yet).
+    public func pushProgress(ofSendAt sendSeq: UInt64) throws -> PushProgressState? {
+        try PushRecords.progress(of: sendSeq, txn: txn, schema: schema).last.map {
+            PushProgressState(through: $0.through, finished: $0.finished, expired: $0.expired, seq: $0.seq)
+        }
+    }
+
+    /// The seqs of the sends after `seq`, oldest first, at most `limit` of them.
+    public func sendSeqs(after seq: UInt64, limit: Int) throws -> [UInt64] {
+        var seqs: [UInt64] = []
+        try txn.withCursor(schema.sends) { cursor in
+            try cursor.forEach(from: seq &+ 1) { entry in
+                seqs.append(entry.key.loadBigEndianUInt64())
+                return seqs.count < limit
+            }
+        }
+        return seqs.filter { $0 > seq }
+    }
+
+    /// The recorded pushes of the send at `sendSeq` (message `messageID`), read once for all its recipients.
+    /// `expiresAt` is the message's iOS expiry and `now` the time to judge it by: a push not made by then is
+    /// `expired`.
+    public func pushes(ofSendAt sendSeq: UInt64, messageID: UInt64, expiresAt: LedgerTime, now: LedgerTime) throws
+        -> SendPushes
+    {
+        let progress = try PushRecords.progress(of: sendSeq, txn: txn, schema: schema)
+        var times: [UInt64: LedgerTime] = [:]
+        for entry in progress {
+            guard let event = try event(at: entry.seq) else {
+                throw StoreError(.corrupt, "no event at seq \(entry.seq)")
+            }
+            times[entry.seq] = event.time
+        }
+        return SendPushes(
+            sendSeq: sendSeq, messageID: messageID, progress: progress, times: times,
+            unpushedExpired: progress.last?.expired == true || (progress.last?.finished != true && now >= expiresAt))
+    }
+
+    /// What became of the push of `pushes`' send to `instance` (registration `token`); `nil` when the instance
+    /// held no APNs token at the send (it is not an APNs recipient).
+    public func pushStatus(of instance: InstanceID, token: RegistrationToken, in pushes: SendPushes) throws
+        -> PushStatus?
+    {
+        guard let apnsToken = try apnsToken(of: instance, at: pushes.sendSeq) else { return nil }
+        var status = PushStatus(
+            state: .pending, apnsToken: apnsToken, apnsID: APNsPushID.string(messageID: pushes.messageID, token: token))
+        if let failure = try PushRecords.failure(of: pushes.sendSeq, instance: instance, txn: txn, schema: schema) {
+            status.state = failure.kind == .unregistered ? .unregistered : .failed
+            status.status = failure.status
+            status.reason = failure.reason
+            status.seq = failure.seq
+        } else if let passed = pushes.progress.first(where: { $0.through >= instance }) {
+            status.state = .accepted
+            status.seq = passed.seq
+        } else if pushes.unpushedExpired {
+            status.state = .expired
+        }
+        if let seq = status.seq {
+            guard let time = try pushes.times[seq] ?? event(at: seq)?.time else {
+                throw StoreError(.corrupt, "no event at seq \(seq)")
+            }
+            status.time = time
+        }
+        return status
+    }
+}
+
+/// One send's recorded pushes (``LedgerSnapshot/pushes(ofSendAt:messageID:expiresAt:now:)``): its progress
+/// events and their times, and whether its recipients not yet pushed are past the message's lifetime.
+public struct SendPushes: Sendable {
+    let sendSeq: UInt64
+    let messageID: UInt64
+    let progress: [PushRecords.State]
+    let times: [UInt64: LedgerTime]
+    let unpushedExpired: Bool
+}
+
+extension SentMessage {
+    /// When the message stops being pushed to iOS devices (its `apns-expiration`, else 4 weeks after `sentAt`).
+    public func iosExpiry(sentAt: LedgerTime) -> LedgerTime {
+        MessageLifetime.expiries(of: DevicePayload.object(ofMessageJSON: messageJSON), sentAt: sentAt).ios
+    }
+}

@@ -1,0 +1,106 @@
+import LedgerStore
+import LedgerCore
+import LMDBKit
+
+/// Who a past message was addressed to, reconstructed from the ledger, beside what was recorded when it
+/// was sent (`ledger replay`, the audit API).
+public struct MessageReplay: Sendable {
+    public var messageID: UInt64
+    /// The seq and time of the `sent` event.
+    public var seq: UInt64
+    public var time: LedgerTime
+    public var target: MessageTarget
+    /// The rule the condition is evaluated with: the one stored in the `sent` event.
+    public var precedence: ConditionPrecedence
+    /// The message as accepted (JSON).
+    public var messageJSON: [UInt8]
+    /// The recipients' tokens in byte order.
+    public var recipients: [RegistrationToken]
+    /// SHA-256 of `recipients`, each followed by `\n` (SPEC §2.4).
+    public var recipientDigest: [UInt8]
+    /// The `audience` event recorded for the send and its seq, if recorded yet.
+    public var recorded: (record: AudienceRecord, seq: UInt64)?
+    /// Per recipient (same order): whether the device has acknowledged the message (its delivery cursor is
+    /// at or past the send).
+    public var acknowledged: [Bool]
+    /// Per recipient (same order): what became of its APNs push (`nil`: it held no APNs token at the send).
+    public var pushes: [PushStatus?]
+
+    public var recipientCount: Int { recipients.count }
+    public var acknowledgedCount: Int { acknowledged.lazy.filter { $0 }.count }
+
+    /// Whether the reconstruction equals the recorded audience (false when none is recorded).
+    public var matchesRecord: Bool {
+        guard let recorded else { return false }
+        return recorded.record.recipientCount == UInt64(recipients.count)
+            && recorded.record.recipientDigest == recipientDigest
+    }
+
+    /// Replays message `messageID` of `snapshot`, or `nil` when the ledger has no such message.
+    ///
+    /// - Parameter naive: recompute the recipients by folding the log from seq 1 with the shared fold into
+    ///   an in-memory state and testing every registered instance against the target — an independent path
+    ///   that reads neither the temporal index nor any projection. O(log) instead of O(the topics involved).
+    public static func replay(_ messageID: UInt64, in snapshot: LedgerSnapshot, naive: Bool = false) throws
+        -> MessageReplay?
+    {
+        guard let (sendSeq, audienceSeq) = try snapshot.message(messageID) else { return nil }
+        let (event, sent) = try snapshot.sentEvent(at: sendSeq)
+        let recipients =
+            naive
+            ? try naiveRecipients(of: sent, before: sendSeq, in: snapshot)
+            : try snapshot.recipients(of: sent, at: sendSeq)
+        var recorded: (AudienceRecord, UInt64)?
+        if let audienceSeq {
+            guard let audienceEvent = try snapshot.event(at: audienceSeq),
+                case .audience(let record) = audienceEvent.body, record.messageID == messageID
+            else {
+                throw StoreError(.corrupt, "the audience of message \(messageID) is not at seq \(audienceSeq)")
+            }
+            recorded = (record, audienceSeq)
+        }
+        let acknowledged = try recipients.map { token in
+            guard let instance = try snapshot.instanceID(of: token) else { return false }
+            return try snapshot.acknowledgedThrough(instance) >= sendSeq
+        }
+        var pushes = [PushStatus?](repeating: nil, count: recipients.count)
+        if try snapshot.holdsAPNsTokens() {
+            let sendPushes = try snapshot.pushes(
+                ofSendAt: sendSeq, messageID: messageID, expiresAt: sent.iosExpiry(sentAt: event.time),
+                now: LedgerTime.now())
+            for (index, token) in recipients.enumerated() {
+                guard let instance = try snapshot.instanceID(of: token) else { continue }
+                pushes[index] = try snapshot.pushStatus(of: instance, token: token, in: sendPushes)
+            }
+        }
+        return MessageReplay(
+            messageID: messageID, seq: sendSeq, time: event.time, target: sent.target, precedence: sent.precedence,
+            messageJSON: sent.messageJSON, recipients: recipients,
+            recipientDigest: RecipientDigest.digest(sortedTokens: recipients), recorded: recorded,
+            acknowledged: acknowledged, pushes: pushes)
+    }
+
+    /// The naive path: events 1…S−1 folded in memory, then every registered instance tested.
+    static func naiveRecipients(of sent: SentMessage, before sendSeq: UInt64, in snapshot: LedgerSnapshot) throws
+        -> [RegistrationToken]
+    {
+        var state = InMemoryLedgerState()
+        if sendSeq > 1 {
+            try snapshot.forEachEvent(from: 1, through: sendSeq - 1) { event, _ in
+                state.apply(event)
+                return true
+            }
+        }
+        let recipients: Set<RegistrationToken>
+        switch sent.target {
+        case .token(let token):
+            recipients = state.isRegistered(token) ? [token] : []
+        case .topic(let topic):
+            recipients = state.registeredTokens.filter { state.topics(of: $0).contains(topic) }
+        case .condition(let text):
+            let condition = try Condition(parsing: text, precedence: sent.precedence)
+            recipients = state.registeredTokens.filter { condition.isSatisfied(byTopics: state.topics(of: $0)) }
+        }
+        return recipients.sorted()
+    }
+}

@@ -1,0 +1,19 @@
+import LedgerStore
+import Foundation
+import LMDBKit
+import LedgerCore
+
+/// What `verify` found.
+public struct VerificationReport: Sendable {
+    /// Events checked (the head seq of the snapshot verified).
+    public var events: UInt64
+    /// Each problem found, naming the seq or projection at fault. Empty when the ledger is sound.
+    public var problems: [String]
+    /// Sends with no `audience` event yet. Not damage: a running server records them moments after the
+    /// send, and a writer opening the ledger records any a crash left behind.
+    public var sendsWithoutAudience = 0
+    /// Recorded audiences recomputed and compared (with `checkAudiences`).
+    public var audiencesChecked = 0
+
+    public var isSound: Bool { problems.isEmpty }
+}
