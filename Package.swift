@@ -232,7 +232,7 @@ if Context.environment["TOPICLEDGER_BENCH"] == "1" {
         .executableTarget(
             name: "LedgerBench",
             dependencies: [
-                "LedgerStore", "LedgerQueries", "LedgerCore", "LMDBKit", "CSQLite",
+                "LedgerStore", "LedgerQueries", "LedgerCore", "FCMWire", "LMDBKit", "CSQLite",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "NIOCore", package: "swift-nio"),

@@ -136,11 +136,10 @@ public func buildRouter(
             body: ResponseBody(byteBuffer: ByteBuffer(bytes: ledgers.metrics.exposition())))
     }
     router.group("/v1/projects/:project")
-        .add(middleware: ProjectAuthentication(credentials: configuration.credentials, roles: [.admin, .auditor]))
+        .add(middleware: ProjectAuthentication(server: server, roles: [.admin, .auditor]))
+        .group(context: ProjectRequestContext.self)
         .get("metrics") { _, context in
-            let statistics = try await server.ledger(for: try context.requireCaller().project).readLog {
-                try $0.statistics()
-            }
+            let statistics = try context.ledger.readLog { try $0.statistics() }
             return Response(
                 status: .ok, headers: [.contentType: "text/plain; version=0.0.4; charset=utf-8"],
                 body: ResponseBody(byteBuffer: ByteBuffer(bytes: ServerMetrics.projectExposition(statistics))))
@@ -178,7 +177,7 @@ public func buildApplication(configuration: ServerConfiguration, ledgers: Ledger
     let server: HTTPServerBuilder
     // The ledgers' service first: the last to be told to shut down (``LedgerLifecycle``).
     var services: [any Service] = [
-        LedgerLifecycle(ledgers: ledgers, configuration: configuration), DeliverySweeper(ledgers: ledgers),
+        LedgerLifecycle(ledgers: ledgers), DeliverySweeper(ledgers: ledgers),
     ]
     if let certificate = configuration.certificate {
         let stream = HTTP1Channel.Configuration(

@@ -18,27 +18,24 @@ struct AuditRoutes {
     func register(on router: TokenPathRouter) {
         let audit = router.group("/v1/projects/:project/audit")
             .add(
-                middleware: ProjectAuthentication(
-                    credentials: server.configuration.credentials, roles: [.auditor, .admin]))
-        audit.get("messages/:message") { request, context in try await replay(request, context) }
+                middleware: ProjectAuthentication(server: server, roles: [.auditor, .admin]))
+        let project = audit.group(context: ProjectRequestContext.self)
+        project.get("messages/:message") { request, context in try await replay(request, context) }
         audit.group("instances/:token").add(middleware: RegistrationInPath())
+            .group(context: RegistrationRequestContext.self)
             .get { request, context in try await instance(request, context) }
-        audit.get("topics/:topic") { request, context in try await topic(request, context) }
-        audit.get("topics/:topic/history") { request, context in try await history(request, context) }
-        audit.get("events") { request, context in try await events(request, context) }
-    }
-
-    private func authorize(_ request: Request, _ context: LedgerRequestContext) throws -> ProjectID {
-        try context.requireCaller().project
+        project.get("topics/:topic") { request, context in try await topic(request, context) }
+        project.get("topics/:topic/history") { request, context in try await history(request, context) }
+        project.get("events") { request, context in try await events(request, context) }
     }
 
     /// `GET …/audit/messages/{id}`: the replay of a message with its recipients paged in byte order.
-    private func replay(_ request: Request, _ context: LedgerRequestContext) async throws -> Response {
-        let project = try authorize(request, context)
+    private func replay(_ request: Request, _ context: ProjectRequestContext) async throws -> Response {
+        let project = context.project
         let text = try context.parameters.decoded("message")
         let id = try Parameters.messageID(text)
         let page = try PageRequest(request, defaultSize: Self.defaultPageSize, maximumSize: Self.maximumPageSize)
-        let body: AuditJSON.Replay = try await server.ledger(for: project).read { snapshot in
+        let body: AuditJSON.Replay = try context.ledger.read { snapshot in
             guard let replay = try MessageReplay.replay(id, in: snapshot) else {
                 throw FCMError.notFound("Message \(id) was not found in project \(project).")
             }
@@ -51,10 +48,10 @@ struct AuditRoutes {
     }
 
     /// `GET …/audit/instances/{token}?at=|atSeq=`: the instance's history and its topics at the moment.
-    private func instance(_ request: Request, _ context: LedgerRequestContext) async throws -> Response {
-        let project = try authorize(request, context)
-        let token = try context.requireToken()
-        let body: AuditJSON.Instance = try await server.ledger(for: project).read { snapshot in
+    private func instance(_ request: Request, _ context: RegistrationRequestContext) async throws -> Response {
+        let project = context.project
+        let token = context.token
+        let body: AuditJSON.Instance = try context.ledger.read { snapshot in
             guard let audit = try snapshot.instanceAudit(token, at: try Self.moment(request, snapshot)) else {
                 throw FCMError.notFound("The registration token was never registered in project \(project).")
             }
@@ -65,12 +62,12 @@ struct AuditRoutes {
 
     /// `GET …/audit/topics/{topic}?at=|atSeq=&members=true`: the count at the moment and, if asked, the
     /// members paged in byte order.
-    private func topic(_ request: Request, _ context: LedgerRequestContext) async throws -> Response {
-        let project = try authorize(request, context)
+    private func topic(_ request: Request, _ context: ProjectRequestContext) async throws -> Response {
+        let project = context.project
         let topic = try topicName(context)
         let includeMembers = request.uri.queryParameters["members"] == "true"
         let page = try PageRequest(request, defaultSize: Self.defaultPageSize, maximumSize: Self.maximumPageSize)
-        let body: AuditJSON.Topic = try await server.ledger(for: project).read { snapshot in
+        let body: AuditJSON.Topic = try context.ledger.read { snapshot in
             guard
                 let audit = try snapshot.topicAudit(
                     topic, at: try Self.moment(request, snapshot), members: includeMembers)
@@ -87,8 +84,8 @@ struct AuditRoutes {
 
     /// `GET …/audit/topics/{topic}/history?pageSize=&pageToken=`: the subscriber count after each event that
     /// changed it, in seq order; the page token is the last seq of the previous page.
-    private func history(_ request: Request, _ context: LedgerRequestContext) async throws -> Response {
-        let project = try authorize(request, context)
+    private func history(_ request: Request, _ context: ProjectRequestContext) async throws -> Response {
+        let project = context.project
         let topic = try topicName(context)
         let page = try PageRequest(request, defaultSize: Self.defaultPageSize, maximumSize: Self.maximumPageSize)
         var after: UInt64 = 0
@@ -98,7 +95,7 @@ struct AuditRoutes {
             }
             after = seq
         }
-        let body: AuditJSON.Topic = try await server.ledger(for: project).read { snapshot in
+        let body: AuditJSON.Topic = try context.ledger.read { snapshot in
             guard let audit = try snapshot.topicAudit(topic, members: false) else {
                 throw FCMError.notFound("Topic \(topic) never had a subscriber in project \(project).")
             }
@@ -113,8 +110,7 @@ struct AuditRoutes {
 
     /// `GET …/audit/events?fromSeq=&limit=`: events as JSON lines (`application/x-ndjson`), the `ledger log`
     /// export. At most `limit` lines (default 1000, at most 10,000); continue from the last seq + 1.
-    private func events(_ request: Request, _ context: LedgerRequestContext) async throws -> Response {
-        let project = try authorize(request, context)
+    private func events(_ request: Request, _ context: ProjectRequestContext) async throws -> Response {
         let query = request.uri.queryParameters
         var from: UInt64 = 1
         if let text = query["fromSeq"] ?? query["from_seq"] {
@@ -131,7 +127,7 @@ struct AuditRoutes {
             limit = min(value, Self.maximumPageSize)
         }
         var bytes: [UInt8] = []
-        try await server.ledger(for: project).readLog { snapshot in
+        try context.ledger.readLog { snapshot in
             var count = 0
             try snapshot.forEachChainedEvent(from: from) { event, previous, hash in
                 EventJSON.write(event, prevHash: previous, hash: hash, into: &bytes)
@@ -145,7 +141,7 @@ struct AuditRoutes {
             body: ResponseBody(byteBuffer: ByteBuffer(bytes: bytes)))
     }
 
-    private func topicName(_ context: LedgerRequestContext) throws -> TopicName {
+    private func topicName(_ context: ProjectRequestContext) throws -> TopicName {
         do {
             return try TopicName(try context.parameters.decoded("topic"), field: "topic")
         } catch let error as LedgerCoreError {

@@ -21,8 +21,9 @@ struct DeliveryRoutes {
 
     func register(on router: TokenPathRouter) {
         let device = router.group("/v1/projects/:project/registrations/:token")
-            .add(middleware: ProjectAuthentication(credentials: server.configuration.credentials, roles: [.client]))
+            .add(middleware: ProjectAuthentication(server: server, roles: [.client]))
             .add(middleware: RegistrationInPath())
+            .group(context: RegistrationRequestContext.self)
         device.get("messages") { request, context in try await poll(request, context) }
         device.get("messages:stream") { request, context in try await stream(request, context) }
         device.post("messages:ack") { request, context in try await acknowledge(request, context) }
@@ -54,12 +55,12 @@ struct DeliveryRoutes {
         return value
     }
 
-    private func device(_ request: Request, _ context: LedgerRequestContext) async throws -> (
+    private func device(_ request: Request, _ context: RegistrationRequestContext) async throws -> (
         Device, InstanceID, UInt64
     ) {
-        let project = try context.requireCaller().project
-        let token = try context.requireToken()
-        let ledger = try await server.ledger(for: project)
+        let project = context.caller.project
+        let token = context.token
+        let ledger = context.ledger
         let (instance, acknowledged, head) = try ledger.read { snapshot -> (InstanceID, UInt64, UInt64) in
             guard let instance = try snapshot.instanceID(of: token), try snapshot.isRegistered(instance) else {
                 throw FCMError.notFound(Self.unregistered)
@@ -74,7 +75,7 @@ struct DeliveryRoutes {
 
     /// `GET …/messages?after=CURSOR&waitSeconds=N`: the messages after the cursor (default: the
     /// acknowledgement cursor), waiting up to N seconds (at most 60) for one to arrive.
-    private func poll(_ request: Request, _ context: LedgerRequestContext) async throws -> Response {
+    private func poll(_ request: Request, _ context: RegistrationRequestContext) async throws -> Response {
         let (device, instance, acknowledged) = try await device(request, context)
         let query = request.uri.queryParameters
         var after = acknowledged
@@ -115,7 +116,7 @@ struct DeliveryRoutes {
     /// from `Last-Event-ID` if given (never before the acknowledgement cursor), else from the
     /// acknowledgement cursor; a comment every 15 s keeps idle connections open. Ends when the device is
     /// unregistered.
-    private func stream(_ request: Request, _ context: LedgerRequestContext) async throws -> Response {
+    private func stream(_ request: Request, _ context: RegistrationRequestContext) async throws -> Response {
         let (device, instance, acknowledged) = try await device(request, context)
         var start = acknowledged
         if let lastEventID = request.headers[.lastEventID] {
@@ -166,7 +167,7 @@ struct DeliveryRoutes {
 
     /// `POST …/messages:ack {"through": CURSOR}`: every message at or before the cursor is acknowledged and
     /// never delivered again. An older cursor than the current one changes nothing.
-    private func acknowledge(_ request: Request, _ context: LedgerRequestContext) async throws -> Response {
+    private func acknowledge(_ request: Request, _ context: RegistrationRequestContext) async throws -> Response {
         let (device, _, acknowledged) = try await device(request, context)
         let body = try await JSONBody.decode(
             AcknowledgementBody.self, request, limit: server.configuration.maximumBodyBytes)

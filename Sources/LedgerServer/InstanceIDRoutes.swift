@@ -9,16 +9,17 @@ struct InstanceIDRoutes {
     let server: ServerContext
 
     func register(on router: TokenPathRouter) {
-        let iid = router.group("/iid").add(
-            middleware: InstanceIDAuthentication(credentials: server.configuration.credentials))
+        let iid = router.group("/iid").add(middleware: InstanceIDAuthentication(server: server))
+            .group(context: ProjectRequestContext.self)
         iid.post("v1:batchAdd") { request, context in try await batch(request, context, subscribe: true) }
         iid.post("v1:batchRemove") { request, context in try await batch(request, context, subscribe: false) }
         iid.post("v1/:token/rel/topics/:topic") { request, context in try await relate(request, context) }
         // Reading an instance's subscriptions is also the auditor's (docs/server.md).
         router.group("/iid").add(
-            middleware: InstanceIDAuthentication(
-                credentials: server.configuration.credentials, roles: [.admin, .auditor])
-        ).get("info/:token") { request, context in try await info(request, context) }
+            middleware: InstanceIDAuthentication(server: server, roles: [.admin, .auditor])
+        )
+        .group(context: ProjectRequestContext.self)
+        .get("info/:token") { request, context in try await info(request, context) }
     }
 
     private static let invalid = InstanceIDError(status: .badRequest, code: "INVALID_ARGUMENT")
@@ -30,8 +31,8 @@ struct InstanceIDRoutes {
     }
 
     /// `{"to":"/topics/T","registration_tokens":[…]}` → one result per token, in order.
-    private func batch(_ request: Request, _ context: LedgerRequestContext, subscribe: Bool) async throws -> Response {
-        let caller = try context.requireCaller()
+    private func batch(_ request: Request, _ context: ProjectRequestContext, subscribe: Bool) async throws -> Response {
+        let caller = context.caller
         let buffer: ByteBuffer
         do {
             buffer = try await JSONBody.bytes(request, limit: server.configuration.maximumBodyBytes)
@@ -139,8 +140,8 @@ struct InstanceIDRoutes {
     }
 
     /// `POST /iid/v1/{token}/rel/topics/{topic}`: subscribe one token.
-    private func relate(_ request: Request, _ context: LedgerRequestContext) async throws -> Response {
-        let caller = try context.requireCaller()
+    private func relate(_ request: Request, _ context: ProjectRequestContext) async throws -> Response {
+        let caller = context.caller
         guard let token = try? RegistrationToken(try context.parameters.decoded("token")),
             let topic = try? TopicName(try context.parameters.decoded("topic"))
         else { throw Self.invalid }
@@ -160,11 +161,10 @@ struct InstanceIDRoutes {
     }
 
     /// `GET /iid/info/{token}?details=true`: the instance's application, platform and topics with add dates.
-    private func info(_ request: Request, _ context: LedgerRequestContext) async throws -> Response {
-        let caller = try context.requireCaller()
+    private func info(_ request: Request, _ context: ProjectRequestContext) async throws -> Response {
         guard let token = try? RegistrationToken(try context.parameters.decoded("token")) else { throw Self.invalid }
         let details = request.uri.queryParameters["details"] == "true"
-        let body: InstanceInfoBody? = try await server.ledger(for: caller.project).read { snapshot in
+        let body: InstanceInfoBody? = try context.ledger.read { snapshot in
             guard let instance = try snapshot.instanceID(of: token), let info = try snapshot.instance(instance),
                 info.registeredSince != nil
             else { return nil }

@@ -1,14 +1,18 @@
 import Hummingbird
+import LedgerStore
 import LedgerCore
 import NIOCore
 import FCMWire
 
-/// The request context of every route: who is calling (set by ``ProjectAuthentication`` or
-/// ``InstanceIDAuthentication``) and, on routes with a `{token}` in the path, the registration it names (set
-/// by ``RegistrationInPath``). Handlers read them instead of repeating project → authorize → token.
+/// The request context of every route as it arrives. The authentication middlewares (``ProjectAuthentication``,
+/// ``InstanceIDAuthentication``) fill in who is calling and the ledger of their project, and
+/// ``RegistrationInPath`` the registration a `{token}` path names; the routes behind them run with a
+/// ``ProjectRequestContext`` or a ``RegistrationRequestContext``, where those are not optional (Hummingbird's
+/// `ChildRequestContext`).
 public struct LedgerRequestContext: RequestContext {
     public var coreContext: CoreRequestContextStorage
     var caller: Caller?
+    var ledger: Ledger?
     var registrationToken: RegistrationToken?
     /// The connection, kept to read the peer's address only where a route needs it (the console's sign-in
     /// throttle), not on every request.
@@ -21,19 +25,6 @@ public struct LedgerRequestContext: RequestContext {
 
     /// The address of the peer (a proxy in front of the server is the peer: no forwarded header is trusted).
     var remoteAddress: SocketAddress? { channel.remoteAddress }
-
-    /// The authenticated caller; a route without an authentication middleware is a programming error,
-    /// answered as a 500.
-    func requireCaller() throws -> Caller {
-        guard let caller else { throw RouteSetupError("route has no authentication middleware") }
-        return caller
-    }
-
-    /// The registration token of the path.
-    func requireToken() throws -> RegistrationToken {
-        guard let registrationToken else { throw RouteSetupError("route has no RegistrationInPath middleware") }
-        return registrationToken
-    }
 }
 
 /// A route registered without the middleware its handler relies on (a bug, never a client's fault).
@@ -44,9 +35,10 @@ struct RouteSetupError: Error, CustomStringConvertible {
 
 /// Authenticates the caller of a `/v1/projects/{project}/…` route for that project with one of `roles`
 /// (401 without a valid credential, 403 for another project's or a role that may not call the route).
+/// Then opens the project's ledger (503 UNAVAILABLE when it cannot be served).
 struct ProjectAuthentication: RouterMiddleware {
     typealias Context = LedgerRequestContext
-    let credentials: CredentialStore
+    let server: ServerContext
     let roles: Set<CredentialStore.Role>
 
     func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response)
@@ -54,23 +46,27 @@ struct ProjectAuthentication: RouterMiddleware {
     {
         var context = context
         let project = try context.parameters.project()
-        context.caller = try credentials.authorize(request, project: project, roles: roles)
+        let caller = try server.configuration.credentials.authorize(request, project: project, roles: roles)
+        context.caller = caller
+        context.ledger = try await server.ledger(for: caller.project)
         return try await next(request, context)
     }
 }
 
 /// Authenticates an admin bearer on the Instance ID routes, whose paths name no project: the credential
-/// does (errors in the Instance ID shape).
+/// does (errors in the Instance ID shape). Then opens that project's ledger.
 struct InstanceIDAuthentication: RouterMiddleware {
     typealias Context = LedgerRequestContext
-    let credentials: CredentialStore
+    let server: ServerContext
     var roles: Set<CredentialStore.Role> = [.admin]
 
     func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response)
         async throws -> Response
     {
         var context = context
-        context.caller = try credentials.authorizeBearer(request, roles: roles)
+        let caller = try server.configuration.credentials.authorizeBearer(request, roles: roles)
+        context.caller = caller
+        context.ledger = try await server.ledger(for: caller.project)
         return try await next(request, context)
     }
 }

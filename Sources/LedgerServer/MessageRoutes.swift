@@ -8,21 +8,21 @@ struct MessageRoutes {
     let server: ServerContext
 
     func register(on router: TokenPathRouter) {
-        let credentials = server.configuration.credentials
         router.group("/v1/projects/:project").add(
-            middleware: ProjectAuthentication(credentials: credentials, roles: [.admin])
+            middleware: ProjectAuthentication(server: server, roles: [.admin])
         )
+        .group(context: ProjectRequestContext.self)
         .post("messages:send") { request, context in try await send(request, context) }
         router.group("/v1/projects/:project")
-            .add(middleware: ProjectAuthentication(credentials: credentials, roles: [.admin, .auditor]))
+            .add(middleware: ProjectAuthentication(server: server, roles: [.admin, .auditor]))
+            .group(context: ProjectRequestContext.self)
             .get("topics") { request, context in try await listTopics(request, context) }
     }
 
     /// `GET …/topics?orderBy=name|subscriberCount desc&pageSize=&pageToken=`: topics with their subscriber
     /// counts, a page at a time (default 1,000, at most 10,000). The page token names the last topic of the
     /// previous page and its place in the order, so pages stay in order while counts change between calls.
-    private func listTopics(_ request: Request, _ context: LedgerRequestContext) async throws -> Response {
-        let project = try context.requireCaller().project
+    private func listTopics(_ request: Request, _ context: ProjectRequestContext) async throws -> Response {
         let page = try PageRequest(request, defaultSize: 1000, maximumSize: 10_000)
         let order: TopicOrder
         switch request.uri.queryParameters["orderBy"].map(String.init) {
@@ -31,7 +31,7 @@ struct MessageRoutes {
         default:
             throw FCMError.invalidArgument("orderBy must be name or \"subscriberCount desc\"", field: "orderBy")
         }
-        let topics = try await server.ledger(for: project).read { try $0.topicsWithCounts(orderedBy: order) }
+        let topics = try context.ledger.read { try $0.topicsWithCounts(orderedBy: order) }
         var last: TopicCount?
         if let token = page.after {
             guard let topic = Self.topic(fromPageToken: token) else {
@@ -56,8 +56,8 @@ struct MessageRoutes {
         return TopicCount(topic: name, subscribers: count)
     }
 
-    private func send(_ request: Request, _ context: LedgerRequestContext) async throws -> Response {
-        let caller = try context.requireCaller()
+    private func send(_ request: Request, _ context: ProjectRequestContext) async throws -> Response {
+        let caller = context.caller
         let project = caller.project
         let body = try await JSONBody.parsedObject(request, limit: server.configuration.maximumBodyBytes)
         for key in body.keys where !["message", "validate_only", "validateOnly"].contains(key) {
@@ -83,7 +83,7 @@ struct MessageRoutes {
         if validateOnlyValue == .bool(true) {
             // A dry run: validated, nothing appended (FCM answers with a fake id).
             if case .token(let token) = validated.target {
-                let registered = try await server.ledger(for: project).read { snapshot in
+                let registered = try context.ledger.read { snapshot in
                     try snapshot.instanceID(of: token).map { try snapshot.isRegistered($0) } ?? false
                 }
                 if !registered { throw FCMError.notFound("Requested entity was not found.", errorCode: "UNREGISTERED") }

@@ -22,30 +22,31 @@ struct ProofRoutes {
     func register(on router: TokenPathRouter) {
         let project = router.group("/v1/projects/:project")
             .add(
-                middleware: ProjectAuthentication(
-                    credentials: server.configuration.credentials, roles: [.auditor, .admin]))
+                middleware: ProjectAuthentication(server: server, roles: [.auditor, .admin])
+            )
+            .group(context: ProjectRequestContext.self)
         project.get("ledger:checkpoint") { _, context in try await checkpoint(context) }
         project.get("ledger:consistency") { request, context in try await consistency(request, context) }
         project.get("messages/:messageProof") { _, context in try await messageProof(context) }
     }
 
-    private func checkpoint(_ context: LedgerRequestContext) async throws -> Response {
-        let project = try context.requireCaller().project
-        // The ledger first: opening it makes the project's directory, where a first checkpoint key is made.
-        let ledger = try await server.ledger(for: project)
+    private func checkpoint(_ context: ProjectRequestContext) async throws -> Response {
+        let project = context.caller.project
+        // The ledger is open (its opening made the project's directory, where a first checkpoint key is made).
+        let ledger = context.ledger
         let note = try await server.checkpointSigner(for: project).latest(of: ledger).note
         return Response(
             status: .ok, headers: [.contentType: "text/plain; charset=utf-8"],
             body: ResponseBody(byteBuffer: ByteBuffer(string: note)))
     }
 
-    private func messageProof(_ context: LedgerRequestContext) async throws -> Response {
-        let project = try context.requireCaller().project
+    private func messageProof(_ context: ProjectRequestContext) async throws -> Response {
+        let project = context.caller.project
         let text = try context.parameters.decoded("messageProof")
         guard text.hasSuffix(":proof") else { throw FCMError.notFound("Unknown route.") }
         let idText = text.dropLast(":proof".count)
         let id = try Parameters.messageID(idText)
-        let ledger = try await server.ledger(for: project)
+        let ledger = context.ledger
         let signed = try await server.checkpointSigner(for: project).latest(of: ledger)
         let body = try ledger.read { snapshot -> LedgerProofs.MessageProof in
             guard
@@ -57,8 +58,7 @@ struct ProofRoutes {
         return try JSONResponse.encoded(body)
     }
 
-    private func consistency(_ request: Request, _ context: LedgerRequestContext) async throws -> Response {
-        let project = try context.requireCaller().project
+    private func consistency(_ request: Request, _ context: ProjectRequestContext) async throws -> Response {
         let query = request.uri.queryParameters
         func size(_ name: String) throws -> UInt64? {
             guard let text = query[Substring(name)] else { return nil }
@@ -70,7 +70,7 @@ struct ProofRoutes {
             throw FCMError.invalidArgument("from is required: the older tree size", field: "from")
         }
         let to = try size("to")
-        let body = try await server.ledger(for: project).read { snapshot -> LedgerProofs.ConsistencyProof in
+        let body = try context.ledger.read { snapshot -> LedgerProofs.ConsistencyProof in
             let head = try snapshot.head().seq
             let to = to ?? head
             guard from <= to, to <= head else {

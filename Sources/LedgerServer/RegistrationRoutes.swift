@@ -9,11 +9,11 @@ struct RegistrationRoutes {
     let server: ServerContext
 
     func register(on router: TokenPathRouter) {
-        let credentials = server.configuration.credentials
         router.group("/v1/projects/:project/registrations")
-            .add(middleware: ProjectAuthentication(credentials: credentials, roles: [.client]))
+            .add(middleware: ProjectAuthentication(server: server, roles: [.client]))
+            .group(context: ProjectRequestContext.self)
             .post { request, context in
-                let caller = try context.requireCaller()
+                let caller = context.caller
                 let project = caller.project
                 let body = try await JSONBody.decode(
                     RegistrationBody.self, request, limit: server.configuration.maximumBodyBytes)
@@ -32,12 +32,13 @@ struct RegistrationRoutes {
                 return try JSONResponse.encoded(IssuedToken(token: token.rawValue))
             }
         router.group("/v1/projects/:project/registrations/:token")
-            .add(middleware: ProjectAuthentication(credentials: credentials, roles: [.client, .admin]))
+            .add(middleware: ProjectAuthentication(server: server, roles: [.client, .admin]))
             .add(middleware: RegistrationInPath())
+            .group(context: RegistrationRequestContext.self)
             .delete { request, context in
-                let caller = try context.requireCaller()
+                let caller = context.caller
                 let project = caller.project
-                let token = try context.requireToken()
+                let token = context.token
                 let receipt = try await server.append(
                     WriteRequest(
                         actor: caller.actor, requestID: request.ledgerRequestID,
@@ -49,27 +50,28 @@ struct RegistrationRoutes {
                     project: project)
                 if receipt.outcomes[0].rejection != nil { throw FCMError.notFound("Requested entity was not found.") }
                 // The device's open stream or long poll ends now, not at its next keep-alive.
-                if let instance = try await server.ledger(for: project).read({ try $0.instanceID(of: token) }) {
+                if let instance = try context.ledger.read({ try $0.instanceID(of: token) }) {
                     server.ledgers.delivery(for: project).notifier.wake(instance)
                 }
                 return try JSONResponse.encoded(EmptyBody())
             }
         let apns = router.group("/v1/projects/:project/registrations/:token/apnsToken")
-            .add(middleware: ProjectAuthentication(credentials: credentials, roles: [.client, .admin]))
+            .add(middleware: ProjectAuthentication(server: server, roles: [.client, .admin]))
             .add(middleware: RegistrationInPath())
+            .group(context: RegistrationRequestContext.self)
         apns.put { request, context in
-            let caller = try context.requireCaller()
+            let caller = context.caller
             let body = try await JSONBody.decode(
                 APNsTokenBody.self, request, limit: server.configuration.maximumBodyBytes)
-            let token = try context.requireToken()
+            let token = context.token
             try await changeAPNsToken(
                 .setAPNsToken(token, body.apnsToken), of: token, caller: caller, request: request)
             return try JSONResponse.encoded(
                 APNsTokenReply(apnsToken: body.apnsToken.hex, apnsSandbox: body.apnsToken.sandbox))
         }
         apns.delete { request, context in
-            let caller = try context.requireCaller()
-            let token = try context.requireToken()
+            let caller = context.caller
+            let token = context.token
             try await changeAPNsToken(
                 .clearAPNsToken(
                     token, reason: caller.role == .client ? "deleted by the device" : "deleted by the server"),

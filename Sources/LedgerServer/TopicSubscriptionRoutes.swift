@@ -13,23 +13,26 @@ struct TopicSubscriptionRoutes {
 
     func register(on router: TokenPathRouter) {
         let base: RouterPath = "/v1/projects/:project/registrations/:token/topicSubscriptions"
-        let credentials = server.configuration.credentials
         let writes = router.group(base)
-            .add(middleware: ProjectAuthentication(credentials: credentials, roles: [.admin, .client]))
+            .add(middleware: ProjectAuthentication(server: server, roles: [.admin, .client]))
             .add(middleware: RegistrationInPath())
+            .group(context: RegistrationRequestContext.self)
         writes.post { request, context in try await subscribe(request, context) }
         writes.delete(":topic") { request, context in try await unsubscribe(request, context) }
         let reads = router.group(base)
-            .add(middleware: ProjectAuthentication(credentials: credentials, roles: [.admin, .client, .auditor]))
+            .add(middleware: ProjectAuthentication(server: server, roles: [.admin, .client, .auditor]))
             .add(middleware: RegistrationInPath())
+            .group(context: RegistrationRequestContext.self)
         reads.get(":topic") { request, context in try await get(request, context) }
         reads.get { request, context in try await list(request, context) }
     }
 
     /// The caller, the token of the path and the channel recorded in events.
-    private func prepare(_ context: LedgerRequestContext) throws -> (Caller, RegistrationToken, SubscriptionChannel) {
-        let caller = try context.requireCaller()
-        return (caller, try context.requireToken(), caller.role == .client ? .client : .v1)
+    private func prepare(_ context: RegistrationRequestContext) throws -> (
+        Caller, RegistrationToken, SubscriptionChannel
+    ) {
+        let caller = context.caller
+        return (caller, context.token, caller.role == .client ? .client : .v1)
     }
 
     private func topicName(_ text: String?, field: String) throws -> TopicName {
@@ -41,7 +44,7 @@ struct TopicSubscriptionRoutes {
         }
     }
 
-    private func subscribe(_ request: Request, _ context: LedgerRequestContext) async throws -> Response {
+    private func subscribe(_ request: Request, _ context: RegistrationRequestContext) async throws -> Response {
         let (caller, token, via) = try prepare(context)
         let query = request.uri.queryParameters
         let topic = try topicName((query["topicName"] ?? query["topic_name"]).map(String.init), field: "topicName")
@@ -52,7 +55,7 @@ struct TopicSubscriptionRoutes {
             TopicSubscriptionResource(project: caller.project, token: token, topic: topic, created: receipt.time).json)
     }
 
-    private func unsubscribe(_ request: Request, _ context: LedgerRequestContext) async throws -> Response {
+    private func unsubscribe(_ request: Request, _ context: RegistrationRequestContext) async throws -> Response {
         let (caller, token, via) = try prepare(context)
         let topic = try topicName(try context.parameters.decoded("topic"), field: "topic")
         let query = request.uri.queryParameters
@@ -80,10 +83,10 @@ struct TopicSubscriptionRoutes {
         return receipt
     }
 
-    private func get(_ request: Request, _ context: LedgerRequestContext) async throws -> Response {
+    private func get(_ request: Request, _ context: RegistrationRequestContext) async throws -> Response {
         let (caller, token, _) = try prepare(context)
         let topic = try topicName(try context.parameters.decoded("topic"), field: "topic")
-        let created: LedgerTime? = try await server.ledger(for: caller.project).read { snapshot in
+        let created: LedgerTime? = try context.ledger.read { snapshot in
             guard let instance = try registeredInstance(token, snapshot),
                 let topicID = try snapshot.topicID(of: topic),
                 let since = try snapshot.subscriptions(of: instance).first(where: { $0.topic == topicID })?.since
@@ -95,12 +98,12 @@ struct TopicSubscriptionRoutes {
             TopicSubscriptionResource(project: caller.project, token: token, topic: topic, created: created))
     }
 
-    private func list(_ request: Request, _ context: LedgerRequestContext) async throws -> Response {
+    private func list(_ request: Request, _ context: RegistrationRequestContext) async throws -> Response {
         let (caller, token, _) = try prepare(context)
         let pageRequest = try PageRequest(request, defaultSize: Self.defaultPageSize, maximumSize: Self.maximumPageSize)
         let pageSize = pageRequest.size
         let after = pageRequest.after
-        let subscriptions: [(TopicName, LedgerTime)] = try await server.ledger(for: caller.project).read { snapshot in
+        let subscriptions: [(TopicName, LedgerTime)] = try context.ledger.read { snapshot in
             guard let instance = try registeredInstance(token, snapshot) else {
                 throw FCMError.notFound("Requested entity was not found.")
             }

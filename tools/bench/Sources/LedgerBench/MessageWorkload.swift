@@ -1,3 +1,4 @@
+import FCMWire
 import Foundation
 import LedgerCore
 
@@ -23,7 +24,80 @@ enum MessageWorkload {
     static func run() -> [BenchResult] {
         [(small, "send body (wrk's send.lua)"), (rich, "send body with every platform block")].map { body, name in
             rate(of: Array(body.utf8), name: name)
+        } + [batchBodyRate(), importLineRate()]
+    }
+
+    /// The Instance ID batch body of 1,000 tokens (what `tools/bench/wrk` sends to `v1:batchAdd`), read by the
+    /// byte-level reader the route uses (`TopicBatchBody(json:)`, on ``FlatJSONObject``) against `JSONDecoder`
+    /// decoding the same shape (`TopicBatchBody.Decoded`, what the reader is tested against).
+    static func batchBodyRate() -> BenchResult {
+        let tokens = (0..<1000).map { "\"bench-token-\($0)-" + String(repeating: "x", count: 140) + "\"" }
+        let body =
+            Array(#"{"to":"/topics/batch-1","registration_tokens":["#.utf8) + Array(tokens.joined(separator: ",").utf8)
+            + Array("]}".utf8)
+        let rounds = 300
+        var kept = 0
+        let readerSeconds = median(runs: 7) {
+            for _ in 0..<rounds {
+                kept &+= body.withUnsafeBufferPointer { TopicBatchBody(json: $0) }?.registrationTokens.count ?? 0
+            }
         }
+        let decoder = JSONDecoder()
+        let data = Data(body)
+        let decoderSeconds = median(runs: 7) {
+            for _ in 0..<rounds {
+                kept &+=
+                    (try? decoder.decode(TopicBatchBody.Decoded.self, from: data))?.body.registrationTokens.count ?? 0
+            }
+        }
+        precondition(kept > 0, "the readers read the tokens")
+        return BenchResult(
+            name: "batch body (1000 tokens): TopicBatchBody on FlatJSONObject", unit: "bodies/s",
+            value: Double(rounds) / readerSeconds, baselineName: "JSONDecoder, the same shape",
+            baseline: Double(rounds) / decoderSeconds, notes: "\(body.count) bytes; ratio > 100 %: the reader is faster"
+        )
+    }
+
+    /// One `ledger import` line, read into its string fields by ``FlatJSONObject`` (what
+    /// `OperationImport.parse(line:number:)` does) against `JSONDecoder` decoding a struct of the same fields.
+    static func importLineRate() -> BenchResult {
+        let line = Array(
+            #"{"op":"subscribe","token":"import-token-000042-abcdefghijklmnopqrstuvwxyz0123456789","topic":"weather-paris","via":"iid","time":"2026-11-27T10:00:00Z"}"#
+                .utf8)
+        let rounds = 100_000
+        var kept = 0
+        let readerSeconds = median(runs: 7) {
+            for _ in 0..<rounds {
+                line.withUnsafeBufferPointer { bytes in
+                    try? FlatJSONObject.forEachMember(in: bytes) { _, value in
+                        if case .string(let text) = value { kept &+= text.utf8.count }
+                    }
+                }
+            }
+        }
+        let decoder = JSONDecoder()
+        let data = Data(line)
+        let decoderSeconds = median(runs: 7) {
+            for _ in 0..<rounds {
+                if let fields = try? decoder.decode(ImportLineFields.self, from: data) { kept &+= fields.length }
+            }
+        }
+        precondition(kept > 0)
+        return BenchResult(
+            name: "import line: FlatJSONObject", unit: "lines/s", value: Double(rounds) / readerSeconds,
+            baselineName: "JSONDecoder into a struct of the same fields", baseline: Double(rounds) / decoderSeconds,
+            notes: "\(line.count) bytes; ratio > 100 %: the reader is faster")
+    }
+
+    /// The fields of an import line, for `JSONDecoder`.
+    private struct ImportLineFields: Decodable {
+        let op: String?
+        let token: String?
+        let topic: String?
+        let via: String?
+        let time: String?
+
+        var length: Int { [op, token, topic, via, time].reduce(0) { $0 + ($1?.utf8.count ?? 0) } }
     }
 
     static func rate(of body: [UInt8], name: String) -> BenchResult {
