@@ -45,37 +45,22 @@ public struct CredentialStore: Sendable {
         Entry(project: .default, role: .client, hash: sha256("dev-client-key")),
     ])
 
-    /// Reads the `projects` object of a config file (see ``ServerConfiguration/load(path:)``).
+    /// The keys of the config file's projects (see ``ServerConfiguration/load(path:)``), hashed.
     ///
     /// - Throws: `LedgerCoreError.invalidArgument` naming what is wrong in the file.
-    static func parse(_ value: Any?, path: String) throws -> CredentialStore {
-        guard let projects = value as? [String: Any] else {
-            throw LedgerCoreError(.invalidArgument, field: path, "expected {\"projects\": {…}}")
-        }
+    init(projects: [(name: String, section: ConfigurationFile.ProjectSection)], path: String) throws {
         var entries: [Entry] = []
         // Where each secret was first named: one secret has one role in one project, else the key every app
         // ships (a client key) could also be an admin's, or one project's auditor another project's.
         var places: [[UInt8]: String] = [:]
-        for (name, value) in projects.sorted(by: { $0.key < $1.key }) {
+        for (name, section) in projects {
             let project = try ProjectID(name, field: "\(path): projects.\(name)")
-            guard let keys = value as? [String: Any] else {
-                throw LedgerCoreError(.invalidArgument, field: "\(path): projects.\(name)", "expected an object")
-            }
-            // `checkpoint` and `apns` are the project's signing and push settings (``ServerConfiguration/load(path:)``
-            // reads them).
-            let known = ["adminKeys", "auditorKeys", "clientApiKeys", "checkpoint", "apns"]
-            if let unknown = keys.keys.sorted().first(where: { !known.contains($0) }) {
-                throw LedgerCoreError(
-                    .invalidArgument, field: "\(path): projects.\(name).\(unknown)",
-                    "unknown key; expected adminKeys, auditorKeys, clientApiKeys, checkpoint or apns")
-            }
-            for (field, role) in [("adminKeys", Role.admin), ("auditorKeys", .auditor), ("clientApiKeys", .client)] {
-                guard let list = keys[field] else { continue }
-                guard let hashes = list as? [String] else {
-                    throw LedgerCoreError(
-                        .invalidArgument, field: "\(path): projects.\(name).\(field)", "expected a list of strings")
-                }
-                for text in hashes {
+            let lists: [(String, Role, [String]?)] = [
+                ("adminKeys", .admin, section.adminKeys), ("auditorKeys", .auditor, section.auditorKeys),
+                ("clientApiKeys", .client, section.clientApiKeys),
+            ]
+            for (field, role, hashes) in lists {
+                for text in hashes ?? [] {
                     guard text.hasPrefix("sha256:"), let hash = Hex.decode(text.dropFirst(7)), hash.count == 32 else {
                         throw LedgerCoreError(
                             .invalidArgument, field: "\(path): projects.\(name).\(field)",
@@ -98,7 +83,7 @@ public struct CredentialStore: Sendable {
         guard !entries.isEmpty else {
             throw LedgerCoreError(.invalidArgument, field: path, "the config file names no keys")
         }
-        return CredentialStore(entries: entries)
+        self.init(entries: entries)
     }
 
     /// The (project, role) pairs `secret` grants. Every entry is compared, in constant time per entry, so the

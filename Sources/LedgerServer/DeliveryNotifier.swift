@@ -154,10 +154,12 @@ public struct DeliverySweeper: Service {
 
     public init(ledgers: LedgerRegistry) { self.ledgers = ledgers }
 
-    public func run() async throws {
-        try await cancelWhenGracefulShutdown {
+    public func run() async {
+        // Returns, never throws, when it is told to shut down: a service that throws ends the whole group at once
+        // (the ledgers' service would then not sign its last checkpoints).
+        await cancelWhenGracefulShutdown {
             while !Task.isCancelled {
-                try await Task.sleep(for: DeliveryNotifier.sweepInterval)
+                try? await Task.sleep(for: DeliveryNotifier.sweepInterval)
                 let now = ContinuousClock.now
                 for delivery in ledgers.deliveries() { delivery.notifier.sweep(now: now) }
             }

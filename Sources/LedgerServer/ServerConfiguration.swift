@@ -112,73 +112,44 @@ extension ServerConfiguration {
         if let problem = StrictJSON.problem(in: data) {
             throw LedgerCoreError(.invalidArgument, field: path, problem)
         }
-        guard let root = try? JSONSerialization.jsonObject(with: data) as? [String: Any] else {
+        let decoder = JSONDecoder()
+        decoder.userInfo[ConfigurationFile.pathKey] = path
+        let file: ConfigurationFile
+        do {
+            file = try decoder.decode(ConfigurationFile.self, from: data)
+        } catch let error as LedgerCoreError {
+            throw error
+        } catch {
             throw LedgerCoreError(.invalidArgument, field: path, "expected {\"projects\": {…}}")
         }
-        let known: Set = ["projects", "limits", "conditionPrecedence", "tls"]
-        if let unknown = root.keys.sorted().first(where: { !known.contains($0) }) {
-            throw LedgerCoreError(
-                .invalidArgument, field: "\(path): \(unknown)",
-                "unknown key; expected projects, limits, conditionPrecedence or tls")
-        }
         var configuration = ServerConfiguration(
-            credentials: try CredentialStore.parse(root["projects"], path: path), isDevelopment: false)
-        configuration.checkpoints = try checkpointSettings(in: root["projects"], path: path)
-        configuration.apns = try apnsSettings(in: root["projects"], path: path)
-        if let limits = root["limits"] {
-            try configuration.readLimits(limits, path: path)
-        }
-        if let tls = root["tls"] {
-            configuration.tlsFiles = try tlsFiles(tls, path: path)
-        }
-        if let rule = root["conditionPrecedence"] {
-            guard let text = rule as? String, let precedence = ConditionPrecedence(rawValue: text) else {
-                throw LedgerCoreError(
-                    .invalidArgument, field: "\(path): conditionPrecedence", "expected left-to-right or standard")
+            credentials: try CredentialStore(projects: file.projects, path: path), isDevelopment: false)
+        for (name, section) in file.projects {
+            let project = try ProjectID(name, field: "\(path): projects.\(name)")
+            if let checkpoint = section.checkpoint {
+                do {
+                    configuration.checkpoints[project] = try CheckpointSettings(
+                        origin: checkpoint.origin, keyName: checkpoint.keyName, keyFile: checkpoint.keyFile)
+                } catch {
+                    throw LedgerCoreError(
+                        .invalidArgument, field: "\(path): projects.\(name).checkpoint", error.message)
+                }
             }
+            if let apns = section.apns {
+                configuration.apns[project] = try APNsSettings(
+                    section: apns.values, field: "\(path): projects.\(name).apns")
+            }
+        }
+        if let limits = file.limits {
+            try configuration.apply(limits: limits, path: path)
+        }
+        if let tls = file.tls {
+            configuration.tlsFiles = (tls.certificateFile, tls.keyFile)
+        }
+        if let precedence = file.conditionPrecedence {
             configuration.precedence = precedence
         }
         return configuration
-    }
-
-    /// Each project's `checkpoint` object (the projects were checked by ``CredentialStore/parse(_:path:)``).
-    private static func checkpointSettings(in projects: Any?, path: String) throws -> [ProjectID: CheckpointSettings] {
-        var settings: [ProjectID: CheckpointSettings] = [:]
-        for (name, value) in projects as? [String: Any] ?? [:] {
-            guard let section = (value as? [String: Any])?["checkpoint"] else { continue }
-            let field = "\(path): projects.\(name).checkpoint"
-            guard let object = section as? [String: Any] else {
-                throw LedgerCoreError(.invalidArgument, field: field, "expected an object")
-            }
-            let known = ["origin", "keyName", "keyFile"]
-            if let unknown = object.keys.sorted().first(where: { !known.contains($0) }) {
-                throw LedgerCoreError(
-                    .invalidArgument, field: "\(field).\(unknown)", "unknown key; expected origin, keyName or keyFile")
-            }
-            for key in known where object[key] != nil && !(object[key] is String) {
-                throw LedgerCoreError(.invalidArgument, field: "\(field).\(key)", "expected a string")
-            }
-            let project = try ProjectID(name, field: field)
-            do {
-                settings[project] = try CheckpointSettings(
-                    origin: object["origin"] as? String, keyName: object["keyName"] as? String,
-                    keyFile: object["keyFile"] as? String)
-            } catch {
-                throw LedgerCoreError(.invalidArgument, field: field, error.message)
-            }
-        }
-        return settings
-    }
-
-    /// Each project's `apns` object (the projects were checked by ``CredentialStore/parse(_:path:)``).
-    private static func apnsSettings(in projects: Any?, path: String) throws -> [ProjectID: APNsSettings] {
-        var settings: [ProjectID: APNsSettings] = [:]
-        for (name, value) in projects as? [String: Any] ?? [:] {
-            guard let section = (value as? [String: Any])?["apns"] else { continue }
-            let field = "\(path): projects.\(name).apns"
-            settings[try ProjectID(name, field: field)] = try APNsSettings.parse(section, field: field)
-        }
-        return settings
     }
 
     /// Reads every project's APNs key and extra roots: what `ledger serve` checks before it serves.
@@ -190,42 +161,17 @@ extension ServerConfiguration {
         }
     }
 
-    /// The `tls` object: `{"certificateFile": "/path/fullchain.pem", "keyFile": "/path/privkey.pem"}`, both
-    /// required.
-    private static func tlsFiles(_ value: Any, path: String) throws -> (certificate: String, key: String) {
-        let field = "\(path): tls"
-        guard let object = value as? [String: Any] else {
-            throw LedgerCoreError(.invalidArgument, field: field, "expected an object")
-        }
-        let known = ["certificateFile", "keyFile"]
-        if let unknown = object.keys.sorted().first(where: { !known.contains($0) }) {
-            throw LedgerCoreError(
-                .invalidArgument, field: "\(field).\(unknown)", "unknown key; expected certificateFile or keyFile")
-        }
-        guard let certificate = object["certificateFile"] as? String, !certificate.isEmpty else {
-            throw LedgerCoreError(.invalidArgument, field: "\(field).certificateFile", "expected a file path")
-        }
-        guard let key = object["keyFile"] as? String, !key.isEmpty else {
-            throw LedgerCoreError(.invalidArgument, field: "\(field).keyFile", "expected a file path")
-        }
-        return (certificate, key)
-    }
-
-    private mutating func readLimits(_ value: Any, path: String) throws {
-        guard let limits = value as? [String: Any] else {
-            throw LedgerCoreError(.invalidArgument, field: "\(path): limits", "expected an object")
-        }
+    /// Sets the limits the file gives (`file.limits`, in name order), each a whole number of at least 1.
+    private mutating func apply(limits: [(key: String, value: Int)], path: String) throws {
         let known = Dictionary(uniqueKeysWithValues: Self.limitKeys.map { ($0.key, $0.path) })
-        for (key, value) in limits {
+        for (key, integer) in limits {
             guard let keyPath = known[key] else {
                 throw LedgerCoreError(
                     .invalidArgument, field: "\(path): limits.\(key)",
                     "unknown limit; expected one of \(Self.limitKeys.map(\.key).joined(separator: ", "))")
             }
-            // JSONSerialization gives NSNumber, and `true` would bridge to 1: only integer encodings count.
-            guard let number = value as? NSNumber, !JSONValue.isBoolean(number),
-                let integer = Int(exactly: number.doubleValue), integer >= 1
-            else {
+            // A value that is not a whole number (a boolean, a fraction, beyond Int) was decoded as 0.
+            guard integer >= 1 else {
                 throw LedgerCoreError(
                     .invalidArgument, field: "\(path): limits.\(key)", "expected a whole number of at least 1")
             }

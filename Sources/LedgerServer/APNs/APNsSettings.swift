@@ -41,49 +41,44 @@ public struct APNsSettings: Sendable, Equatable {
 
     static let keys = ["teamId", "keyId", "keyFile", "topic", "endpoint", "sandboxEndpoint", "caFile"]
 
-    /// Reads the object at `field` strictly: unknown keys, missing required keys and malformed values are refused
-    /// with the key named.
-    static func parse(_ value: Any, field: String) throws -> APNsSettings {
-        guard let object = value as? [String: Any] else {
-            throw LedgerCoreError(.invalidArgument, field: field, "expected an object")
-        }
-        if let unknown = object.keys.sorted().first(where: { !keys.contains($0) }) {
-            throw LedgerCoreError(
-                .invalidArgument, field: "\(field).\(unknown)",
-                "unknown key; expected one of \(keys.joined(separator: ", "))")
-        }
-        func string(_ key: String, required: Bool) throws -> String? {
-            guard let value = object[key] else {
-                if required { throw LedgerCoreError(.invalidArgument, field: "\(field).\(key)", "required") }
-                return nil
+    init(teamID: String, keyID: String, keyFile: String, topic: String, caFile: String?, field: String) {
+        self.teamID = teamID
+        self.keyID = keyID
+        self.keyFile = keyFile
+        self.topic = topic
+        self.caFile = caFile
+        self.field = field
+    }
+
+    /// The settings of the config file's `apns` object at `field` (its members as strings, already checked to
+    /// be known, non-empty strings): missing required keys and malformed values are refused with the key named.
+    init(section values: [String: String], field: String) throws {
+        func required(_ key: String) throws -> String {
+            guard let value = values[key] else {
+                throw LedgerCoreError(.invalidArgument, field: "\(field).\(key)", "required")
             }
-            guard let text = value as? String, !text.isEmpty, !text.contains("\0") else {
-                throw LedgerCoreError(.invalidArgument, field: "\(field).\(key)", "expected a non-empty string")
-            }
-            return text
+            return value
         }
-        var settings = APNsSettings(
-            teamID: try string("teamId", required: true)!, keyID: try string("keyId", required: true)!,
-            keyFile: try string("keyFile", required: true)!, topic: try string("topic", required: true)!,
-            caFile: try string("caFile", required: false), field: field)
-        for (key, id) in [("teamId", settings.teamID), ("keyId", settings.keyID)] where !Self.isAppleID(id) {
+        self.init(
+            teamID: try required("teamId"), keyID: try required("keyId"), keyFile: try required("keyFile"),
+            topic: try required("topic"), caFile: values["caFile"], field: field)
+        for (key, id) in [("teamId", teamID), ("keyId", keyID)] where !Self.isAppleID(id) {
             throw LedgerCoreError(
                 .invalidArgument, field: "\(field).\(key)", "expected 10 characters of A–Z and 0–9, as Apple shows it")
         }
         // A bundle id, possibly with Apple's suffixes (`.voip`, `.complication`): letters, digits, `.`, `-`, `_`.
-        guard settings.topic.count <= 255,
-            settings.topic.utf8.allSatisfy({ $0.isASCIIAlphanumeric || $0 == .dot || $0 == .dash || $0 == .underscore })
+        guard topic.count <= 255,
+            topic.utf8.allSatisfy({ $0.isASCIIAlphanumeric || $0 == .dot || $0 == .dash || $0 == .underscore })
         else {
             throw LedgerCoreError(
                 .invalidArgument, field: "\(field).topic", "expected a bundle id (letters, digits, '.', '-', '_')")
         }
-        if let endpoint = try string("endpoint", required: false) {
-            settings.endpoint = try Self.endpoint(endpoint, field: "\(field).endpoint")
+        if let endpoint = values["endpoint"] {
+            self.endpoint = try Self.endpoint(endpoint, field: "\(field).endpoint")
         }
-        if let endpoint = try string("sandboxEndpoint", required: false) {
-            settings.sandboxEndpoint = try Self.endpoint(endpoint, field: "\(field).sandboxEndpoint")
+        if let endpoint = values["sandboxEndpoint"] {
+            self.sandboxEndpoint = try Self.endpoint(endpoint, field: "\(field).sandboxEndpoint")
         }
-        return settings
     }
 
     /// Reads ``keyFile`` and ``caFile``, as ``loadKey()`` and ``loadTrustRoots()`` do: what `ledger serve` checks

@@ -2,6 +2,7 @@ import Foundation
 import LedgerCore
 import LedgerQueries
 import LedgerStore
+import LMDBKit
 
 /// The audience of a 5-operand condition with `!` over `instances` registered instances and 1,000 topics.
 struct AudienceWorkload {

@@ -4,6 +4,8 @@ import LedgerCore
 import LedgerQueries
 import LedgerStore
 import NIOCore
+import NIOHTTP1
+import LMDBKit
 
 /// The audit console's heaviest pages through `ledger serve` (a child process), signed in as the auditor:
 /// a topic every instance subscribes to (its first and a middle page of members, and its chart over the whole

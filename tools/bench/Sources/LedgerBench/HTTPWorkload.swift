@@ -1,6 +1,7 @@
 import AsyncHTTPClient
 import Foundation
 import NIOCore
+import NIOHTTP1
 
 /// HTTP throughput of `ledger serve` (a child process), driven from outside by wrk (one thread; Lua scripts in tools/bench/wrk), against `GET /healthz` on the same server in the same run:
 /// Instance ID batchAdd (1000 tokens per request, 8 connections), v1 per-token subscribe and topic sends (64

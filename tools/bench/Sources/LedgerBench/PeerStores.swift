@@ -269,9 +269,9 @@ func onThreads(_ count: Int, _ body: @escaping @Sendable (Int) throws -> Int) th
 final class ThreadResults: @unchecked Sendable {
     // @unchecked: `results` is only touched with `lock` held.
     private let lock = NSLock()
-    private var results: [Result<Int, Error>] = []
+    private var results: [Result<Int, any Error>] = []
 
-    func record(_ result: Result<Int, Error>) {
+    func record(_ result: Result<Int, any Error>) {
         lock.lock()
         defer { lock.unlock() }
         results.append(result)

@@ -1,0 +1,210 @@
+import FCMWire
+import Foundation
+import LedgerCore
+
+/// The config file of `ledger serve --config`, decoded by `JSONDecoder` after ``StrictJSON``'s checks (UTF-8, no
+/// byte-order mark, no repeated names). Every object refuses members it does not know, and every refusal names
+/// the file and the member's path (`config.json: projects.shop.adminKeys`), as ``ServerConfiguration/load(path:)``
+/// documents.
+///
+/// The sections are read here as they are written; what they mean (keys hashed and checked for reuse,
+/// checkpoint and APNs settings validated) is ``ServerConfiguration/load(path:)``'s to build.
+struct ConfigurationFile: Decodable {
+    /// Each project's section, in name order.
+    let projects: [(name: String, section: ProjectSection)]
+    let limits: [(key: String, value: Int)]?
+    let conditionPrecedence: ConditionPrecedence?
+    let tls: TLSSection?
+
+    /// Where the file is, for the refusals' field names (`JSONDecoder.userInfo[.configurationPath]`).
+    static let pathKey = CodingUserInfoKey(rawValue: "topicledger.configurationPath")!
+
+    init(from decoder: any Decoder) throws {
+        let path = decoder.configurationPath
+        guard let root = try? decoder.container(keyedBy: ConfigKey.self) else {
+            throw LedgerCoreError(.invalidArgument, field: path, "expected {\"projects\": {…}}")
+        }
+        try root.refuseUnknown(
+            ["projects", "limits", "conditionPrecedence", "tls"],
+            "unknown key; expected projects, limits, conditionPrecedence or tls", path: path)
+        guard let projectsContainer = try? root.nestedContainer(keyedBy: ConfigKey.self, forKey: ConfigKey("projects"))
+        else {
+            throw LedgerCoreError(.invalidArgument, field: path, "expected {\"projects\": {…}}")
+        }
+        projects = try projectsContainer.allKeys.sorted { $0.stringValue < $1.stringValue }.map { key in
+            _ = try ProjectID(key.stringValue, field: "\(path): projects.\(key.stringValue)")
+            return (key.stringValue, try projectsContainer.section(ProjectSection.self, key.stringValue, path: path))
+        }
+        if root.contains(ConfigKey("limits")) {
+            guard let container = try? root.nestedContainer(keyedBy: ConfigKey.self, forKey: ConfigKey("limits")) else {
+                throw LedgerCoreError(.invalidArgument, field: "\(path): limits", "expected an object")
+            }
+            limits = try container.allKeys.sorted { $0.stringValue < $1.stringValue }.map { key in
+                let value = try? container.decode(Int.self, forKey: key)
+                return (key.stringValue, value ?? 0)
+            }
+        } else {
+            limits = nil
+        }
+        tls = root.contains(ConfigKey("tls")) ? try root.section(TLSSection.self, "tls", path: path) : nil
+        if root.contains(ConfigKey("conditionPrecedence")) {
+            guard let text = try? root.decode(String.self, forKey: ConfigKey("conditionPrecedence")),
+                let precedence = ConditionPrecedence(rawValue: text)
+            else {
+                throw LedgerCoreError(
+                    .invalidArgument, field: "\(path): conditionPrecedence", "expected left-to-right or standard")
+            }
+            conditionPrecedence = precedence
+        } else {
+            conditionPrecedence = nil
+        }
+    }
+
+    /// `projects.<name>`: the keys of each role, and the project's checkpoint and APNs sections.
+    struct ProjectSection: Decodable {
+        let adminKeys: [String]?
+        let auditorKeys: [String]?
+        let clientApiKeys: [String]?
+        let checkpoint: CheckpointSection?
+        let apns: APNsSection?
+
+        init(from decoder: any Decoder) throws {
+            let path = decoder.configurationPath
+            let container = try decoder.container(keyedBy: ConfigKey.self)
+            try container.refuseUnknown(
+                ["adminKeys", "auditorKeys", "clientApiKeys", "checkpoint", "apns"],
+                "unknown key; expected adminKeys, auditorKeys, clientApiKeys, checkpoint or apns", path: path)
+            adminKeys = try container.strings("adminKeys", path: path)
+            auditorKeys = try container.strings("auditorKeys", path: path)
+            clientApiKeys = try container.strings("clientApiKeys", path: path)
+            checkpoint =
+                container.contains(ConfigKey("checkpoint"))
+                ? try container.section(CheckpointSection.self, "checkpoint", path: path) : nil
+            apns =
+                container.contains(ConfigKey("apns"))
+                ? try container.section(APNsSection.self, "apns", path: path) : nil
+        }
+    }
+
+    /// `projects.<name>.checkpoint`: `origin`, `keyName` and `keyFile`, all optional strings.
+    struct CheckpointSection: Decodable {
+        let origin: String?
+        let keyName: String?
+        let keyFile: String?
+
+        init(from decoder: any Decoder) throws {
+            let path = decoder.configurationPath
+            let container = try decoder.container(keyedBy: ConfigKey.self)
+            try container.refuseUnknown(
+                ["origin", "keyName", "keyFile"], "unknown key; expected origin, keyName or keyFile", path: path)
+            origin = try container.string("origin", "expected a string", path: path)
+            keyName = try container.string("keyName", "expected a string", path: path)
+            keyFile = try container.string("keyFile", "expected a string", path: path)
+        }
+    }
+
+    /// `projects.<name>.apns`: what ``APNsSettings`` is made of, as written.
+    struct APNsSection: Decodable {
+        let values: [String: String]
+
+        init(from decoder: any Decoder) throws {
+            let path = decoder.configurationPath
+            let container = try decoder.container(keyedBy: ConfigKey.self)
+            try container.refuseUnknown(
+                Set(APNsSettings.keys), "unknown key; expected one of \(APNsSettings.keys.joined(separator: ", "))",
+                path: path)
+            var values: [String: String] = [:]
+            for key in APNsSettings.keys {
+                guard let text = try container.string(key, "expected a non-empty string", path: path) else { continue }
+                guard !text.isEmpty, !text.contains("\0") else {
+                    throw LedgerCoreError(
+                        .invalidArgument, field: "\(decoder.configurationField).\(key)", "expected a non-empty string")
+                }
+                values[key] = text
+            }
+            self.values = values
+        }
+    }
+
+    /// `tls`: `certificateFile` and `keyFile`, both required file paths.
+    struct TLSSection: Decodable {
+        let certificateFile: String
+        let keyFile: String
+
+        init(from decoder: any Decoder) throws {
+            let field = decoder.configurationField
+            let container = try decoder.container(keyedBy: ConfigKey.self)
+            try container.refuseUnknown(
+                ["certificateFile", "keyFile"], "unknown key; expected certificateFile or keyFile",
+                path: decoder.configurationPath)
+            func path(_ key: String) throws -> String {
+                guard let text = try? container.decode(String.self, forKey: ConfigKey(key)), !text.isEmpty else {
+                    throw LedgerCoreError(.invalidArgument, field: "\(field).\(key)", "expected a file path")
+                }
+                return text
+            }
+            certificateFile = try path("certificateFile")
+            keyFile = try path("keyFile")
+        }
+    }
+}
+
+/// Any member name of a config object.
+struct ConfigKey: CodingKey {
+    let stringValue: String
+    var intValue: Int? { nil }
+    init(_ stringValue: String) { self.stringValue = stringValue }
+    init(stringValue: String) { self.stringValue = stringValue }
+    init?(intValue: Int) { nil }
+}
+
+extension Decoder {
+    /// The config file's path, as `ServerConfiguration.load(path:)` gave it to the decoder.
+    fileprivate var configurationPath: String { userInfo[ConfigurationFile.pathKey] as? String ?? "config" }
+
+    /// Where this value is: `config.json: projects.shop.checkpoint`.
+    fileprivate var configurationField: String {
+        "\(configurationPath): \(codingPath.map(\.stringValue).joined(separator: "."))"
+    }
+}
+
+extension KeyedDecodingContainer where Key == ConfigKey {
+    /// `config.json: a.b` for the member `name` of this object, in the file at `path`.
+    private func field(_ name: String, path: String) -> String {
+        "\(path): \((codingPath.map(\.stringValue) + [name]).joined(separator: "."))"
+    }
+
+    /// Refuses the first member (in byte order) that is not one of `known`, naming it.
+    func refuseUnknown(_ known: Set<String>, _ message: String, path: String) throws {
+        if let unknown = allKeys.map(\.stringValue).sorted().first(where: { !known.contains($0) }) {
+            throw LedgerCoreError(.invalidArgument, field: field(unknown, path: path), message)
+        }
+    }
+
+    /// The string member `name`, `nil` when absent; refused with `message` when it is not a string.
+    func string(_ name: String, _ message: String, path: String) throws -> String? {
+        guard contains(ConfigKey(name)) else { return nil }
+        guard let text = try? decode(String.self, forKey: ConfigKey(name)) else {
+            throw LedgerCoreError(.invalidArgument, field: field(name, path: path), message)
+        }
+        return text
+    }
+
+    /// The list of strings `name`, `nil` when absent.
+    func strings(_ name: String, path: String) throws -> [String]? {
+        guard contains(ConfigKey(name)) else { return nil }
+        guard let list = try? decode([String].self, forKey: ConfigKey(name)) else {
+            throw LedgerCoreError(.invalidArgument, field: field(name, path: path), "expected a list of strings")
+        }
+        return list
+    }
+
+    /// The object `name` as `Section`: refused as "expected an object" when it is not an object, and with the
+    /// section's own refusal when it is one.
+    func section<Section: Decodable>(_ type: Section.Type, _ name: String, path: String) throws -> Section {
+        guard (try? nestedContainer(keyedBy: ConfigKey.self, forKey: ConfigKey(name))) != nil else {
+            throw LedgerCoreError(.invalidArgument, field: field(name, path: path), "expected an object")
+        }
+        return try decode(Section.self, forKey: ConfigKey(name))
+    }
+}
