@@ -232,7 +232,9 @@ if Context.environment["TOPICLEDGER_BENCH"] == "1" {
         .executableTarget(
             name: "LedgerBench",
             dependencies: [
-                "LedgerStore", "LedgerQueries", "LedgerCore", "FCMWire", "LMDBKit", "CSQLite",
+                "LedgerStore", "LedgerQueries", "LedgerServer", "LedgerCore", "FCMWire", "LMDBKit", "CSQLite",
+                .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "HTTPTypes", package: "swift-http-types"),
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "NIOCore", package: "swift-nio"),

@@ -1,6 +1,11 @@
 import Foundation
 import LedgerCore
 import NIOCore
+// On Linux, `timespec` is declared by the C module under Dispatch, which MemberImportVisibility asks to be
+// imported by name.
+#if canImport(CDispatch)
+    import CDispatch
+#endif
 import Synchronization
 
 /// Token buckets per key (a project, or one device of a project): `rate` tokens a second, holding at most

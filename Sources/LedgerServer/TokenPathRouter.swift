@@ -23,8 +23,8 @@ public final class TokenPathRouter: RouterMethods, HTTPResponderBuilder, @unchec
     public let router: Router<Context>
     private var routes: [Route] = []
 
-    struct Route {
-        let path: RouterPath
+    package struct Route {
+        package let path: RouterPath
         let method: HTTPRequest.Method
         let responder: any HTTPResponder<Context>
         /// The path's components: a literal, or the name of a capture (`nil` if the path has any other kind
@@ -38,7 +38,7 @@ public final class TokenPathRouter: RouterMethods, HTTPResponderBuilder, @unchec
     }
 
     /// A route of the byte-level table.
-    struct Entry: Sendable {
+    package struct Entry: Sendable {
         let pattern: [Component]
         let method: HTTPRequest.Method
         /// What Hummingbird's router records as the endpoint path (metrics label routes by it).
@@ -47,7 +47,7 @@ public final class TokenPathRouter: RouterMethods, HTTPResponderBuilder, @unchec
     }
 
     /// Every route registered, in order.
-    var registeredRoutes: [Route] { routes }
+    package var registeredRoutes: [Route] { routes }
 
     public init(router: Router<Context>) {
         self.router = router
@@ -77,7 +77,7 @@ public final class TokenPathRouter: RouterMethods, HTTPResponderBuilder, @unchec
 
     /// The routes the table holds: a `{token}` capture, literal and capture components only, and no other
     /// route that could match one of the same paths (Hummingbird's trie would then choose between them).
-    func byteMatchedRoutes() -> [Entry] {
+    package func byteMatchedRoutes() -> [Entry] {
         routes.compactMap { route in
             guard let pattern = route.pattern, pattern.contains(.capture("token")) else { return nil }
             let overlapping = routes.contains { other in
@@ -123,7 +123,7 @@ public struct TokenPathResponder<Fallback: HTTPResponder>: HTTPResponder
 where Fallback.Context == LedgerRequestContext {
     public typealias Context = LedgerRequestContext
 
-    typealias Entry = TokenPathRouter.Entry
+    package typealias Entry = TokenPathRouter.Entry
 
     let routes: [Entry]
     let fallback: Fallback
@@ -131,7 +131,7 @@ where Fallback.Context == LedgerRequestContext {
     /// fallback before its components are collected (most requests name no token route).
     let componentCounts: UInt64
 
-    init(routes: [Entry], fallback: Fallback) {
+    package init(routes: [Entry], fallback: Fallback) {
         self.routes = routes
         self.fallback = fallback
         componentCounts = routes.reduce(0) { $0 | ($1.pattern.count < 64 ? 1 << UInt64($1.pattern.count) : 0) }
@@ -154,7 +154,7 @@ where Fallback.Context == LedgerRequestContext {
     }
 
     /// The route and parameters for `path`, if it is canonical and the table holds a route for it and `method`.
-    func match(_ path: String, method: HTTPRequest.Method) -> (Entry, Parameters)? {
+    package func match(_ path: String, method: HTTPRequest.Method) -> (Entry, Parameters)? {
         let utf8 = path.utf8
         var slashes = 0
         for byte in utf8 where byte == UInt8(ascii: "/") { slashes += 1 }

@@ -31,7 +31,7 @@ struct LedgerBench: AsyncParsableCommand {
 
     @Option(
         help:
-            "Run only these workloads (comma-separated: append, rebuild, scan, audience, parse, message, import, http, resolve, replay, proofs, delivery, console, peers; peers adds Redis and SQLite beside append and audience)."
+            "Run only these workloads (comma-separated: append, rebuild, scan, audience, parse, message, import, http, resolve, replay, proofs, delivery, console, routing, peers; peers adds Redis and SQLite beside append and audience)."
     )
     var only: String?
 
@@ -91,6 +91,7 @@ struct LedgerBench: AsyncParsableCommand {
         }
         if wants("parse") { try await section("parse") { [AudienceWorkload.parseRate()] } }
         if wants("message") { try await section("message") { MessageWorkload.run() } }
+        if wants("routing") { try await section("routing") { try RoutingWorkload.run() } }
         if wants("import") {
             try await section("import") { try importWorkloads(operations: full ? 2_000_000 : 200_000) }
         }
