@@ -88,18 +88,15 @@ struct ConfigurationFile: Decodable {
 
     /// `projects.<name>.checkpoint`: `origin`, `keyName` and `keyFile`, all optional strings.
     struct CheckpointSection: Decodable {
-        let origin: String?
-        let keyName: String?
-        let keyFile: String?
+        let values: [String: String]
+        var origin: String? { values["origin"] }
+        var keyName: String? { values["keyName"] }
+        var keyFile: String? { values["keyFile"] }
 
         init(from decoder: any Decoder) throws {
-            let path = decoder.configurationPath
-            let container = try decoder.container(keyedBy: ConfigKey.self)
-            try container.refuseUnknown(
-                ["origin", "keyName", "keyFile"], "unknown key; expected origin, keyName or keyFile", path: path)
-            origin = try container.string("origin", "expected a string", path: path)
-            keyName = try container.string("keyName", "expected a string", path: path)
-            keyFile = try container.string("keyFile", "expected a string", path: path)
+            values = try decoder.configurationStrings(
+                ["origin", "keyName", "keyFile"], unknown: "unknown key; expected origin, keyName or keyFile",
+                malformed: "expected a string", allowsEmpty: true)
         }
     }
 
@@ -108,21 +105,9 @@ struct ConfigurationFile: Decodable {
         let values: [String: String]
 
         init(from decoder: any Decoder) throws {
-            let path = decoder.configurationPath
-            let container = try decoder.container(keyedBy: ConfigKey.self)
-            try container.refuseUnknown(
-                Set(APNsSettings.keys), "unknown key; expected one of \(APNsSettings.keys.joined(separator: ", "))",
-                path: path)
-            var values: [String: String] = [:]
-            for key in APNsSettings.keys {
-                guard let text = try container.string(key, "expected a non-empty string", path: path) else { continue }
-                guard !text.isEmpty, !text.contains("\0") else {
-                    throw LedgerCoreError(
-                        .invalidArgument, field: "\(decoder.configurationField).\(key)", "expected a non-empty string")
-                }
-                values[key] = text
-            }
-            self.values = values
+            values = try decoder.configurationStrings(
+                APNsSettings.keys, unknown: "unknown key; expected one of \(APNsSettings.keys.joined(separator: ", "))",
+                malformed: "expected a non-empty string", allowsEmpty: false)
         }
     }
 
@@ -159,6 +144,25 @@ struct ConfigKey: CodingKey {
 }
 
 extension Decoder {
+    /// An object of optional string members `keys`: an unknown member is refused with `unknown`, one that is not
+    /// a string (or is empty or holds NUL, unless `allowsEmpty`) with `malformed`.
+    fileprivate func configurationStrings(
+        _ keys: [String], unknown: String, malformed: String, allowsEmpty: Bool
+    ) throws -> [String: String] {
+        let path = configurationPath
+        let container = try container(keyedBy: ConfigKey.self)
+        try container.refuseUnknown(Set(keys), unknown, path: path)
+        var values: [String: String] = [:]
+        for key in keys {
+            guard let text = try container.string(key, malformed, path: path) else { continue }
+            guard allowsEmpty || (!text.isEmpty && !text.contains("\0")) else {
+                throw LedgerCoreError(.invalidArgument, field: "\(configurationField).\(key)", malformed)
+            }
+            values[key] = text
+        }
+        return values
+    }
+
     /// The config file's path, as `ServerConfiguration.load(path:)` gave it to the decoder.
     fileprivate var configurationPath: String { userInfo[ConfigurationFile.pathKey] as? String ?? "config" }
 

@@ -12,15 +12,10 @@ struct RegistrationRequestContext: ChildRequestContext {
     var project: ProjectID { caller.project }
 
     init(context: LedgerRequestContext) throws {
-        guard let caller = context.caller, let ledger = context.ledger else {
-            throw RouteSetupError("route has no authentication middleware")
-        }
+        let project = try ProjectRequestContext(context: context)
         guard let token = context.registrationToken else {
             throw RouteSetupError("route has no RegistrationInPath middleware")
         }
-        coreContext = context.coreContext
-        self.caller = caller
-        self.ledger = ledger
-        self.token = token
+        (coreContext, caller, ledger, self.token) = (project.coreContext, project.caller, project.ledger, token)
     }
 }

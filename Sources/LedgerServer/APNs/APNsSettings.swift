@@ -41,15 +41,6 @@ public struct APNsSettings: Sendable, Equatable {
 
     static let keys = ["teamId", "keyId", "keyFile", "topic", "endpoint", "sandboxEndpoint", "caFile"]
 
-    init(teamID: String, keyID: String, keyFile: String, topic: String, caFile: String?, field: String) {
-        self.teamID = teamID
-        self.keyID = keyID
-        self.keyFile = keyFile
-        self.topic = topic
-        self.caFile = caFile
-        self.field = field
-    }
-
     /// The settings of the config file's `apns` object at `field` (its members as strings, already checked to
     /// be known, non-empty strings): missing required keys and malformed values are refused with the key named.
     init(section values: [String: String], field: String) throws {
@@ -59,9 +50,12 @@ public struct APNsSettings: Sendable, Equatable {
             }
             return value
         }
-        self.init(
-            teamID: try required("teamId"), keyID: try required("keyId"), keyFile: try required("keyFile"),
-            topic: try required("topic"), caFile: values["caFile"], field: field)
+        teamID = try required("teamId")
+        keyID = try required("keyId")
+        keyFile = try required("keyFile")
+        topic = try required("topic")
+        caFile = values["caFile"]
+        self.field = field
         for (key, id) in [("teamId", teamID), ("keyId", keyID)] where !Self.isAppleID(id) {
             throw LedgerCoreError(
                 .invalidArgument, field: "\(field).\(key)", "expected 10 characters of A–Z and 0–9, as Apple shows it")
