@@ -25,8 +25,9 @@ package enum ProjectionBuilder {
     package static func fold(
         from snapshot: LedgerSnapshot, through: UInt64, progress: (UInt64, UInt64) -> Void = { _, _ in }
     ) throws -> BulkProjection {
+        // One batch at a time: each comes back to the reader as soon as it is folded.
         let folder = SerialWorker<[LedgerEvent], FoldState>(
-            name: "ledger-fold", state: FoldState(), capacity: 8, recyclesJobs: true
+            name: "ledger-fold", state: FoldState(), capacity: 8, recyclesJobs: true, batch: { _ in 1 }
         ) { state, batches in
             for batch in batches {
                 for event in batch {

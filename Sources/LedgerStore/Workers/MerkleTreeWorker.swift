@@ -19,7 +19,8 @@ package final class MerkleTreeWorker: Sendable {
     package init() {}
 
     private let worker = SerialWorker<[ChainHash], MerkleBuilder>(
-        name: "ledger-tree", state: MerkleBuilder(), capacity: 256, niceness: 10, recyclesJobs: true
+        name: "ledger-tree", state: MerkleBuilder(), capacity: 256, niceness: 10, recyclesJobs: true,
+        batch: { _ in 1 }
     ) { builder, batches in
         for batch in batches {
             for hash in batch { hash.withUnsafeBytes { builder.add(chainHash: $0) } }
