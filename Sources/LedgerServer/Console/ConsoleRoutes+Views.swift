@@ -1,4 +1,5 @@
 import Foundation
+import HTTPTypes
 import Hummingbird
 import LedgerCore
 import LedgerStore
@@ -17,144 +18,123 @@ extension ConsoleRoutes {
     /// `/console/devices?token=&at=`: a device's registrations, subscription history, topics at a moment, and
     /// deliveries with their acknowledgements.
     func device(_ request: Request) async throws -> Response {
-        let (ledger, base) = try await signedIn(request)
+        let (ledger, visitor) = try await signedIn(request)
         let query = request.uri.queryParameters
         let tokenText = query["token"].map(String.init) ?? ""
         let atText = query["at"].map(String.init) ?? ""
-        var model = base
-        model["title"] = "Devices"
-        model["token"] = tokenText
-        model["at"] = atText
-        guard !tokenText.isEmpty else { return page("device", model) }
-        guard let token = try? RegistrationToken(tokenText) else {
-            model["error"] = "That is not a registration token."
-            return page("device", model, status: .badRequest)
+        var view = ConsoleView.Device(token: tokenText, at: atText)
+        func show(_ view: ConsoleView.Device, status: HTTPResponse.Status = .ok) -> Response {
+            page("device", title: "Devices", visitor: visitor, view, status: status)
         }
-        let found: [String: Any]? = try ledger.read { snapshot in
-            let at = try moment(atText, in: snapshot, page: "device", model: model)
+        guard !tokenText.isEmpty else { return show(view) }
+        guard let token = try? RegistrationToken(tokenText) else {
+            view.error = "That is not a registration token."
+            return show(view, status: .badRequest)
+        }
+        view.audit = try ledger.read { snapshot in
+            let at = try moment(atText, in: snapshot) { error in
+                var invalid = view
+                invalid.error = error
+                return show(invalid, status: .badRequest)
+            }
             guard let audit = try snapshot.instanceAudit(token, at: at) else { return nil }
             let json = try AuditJSON.instance(audit, in: snapshot)
-            func held(_ fromSeq: UInt64, _ fromTime: String, _ untilSeq: UInt64?, _ untilTime: String?)
-                -> [String: Any]
-            {
-                var interval: [String: Any] = ["fromSeq": fromSeq, "fromTime": fromTime]
-                if let untilSeq, let untilTime {
-                    interval["untilSeq"] = untilSeq
-                    interval["untilTime"] = untilTime
-                }
-                return interval
-            }
-            var object: [String: Any] = [
-                "token": json.token, "registered": json.registered, "atSeq": json.at.seq,
-                "acknowledgedThroughSeq": json.acknowledgedThroughSeq,
-                "registrations": json.registrations.map { held($0.fromSeq, $0.fromTime, $0.untilSeq, $0.untilTime) },
-                "subscriptions": json.subscriptions.map { entry in
-                    var interval = held(entry.fromSeq, entry.fromTime, entry.untilSeq, entry.untilTime)
-                    interval["topic"] = entry.topic
-                    return interval
-                },
-            ]
-            if let time = json.at.time { object["atTime"] = time }
-            object["topics"] = audit.topicsAt.map { ["name": $0.rawValue, "encoded": Self.pathSegment($0.rawValue)] }
-            object["platform"] = audit.platform ?? "not given"
-            object["appId"] = audit.appID ?? "not given"
             let newest = audit.deliveries.reversed().prefix(Self.deliveriesShown)
-            object["deliveryCount"] = audit.deliveries.count
-            object["deliveriesCut"] = audit.deliveries.count > Self.deliveriesShown
-            object["shownDeliveries"] = newest.count
-            object["deliveries"] = newest.map { delivery -> [String: Any] in
-                [
-                    "time": delivery.time.description, "messageId": String(delivery.messageID),
-                    "kind": delivery.target.kindName, "target": delivery.target.text,
-                    "acknowledged": delivery.acknowledged, "push": delivery.push?.summary ?? "",
-                ]
-            }
-            object["hasAPNsTokens"] = !json.apnsTokens.isEmpty
-            object["apnsTokens"] = json.apnsTokens.map { entry in
-                var interval = held(entry.fromSeq, entry.fromTime, entry.untilSeq, entry.untilTime)
-                interval["apnsToken"] = entry.apnsToken
-                interval["sandbox"] = entry.sandbox
-                return interval
-            }
-            return object
+            return ConsoleView.Device.Audit(
+                token: json.token, registered: json.registered, atSeq: json.at.seq, atTime: json.at.time,
+                acknowledgedThroughSeq: json.acknowledgedThroughSeq, registrations: json.registrations,
+                subscriptions: json.subscriptions,
+                topics: audit.topicsAt.map {
+                    ConsoleView.TopicLink(name: $0.rawValue, encoded: Self.pathSegment($0.rawValue))
+                },
+                platform: audit.platform ?? "not given", appId: audit.appID ?? "not given",
+                deliveryCount: audit.deliveries.count, deliveriesCut: audit.deliveries.count > Self.deliveriesShown,
+                shownDeliveries: newest.count,
+                deliveries: newest.map { delivery in
+                    ConsoleView.Device.Delivery(
+                        time: delivery.time.description, messageId: String(delivery.messageID),
+                        kind: delivery.target.kindName, target: delivery.target.text,
+                        acknowledged: delivery.acknowledged, push: delivery.push?.summary ?? "")
+                },
+                hasAPNsTokens: !json.apnsTokens.isEmpty, apnsTokens: json.apnsTokens)
         }
-        guard let found else {
-            model["error"] = "No device with that token was ever registered in this project."
-            return page("device", model, status: .notFound)
+        guard view.audit != nil else {
+            view.error = "No device with that token was ever registered in this project."
+            return show(view, status: .notFound)
         }
-        model["audit"] = found
-        return page("device", model)
+        return show(view)
     }
 
     /// `/console/topics?order=name|subscribers&after=`: topics with their subscriber counts, 100 a page.
     func topics(_ request: Request) async throws -> Response {
-        let (ledger, base) = try await signedIn(request)
+        let (ledger, visitor) = try await signedIn(request)
         let query = request.uri.queryParameters
         let order: TopicOrder = query["order"] == "subscribers" ? .subscribers : .name
         let after = query["after"].flatMap { MessageRoutes.topic(fromPageToken: String($0)) }
         let all = try ledger.read { try $0.topicsWithCounts(orderedBy: order) }
         let slice = order.page(of: all, after: after, size: Self.topicsPerPage)
-        var model = base
-        model["title"] = "Topics"
-        model["byName"] = order == .name
-        model["topics"] = slice.map {
-            ["name": $0.topic.rawValue, "encoded": Self.pathSegment($0.topic.rawValue), "subscribers": $0.subscribers]
-                as [String: Any]
-        }
+        var next: String?
         if slice.endIndex < all.count, let last = slice.last {
-            model["next"] = Self.link(
+            next = Self.link(
                 "/console/topics", ["order": order.rawValue, "after": MessageRoutes.pageToken(after: last)])
         }
-        return page("topics", model)
+        let view = ConsoleView.Topics(
+            byName: order == .name,
+            topics: slice.map {
+                ConsoleView.Topics.Row(
+                    name: $0.topic.rawValue, encoded: Self.pathSegment($0.topic.rawValue), subscribers: $0.subscribers)
+            }, next: next)
+        return page("topics", title: "Topics", visitor: visitor, view)
     }
 
     /// `/console/topics/{topic}?at=&after=`: the subscriber count over time as a chart, and the members at a
     /// moment, 100 a page in registration order.
     func topic(_ request: Request, _ context: LedgerRequestContext) async throws -> Response {
-        let (ledger, base) = try await signedIn(request)
+        let (ledger, visitor) = try await signedIn(request)
         let text = (try? context.parameters.decoded("topic")) ?? ""
         let query = request.uri.queryParameters
         let atText = query["at"].map(String.init) ?? ""
-        var model = base
-        model["title"] = "Topic \(text)"
-        model["name"] = text
-        model["encoded"] = Self.pathSegment(text)
-        model["at"] = atText
-        let notFound: () -> Response = {
-            var model = base
-            model["title"] = "Not found"
-            model["detail"] = "No device ever subscribed to a topic of that name in this project."
-            return page("not-found", model, status: .notFound)
+        var view = ConsoleView.Topic(name: text, encoded: Self.pathSegment(text), at: atText)
+        let title = "Topic \(text)"
+        let notFound = {
+            page(
+                "not-found", title: "Not found", visitor: visitor,
+                ConsoleView.NotFound(detail: "No device ever subscribed to a topic of that name in this project."),
+                status: .notFound)
         }
         guard let name = try? TopicName(text) else { return notFound() }
         let after = query["after"].flatMap { UInt32(String($0)) }
         let found: Bool = try ledger.read { snapshot in
-            let at = try moment(atText, in: snapshot, page: "topic", model: model)
+            let at = try moment(atText, in: snapshot) { error in
+                var invalid = view
+                invalid.error = error
+                return page("topic", title: title, visitor: visitor, invalid, status: .badRequest)
+            }
             guard let members = try snapshot.members(of: name, at: at, after: after, limit: Self.membersPerPage),
                 let audit = try snapshot.topicAudit(name, at: at, members: false)
             else { return false }
-            model["atSeq"] = at
-            if at > 0, let event = try snapshot.event(at: at) { model["atTime"] = event.time.description }
-            model["count"] = members.count
-            model["members"] = members.members.map(\.token.rawValue)
+            view.atSeq = at
+            if at > 0, let event = try snapshot.event(at: at) { view.atTime = event.time.description }
+            view.count = members.count
+            view.members = members.members.map(\.token.rawValue)
             if let next = members.nextAfter {
-                model["next"] = Self.link(
+                view.next = Self.link(
                     "/console/topics/\(Self.pathSegment(text))", ["at": atText, "after": String(next)])
             }
             let chart = try SubscriberChart(history: audit.history, head: try snapshot.head().seq) { seq in
                 try snapshot.event(at: seq)?.time.description ?? ""
             }
-            model["chart"] = chart.svg
-            model["chartCaption"] = chart.caption
+            view.chart = chart.svg
+            view.chartCaption = chart.caption
             return true
         }
-        return found ? page("topic", model) : notFound()
+        return found ? page("topic", title: title, visitor: visitor, view) : notFound()
     }
 
     /// `/console/log?kind=&token=&topic=&from=&to=&after=`: events oldest first, 50 a page, each with its hash
     /// and the previous one.
     func log(_ request: Request) async throws -> Response {
-        let (ledger, base) = try await signedIn(request)
+        let (ledger, visitor) = try await signedIn(request)
         let query = request.uri.queryParameters
         let text = { (name: String) -> String in query[name[...]].map(String.init) ?? "" }
         let kindText = text("kind")
@@ -162,36 +142,31 @@ extension ConsoleRoutes {
         let topicText = text("topic")
         let fromText = text("from")
         let toText = text("to")
-        var model = base
-        model["title"] = "The log"
-        model["token"] = tokenText
-        model["topic"] = topicText
-        model["from"] = fromText
-        model["to"] = toText
-        model["kinds"] = ([("", "any")] + LedgerEvent.Kind.allCases.map { ($0.rawValue, $0.rawValue) }).map {
-            ["value": $0.0, "label": $0.1, "selected": $0.0 == kindText] as [String: Any]
-        }
+        var view = ConsoleView.Log(
+            token: tokenText, topic: topicText, from: fromText, to: toText,
+            kinds: ([("", "any")] + LedgerEvent.Kind.allCases.map { ($0.rawValue, $0.rawValue) }).map {
+                ConsoleView.Log.Kind(value: $0.0, label: $0.1, selected: $0.0 == kindText)
+            })
         let kind = LedgerEvent.Kind(rawValue: kindText)
         let from = fromText.isEmpty ? 1 : UInt64(fromText)
         let to = toText.isEmpty ? UInt64.max : UInt64(toText)
         guard (kindText.isEmpty || kind != nil), let from, let to, from >= 1 else {
-            model["error"] = "Seqs are whole numbers from 1; kinds are those in the list."
-            model["events"] = [[String: Any]]()
-            return page("log", model, status: .badRequest)
+            view.error = "Seqs are whole numbers from 1; kinds are those in the list."
+            return page("log", title: "The log", visitor: visitor, view, status: .badRequest)
         }
         let start = max(from, query["after"].flatMap { UInt64(String($0)) }.map { $0 &+ 1 } ?? from)
-        var events: [[String: Any]] = []
+        var events: [ConsoleView.Log.Event] = []
         var next: UInt64?
         try ledger.readLog { snapshot in
             var scanned = 0
             try snapshot.forEachChainedEvent(from: start, through: to) { event, previous, hash in
                 scanned += 1
                 if Self.matches(event, kind: kind, token: tokenText, topic: topicText) {
-                    events.append([
-                        "seq": event.seq, "time": event.time.description, "kind": event.kind.rawValue,
-                        "detail": EventText.line(event, hash: hash), "hash": Hex.encode(Array(hash)),
-                        "previous": Hex.encode(previous),
-                    ])
+                    events.append(
+                        ConsoleView.Log.Event(
+                            seq: event.seq, time: event.time.description, kind: event.kind.rawValue,
+                            detail: EventText.line(event, hash: hash), hash: Hex.encode(Array(hash)),
+                            previous: Hex.encode(previous)))
                 }
                 if events.count == Self.eventsPerPage || scanned == Self.eventsScanned {
                     if event.seq < to, event.seq < (try snapshot.head().seq) { next = event.seq }
@@ -200,16 +175,16 @@ extension ConsoleRoutes {
                 return true
             }
         }
-        model["events"] = events
+        view.events = events
         if let next {
-            model["next"] = Self.link(
+            view.next = Self.link(
                 "/console/log",
                 [
                     "kind": kindText, "token": tokenText, "topic": topicText, "from": fromText, "to": toText,
                     "after": String(next),
                 ])
         }
-        return page("log", model)
+        return page("log", title: "The log", visitor: visitor, view)
     }
 
     static func matches(_ event: LedgerEvent, kind: LedgerEvent.Kind?, token: String, topic: String) -> Bool {

@@ -80,9 +80,7 @@ struct ConsoleRoutes {
     }
 
     private func signInPage(_ request: Request, error: String? = nil, status: HTTPResponse.Status = .ok) -> Response {
-        var model: [String: Any] = ["title": "Sign in"]
-        if let error { model["error"] = error }
-        return page("sign-in", model, status: status)
+        page("sign-in", title: "Sign in", visitor: nil, ConsoleView.SignIn(error: error), status: status)
     }
 
     /// Trades an auditor or admin key for a session. The form is read only up to ``maximumSignInBytes`` (413
@@ -154,72 +152,59 @@ struct ConsoleRoutes {
         }
     }
 
-    /// The signed-in project's ledger and the page model's common part; else the redirect to sign in.
-    func signedIn(_ request: Request) async throws -> (Ledger, [String: Any]) {
+    /// The signed-in project's ledger and who is signed in; else the redirect to sign in.
+    func signedIn(_ request: Request) async throws -> (Ledger, ConsoleView.Visitor) {
         guard let (_, session) = session(request) else { throw Early(response: redirect(to: "/console/sign-in")) }
-        let model: [String: Any] = [
-            "signedIn": true, "project": session.project.rawValue, "role": session.role.rawValue,
-        ]
-        return (try await server.ledger(for: session.project), model)
+        let visitor = ConsoleView.Visitor(project: session.project.rawValue, role: session.role.rawValue)
+        return (try await server.ledger(for: session.project), visitor)
     }
 
     // MARK: Pages
 
     private func overview(_ request: Request) async throws -> Response {
-        let (ledger, base) = try await signedIn(request)
+        let (ledger, visitor) = try await signedIn(request)
         let statistics = try ledger.read { try $0.statistics() }
-        var model = base
-        model["title"] = "Overview"
-        model["events"] = statistics.events
-        model["headTime"] = statistics.headTime?.description as Any
-        model["headHash"] = statistics.headHash
-        model["registered"] = statistics.registeredInstances
-        model["instances"] = statistics.instances
-        model["topics"] = statistics.topics
-        model["subscriptions"] = statistics.subscriptions
-        model["messages"] = statistics.messages
         // The last checkpoint the server signed, read from the kept list; never a new key or signature.
+        var checkpoint: ConsoleView.Overview.Checkpoint?
         if let project = session(request)?.session.project,
             let keeper = try? CheckpointKeeper.open(
                 dataDirectory: server.configuration.dataDirectory, project: project,
                 settings: server.configuration.checkpoints[project] ?? CheckpointSettings(), create: false),
             let last = try keeper.kept().last
         {
-            model["checkpoint"] = ["size": last.size, "note": last.note] as [String: Any]
+            checkpoint = ConsoleView.Overview.Checkpoint(size: last.size, note: last.note)
         }
-        return page("overview", model)
+        let overview = ConsoleView.Overview(
+            events: statistics.events, headTime: statistics.headTime?.description, headHash: statistics.headHash,
+            registered: statistics.registeredInstances, instances: statistics.instances, topics: statistics.topics,
+            subscriptions: statistics.subscriptions, messages: statistics.messages, checkpoint: checkpoint)
+        return page("overview", title: "Overview", visitor: visitor, overview)
     }
 
     /// A moment from the query (`at`: RFC 3339, a date or microseconds): the state after the last event at or
-    /// before it; the head when empty. Throws a 400 page naming the field when it is not a time.
-    func moment(_ text: String, in snapshot: LedgerSnapshot, page name: String, model: [String: Any]) throws -> UInt64 {
+    /// before it; the head when empty. When it is not a time, throws the 400 page `invalid` renders with the
+    /// error.
+    func moment(_ text: String, in snapshot: LedgerSnapshot, invalid: (String) -> Response) throws -> UInt64 {
         if text.isEmpty { return try snapshot.head().seq }
         guard let time = LedgerTime(parsing: text) else {
-            var model = model
-            model["error"] = "Times are RFC 3339 (2026-11-01T00:00:00Z) or a date (2026-11-01)."
-            throw Early(response: page(name, model, status: .badRequest))
+            throw Early(response: invalid("Times are RFC 3339 (2026-11-01T00:00:00Z) or a date (2026-11-01)."))
         }
         return try snapshot.seq(atOrBefore: time)
     }
 
     /// `/console/messages?target=&from=&to=&before=`: newest first, 50 a page.
     private func messages(_ request: Request) async throws -> Response {
-        let (ledger, base) = try await signedIn(request)
+        let (ledger, visitor) = try await signedIn(request)
         let query = request.uri.queryParameters
         let target = query["target"].map(String.init) ?? ""
         let fromText = query["from"].map(String.init) ?? ""
         let toText = query["to"].map(String.init) ?? ""
-        var model = base
-        model["title"] = "Messages"
-        model["target"] = target
-        model["from"] = fromText
-        model["to"] = toText
+        var view = ConsoleView.Messages(target: target, from: fromText, to: toText)
         let from = fromText.isEmpty ? nil : LedgerTime(parsing: fromText)
         let to = toText.isEmpty ? nil : LedgerTime(parsing: toText)
         if (!fromText.isEmpty && from == nil) || (!toText.isEmpty && to == nil) {
-            model["error"] = "Times are RFC 3339 (2026-11-01T00:00:00Z) or a date (2026-11-01)."
-            model["sends"] = [[String: Any]]()
-            return page("messages", model, status: .badRequest)
+            view.error = "Times are RFC 3339 (2026-11-01T00:00:00Z) or a date (2026-11-01)."
+            return page("messages", title: "Messages", visitor: visitor, view, status: .badRequest)
         }
         let before = query["before"].flatMap { UInt64(String($0)) }
         let result = try ledger.read { snapshot in
@@ -228,12 +213,10 @@ struct ConsoleRoutes {
                     && (from.map { send.time >= $0 } ?? true) && (to.map { send.time < $0 } ?? true)
             }
         }
-        model["sends"] = result.sends.map { send -> [String: Any] in
-            [
-                "time": send.time.description, "messageID": String(send.messageID), "kind": send.target.kindName,
-                "target": send.target.text,
-                "recipients": send.recordedCount.map { String($0) } ?? "not recorded yet",
-            ]
+        view.sends = result.sends.map { send in
+            ConsoleView.Messages.Send(
+                time: send.time.description, messageID: String(send.messageID), kind: send.target.kindName,
+                target: send.target.text, recipients: send.recordedCount.map { String($0) } ?? "not recorded yet")
         }
         if let next = result.nextBefore {
             var components = URLComponents()
@@ -242,72 +225,58 @@ struct ConsoleRoutes {
                 URLQueryItem(name: "target", value: target), URLQueryItem(name: "from", value: fromText),
                 URLQueryItem(name: "to", value: toText), URLQueryItem(name: "before", value: String(next)),
             ]
-            model["next"] = components.string ?? "/console/messages"
+            view.next = components.string ?? "/console/messages"
         }
-        return page("messages", model)
+        return page("messages", title: "Messages", visitor: visitor, view)
     }
 
     private func replay(_ request: Request, _ context: LedgerRequestContext) async throws -> (
-        MessageReplay, [String: Any]
+        MessageReplay, ConsoleView.Visitor
     ) {
-        let (ledger, base) = try await signedIn(request)
+        let (ledger, visitor) = try await signedIn(request)
         let text = context.parameters.get("message") ?? ""
         guard let id = UInt64(text), let replay = try ledger.read({ try MessageReplay.replay(id, in: $0) }) else {
-            var model = base
-            model["title"] = "Not found"
-            model["detail"] = "There is no message \(text) in this project."
-            throw Early(response: page("not-found", model, status: .notFound))
+            throw Early(
+                response: page(
+                    "not-found", title: "Not found", visitor: visitor,
+                    ConsoleView.NotFound(detail: "There is no message \(text) in this project."), status: .notFound))
         }
-        return (replay, base)
+        return (replay, visitor)
     }
 
     /// `/console/messages/{id}?start=N`: the replay beside the record, recipients 100 a page.
     private func message(_ request: Request, _ context: LedgerRequestContext) async throws -> Response {
-        let (replay, base) = try await self.replay(request, context)
+        let (replay, visitor) = try await self.replay(request, context)
         // A start past the end shows the last page (or the empty list) rather than "101–100 of 100".
         let lastPageStart = max(0, (replay.recipientCount - 1) / Self.recipientsPerPage * Self.recipientsPerPage)
         let requested = request.uri.queryParameters["start"].flatMap { Int(String($0)) }.map { max($0, 0) } ?? 0
         let start = requested < replay.recipientCount ? requested : lastPageStart
         let end = min(start + Self.recipientsPerPage, replay.recipientCount)
-        var model = base
-        model["title"] = "Message \(replay.messageID)"
-        model["messageID"] = String(replay.messageID)
-        model["matches"] = replay.matchesRecord
-        model["verdict"] =
-            replay.recorded == nil
-            ? "No audience is recorded for this message yet"
-            : "Does not match: the replayed recipients differ from the audience recorded when it was sent"
-        model["seq"] = replay.seq
-        model["time"] = replay.time.description
-        model["kind"] = replay.target.kindName
-        model["target"] = replay.target.text
-        model["rule"] = replay.precedence.rawValue
-        model["recipientCount"] = replay.recipientCount
-        model["replayDigest"] = Hex.encode(replay.recipientDigest)
-        if let recorded = replay.recorded {
-            model["recorded"] = true
-            model["recordedCount"] = recorded.record.recipientCount
-            model["recordedDigest"] = Hex.encode(recorded.record.recipientDigest)
-            model["audienceSeq"] = recorded.seq
+        let pushCounts = AuditJSON.PushCounts(replay.pushes).map {
+            ConsoleView.Message.PushCounts(
+                accepted: $0.accepted, unregistered: $0.unregistered, failed: $0.failed, pending: $0.pending,
+                expired: $0.expired)
         }
-        model["acknowledgedCount"] = replay.acknowledgedCount
-        if let counts = AuditJSON.PushCounts(replay.pushes) {
-            model["pushCounts"] = [
-                "accepted": counts.accepted, "unregistered": counts.unregistered, "failed": counts.failed,
-                "pending": counts.pending, "expired": counts.expired,
-            ]
-        }
-        model["firstShown"] = replay.recipientCount == 0 ? 0 : start + 1
-        model["lastShown"] = end
-        model["recipients"] = (start..<end).map { index -> [String: Any] in
-            [
-                "token": replay.recipients[index].rawValue, "acknowledged": replay.acknowledged[index],
-                "push": replay.pushes[index]?.summary ?? "",
-            ]
-        }
-        if end < replay.recipientCount { model["next"] = "/console/messages/\(replay.messageID)?start=\(end)" }
-        model["messageJSON"] = Self.prettyJSON(replay.messageJSON)
-        return page("message", model)
+        let view = ConsoleView.Message(
+            messageID: String(replay.messageID), matches: replay.matchesRecord,
+            verdict: replay.recorded == nil
+                ? "No audience is recorded for this message yet"
+                : "Does not match: the replayed recipients differ from the audience recorded when it was sent",
+            seq: replay.seq, time: replay.time.description, kind: replay.target.kindName, target: replay.target.text,
+            rule: replay.precedence.rawValue, recipientCount: replay.recipientCount,
+            replayDigest: Hex.encode(replay.recipientDigest), recorded: replay.recorded != nil,
+            recordedCount: replay.recorded?.record.recipientCount,
+            recordedDigest: replay.recorded.map { Hex.encode($0.record.recipientDigest) },
+            audienceSeq: replay.recorded?.seq, acknowledgedCount: replay.acknowledgedCount, pushCounts: pushCounts,
+            firstShown: replay.recipientCount == 0 ? 0 : start + 1, lastShown: end,
+            recipients: (start..<end).map { index in
+                ConsoleView.Message.Recipient(
+                    token: replay.recipients[index].rawValue, acknowledged: replay.acknowledged[index],
+                    push: replay.pushes[index]?.summary ?? "")
+            },
+            next: end < replay.recipientCount ? "/console/messages/\(replay.messageID)?start=\(end)" : nil,
+            messageJSON: Self.prettyJSON(replay.messageJSON))
+        return page("message", title: "Message \(replay.messageID)", visitor: visitor, view)
     }
 
     private func recipientsCSV(_ request: Request, _ context: LedgerRequestContext) async throws -> Response {
@@ -319,8 +288,13 @@ struct ConsoleRoutes {
 
     // MARK: Rendering
 
-    func page(_ name: String, _ model: [String: Any], status: HTTPResponse.Status = .ok) -> Response {
-        let html = library.render(model, withTemplate: name) ?? "template \(name) is missing"
+    /// The page `name` with its title, who is signed in (`nil` on the sign-in page) and its content.
+    func page<Content>(
+        _ name: String, title: String, visitor: ConsoleView.Visitor?, _ content: Content,
+        status: HTTPResponse.Status = .ok
+    ) -> Response {
+        let view = ConsoleView.Page(title: title, visitor: visitor, content: content)
+        let html = library.render(view, withTemplate: name) ?? "template \(name) is missing"
         return Response(
             status: status, headers: Self.headers(contentType: "text/html; charset=utf-8"),
             body: ResponseBody(byteBuffer: ByteBuffer(string: html)))

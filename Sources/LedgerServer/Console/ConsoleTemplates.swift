@@ -42,6 +42,7 @@ enum ConsoleTemplates {
 
     static let signIn = """
         {{> header}}
+        {{#content}}
         <h1>Sign in</h1>
         {{#error}}<p class="error" role="alert">{{error}}</p>{{/error}}
         <form method="post" action="/console/sign-in" class="sign-in">
@@ -51,11 +52,13 @@ enum ConsoleTemplates {
         </form>
         <p class="hint">The key is sent once, in the body of this form. The console keeps a session cookie for
         8 hours, never the key.</p>
+        {{/content}}
         {{> footer}}
         """
 
     static let overview = """
         {{> header}}
+        {{#content}}
         <h1>Project {{project}}</h1>
         <dl class="facts">
         <dt>Head</dt><dd>seq {{events}}{{#headTime}} at <time>{{headTime}}</time>{{/headTime}}</dd>
@@ -70,11 +73,13 @@ enum ConsoleTemplates {
         (<code>ledger verify-proof</code>, <code>tools/merkle/verify_proof.py</code>):</p>
         <pre class="json">{{note}}</pre>{{/checkpoint}}
         {{^checkpoint}}<p>None yet: the server signs one when asked (<code>ledger checkpoint</code>, <code>GET …/ledger:checkpoint</code>) and when it stops.</p>{{/checkpoint}}
+        {{/content}}
         {{> footer}}
         """
 
     static let messages = """
         {{> header}}
+        {{#content}}
         <h1>Messages</h1>
         <form method="get" action="/console/messages" class="filters">
         <label>Target contains <input name="target" value="{{target}}"></label>
@@ -92,11 +97,13 @@ enum ConsoleTemplates {
         </tbody>
         </table>
         {{#next}}<p><a rel="next" href="{{next}}">Older messages</a></p>{{/next}}
+        {{/content}}
         {{> footer}}
         """
 
     static let message = """
         {{> header}}
+        {{#content}}
         <h1>Message {{messageID}}</h1>
         {{#matches}}<p class="badge ok">Matches: the replayed recipients are the audience recorded when it was sent</p>{{/matches}}
         {{^matches}}<p class="badge bad">{{verdict}}</p>{{/matches}}
@@ -121,11 +128,13 @@ enum ConsoleTemplates {
         {{#next}}<p><a rel="next" href="{{next}}">Next recipients</a></p>{{/next}}
         <h2>The message as accepted</h2>
         <pre class="json">{{messageJSON}}</pre>
+        {{/content}}
         {{> footer}}
         """
 
     static let device = """
         {{> header}}
+        {{#content}}
         <h1>Devices</h1>
         <form method="get" action="/console/devices" class="filters">
         <label>Registration token <input name="token" value="{{token}}" size="60" required></label>
@@ -166,11 +175,13 @@ enum ConsoleTemplates {
         {{^deliveries}}<tr><td colspan="5">None.</td></tr>{{/deliveries}}
         </tbody></table>
         {{/audit}}
+        {{/content}}
         {{> footer}}
         """
 
     static let topics = """
         {{> header}}
+        {{#content}}
         <h1>Topics</h1>
         <p>Sorted by {{#byName}}name · <a href="/console/topics?order=subscribers">sort by subscribers</a>{{/byName}}{{^byName}}subscribers · <a href="/console/topics?order=name">sort by name</a>{{/byName}}</p>
         <table><thead><tr><th scope="col">Topic</th><th scope="col">Subscribers now</th></tr></thead><tbody>
@@ -179,11 +190,13 @@ enum ConsoleTemplates {
         {{^topics}}<tr><td colspan="2">No topics yet.</td></tr>{{/topics}}
         </tbody></table>
         {{#next}}<p><a rel="next" href="{{next}}">More topics</a></p>{{/next}}
+        {{/content}}
         {{> footer}}
         """
 
     static let topic = """
         {{> header}}
+        {{#content}}
         <h1>Topic <code>{{name}}</code></h1>
         <form method="get" action="/console/topics/{{encoded}}" class="filters">
         <label>Members at <input name="at" value="{{at}}" placeholder="now, or 2026-11-01T00:00:00Z"></label>
@@ -199,11 +212,13 @@ enum ConsoleTemplates {
         {{^members}}<tr><td>None.</td></tr>{{/members}}
         </tbody></table>
         {{#next}}<p><a rel="next" href="{{next}}">More members</a></p>{{/next}}
+        {{/content}}
         {{> footer}}
         """
 
     static let log = """
         {{> header}}
+        {{#content}}
         <h1>The log</h1>
         <form method="get" action="/console/log" class="filters">
         <label>Kind <select name="kind">{{#kinds}}<option value="{{value}}"{{#selected}} selected{{/selected}}>{{label}}</option>{{/kinds}}</select></label>
@@ -220,13 +235,16 @@ enum ConsoleTemplates {
         {{^events}}<tr><td colspan="5">No events here.</td></tr>{{/events}}
         </tbody></table>
         {{#next}}<p><a rel="next" href="{{next}}">Later events</a></p>{{/next}}
+        {{/content}}
         {{> footer}}
         """
 
     static let notFound = """
         {{> header}}
+        {{#content}}
         <h1>Not found</h1>
         <p>{{detail}}</p>
+        {{/content}}
         {{> footer}}
         """
 
