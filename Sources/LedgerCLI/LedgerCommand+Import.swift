@@ -97,17 +97,20 @@ extension LedgerCommand {
             // would interleave by timing).
             var requests = ImportRequests(reader: LineReader(descriptor: try source.rewind()))
             var tally = ImportTally()
-            var inFlight: (request: WriteRequest, append: Task<WriteReceipt, any Error>)?
-            while true {
-                let next = try requests.next()
-                if let (request, append) = inFlight {
-                    let receipt = try await append.value
-                    tally.count(receipt, of: request)
-                    tally.audiences += try await ledger.recordAudiences(of: receipt, time: request.time).count
-                    progress.update("appending", bytes: requests.bytesRead, operations: tally.operations)
+            // One request appending (a child task) while the next is parsed; the scope waits for it.
+            try await withThrowingTaskGroup(of: WriteReceipt.self) { appends in
+                var inFlight: WriteRequest?
+                while true {
+                    let next = try requests.next()
+                    if let request = inFlight, let receipt = try await appends.next() {
+                        tally.count(receipt, of: request)
+                        tally.audiences += try await ledger.recordAudiences(of: receipt, time: request.time).count
+                        progress.update("appending", bytes: requests.bytesRead, operations: tally.operations)
+                    }
+                    guard let next else { break }
+                    appends.addTask { try await ledger.append(next) }
+                    inFlight = next
                 }
-                guard let next else { break }
-                inFlight = (next, Task { try await ledger.append(next) })
             }
             progress.finish("appended", bytes: requests.bytesRead, operations: tally.operations)
             return tally
