@@ -1,8 +1,16 @@
 // swift-tools-version: 6.1
 import PackageDescription
 
-// Dependencies point one way: LedgerCLI → LedgerServer → LedgerStore → FCMWire → LedgerCore; LedgerStore →
-// LMDBKit → CLMDB.
+// Dependencies point one way: LedgerCLI → LedgerServer → LedgerQueries → LedgerStore → LedgerCore and LMDBKit →
+// CLMDB; FCMWire → LedgerCore, used by LedgerQueries and LedgerServer (docs/architecture.md).
+
+/// What the storage and the queries over it both use.
+let storageDependencies: [Target.Dependency] = [
+    "LedgerCore", "LMDBKit",
+    .product(name: "Logging", package: "swift-log"),
+    .product(name: "Crypto", package: "swift-crypto"),
+]
+
 let package = Package(
     name: "TopicLedger",
     // macOS 15: the server's targets use the standard library's `Synchronization.Mutex`. iOS is for
@@ -13,7 +21,9 @@ let package = Package(
         .executable(name: "ledger-device", targets: ["ledger-device"]),
         .library(name: "TopicLedgerMessaging", targets: ["TopicLedgerMessaging"]),
         .library(name: "LedgerServer", targets: ["LedgerServer"]),
+        .library(name: "LedgerQueries", targets: ["LedgerQueries"]),
         .library(name: "LedgerStore", targets: ["LedgerStore"]),
+        .library(name: "FCMWire", targets: ["FCMWire"]),
         .library(name: "LedgerCore", targets: ["LedgerCore"]),
         .library(name: "LMDBKit", targets: ["LMDBKit"]),
     ],
@@ -63,25 +73,13 @@ let package = Package(
         // Storage: the LMDB environment, the log, the single writer and the projections.
         .target(
             name: "LedgerStore",
-            dependencies: [
-                "LedgerCore",
-                "LMDBKit",
-                .product(name: "Logging", package: "swift-log"),
-                .product(name: "Crypto", package: "swift-crypto"),
-            ]
+            dependencies: storageDependencies
         ),
         // Queries over the stored ledger: replay, audit, proofs and their signing keys, the device inbox,
         // verify, and import.
         .target(
             name: "LedgerQueries",
-            dependencies: [
-                "LedgerStore",
-                "LedgerCore",
-                "FCMWire",
-                "LMDBKit",
-                .product(name: "Logging", package: "swift-log"),
-                .product(name: "Crypto", package: "swift-crypto"),
-            ]
+            dependencies: ["LedgerStore", "FCMWire"] + storageDependencies
         ),
         .target(
             name: "LedgerServer",

@@ -20,30 +20,24 @@ public struct FCMError: Error, Sendable {
     /// For 500s: the id of the server log line with the detail (a `google.rpc.RequestInfo` detail).
     public var requestID: String?
 
-    public init(
-        status: HTTPResponse.Status, googleStatus: String, errorCode: String?, message: String,
-        fieldViolations: [(String, String)] = [], headers: HTTPFields = [:], requestID: String? = nil
-    ) {
-        self.status = status
-        self.googleStatus = googleStatus
-        self.errorCode = errorCode
-        self.message = message
-        self.fieldViolations = fieldViolations
-        self.headers = headers
-        self.requestID = requestID
+    /// An error with no field violations, headers or request id (set them after, where they apply).
+    public init(status: HTTPResponse.Status, googleStatus: String, errorCode: String?, message: String) {
+        (self.status, self.googleStatus, self.errorCode, self.message) = (status, googleStatus, errorCode, message)
     }
 
     public static func invalidArgument(_ error: LedgerCoreError, errorCode: String? = "INVALID_ARGUMENT") -> FCMError {
-        FCMError(
-            status: .badRequest, googleStatus: "INVALID_ARGUMENT", errorCode: errorCode, message: error.description,
-            fieldViolations: error.field.map { [($0, error.message)] } ?? [])
+        var invalid = FCMError(
+            status: .badRequest, googleStatus: "INVALID_ARGUMENT", errorCode: errorCode, message: error.description)
+        invalid.fieldViolations = error.field.map { [($0, error.message)] } ?? []
+        return invalid
     }
 
     public static func invalidArgument(_ message: String, field: String? = nil) -> FCMError {
-        FCMError(
+        var invalid = FCMError(
             status: .badRequest, googleStatus: "INVALID_ARGUMENT", errorCode: "INVALID_ARGUMENT",
-            message: field.map { "\($0): \(message)" } ?? message,
-            fieldViolations: field.map { [($0, message)] } ?? [])
+            message: field.map { "\($0): \(message)" } ?? message)
+        invalid.fieldViolations = field.map { [($0, message)] } ?? []
+        return invalid
     }
 
     public static func notFound(_ message: String, errorCode: String = "NOT_FOUND") -> FCMError {
