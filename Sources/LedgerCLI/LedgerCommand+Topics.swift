@@ -2,6 +2,7 @@ import ArgumentParser
 import Foundation
 import LedgerCore
 import LedgerStore
+import LedgerQueries
 
 extension LedgerCommand {
     /// `ledger topics`: every topic with its subscriber count now.

@@ -7,6 +7,7 @@ import Testing
 
 @testable import LedgerServer
 import FCMWire
+import LedgerQueries
 
 /// The hardening pieces below the process-level tests in tools/ (test_hardening.py,
 /// test_console_hardening.py): console sessions kept per project, the sign-in throttle's refund and its client
