@@ -113,6 +113,10 @@ public final class SerialWorker<Job: Sendable, State>: Sendable {
 extension SerialWorker {
     /// Queues the job `make` builds around a continuation, and waits until the work resumes it.
     ///
+    /// A job that is dropped (``cancel()``, a failure, the worker released with jobs queued) is never run, and
+    /// its continuation never resumed: a worker whose jobs carry continuations is ended with ``stop()`` and its
+    /// work does not throw.
+    ///
     /// - Parameter stopped: thrown when the worker takes no more jobs.
     public func run<Value: Sendable>(
         ifStopped stopped: @autoclosure () -> any Error,
