@@ -191,6 +191,8 @@ let package = Package(
                 "LedgerTestSupport",
                 // ConsoleTests compare the console with `ledger replay`.
                 "LedgerCLI",
+                // ConsoleViewTests render the console's templates.
+                .product(name: "Mustache", package: "swift-mustache"),
                 .product(name: "PropertyBased", package: "swift-property-based"),
                 .product(name: "HummingbirdTesting", package: "hummingbird"),
                 .product(name: "HTTPTypes", package: "swift-http-types"),
