@@ -75,21 +75,27 @@ struct ServerContext: Sendable {
         }
     }
 
-    /// The project's checkpoint signer, or 503 UNAVAILABLE with a reason and no file paths (the registry logs
-    /// the detail once, and `/readyz` reports it).
-    func checkpointSigner(for project: ProjectID) async throws -> CheckpointSigner {
+    /// The project's latest checkpoint of `ledger` (signed now unless the last is under a second old or the log
+    /// has not grown), or 503 UNAVAILABLE with a reason and no file paths when its signing key cannot be used (the
+    /// registry logs the detail once, and `/readyz` reports it).
+    func latestCheckpoint(for project: ProjectID, of ledger: Ledger) async throws -> (
+        checkpoint: Checkpoint, note: String
+    ) {
+        let signer: CheckpointSigner
         do {
-            return try await ledgers.checkpoints(for: project)
+            signer = try await ledgers.checkpoints(for: project)
         } catch is StoreError {
             throw FCMError.unavailable(
                 "Project \(project) cannot sign checkpoints: its signing key cannot be used (the server log says why).")
         }
+        return try await ledgers.latestCheckpoint(of: ledger, signedBy: signer)
     }
 
-    /// Appends and maps storage failures to 503 UNAVAILABLE (nothing was written; the writer logged why).
-    func append(_ request: WriteRequest, project: ProjectID) async throws -> WriteReceipt {
+    /// Appends to `ledger` (the caller's, from its request context) and maps storage failures to 503 UNAVAILABLE
+    /// (nothing was written; the writer logged why).
+    func append(_ request: WriteRequest, to ledger: Ledger) async throws -> WriteReceipt {
         do {
-            return try await ledger(for: project).append(request)
+            return try await ledger.append(request)
         } catch let error as StoreError {
             throw FCMError.unavailable("The request could not be stored: \(error.message).")
         }

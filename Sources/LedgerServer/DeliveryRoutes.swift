@@ -182,7 +182,7 @@ struct DeliveryRoutes {
             WriteRequest(
                 actor: "device", requestID: request.ledgerRequestID,
                 operations: [.acknowledge(device.token, through: through)]),
-            project: device.project)
+            to: device.ledger)
         if let rejection = receipt.outcomes[0].rejection {
             throw FCMError.invalidArgument(
                 "through must be a cursor this device was given: \(rejection.message)", field: "through")

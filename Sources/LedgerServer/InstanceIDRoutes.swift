@@ -82,7 +82,7 @@ struct InstanceIDRoutes {
         } else {
             outcomes = try await server.append(
                 WriteRequest(actor: caller.actor, requestID: request.ledgerRequestID, operations: operations),
-                project: caller.project
+                to: context.ledger
             ).outcomes
         }
         let results = slots.map { slot in
@@ -152,7 +152,7 @@ struct InstanceIDRoutes {
             WriteRequest(
                 actor: caller.actor, requestID: request.ledgerRequestID,
                 operations: [.subscribe(token, topic, via: .iid)]),
-            project: caller.project)
+            to: context.ledger)
         if let rejection = receipt.outcomes[0].rejection {
             throw InstanceIDError(
                 status: rejection.code == .notFound ? .notFound : .badRequest, code: Self.code(for: rejection))

@@ -248,13 +248,22 @@ public final class LedgerRegistry: Sendable {
         for ledger in ledgers.values { ledger.close() }
     }
 
+    /// `signer`'s latest checkpoint of `ledger` (``CheckpointSigner/latest(of:)``), on the registry's worker: a new
+    /// one appends its note to the kept list and syncs the file, which is no work for the cooperative pool.
+    func latestCheckpoint(of ledger: Ledger, signedBy signer: CheckpointSigner) async throws -> (
+        checkpoint: Checkpoint, note: String
+    ) {
+        try await opener.perform { try signer.latest(of: ledger) }
+    }
+
     /// Signs a last checkpoint of every open ledger whose log grew since its last one (the server's
     /// shutdown: the kept checkpoints then end at the final head). Failures are logged, not thrown: a
     /// stopping server still closes its ledgers.
     public func signFinalCheckpoints() async {
         for (project, ledger) in openLedgers() {
             do {
-                try await checkpoints(for: project).signIfGrown(ledger)
+                let signer = try await checkpoints(for: project)
+                try await opener.perform { try signer.signIfGrown(ledger) }
             } catch {
                 logger.error(
                     "could not sign the shutdown checkpoint",

@@ -95,7 +95,7 @@ struct MessageRoutes {
             WriteRequest(
                 actor: caller.actor, requestID: request.ledgerRequestID,
                 operations: [.send(validated.target, precedence: precedence, messageJSON: validated.json)]),
-            project: project)
+            to: context.ledger)
         switch receipt.outcomes[0] {
         case .sent(_, let messageID):
             return JSONResponse.bytes(MessageName(name: "projects/\(project)/messages/\(messageID)").json)

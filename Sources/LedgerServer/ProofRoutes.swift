@@ -34,7 +34,7 @@ struct ProofRoutes {
         let project = context.caller.project
         // The ledger is open (its opening made the project's directory, where a first checkpoint key is made).
         let ledger = context.ledger
-        let note = try await server.checkpointSigner(for: project).latest(of: ledger).note
+        let note = try await server.latestCheckpoint(for: project, of: ledger).note
         return Response(
             status: .ok, headers: [.contentType: "text/plain; charset=utf-8"],
             body: ResponseBody(byteBuffer: ByteBuffer(string: note)))
@@ -47,7 +47,7 @@ struct ProofRoutes {
         let idText = text.dropLast(":proof".count)
         let id = try Parameters.messageID(idText)
         let ledger = context.ledger
-        let signed = try await server.checkpointSigner(for: project).latest(of: ledger)
+        let signed = try await server.latestCheckpoint(for: project, of: ledger)
         let body = try ledger.read { snapshot -> LedgerProofs.MessageProof in
             guard
                 let proof = try LedgerProofs.messageProof(

@@ -25,7 +25,7 @@ struct RegistrationRoutes {
                 if let apnsToken = body.apnsToken { operations.append(.setAPNsToken(token, apnsToken)) }
                 let receipt = try await server.append(
                     WriteRequest(actor: caller.actor, requestID: request.ledgerRequestID, operations: operations),
-                    project: project)
+                    to: context.ledger)
                 if receipt.outcomes.contains(where: { $0.rejection != nil }) {
                     throw FCMError.unavailable("A fresh token collided with a registered one; try again.")
                 }
@@ -47,7 +47,7 @@ struct RegistrationRoutes {
                                 token,
                                 reason: caller.role == .client ? "deleted by the device" : "deleted by the server")
                         ]),
-                    project: project)
+                    to: context.ledger)
                 if receipt.outcomes[0].rejection != nil { throw FCMError.notFound("Requested entity was not found.") }
                 // The device's open stream or long poll ends now, not at its next keep-alive.
                 if let instance = try context.ledger.read({ try $0.instanceID(of: token) }) {
@@ -60,12 +60,10 @@ struct RegistrationRoutes {
             .add(middleware: RegistrationInPath())
             .group(context: RegistrationRequestContext.self)
         apns.put { request, context in
-            let caller = context.caller
             let body = try await JSONBody.decode(
                 APNsTokenBody.self, request, limit: server.configuration.maximumBodyBytes)
             let token = context.token
-            try await changeAPNsToken(
-                .setAPNsToken(token, body.apnsToken), of: token, caller: caller, request: request)
+            try await changeAPNsToken(.setAPNsToken(token, body.apnsToken), context, request)
             return try JSONResponse.encoded(
                 APNsTokenReply(apnsToken: body.apnsToken.hex, apnsSandbox: body.apnsToken.sandbox))
         }
@@ -75,7 +73,7 @@ struct RegistrationRoutes {
             try await changeAPNsToken(
                 .clearAPNsToken(
                     token, reason: caller.role == .client ? "deleted by the device" : "deleted by the server"),
-                of: token, caller: caller, request: request)
+                context, request)
             return try JSONResponse.encoded(EmptyBody())
         }
     }
@@ -85,8 +83,9 @@ struct RegistrationRoutes {
     /// Every change is an event, so a device's own changes count against its budget of changes (as its
     /// subscriptions do): the client key that makes them ships in every app.
     private func changeAPNsToken(
-        _ operation: LedgerOperation, of token: RegistrationToken, caller: Caller, request: Request
+        _ operation: LedgerOperation, _ context: RegistrationRequestContext, _ request: Request
     ) async throws {
+        let (caller, token) = (context.caller, context.token)
         if caller.role == .client {
             try server.take(
                 server.deviceSubscriptionRate, for: DeviceKey(project: caller.project, token: token),
@@ -94,7 +93,7 @@ struct RegistrationRoutes {
         }
         let receipt = try await server.append(
             WriteRequest(actor: caller.actor, requestID: request.ledgerRequestID, operations: [operation]),
-            project: caller.project)
+            to: context.ledger)
         if let rejection = receipt.outcomes[0].rejection {
             throw TopicSubscriptionRoutes.error(for: rejection)
         }

@@ -50,26 +50,27 @@ struct TopicSubscriptionRoutes {
         let topic = try topicName((query["topicName"] ?? query["topic_name"]).map(String.init), field: "topicName")
         try await JSONBody.requireObjectIfSent(request, limit: server.configuration.maximumBodyBytes)
         let receipt = try await change(
-            .subscribe(token, topic, via: via, failIfPresent: true), caller: caller, token: token, request)
+            .subscribe(token, topic, via: via, failIfPresent: true), context, request)
         return JSONResponse.bytes(
             TopicSubscriptionResource(project: caller.project, token: token, topic: topic, created: receipt.time).json)
     }
 
     private func unsubscribe(_ request: Request, _ context: RegistrationRequestContext) async throws -> Response {
-        let (caller, token, via) = try prepare(context)
+        let (_, token, via) = try prepare(context)
         let topic = try topicName(try context.parameters.decoded("topic"), field: "topic")
         let query = request.uri.queryParameters
         let allowMissing = (query["allowMissing"] ?? query["allow_missing"]).map { $0 == "true" || $0 == "1" } ?? false
         _ = try await change(
-            .unsubscribe(token, topic, via: via, failIfAbsent: !allowMissing), caller: caller, token: token, request)
+            .unsubscribe(token, topic, via: via, failIfAbsent: !allowMissing), context, request)
         return try JSONResponse.encoded(EmptyBody())
     }
 
     /// Takes the change from the device's budget (a client caller) and the project's, appends `operation`,
     /// and throws the FCM error for a rejection.
-    private func change(_ operation: LedgerOperation, caller: Caller, token: RegistrationToken, _ request: Request)
-        async throws -> WriteReceipt
-    {
+    private func change(
+        _ operation: LedgerOperation, _ context: RegistrationRequestContext, _ request: Request
+    ) async throws -> WriteReceipt {
+        let (caller, token) = (context.caller, context.token)
         if caller.role == .client {
             try server.take(
                 server.deviceSubscriptionRate, for: DeviceKey(project: caller.project, token: token),
@@ -78,7 +79,7 @@ struct TopicSubscriptionRoutes {
         try server.takeSubscriptionChange(for: caller.project)
         let receipt = try await server.append(
             WriteRequest(actor: caller.actor, requestID: request.ledgerRequestID, operations: [operation]),
-            project: caller.project)
+            to: context.ledger)
         if let rejection = receipt.outcomes[0].rejection { throw Self.error(for: rejection) }
         return receipt
     }
