@@ -297,7 +297,7 @@ private struct OrderedAppends {
     init(bulk: BulkImport) {
         let (stream, results) = AsyncStream.makeStream(of: Result<WriteReceipt, any Error>.self)
         self.results = stream.makeAsyncIterator()
-        worker = SerialWorker(name: "ledger-import-append", state: ()) { _, requests in
+        worker = SerialWorker(name: "ledger-import", state: ()) { _, requests in
             for request in requests {
                 let result = Result { try bulk.append(request) }
                 results.yield(result)

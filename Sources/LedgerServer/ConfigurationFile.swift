@@ -12,7 +12,9 @@ import LedgerCore
 struct ConfigurationFile: Decodable {
     /// Each project's section, in name order.
     let projects: [(name: String, section: ProjectSection)]
-    let limits: [(key: String, value: Int)]?
+    /// Each limit given, in name order; `nil` for one that is not a whole number (a boolean, a fraction, beyond
+    /// `Int`).
+    let limits: [(key: String, value: Int?)]?
     let conditionPrecedence: ConditionPrecedence?
     let tls: TLSSection?
 
@@ -39,9 +41,8 @@ struct ConfigurationFile: Decodable {
             guard let container = try? root.nestedContainer(keyedBy: ConfigKey.self, forKey: ConfigKey("limits")) else {
                 throw LedgerCoreError(.invalidArgument, field: "\(path): limits", "expected an object")
             }
-            limits = try container.allKeys.sorted { $0.stringValue < $1.stringValue }.map { key in
-                let value = try? container.decode(Int.self, forKey: key)
-                return (key.stringValue, value ?? 0)
+            limits = container.allKeys.sorted { $0.stringValue < $1.stringValue }.map { key in
+                (key.stringValue, try? container.decode(Int.self, forKey: key))
             }
         } else {
             limits = nil

@@ -162,7 +162,7 @@ extension ServerConfiguration {
     }
 
     /// Sets the limits the file gives (`file.limits`, in name order), each a whole number of at least 1.
-    private mutating func apply(limits: [(key: String, value: Int)], path: String) throws {
+    private mutating func apply(limits: [(key: String, value: Int?)], path: String) throws {
         let known = Dictionary(uniqueKeysWithValues: Self.limitKeys.map { ($0.key, $0.path) })
         for (key, integer) in limits {
             guard let keyPath = known[key] else {
@@ -170,8 +170,7 @@ extension ServerConfiguration {
                     .invalidArgument, field: "\(path): limits.\(key)",
                     "unknown limit; expected one of \(Self.limitKeys.map(\.key).joined(separator: ", "))")
             }
-            // A value that is not a whole number (a boolean, a fraction, beyond Int) was decoded as 0.
-            guard integer >= 1 else {
+            guard let integer, integer >= 1 else {
                 throw LedgerCoreError(
                     .invalidArgument, field: "\(path): limits.\(key)", "expected a whole number of at least 1")
             }

@@ -94,8 +94,11 @@ struct SerialWorkerTests {
     @Test("a task awaits blocking work with perform; a stopped worker refuses it")
     func perform() async throws {
         let worker = SerialWorker<BlockingJob, Void>(name: "test-perform")
-        let name = try await worker.perform { Thread.current.name ?? "" }
-        #expect(name == "test-perform")
+        // Every job on the worker's one thread, which is not the task's (a thread of the cooperative pool).
+        let first = try await worker.perform { pthread_self() }
+        let second = try await worker.perform { pthread_self() }
+        #expect(first == second)
+        #expect(first != pthread_self())
         await #expect(throws: Failure.self) { try await worker.perform { throw Failure() } }
         worker.stop()
         await #expect(throws: StoreError.self) { try await worker.perform { 1 } }

@@ -31,7 +31,8 @@ public final class SerialWorker<Job: Sendable, State>: Sendable {
     /// Starts the worker's thread.
     ///
     /// - Parameters:
-    ///   - name: the thread's name, as profilers show it.
+    ///   - name: the thread's name, as profilers show it: at most 15 bytes, Linux's limit (a longer one is not
+    ///     applied, and the thread keeps its creator's).
     ///   - state: what the work keeps between batches; handed back by ``finish()``.
     ///   - capacity: at most this many jobs wait (not counting the batch in hand); ``enqueue(_:)`` waits for room.
     ///   - niceness: added to the thread's nice value (Linux keeps one per thread): a positive value lets the
