@@ -693,6 +693,38 @@ struct LedgerCLILimitTests {
     }
 }
 
+extension LedgerCLILimitTests {
+    @Test(
+        "import into a full disk (a 4 MiB tmpfs): exit 1 with the reason, nothing of the file stays; a file that fits then imports"
+    )
+    func importIntoAFullDisk() async throws {
+        guard let mount = TmpfsMount(megabytes: 4) else {
+            // Mounting needs root (CI runs as root); say so rather than pass silently.
+            Issue.record("cannot mount a tmpfs here (not root?); the full-disk import test did not run")
+            return
+        }
+        defer { mount.unmount() }
+        let data = mount.path + "/data"
+        // About 7 MB of log: the bulk import's log writer meets the full disk part-way through.
+        let lines = (0..<20_000).map {
+            #"{"op":"register","token":"device-\#($0)-\#(String(repeating: "d", count: 300))","time":"2026-03-01T10:00:00Z"}"#
+        }
+        let failed = try await runProduct(
+            "ledger", ["import", "-", "--data", data], input: lines.joined(separator: "\n"))
+        #expect(failed.status == 1)
+        #expect(failed.stderr.contains("disk is full"), "\(failed.stderr)")
+        // The import made the ledger, so it takes it away again.
+        #expect(!FileManager.default.fileExists(atPath: data + "/demo-project/data.mdb"))
+        let fits = try await runProduct(
+            "ledger", ["import", "-", "--format", "json", "--data", data],
+            input: lines.prefix(100).joined(separator: "\n"))
+        #expect(fits.status == 0, "\(fits.stderr)")
+        #expect(jsonObject(Substring(fits.stdout))["appended"] as? Int == 100)
+        let verified = try await runProduct("ledger", ["verify", "--data", data])
+        #expect(verified.status == 0, "\(verified.stdout) \(verified.stderr)")
+    }
+}
+
 @Suite("ledger serve configuration")
 struct ServeConfigurationTests {
     @Test("dev mode refuses a non-loopback address unless told; a misspelt config key is refused with its path")
