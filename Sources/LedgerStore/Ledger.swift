@@ -40,6 +40,10 @@ public final class Ledger: Sendable {
         public var sendObserver: (@Sendable ([UInt64]) -> Void)?
         /// How a group-commit batch keeps one failing request from failing its neighbours.
         public var isolation: RequestIsolation = .retryAlone
+        /// Set on a node of a cluster: every group commit passes it before LMDB commits (``ReplicationGate``),
+        /// and sends a crash left without an audience are not given one at open — their project's leader
+        /// does that, when it takes the lead (``recordMissingAudiences()``).
+        public var replication: (any ReplicationGate)?
 
         public init(mode: Mode = .readWrite) { self.mode = mode }
     }
@@ -125,10 +129,12 @@ public final class Ledger: Sendable {
             slot.withLock { $0 = recorder }
             self.audienceRecorder = recorder
             // Sends a crash (or a rebuild) left without an audience get one now.
-            recorder.enqueue(
-                try storage.environment.read {
-                    try LedgerSnapshot(txn: $0, schema: storage.schema).sendsWithoutAudience()
-                })
+            if options.replication == nil {
+                recorder.enqueue(
+                    try storage.environment.read {
+                        try LedgerSnapshot(txn: $0, schema: storage.schema).sendsWithoutAudience()
+                    })
+            }
         } else {
             self.audienceRecorder = nil
         }
@@ -146,6 +152,7 @@ public final class Ledger: Sendable {
         let clock = options.clock
         let sendObserver = options.sendObserver
         let isolation = options.isolation
+        let gate = options.replication
         return GroupCommitter(
             maximumBatchOperations: options.maximumBatchOperations, observer: options.commitObserver,
             state: WriterState()
@@ -162,11 +169,13 @@ public final class Ledger: Sendable {
                 case .retryAlone:
                     Self.commit(
                         batch, environment: environment, schema: schema, limits: limits, moves: state.moveCursor,
-                        facts: state.instances, chainWorker: state.chainWorker, now: clock(), logger: logger)
+                        facts: state.instances, chainWorker: state.chainWorker, gate: gate, now: clock(),
+                        logger: logger)
                 case .nestedPerRequest:
                     Self.commitNested(
                         batch, environment: environment, schema: schema, limits: limits, moves: state.moveCursor,
-                        facts: state.instances, chainWorker: state.chainWorker, now: clock(), logger: logger)
+                        facts: state.instances, chainWorker: state.chainWorker, gate: gate, now: clock(),
+                        logger: logger)
                 }
             // Before the sends reach the recorder: a send's audience must never be taken as unchanged
             // across a change committed before it (``TopicChangeTracker``).
@@ -228,6 +237,20 @@ public final class Ledger: Sendable {
         recorderSlot.withLock { $0 = nil }
     }
 
+    /// Gives every send without an `audience` event one (``Options/replication``: what a node does when it
+    /// takes the lead of the project; a ledger of one node does it when it opens).
+    public func recordMissingAudiences() throws {
+        guard let audienceRecorder else { return }
+        audienceRecorder.enqueue(try read { try $0.sendsWithoutAudience() })
+    }
+
+    /// After a replicated block is applied: its membership changes dated (every topic, at its last seq) and
+    /// its sends handed to the send observer.
+    func notifyReplicated(through seq: UInt64, sends: [UInt64]) {
+        topicChanges.noteChangesOfEveryTopic(through: seq)
+        if !sends.isEmpty { options.sendObserver?(sends) }
+    }
+
     /// Blocks until every send committed so far has its `audience` event (or its recording failed and was
     /// logged). For imports, tests and benchmarks; the server never needs to wait.
     public func waitForAudiences() {
@@ -279,7 +302,7 @@ public final class Ledger: Sendable {
     static func commit(
         _ batch: [WriteRequest], environment: LMDBEnvironment, schema: LedgerSchema, limits: LedgerLimits,
         moves: RecentMemberships.MoveCursor, facts: WriterInstanceCache, chainWorker: SerialWorker<BlockingJob, Void>,
-        now: LedgerTime, logger: Logger
+        gate: (any ReplicationGate)? = nil, now: LedgerTime, logger: Logger
     ) -> [Result<WriteReceipt, any Error>] {
         let directory = environment.path
         func run(_ requests: [WriteRequest]) throws -> [Result<WriteReceipt, any Error>] {
@@ -288,12 +311,17 @@ public final class Ledger: Sendable {
                 var appender = try LogAppender(
                     txn: txn, schema: schema, limits: limits, facts: facts, chainWorker: chainWorker,
                     messageIDs: SystemRandomNumberGenerator())
+                let start = appender.head
+                if gate != nil { appender.sink.replicatedRecords = [] }
                 var results: [Result<WriteReceipt, any Error>] = []
                 results.reserveCapacity(requests.count)
                 for request in requests {
                     results.append(try appender.apply(request, now: now).mapError { $0 })
                 }
                 try finish(&appender, txn: txn, schema: schema, limits: limits, moves: moves, facts: facts)
+                if let gate {
+                    try pass(gate, start: start, records: appender.sink.replicatedRecords ?? [])
+                }
                 return (results, txn.id)
             }
             facts.committed(transaction: transaction)
@@ -301,6 +329,10 @@ public final class Ledger: Sendable {
         }
         do {
             return try run(batch)
+        } catch let refusal as ReplicationRefusal {
+            // Retrying alone would be refused the same way, once per request.
+            facts.forget()
+            return batch.map { _ in .failure(Self.refused(refusal)) }
         } catch {
             guard batch.count > 1 else {
                 logger.error(
@@ -314,6 +346,9 @@ public final class Ledger: Sendable {
             return batch.map { request in
                 do {
                     return try run([request])[0]
+                } catch let refusal as ReplicationRefusal {
+                    facts.forget()
+                    return .failure(Self.refused(refusal))
                 } catch {
                     logger.error(
                         "ledger write failed; nothing was written",
@@ -322,6 +357,21 @@ public final class Ledger: Sendable {
                 }
             }
         }
+    }
+
+    /// Hands what a transaction appended since `start` to `gate` (or, when it appended nothing, has it
+    /// confirm the leadership): the last step before LMDB commits.
+    private static func pass(_ gate: any ReplicationGate, start: LedgerHead, records: [[UInt8]]) throws {
+        if records.isEmpty {
+            try gate.confirmLeadership()
+        } else {
+            try gate.replicate(ReplicatedBlock(firstSeq: start.seq + 1, previousHash: start.hash, records: records))
+        }
+    }
+
+    /// What the requests of a batch the cluster refused are told: unavailable, nothing written.
+    private static func refused(_ refusal: ReplicationRefusal) -> StoreError {
+        StoreError(.unavailable, "the cluster did not accept the write; nothing was written: \(refusal.message)")
     }
 
     /// Ends a transaction's appending: moves recent memberships if they are due while the chainer (if any)
@@ -344,13 +394,15 @@ public final class Ledger: Sendable {
     static func commitNested(
         _ batch: [WriteRequest], environment: LMDBEnvironment, schema: LedgerSchema, limits: LedgerLimits,
         moves: RecentMemberships.MoveCursor, facts: WriterInstanceCache, chainWorker: SerialWorker<BlockingJob, Void>,
-        now: LedgerTime, logger: Logger
+        gate: (any ReplicationGate)? = nil, now: LedgerTime, logger: Logger
     ) -> [Result<WriteReceipt, any Error>] {
         do {
             let (results, transaction) = try environment.write { txn in
                 facts.begin(transaction: txn.id)
                 var results: [Result<WriteReceipt, any Error>] = []
                 results.reserveCapacity(batch.count)
+                var start: LedgerHead?
+                var records: [[UInt8]] = []
                 for request in batch {
                     do {
                         results.append(
@@ -358,9 +410,12 @@ public final class Ledger: Sendable {
                                 var appender = try LogAppender(
                                     txn: child, schema: schema, limits: limits, facts: facts,
                                     chainWorker: chainWorker, messageIDs: SystemRandomNumberGenerator())
+                                if start == nil { start = appender.head }
+                                if gate != nil { appender.sink.replicatedRecords = [] }
                                 let result = try appender.apply(request, now: now)
                                 try finish(
                                     &appender, txn: child, schema: schema, limits: limits, moves: moves, facts: facts)
+                                records += appender.sink.replicatedRecords ?? []
                                 return result.mapError { $0 }
                             })
                     } catch LMDBError.Code.mapFull {
@@ -373,10 +428,14 @@ public final class Ledger: Sendable {
                         results.append(.failure(storageError(error, directory: environment.path)))
                     }
                 }
+                if let gate, let start { try pass(gate, start: start, records: records) }
                 return (results, txn.id)
             }
             facts.committed(transaction: transaction)
             return results
+        } catch let refusal as ReplicationRefusal {
+            facts.forget()
+            return batch.map { _ in .failure(Self.refused(refusal)) }
         } catch {
             logger.error("ledger batch failed; nothing was written", metadata: ["error": "\(error)"])
             return batch.map { _ in .failure(storageError(error, directory: environment.path)) }

@@ -259,6 +259,9 @@ struct TransactionSink: EventSink {
     let schema: LedgerSchema
     private var pending: [LedgerEvent] = []
     private var chainer: EventChainer?
+    /// The records stored, in seq order, when they are to be replicated (``Ledger/Options/replication``);
+    /// `nil` when they are not kept.
+    var replicatedRecords: [[UInt8]]?
     /// The thread a chainer chains on: the writer's own, for all its transactions.
     private let chainWorker: SerialWorker<BlockingJob, Void>
 
@@ -304,12 +307,13 @@ struct TransactionSink: EventSink {
 
     /// Puts the chainer's records, then the tree's subtrees they complete: the one the transaction began
     /// inside of from the log (its earlier leaves are there), the others as the chainer hashed them.
-    private func putRecords(_ output: EventChainer.Output) throws {
+    private mutating func putRecords(_ output: EventChainer.Output) throws {
         guard !output.ends.isEmpty else { return }
         let first = output.firstSeq
         var start = 0
         for (offset, end) in output.ends.enumerated() {
             try txn.put(schema.log, key: first + UInt64(offset), value: output.records[start..<end], flags: .append)
+            replicatedRecords?.append(Array(output.records[start..<end]))
             start = end
         }
         if let end = output.beganInside, end < first + UInt64(output.ends.count) {
@@ -322,13 +326,14 @@ struct TransactionSink: EventSink {
     }
 
     /// Encodes, chains and puts `events` here, with the subtrees they complete; returns the last chain hash.
-    private func putRecords(of events: [LedgerEvent], chainingFrom hash: [UInt8]) throws -> [UInt8] {
+    private mutating func putRecords(of events: [LedgerEvent], chainingFrom hash: [UInt8]) throws -> [UInt8] {
         var hash = hash
         var record: [UInt8] = []
         for event in events {
             record.removeAll(keepingCapacity: true)
             HashChain.appendRecord(of: event, chainingFrom: &hash, to: &record)
             try txn.put(schema.log, key: event.seq, value: record, flags: .append)
+            replicatedRecords?.append(record)
             try MerkleStore.didAppend(seq: event.seq, txn: txn, schema: schema)
         }
         return hash

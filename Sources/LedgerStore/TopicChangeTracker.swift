@@ -34,6 +34,12 @@ final class TopicChangeTracker: Sendable {
         dates.withLock { dates in Self.note(requests, through: seq, in: &dates) }
     }
 
+    /// Notes that any topic's membership may have changed through `seq` (a replicated block, whose
+    /// requests are not known here).
+    func noteChangesOfEveryTopic(through seq: UInt64) {
+        dates.withLock { $0.everyTopic = max($0.everyTopic, seq) }
+    }
+
     private static func note(_ requests: [WriteRequest], through seq: UInt64, in dates: inout Dates) {
         var last: TopicName?
         for request in requests {

@@ -1,0 +1,105 @@
+import LMDBKit
+import LedgerCore
+
+extension Ledger {
+    /// What applying a replicated block did.
+    public enum ReplicaApplication: Sendable, Equatable {
+        /// The block's records were appended; the head is now `head`.
+        case applied(head: LedgerHead)
+        /// Every record of the block was already here, with the same chain hash: nothing changed.
+        case alreadyApplied
+    }
+
+    /// Appends a block its project's leader replicated: each record checked against the chain it extends —
+    /// its hash recomputed from the previous hash and its event, its seq the next one, its time not before
+    /// the head's — stored as it came, and folded into the projections, in one write transaction with the
+    /// new head. A follower's only write.
+    ///
+    /// Blocks are applied in order: a block that begins after the head leaves a gap, and one that does not
+    /// chain from the head would fork the log. Both are refused with nothing written; one that lies wholly at
+    /// or before the head is accepted as `.alreadyApplied` when its last record is the one stored at its seq.
+    ///
+    /// Runs on the caller's thread (a write transaction; LMDB serializes it with the writer's).
+    ///
+    /// - Throws: `StoreError` `.corrupt` (the block does not chain, or is not the one already applied at its
+    ///   seqs), `.notFound` (it begins after the head + 1: a gap), `.unavailable` (storage).
+    public func applyReplicated(_ block: ReplicatedBlock) throws -> ReplicaApplication {
+        guard options.mode == .readWrite else {
+            throw StoreError(.invalidArgument, "the ledger of \(project) is open read-only")
+        }
+        guard !block.records.isEmpty else { return .alreadyApplied }
+        let application: ReplicaApplication
+        let sends: [UInt64]
+        do {
+            (application, sends) = try environment.write { txn in
+                let snapshot = try LedgerSnapshot(txn: txn, schema: schema)
+                let head = try snapshot.head()
+                guard block.firstSeq <= head.seq + 1 else {
+                    throw StoreError(
+                        .notFound, "replicated block begins at seq \(block.firstSeq), after the head \(head.seq) + 1")
+                }
+                // Records already here (a block applied before, or one overlapping the head) must be the ones
+                // stored, byte for byte; the rest follow the head.
+                let skip = Int(min(head.seq + 1 - block.firstSeq, UInt64(block.records.count)))
+                for (offset, record) in block.records.prefix(skip).enumerated() {
+                    let seq = block.firstSeq + UInt64(offset)
+                    let same = try txn.withValue(in: schema.log, forKey: seq) { $0.map { $0.elementsEqual(record) } }
+                    guard same == true else {
+                        throw StoreError(.corrupt, "replicated record at seq \(seq) differs from the one stored here")
+                    }
+                }
+                if skip == block.records.count { return (ReplicaApplication.alreadyApplied, []) }
+                let previous = skip == 0 ? block.previousHash : Array(block.records[skip - 1].prefix(HashChain.hashSize))
+                guard previous == head.hash else {
+                    throw StoreError(
+                        .corrupt, "replicated block at seq \(head.seq + 1) does not chain from the head here (a fork)")
+                }
+                return try Self.appendReplicated(
+                    block.records[skip...], after: head, txn: txn, schema: schema, options: options)
+            }
+        } catch let error as StoreError {
+            throw error
+        } catch {
+            throw Ledger.storageError(error, directory: directory)
+        }
+        if case .applied(let head) = application {
+            notifyReplicated(through: head.seq, sends: sends)
+        }
+        return application
+    }
+
+    /// Checks, stores and folds `records`, which follow `head`; returns the new head and the seqs of the sends.
+    private static func appendReplicated(
+        _ records: ArraySlice<[UInt8]>, after head: LedgerHead, txn: LMDBTransaction, schema: LedgerSchema,
+        options: Options
+    ) throws -> (ReplicaApplication, [UInt64]) {
+        var projection = LMDBProjection(txn: txn, schema: schema)
+        var head = head
+        var sends: [UInt64] = []
+        for record in records {
+            let event = try record.withUnsafeBytes { bytes -> LedgerEvent in
+                let (hash, encoded) = try HashChain.split(record: bytes)
+                guard HashChain.hash(previous: head.hash, encodedEvent: encoded).elementsEqual(hash) else {
+                    throw StoreError(.corrupt, "replicated record at seq \(head.seq + 1) does not chain (a fork)")
+                }
+                return try EventCodec.decode(encoded)
+            }
+            guard event.seq == head.seq + 1 else {
+                throw StoreError(.corrupt, "replicated record holds seq \(event.seq) where \(head.seq + 1) was due")
+            }
+            guard event.time >= head.time else {
+                throw StoreError(.corrupt, "replicated event \(event.seq) goes back in time")
+            }
+            try txn.put(schema.log, key: event.seq, value: record, flags: .append)
+            try MerkleStore.didAppend(seq: event.seq, txn: txn, schema: schema)
+            try EventFold.apply(event, to: &projection)
+            if case .sent = event.body { sends.append(event.seq) }
+            head = LedgerHead(seq: event.seq, time: event.time, hash: Array(record.prefix(HashChain.hashSize)))
+        }
+        _ = try RecentMemberships.moveIfFull(
+            txn: txn, schema: schema, limit: options.limits.recentMembershipsBeforeMove,
+            cursor: RecentMemberships.MoveCursor())
+        try txn.put(schema.meta, key: MetaKey.head, value: head.encoded)
+        return (.applied(head: head), sends)
+    }
+}
