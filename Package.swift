@@ -136,12 +136,14 @@ let package = Package(
                 .product(name: "NIOHTTP2", package: "swift-nio-http2"),
                 .product(name: "NIOHTTPTypes", package: "swift-nio-extras"),
                 .product(name: "Mustache", package: "swift-mustache"),
+                .product(name: "AsyncHTTPClient", package: "async-http-client"),
             ]
         ),
         .executableTarget(
             name: "LedgerCLI",
             dependencies: [
                 "LedgerServer",
+                "LedgerCluster",
                 "LedgerStore",
                 "LedgerQueries",
                 "LedgerCore",

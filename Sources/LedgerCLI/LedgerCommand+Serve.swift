@@ -2,6 +2,7 @@ import ArgumentParser
 import Hummingbird
 import LedgerCore
 import LedgerServer
+import LedgerCluster
 import Logging
 import LedgerStore
 
@@ -74,6 +75,23 @@ extension LedgerCommand {
         @Option(name: .customLong("tls-key"), help: "PEM private key of --tls-cert (mode 600 or 640).")
         var tlsKey: String?
 
+        @Option(
+            name: .customLong("node-id"),
+            help: "This node's id in a cluster (docs/cluster.md). Overrides the config file's cluster.nodeId.")
+        var nodeID: String?
+
+        @Option(
+            name: .customLong("etcd"),
+            help: ArgumentHelp(
+                "etcd endpoints (host:port, comma-separated) of a cluster. Overrides the config file's"
+                    + " cluster.etcdEndpoints; with --node-id and --advertise-url, makes this node one of a cluster."))
+        var etcd: String?
+
+        @Option(
+            name: .customLong("advertise-url"),
+            help: "Where the other nodes of a cluster reach this one (http://host:port). Overrides cluster.advertiseURL.")
+        var advertiseURL: String?
+
         func validate() throws {
             guard (tlsCert == nil) == (tlsKey == nil) else {
                 throw ValidationError("--tls-cert and --tls-key go together")
@@ -117,6 +135,17 @@ extension LedgerCommand {
             if let maxBodyBytes { configuration.maximumBodyBytes = maxBodyBytes }
             if let maxConnections { configuration.maximumConnections = maxConnections }
             if let tlsCert, let tlsKey { configuration.tlsFiles = (tlsCert, tlsKey) }
+            if nodeID != nil || etcd != nil || advertiseURL != nil || configuration.cluster != nil {
+                var cluster =
+                    configuration.cluster ?? ClusterConfiguration(nodeID: "", advertiseURL: "", etcdEndpoints: [])
+                if let nodeID { cluster.nodeID = nodeID }
+                if let advertiseURL { cluster.advertiseURL = advertiseURL }
+                if let etcd {
+                    cluster.etcdEndpoints = etcd.split(separator: ",").map { String($0.filter { $0 != " " }) }
+                }
+                if let problem = cluster.problem { throw InputError(problem) }
+                configuration.cluster = cluster
+            }
             if let files = configuration.tlsFiles {
                 do {
                     configuration.certificate = try ServerCertificate(
@@ -162,7 +191,15 @@ extension LedgerCommand {
             logger.logLevel = .info
             var configuration = try configuration()
             configuration.maximumConnections = connectionCap(configuration, logger: logger)
-            let ledgers = LedgerRegistry(configuration: configuration, logger: logger)
+            let cluster: ClusterNode?
+            do {
+                cluster = try configuration.cluster.map {
+                    try ClusterNode(configuration: $0, projects: configuration.credentials.projects, logger: logger)
+                }
+            } catch {
+                throw InputError("\(error)")
+            }
+            let ledgers = LedgerRegistry(configuration: configuration, logger: logger, cluster: cluster)
             do {
                 try ledgers.checkCheckpointKeys()
                 try configuration.loadAPNsCredentials()

@@ -7,6 +7,7 @@ import Logging
 import NIOCore
 import ServiceLifecycle
 import FCMWire
+import LedgerCluster
 
 /// Everything a route needs: configuration and the per-project ledgers.
 struct ServerContext: Sendable {
@@ -17,10 +18,15 @@ struct ServerContext: Sendable {
     let registrationRate: RateLimiter<ProjectID>
     let deviceSubscriptionRate: RateLimiter<DeviceKey>
     let deviceAcknowledgementRate: RateLimiter<DeviceKey>
+    /// Sends requests to the node that serves them, in a cluster (``answerElsewhere(_:project:)``).
+    let forwarder: ClusterForwarder?
 
     init(configuration: ServerConfiguration, ledgers: LedgerRegistry) {
         self.configuration = configuration
         self.ledgers = ledgers
+        forwarder = ledgers.cluster.map {
+            ClusterForwarder(nodeID: $0.nodeID, maximumBodyBytes: configuration.maximumBodyBytes)
+        }
         let clock = configuration.rateClock
         let changes = Double(configuration.subscriptionChangesPerSecond)
         subscriptionRate = RateLimiter(rate: changes, capacity: changes, now: clock)
@@ -118,13 +124,16 @@ public func buildRouter(
     // Liveness: the process answers. Readiness: every configured project can be served.
     router.get("/healthz") { _, _ in try JSONResponse.encoded(HealthStatus(status: "ok", reasons: nil)) }
     router.get("/readyz") { _, _ in
-        let problems = await ledgers.readinessProblems(configuration.credentials.projects)
+        let problems =
+            await ledgers.readinessProblems(configuration.credentials.projects)
+            + (ledgers.cluster?.readinessProblems ?? [])
         guard problems.isEmpty else {
             return try JSONResponse.encoded(
                 HealthStatus(status: "unavailable", reasons: problems), status: .serviceUnavailable)
         }
         return try JSONResponse.encoded(HealthStatus(status: "ok", reasons: nil))
     }
+    ClusterRoutes.register(on: router, server: server)
     router.get("/metrics") { _, _ in
         var events: UInt64 = 0
         var pendingAudiences = 0
@@ -185,6 +194,9 @@ public func buildApplication(configuration: ServerConfiguration, ledgers: Ledger
     var services: [any Service] = [
         LedgerLifecycle(ledgers: ledgers), DeliverySweeper(ledgers: ledgers),
     ]
+    // After the ledgers' service: its replicas stop (and its lease is revoked, passing its leaderships at once)
+    // before the ledgers close.
+    if let cluster = ledgers.cluster { services.append(cluster) }
     if let certificate = configuration.certificate {
         let stream = HTTP1Channel.Configuration(
             additionalChannelHandlers: [

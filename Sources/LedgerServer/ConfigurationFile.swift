@@ -17,6 +17,7 @@ struct ConfigurationFile: Decodable {
     let limits: [(key: String, value: Int?)]?
     let conditionPrecedence: ConditionPrecedence?
     let tls: TLSSection?
+    let cluster: ClusterSection?
 
     /// Where the file is, for the refusals' field names (`JSONDecoder.userInfo[.configurationPath]`).
     static let pathKey = CodingUserInfoKey(rawValue: "topicledger.configurationPath")!
@@ -27,8 +28,8 @@ struct ConfigurationFile: Decodable {
             throw LedgerCoreError(.invalidArgument, field: path, "expected {\"projects\": {…}}")
         }
         try root.refuseUnknown(
-            ["projects", "limits", "conditionPrecedence", "tls"],
-            "unknown key; expected projects, limits, conditionPrecedence or tls", path: path)
+            ["projects", "limits", "conditionPrecedence", "tls", "cluster"],
+            "unknown key; expected projects, limits, conditionPrecedence, tls or cluster", path: path)
         guard let projectsContainer = try? root.nestedContainer(keyedBy: ConfigKey.self, forKey: ConfigKey("projects"))
         else {
             throw LedgerCoreError(.invalidArgument, field: path, "expected {\"projects\": {…}}")
@@ -48,6 +49,8 @@ struct ConfigurationFile: Decodable {
             limits = nil
         }
         tls = root.contains(ConfigKey("tls")) ? try root.section(TLSSection.self, "tls", path: path) : nil
+        cluster =
+            root.contains(ConfigKey("cluster")) ? try root.section(ClusterSection.self, "cluster", path: path) : nil
         if root.contains(ConfigKey("conditionPrecedence")) {
             guard let text = try? root.decode(String.self, forKey: ConfigKey("conditionPrecedence")),
                 let precedence = ConditionPrecedence(rawValue: text)
@@ -131,6 +134,42 @@ struct ConfigurationFile: Decodable {
             }
             certificateFile = try path("certificateFile")
             keyFile = try path("keyFile")
+        }
+    }
+}
+
+extension ConfigurationFile {
+    /// `cluster`: this node's part in a cluster (docs/cluster.md). `nodeId`, `advertiseURL` and
+    /// `etcdEndpoints` may instead come from `ledger serve --node-id`, `--advertise-url` and `--etcd`.
+    struct ClusterSection: Decodable {
+        let nodeID: String?
+        let advertiseURL: String?
+        let etcdEndpoints: [String]?
+        let leaseSeconds: Int?
+        let replicas: Int?
+        let peerKeys: [String]?
+
+        static let keys = ["nodeId", "advertiseURL", "etcdEndpoints", "leaseSeconds", "replicas", "peerKeys"]
+
+        init(from decoder: any Decoder) throws {
+            let path = decoder.configurationPath
+            let field = decoder.configurationField
+            let container = try decoder.container(keyedBy: ConfigKey.self)
+            try container.refuseUnknown(
+                Set(Self.keys), "unknown key; expected one of \(Self.keys.joined(separator: ", "))", path: path)
+            nodeID = try container.string("nodeId", "expected a string", path: path)
+            advertiseURL = try container.string("advertiseURL", "expected a URL", path: path)
+            etcdEndpoints = try container.strings("etcdEndpoints", path: path)
+            peerKeys = try container.strings("peerKeys", path: path)
+            func number(_ key: String) throws -> Int? {
+                guard container.contains(ConfigKey(key)) else { return nil }
+                guard let value = try? container.decode(Int.self, forKey: ConfigKey(key)) else {
+                    throw LedgerCoreError(.invalidArgument, field: "\(field).\(key)", "expected a whole number")
+                }
+                return value
+            }
+            leaseSeconds = try number("leaseSeconds")
+            replicas = try number("replicas")
         }
     }
 }

@@ -5,6 +5,7 @@ import LedgerStore
 import Logging
 import LMDBKit
 import LedgerQueries
+import LedgerCluster
 
 /// The open ledger of each served project, opened on first use and closed at shutdown.
 ///
@@ -41,10 +42,21 @@ public final class LedgerRegistry: Sendable {
     /// The metrics every ledger's group commits are reported to.
     public let metrics: ServerMetrics
 
-    public init(configuration: ServerConfiguration, logger: Logger, metrics: ServerMetrics = ServerMetrics()) {
+    /// This node's part in a cluster (``ServerConfiguration/cluster``); `nil` for a node of its own.
+    public let cluster: ClusterNode?
+
+    public init(
+        configuration: ServerConfiguration, logger: Logger, metrics: ServerMetrics = ServerMetrics(),
+        cluster: ClusterNode? = nil
+    ) {
         self.configuration = configuration
         self.logger = logger
         self.metrics = metrics
+        self.cluster = cluster
+        cluster?.attach { [weak self] project in
+            guard let self else { throw StoreError(.unavailable, "the server is stopping") }
+            return try await self.ledger(for: project)
+        }
     }
 
     /// The ledger of `project`, which must be one the server serves.
@@ -140,6 +152,7 @@ public final class LedgerRegistry: Sendable {
         }
         let delivery = self.delivery(for: project)
         options.sendObserver = { [delivery] seqs in delivery.notify(seqs: seqs) }
+        options.replication = cluster?.gate(for: project)
         let ledger = try Ledger.open(
             dataDirectory: configuration.dataDirectory, project: project, options: options, logger: logger)
         state.withLock { $0.ledgers[project] = ledger }
@@ -260,6 +273,8 @@ public final class LedgerRegistry: Sendable {
     /// shutdown: the kept checkpoints then end at the final head). Failures are logged, not thrown: a
     /// stopping server still closes its ledgers.
     public func signFinalCheckpoints() async {
+        // In a cluster, checkpoints are the leader's to sign, and this node has handed its leaderships on.
+        guard cluster == nil else { return }
         for (project, ledger) in openLedgers() {
             do {
                 let signer = try await checkpoints(for: project)

@@ -47,9 +47,12 @@ struct ProjectAuthentication: RouterMiddleware {
         var context = context
         let project = try context.parameters.project()
         let caller = try server.configuration.credentials.authorize(request, project: project, roles: roles)
+        if let answer = try await server.answerElsewhere(request, project: caller.project) { return answer }
         context.caller = caller
-        context.ledger = try await server.ledger(for: caller.project)
-        return try await next(request, context)
+        let ledger = try await server.ledger(for: caller.project)
+        context.ledger = ledger
+        try await server.awaitMinimumSeq(of: request, in: ledger)
+        return server.stampingSeq(try await next(request, context), of: ledger, for: request)
     }
 }
 
@@ -65,9 +68,12 @@ struct InstanceIDAuthentication: RouterMiddleware {
     {
         var context = context
         let caller = try server.configuration.credentials.authorizeBearer(request, roles: roles)
+        if let answer = try await server.answerElsewhere(request, project: caller.project) { return answer }
         context.caller = caller
-        context.ledger = try await server.ledger(for: caller.project)
-        return try await next(request, context)
+        let ledger = try await server.ledger(for: caller.project)
+        context.ledger = ledger
+        try await server.awaitMinimumSeq(of: request, in: ledger)
+        return server.stampingSeq(try await next(request, context), of: ledger, for: request)
     }
 }
 

@@ -12,6 +12,9 @@ import NIOCore
 #if canImport(CDispatch)
     import CDispatch
 #endif
+#if canImport(CoreFoundation)
+    import CoreFoundation
+#endif
 
 /// The server's TLS certificate chain and private key, read from PEM files (`ledger serve --tls-cert FILE
 /// --tls-key FILE`, or the config file's `tls`), and read again on SIGHUP (``CertificateReloader``).

@@ -3,6 +3,7 @@ import LedgerCore
 import LedgerStore
 import FCMWire
 import LedgerQueries
+import LedgerCluster
 
 /// How `ledger serve` runs.
 public struct ServerConfiguration: Sendable {
@@ -58,6 +59,9 @@ public struct ServerConfiguration: Sendable {
     public var checkpoints: [ProjectID: CheckpointSettings] = [:]
     /// The projects that push to Apple devices, and how (``APNsSettings``).
     public var apns: [ProjectID: APNsSettings] = [:]
+    /// This node's part in a cluster (the config file's `cluster`, completed by `ledger serve --node-id`,
+    /// `--etcd` and `--advertise-url`); `nil`: one node, no etcd.
+    public var cluster: ClusterConfiguration?
     /// The clock of the rate limits, in seconds (tests inject one).
     public var rateClock: @Sendable () -> Double = monotonicSeconds
 
@@ -149,6 +153,9 @@ extension ServerConfiguration {
         if let precedence = file.conditionPrecedence {
             configuration.precedence = precedence
         }
+        if let section = file.cluster {
+            configuration.cluster = try ClusterConfiguration(section: section, path: path)
+        }
         return configuration
     }
 
@@ -181,5 +188,33 @@ extension ServerConfiguration {
             }
             self[keyPath: keyPath] = integer
         }
+    }
+}
+
+extension ClusterConfiguration {
+    /// The config file's `cluster` section; what it leaves out is empty until `ledger serve`'s flags fill it.
+    init(section: ConfigurationFile.ClusterSection, path: String) throws {
+        self.init(
+            nodeID: section.nodeID ?? "", advertiseURL: section.advertiseURL ?? "",
+            etcdEndpoints: section.etcdEndpoints ?? [])
+        if let leaseSeconds = section.leaseSeconds {
+            guard (1...3600).contains(leaseSeconds) else {
+                throw LedgerCoreError(.invalidArgument, field: "\(path): cluster.leaseSeconds", "expected 1 to 3600")
+            }
+            self.leaseSeconds = leaseSeconds
+        }
+        if let replicas = section.replicas {
+            guard (1...99).contains(replicas) else {
+                throw LedgerCoreError(.invalidArgument, field: "\(path): cluster.replicas", "expected 1 to 99")
+            }
+            self.replicas = replicas
+        }
+        for key in section.peerKeys ?? [] {
+            guard key.hasPrefix("sha256:"), key.count == 71, Hex.decode(key.dropFirst(7)) != nil else {
+                throw LedgerCoreError(
+                    .invalidArgument, field: "\(path): cluster.peerKeys", "expected sha256:<64 hex digits>")
+            }
+        }
+        peerKeys = (section.peerKeys ?? []).map { $0.lowercased() }
     }
 }

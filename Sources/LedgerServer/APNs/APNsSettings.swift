@@ -7,6 +7,9 @@ import NIOSSL
 #if canImport(CDispatch)
     import CDispatch
 #endif
+#if canImport(CoreFoundation)
+    import CoreFoundation
+#endif
 
 /// A project's APNs provider settings, the config file's `projects.<name>.apns`:
 ///

@@ -5,6 +5,7 @@ import Logging
 import Synchronization
 import FCMWire
 import LedgerQueries
+import LedgerCluster
 
 /// Pushes one project's sends to the APNs tokens their recipients held at the send, and records how far it
 /// got in the ledger (`pushProgress` events), so that the outbox is a function of the log:
@@ -60,6 +61,12 @@ final class ProjectPusher: Sendable {
         var lastError: String?
         let commits = ledgers.delivery(for: project).sendsCommitted
         while !Task.isCancelled {
+            // In a cluster, the project's leader pushes; a new one resumes from the progress in the log.
+            if let cluster = ledgers.cluster, !cluster.isLeading(project) {
+                position = nil
+                try? await Task.sleep(for: .milliseconds(500))
+                continue
+            }
             do {
                 let ledger = try await ledgers.ledger(for: project)
                 let start = try position ?? ledger.read { try $0.pushesSettledThrough() }

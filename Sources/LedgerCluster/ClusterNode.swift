@@ -1,0 +1,287 @@
+import EtcdAPI
+import Foundation
+import LedgerCore
+import LedgerStore
+import Logging
+import ServiceLifecycle
+import SwiftProtobuf
+import Synchronization
+
+/// This node's part in a cluster (docs/cluster.md): its membership under an etcd lease, a replica of each
+/// project placement gives it (``ProjectReplica``), and where each project's requests are served
+/// (``route(_:isWrite:)``).
+///
+/// A `Service`: `ledger serve` runs it beside the HTTP server. At shutdown it stops its replicas and revokes
+/// its lease, so that its leaderships pass at once instead of when the lease would expire.
+///
+/// - Note: Thread-safe.
+public final class ClusterNode: Service, Sendable {
+    private struct State {
+        var gates: [ProjectID: ReplicaGate] = [:]
+        var replicas: [ProjectID: ProjectReplica] = [:]
+        /// Each project's leader, as last read from etcd.
+        var leaders: [ProjectID: String] = [:]
+        var ledgers: (@Sendable (ProjectID) async throws -> Ledger)?
+        /// The alarms etcd raised, as last read (`NOSPACE`, `CORRUPT`).
+        var alarms: [String] = []
+    }
+
+    public let configuration: ClusterConfiguration
+    public let projects: Set<ProjectID>
+    let context: ClusterNodeContext
+    private let state = Mutex(State())
+
+    /// - Throws: ``EtcdError`` when the configuration cannot be used.
+    public init(configuration: ClusterConfiguration, projects: Set<ProjectID>, logger: Logger) throws {
+        if let problem = configuration.problem { throw EtcdError(problem) }
+        self.configuration = configuration
+        self.projects = projects
+        let etcd = try EtcdClient(
+            endpoints: configuration.etcdEndpoints,
+            callTimeout: .milliseconds(max(500, configuration.leaseSeconds * 1000 / 3)))
+        context = ClusterNodeContext(configuration: configuration, etcd: etcd, logger: logger)
+    }
+
+    public var nodeID: String { configuration.nodeID }
+    public var etcd: EtcdClient { context.etcd }
+
+    /// The gate the ledger of `project` must be opened with (``Ledger/Options/replication``).
+    public func gate(for project: ProjectID) -> any ReplicationGate { replicaGate(for: project) }
+
+    private func replicaGate(for project: ProjectID) -> ReplicaGate {
+        state.withLock { state in
+            if let gate = state.gates[project] { return gate }
+            let gate = ReplicaGate(
+                project: project.rawValue, waitLimit: .seconds(Int64(max(2, configuration.leaseSeconds))))
+            state.gates[project] = gate
+            return gate
+        }
+    }
+
+    /// Where the node's replicas get their project's ledger (the server's registry). Call before ``run()``.
+    public func attach(ledgers: @escaping @Sendable (ProjectID) async throws -> Ledger) {
+        state.withLock { $0.ledgers = ledgers }
+    }
+
+    // MARK: Routing
+
+    /// Where a request for `project` is served: a write by the leader, a read by any holder (this node
+    /// when it holds the project and its replica is sound).
+    public func route(_ project: ProjectID, isWrite: Bool) -> ClusterRoute {
+        let (gate, replica, leader) = state.withLock { ($0.gates[project], $0.replicas[project], $0.leaders[project]) }
+        if isWrite {
+            if gate?.isLeading == true { return .local }
+        } else if let replica, replica.status.damage == nil {
+            return .local
+        }
+        let leaderID = replica?.status.leader ?? leader
+        guard let leaderID else { return .unavailable("project \(project) has no leader yet") }
+        if leaderID == nodeID {
+            // Elected, and not yet leading (catching up), or a leftover of this node's previous run.
+            return .unavailable("project \(project)'s leader is taking over")
+        }
+        guard let url = context.members[leaderID] else {
+            return .unavailable("project \(project)'s leader \(leaderID) is not reachable")
+        }
+        return .forward(url: url)
+    }
+
+    /// Whether this node leads `project` now (work done once per project: pushes, checkpoints, sweeps).
+    public func isLeading(_ project: ProjectID) -> Bool {
+        state.withLock { $0.gates[project] }?.isLeading == true
+    }
+
+    /// Whether this node holds a replica of `project`.
+    public func holds(_ project: ProjectID) -> Bool { state.withLock { $0.replicas[project] != nil } }
+
+    /// Why this node cannot serve fully, for `/readyz` (empty when it can).
+    public var readinessProblems: [String] {
+        var problems: [String] = []
+        if context.currentLease() == 0 { problems.append("this node has no etcd lease (is etcd reachable?)") }
+        let (replicas, alarms) = state.withLock { (Array($0.replicas.values), $0.alarms) }
+        for alarm in alarms { problems.append("etcd raised the alarm \(alarm)") }
+        for replica in replicas {
+            if let damage = replica.status.damage { problems.append("a project's replica is damaged: \(damage)") }
+        }
+        return problems
+    }
+
+    /// The etcd alarms last seen (for metrics).
+    public var alarms: [String] { state.withLock { $0.alarms } }
+
+    // MARK: Running
+
+    public func run() async throws {
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            group.addTask { try await self.context.etcd.run() }
+            group.addTask { await self.keepMembership() }
+            group.addTask { await self.placeReplicas() }
+            try? await gracefulShutdown()
+            await stopReplicas()
+            let lease = context.currentLease()
+            if lease != 0 { try? await context.etcd.revokeLease(lease) }
+            group.cancelAll()
+            context.etcd.close()
+        }
+    }
+
+    /// Grants the node's lease and registers the node under it; renews it a few times per TTL; when it is
+    /// lost (expired, or etcd unreachable for a whole TTL), every leadership here ends and a new lease is
+    /// granted.
+    private func keepMembership() async {
+        let ttl = Int64(configuration.leaseSeconds)
+        var member = Topicledger_Cluster_ClusterMember()
+        member.id = nodeID
+        member.url = configuration.advertiseURL
+        let value = (try? member.serializedBytes() as [UInt8]) ?? []
+        while !Task.isCancelled {
+            do {
+                let (lease, _) = try await context.etcd.grantLease(seconds: ttl)
+                try await context.etcd.put(context.keys.member(nodeID), value, lease: lease)
+                context.membership.withLock { $0.lease = lease }
+                context.logger.notice("this node joined the cluster", metadata: ["cluster.lease": "\(lease)"])
+                var renewed = ContinuousClock.now
+                while !Task.isCancelled {
+                    try await Task.sleep(for: .milliseconds(max(200, ttl * 1000 / 3)))
+                    if let left = try? await context.etcd.renewLease(lease) {
+                        guard left > 0 else { break }
+                        renewed = .now
+                    } else if ContinuousClock.now - renewed > .seconds(ttl) {
+                        break
+                    }
+                }
+            } catch is CancellationError {
+                return
+            } catch {
+                context.logger.warning("etcd lease could not be granted", metadata: ["error": "\(error)"])
+            }
+            if Task.isCancelled { return }
+            context.membership.withLock { $0.lease = 0 }
+            for gate in state.withLock({ Array($0.gates.values) }) { gate.follow() }
+            context.logger.warning("this node lost its etcd lease; its leaderships have ended")
+            try? await Task.sleep(for: .milliseconds(200))
+        }
+    }
+
+    /// Every half second: reads the members and each project's leader, and runs a replica of each project
+    /// placement gives this node (stopping those it no longer holds).
+    private func placeReplicas() async {
+        await withTaskGroup(of: Void.self) { group in
+            var stops: [ProjectID: AsyncStream<Void>.Continuation] = [:]
+            var lastAlarmCheck = ContinuousClock.now - .seconds(10)
+            while !Task.isCancelled {
+                await refreshMembership()
+                if ContinuousClock.now - lastAlarmCheck > .seconds(5) {
+                    lastAlarmCheck = .now
+                    await refreshAlarms()
+                }
+                let ledgers = state.withLock { $0.ledgers }
+                if let ledgers, context.currentLease() != 0 {
+                    for project in projects.sorted(by: { $0.rawValue < $1.rawValue }) {
+                        let held = context.holders(of: project).contains(nodeID)
+                        if held, stops[project] == nil {
+                            let replica = ProjectReplica(
+                                project: project, gate: replicaGate(for: project), node: context,
+                                ledger: { try await ledgers(project) })
+                            state.withLock { $0.replicas[project] = replica }
+                            let (stopped, stop) = AsyncStream.makeStream(of: Void.self)
+                            stops[project] = stop
+                            group.addTask {
+                                await withTaskGroup(of: Void.self) { lifetime in
+                                    lifetime.addTask { await replica.run() }
+                                    lifetime.addTask { for await _ in stopped {} }
+                                    await lifetime.next()
+                                    lifetime.cancelAll()
+                                }
+                            }
+                        } else if !held, let stop = stops.removeValue(forKey: project) {
+                            context.logger.notice(
+                                "this node no longer holds project", metadata: ["ledger.project": "\(project)"])
+                            state.withLock { _ = $0.replicas.removeValue(forKey: project) }
+                            stop.finish()
+                        }
+                    }
+                }
+                try? await Task.sleep(for: .milliseconds(500))
+            }
+            for stop in stops.values { stop.finish() }
+            group.cancelAll()
+        }
+    }
+
+    /// Stops every replica (at shutdown): their gates refuse from now on.
+    private func stopReplicas() async {
+        for gate in state.withLock({ Array($0.gates.values) }) { gate.follow() }
+    }
+
+    private func refreshMembership() async {
+        do {
+            let response = try await context.etcd.list(prefix: context.keys.members)
+            var members: [String: String] = [:]
+            for kv in response.kvs {
+                guard let member = try? Topicledger_Cluster_ClusterMember(serializedBytes: kv.value) else { continue }
+                members[member.id] = member.url
+            }
+            context.membership.withLock { $0.members = members }
+            var leaders: [ProjectID: String] = [:]
+            for project in projects {
+                if let value = try await context.etcd.get(context.keys.leader(project)).value {
+                    leaders[project] = String(decoding: value.value, as: UTF8.self)
+                }
+            }
+            state.withLock { $0.leaders = leaders }
+        } catch {
+            context.logger.debug("cluster membership could not be read", metadata: ["error": "\(error)"])
+        }
+    }
+
+    private func refreshAlarms() async {
+        guard let alarms = try? await context.etcd.alarms() else { return }
+        state.withLock { state in
+            state.alarms = alarms.map { alarm in
+                switch alarm.alarm {
+                case .nospace: "NOSPACE"
+                case .corrupt: "CORRUPT"
+                default: "\(alarm.alarm)"
+                }
+            }
+        }
+    }
+
+    // MARK: Status
+
+    /// The cluster as etcd and this node see it: members, and each project's leader and replicas' progress.
+    public func status(of projects: Set<ProjectID>? = nil) async throws -> ClusterStatus {
+        try await Self.status(etcd: context.etcd, keys: context.keys, projects: projects ?? self.projects)
+    }
+
+    /// The status read from etcd alone (`ledger cluster status`).
+    public static func status(etcd: EtcdClient, keys: ClusterKeys, projects: Set<ProjectID>?) async throws
+        -> ClusterStatus
+    {
+        let memberKeys = try await etcd.list(prefix: keys.members)
+        var nodes: [String: ClusterStatus.Node] = [:]
+        for kv in memberKeys.kvs {
+            guard let member = try? Topicledger_Cluster_ClusterMember(serializedBytes: kv.value) else { continue }
+            nodes[member.id] = ClusterStatus.Node(id: member.id, url: member.url, alive: true)
+        }
+        let everything = try await etcd.list(prefix: keys.prefix + "projects/", keysOnly: true)
+        var names = Set(everything.kvs.compactMap { keys.projectName(in: String(decoding: $0.key, as: UTF8.self)) })
+        if let projects { names = names.intersection(projects.map(\.rawValue)).union(projects.map(\.rawValue)) }
+        var statuses: [ClusterStatus.Project] = []
+        for name in names.sorted() {
+            guard let project = try? ProjectID(name) else { continue }
+            let leader = try await etcd.get(keys.leader(project)).value.map { String(decoding: $0.value, as: UTF8.self) }
+            var replicas: [ClusterStatus.Replica] = []
+            for kv in try await etcd.list(prefix: keys.applied(project)).kvs {
+                let node = String(String(decoding: kv.key, as: UTF8.self).dropFirst(keys.applied(project).count))
+                let parts = String(decoding: kv.value, as: UTF8.self).split(separator: " ")
+                guard parts.count == 2, let seq = UInt64(parts[0]) else { continue }
+                replicas.append(ClusterStatus.Replica(node: node, appliedSeq: seq, headHash: String(parts[1])))
+                if nodes[node] == nil { nodes[node] = ClusterStatus.Node(id: node, url: "", alive: false) }
+            }
+            statuses.append(ClusterStatus.Project(project: name, leader: leader, replicas: replicas))
+        }
+        return ClusterStatus(nodes: nodes.values.sorted { $0.id < $1.id }, projects: statuses)
+    }
+}

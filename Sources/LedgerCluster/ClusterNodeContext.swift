@@ -1,0 +1,43 @@
+import LedgerCore
+import Logging
+import Synchronization
+
+/// What every replica of a node shares: the etcd client, the key layout, the node's lease and the live
+/// members.
+///
+/// - Note: Thread-safe.
+final class ClusterNodeContext: Sendable {
+    struct Membership: Sendable {
+        /// The lease the node's keys hang on (0 before the first is granted).
+        var lease: Int64 = 0
+        /// The live members: id → advertised URL.
+        var members: [String: String] = [:]
+    }
+
+    let configuration: ClusterConfiguration
+    let etcd: EtcdClient
+    let keys: ClusterKeys
+    let logger: Logger
+    let membership = Mutex(Membership())
+
+    init(configuration: ClusterConfiguration, etcd: EtcdClient, logger: Logger) {
+        self.configuration = configuration
+        self.etcd = etcd
+        self.keys = ClusterKeys(prefix: configuration.keyPrefix)
+        self.logger = logger
+    }
+
+    var nodeID: String { configuration.nodeID }
+
+    func currentLease() -> Int64 { membership.withLock { $0.lease } }
+
+    /// The live members' ids and URLs.
+    var members: [String: String] { membership.withLock { $0.members } }
+
+    /// The nodes that hold `project` now (``Placement``), this one counted as live.
+    func holders(of project: ProjectID) -> [String] {
+        var live = Set(members.keys)
+        live.insert(nodeID)
+        return Placement.holders(of: project, among: Array(live), replicas: configuration.replicas)
+    }
+}

@@ -1,0 +1,24 @@
+/// What `GET /v1/cluster` and `ledger cluster status` show.
+public struct ClusterStatus: Sendable, Codable, Equatable {
+    public struct Node: Sendable, Codable, Equatable {
+        public var id: String
+        public var url: String
+        public var alive: Bool
+    }
+
+    public struct Replica: Sendable, Codable, Equatable {
+        public var node: String
+        public var appliedSeq: UInt64
+        public var headHash: String
+    }
+
+    public struct Project: Sendable, Codable, Equatable {
+        public var project: String
+        /// The node leading it, `nil` when none does.
+        public var leader: String?
+        public var replicas: [Replica]
+    }
+
+    public var nodes: [Node]
+    public var projects: [Project]
+}

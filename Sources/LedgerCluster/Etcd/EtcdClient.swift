@@ -1,0 +1,282 @@
+import EtcdAPI
+import Foundation
+import GRPCCore
+import GRPCNIOTransportHTTP2
+import Logging
+import Synchronization
+
+/// etcd's v3 API over gRPC (the code generated in `EtcdAPI`), to a cluster of members.
+///
+/// It keeps a connection to each member and sends each call to the one that answered last; a call that fails
+/// because its member is unreachable or too slow is tried on the next one, each member once. etcd answers a
+/// write only after a quorum has it in its Raft log, and a linearizable read only through its leader, so any
+/// member that answers is as good as any other.
+///
+/// Run ``run()`` (its connections) for as long as the client is used.
+///
+/// - Note: Thread-safe.
+public final class EtcdClient: Sendable {
+    typealias Transport = HTTP2ClientTransport.Posix
+
+    /// One etcd member: its address and the client connected to it.
+    private struct Member: Sendable {
+        let endpoint: String
+        let grpc: GRPCClient<Transport>
+    }
+
+    private let members: [Member]
+    /// The member the next call goes to first.
+    private let preferred = Mutex(0)
+    /// How long one call may take on one member before the next is tried.
+    public let callTimeout: Duration
+
+    /// - Parameter endpoints: `host:port` (or `http://host:port`) of each member.
+    /// - Throws: ``EtcdError`` when an endpoint is not `host:port`.
+    public init(endpoints: [String], callTimeout: Duration = .seconds(2)) throws {
+        guard !endpoints.isEmpty else { throw EtcdError("no etcd endpoints were given") }
+        var members: [Member] = []
+        for endpoint in endpoints {
+            let (host, port) = try Self.address(endpoint)
+            var config = HTTP2ClientTransport.Posix.Config.defaults
+            // A member that comes back is used again within a second (the default waits up to two minutes).
+            config.backoff = .init(initial: .milliseconds(100), max: .seconds(1), multiplier: 1.6, jitter: 0.2)
+            config.connection.keepalive = .init(
+                time: .seconds(2), timeout: .seconds(2), allowWithoutCalls: true)
+            let transport = try HTTP2ClientTransport.Posix(
+                target: .dns(host: host, port: port), transportSecurity: .plaintext, config: config)
+            members.append(Member(endpoint: endpoint, grpc: GRPCClient(transport: transport)))
+        }
+        self.members = members
+        self.callTimeout = callTimeout
+    }
+
+    /// The endpoints, in the order given.
+    public var endpoints: [String] { members.map(\.endpoint) }
+
+    /// Runs the connections to every member until the task is cancelled or ``close()`` is called.
+    public func run() async throws {
+        try await withThrowingDiscardingTaskGroup { group in
+            for member in members {
+                group.addTask { try await member.grpc.runConnections() }
+            }
+        }
+    }
+
+    /// Lets calls in flight finish, then ends ``run()``.
+    public func close() {
+        for member in members { member.grpc.beginGracefulShutdown() }
+    }
+
+    // MARK: Calls
+
+    /// Runs `call` on the preferred member, then on each other one while the failure is the member's
+    /// (unreachable, too slow), never on one member twice.
+    func withMember<R: Sendable>(
+        timeout: Duration? = nil,
+        _ call: @Sendable (GRPCClient<Transport>, CallOptions) async throws -> R
+    ) async throws -> R {
+        var options = CallOptions.defaults
+        options.timeout = timeout ?? callTimeout
+        options.maxResponseMessageBytes = 64 << 20
+        options.maxRequestMessageBytes = 2 << 20
+        let first = preferred.withLock { $0 }
+        var lastError: (any Error)?
+        for offset in 0..<members.count {
+            let index = (first + offset) % members.count
+            do {
+                let result = try await call(members[index].grpc, options)
+                if offset > 0 { preferred.withLock { $0 = index } }
+                return result
+            } catch let error as RPCError where Self.isMemberFailure(error) {
+                lastError = error
+                try Task.checkCancellation()
+            }
+        }
+        throw EtcdError.unavailable(lastError)
+    }
+
+    /// Runs a long-lived call (a watch) on the preferred member; when it fails there, the next call goes to
+    /// the next member.
+    func withWatchMember(_ call: @Sendable (GRPCClient<Transport>) async throws -> Void) async throws {
+        let index = preferred.withLock { $0 }
+        do {
+            try await call(members[index].grpc)
+        } catch let error as RPCError where Self.isMemberFailure(error) {
+            preferred.withLock { if $0 == index { $0 = (index + 1) % members.count } }
+            throw error
+        }
+    }
+
+    /// Whether an error says only that this member could not serve the call (another one may).
+    static func isMemberFailure(_ error: RPCError) -> Bool {
+        switch error.code {
+        case .unavailable, .deadlineExceeded, .unknown, .internalError, .aborted, .cancelled: true
+        default: false
+        }
+    }
+
+    /// The keys `key…rangeEnd` (one key when `rangeEnd` is empty), at most `limit` (0: all), at `revision`
+    /// (0: the latest), linearizable.
+    public func range(
+        _ key: String, rangeEnd: [UInt8] = [], limit: Int64 = 0, revision: Int64 = 0, keysOnly: Bool = false
+    ) async throws -> Etcdserverpb_RangeResponse {
+        var request = Etcdserverpb_RangeRequest()
+        request.key = Data(key.utf8)
+        request.rangeEnd = Data(rangeEnd)
+        request.limit = limit
+        request.revision = revision
+        request.keysOnly = keysOnly
+        request.sortOrder = .ascend
+        request.sortTarget = .key
+        return try await withMember { [request] grpc, options in
+            try await Etcdserverpb_KV.Client(wrapping: grpc).range(request, options: options)
+        }
+    }
+
+    /// The value of `key` with its revisions, or `nil`.
+    public func get(_ key: String) async throws -> (value: Mvccpb_KeyValue?, revision: Int64) {
+        let response = try await range(key)
+        return (response.kvs.first, response.header.revision)
+    }
+
+    /// Every key under `prefix` after `startKey` (or from the start), `limit` at a time, in key order.
+    public func list(prefix: String, after startKey: String? = nil, limit: Int64 = 0, keysOnly: Bool = false)
+        async throws -> Etcdserverpb_RangeResponse
+    {
+        let from = startKey.map { $0 + "\u{0}" } ?? prefix
+        return try await range(from, rangeEnd: Self.prefixEnd(prefix), limit: limit, keysOnly: keysOnly)
+    }
+
+    public func put(_ key: String, _ value: [UInt8], lease: Int64 = 0) async throws {
+        var request = Etcdserverpb_PutRequest()
+        request.key = Data(key.utf8)
+        request.value = Data(value)
+        request.lease = lease
+        _ = try await withMember { [request] grpc, options in
+            try await Etcdserverpb_KV.Client(wrapping: grpc).put(request, options: options)
+        }
+    }
+
+    /// Deletes `key…rangeEnd` (one key when `rangeEnd` is empty); returns how many were deleted.
+    @discardableResult
+    public func delete(_ key: String, rangeEnd: [UInt8] = []) async throws -> Int64 {
+        var request = Etcdserverpb_DeleteRangeRequest()
+        request.key = Data(key.utf8)
+        request.rangeEnd = Data(rangeEnd)
+        return try await withMember { [request] grpc, options in
+            try await Etcdserverpb_KV.Client(wrapping: grpc).deleteRange(request, options: options).deleted
+        }
+    }
+
+    /// One transaction: `success` if every compare holds, else `failure`, atomically.
+    public func txn(_ request: Etcdserverpb_TxnRequest) async throws -> Etcdserverpb_TxnResponse {
+        try await withMember { [request] grpc, options in
+            try await Etcdserverpb_KV.Client(wrapping: grpc).txn(request, options: options)
+        }
+    }
+
+    /// Compacts the key-value history through `revision` (watches from before it are cancelled).
+    public func compact(revision: Int64) async throws {
+        var request = Etcdserverpb_CompactionRequest()
+        request.revision = revision
+        _ = try await withMember(timeout: .seconds(30)) { [request] grpc, options in
+            try await Etcdserverpb_KV.Client(wrapping: grpc).compact(request, options: options)
+        }
+    }
+
+    // MARK: Leases
+
+    /// A new lease of `seconds`; returns its id and the TTL etcd granted.
+    public func grantLease(seconds: Int64) async throws -> (id: Int64, ttl: Int64) {
+        var request = Etcdserverpb_LeaseGrantRequest()
+        request.ttl = seconds
+        let response = try await withMember { [request] grpc, options in
+            try await Etcdserverpb_Lease.Client(wrapping: grpc).leaseGrant(request, options: options)
+        }
+        guard response.error.isEmpty else { throw EtcdError("etcd refused a lease: \(response.error)") }
+        return (response.id, response.ttl)
+    }
+
+    /// Revokes `lease` (its keys are deleted).
+    public func revokeLease(_ lease: Int64) async throws {
+        var request = Etcdserverpb_LeaseRevokeRequest()
+        request.id = lease
+        _ = try await withMember { [request] grpc, options in
+            try await Etcdserverpb_Lease.Client(wrapping: grpc).leaseRevoke(request, options: options)
+        }
+    }
+
+    /// Renews `lease` once; returns the TTL left (0 or less: the lease is gone).
+    public func renewLease(_ lease: Int64) async throws -> Int64 {
+        var request = Etcdserverpb_LeaseKeepAliveRequest()
+        request.id = lease
+        return try await withMember { [request] grpc, options in
+            try await Etcdserverpb_Lease.Client(wrapping: grpc).leaseKeepAlive(options: options) { writer in
+                try await writer.write(request)
+            } onResponse: { response in
+                for try await message in response.messages { return message.ttl }
+                throw EtcdError("etcd closed a lease keep-alive without an answer")
+            }
+        }
+    }
+
+    // MARK: Maintenance
+
+    /// The alarms raised in the cluster (`NOSPACE`, `CORRUPT`).
+    public func alarms() async throws -> [Etcdserverpb_AlarmMember] {
+        var request = Etcdserverpb_AlarmRequest()
+        request.action = .get
+        return try await withMember { [request] grpc, options in
+            try await Etcdserverpb_Maintenance.Client(wrapping: grpc).alarm(request, options: options).alarms
+        }
+    }
+
+    /// Defragments every member, one after another (each pauses while it rewrites its database).
+    public func defragmentEachMember() async throws {
+        for member in members {
+            _ = try await Etcdserverpb_Maintenance.Client(wrapping: member.grpc).defragment(
+                Etcdserverpb_DefragmentRequest(), options: { var o = CallOptions.defaults; o.timeout = .seconds(60); return o }())
+        }
+    }
+
+    /// Each member's status (database size, leader), `nil` for one that did not answer.
+    public func statusOfEachMember() async -> [(endpoint: String, status: Etcdserverpb_StatusResponse?)] {
+        var statuses: [(String, Etcdserverpb_StatusResponse?)] = []
+        for member in members {
+            var options = CallOptions.defaults
+            options.timeout = callTimeout
+            let status = try? await Etcdserverpb_Maintenance.Client(wrapping: member.grpc).status(
+                Etcdserverpb_StatusRequest(), options: options)
+            statuses.append((member.endpoint, status))
+        }
+        return statuses
+    }
+
+    // MARK: Keys
+
+    /// The end of the range of every key beginning with `prefix` (etcd's `clientv3.GetPrefixRangeEnd`).
+    public static func prefixEnd(_ prefix: String) -> [UInt8] {
+        var bytes = Array(prefix.utf8)
+        while let last = bytes.last {
+            if last < 0xFF {
+                bytes[bytes.count - 1] = last + 1
+                return bytes
+            }
+            bytes.removeLast()
+        }
+        return [0]
+    }
+
+    /// `host` and `port` of `host:port`, `http://host:port`.
+    static func address(_ endpoint: String) throws -> (String, Int) {
+        var text = Substring(endpoint)
+        if text.hasPrefix("http://") { text = text.dropFirst("http://".count) }
+        while text.hasSuffix("/") { text = text.dropLast() }
+        guard let colon = text.lastIndex(of: ":"), let port = Int(text[text.index(after: colon)...]),
+            (1...65535).contains(port), colon > text.startIndex
+        else {
+            throw EtcdError("etcd endpoint \(endpoint) is not host:port")
+        }
+        return (String(text[..<colon]), port)
+    }
+}

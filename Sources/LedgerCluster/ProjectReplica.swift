@@ -1,0 +1,359 @@
+import EtcdAPI
+import Foundation
+import LedgerCore
+import LedgerStore
+import Logging
+import Synchronization
+
+/// One project's replica on this node: it keeps the local ledger equal to the log in etcd, campaigns for the
+/// project's leadership when no node holds it, and while it leads writes each group commit's block to etcd in
+/// a transaction fenced on its election key (``ReplicaGate``).
+///
+/// The loop, again after any failure: catch up (apply every whole commit in etcd past the local head, in
+/// order); if no node leads, campaign; if this node won, catch up again (no other node can write now), drop
+/// the parts of a commit a deposed leader left unfinished, and lead; otherwise follow — watch the project's
+/// keys and catch up at each new tail — until the leader's key goes.
+final class ProjectReplica: Sendable {
+    /// What the replica last knew, for status and routing.
+    struct Status: Sendable {
+        var appliedSeq: UInt64 = 0
+        var headHash: [UInt8] = HashChain.genesis
+        /// The node leading the project, as last seen in etcd.
+        var leader: String?
+        /// Why this replica cannot follow the log (a fork, or a log trimmed past its head), or `nil`.
+        var damage: String?
+    }
+
+    let project: ProjectID
+    let gate: ReplicaGate
+    private let node: ClusterNodeContext
+    private let ledger: @Sendable () async throws -> Ledger
+    private let applier = SerialWorker<BlockingJob, Void>(name: "ledger-replica")
+    private let state = Mutex(Status())
+    /// When the applied seq was last written to etcd, and which.
+    private let reported = Mutex<(seq: UInt64, at: ContinuousClock.Instant)?>(nil)
+
+    init(
+        project: ProjectID, gate: ReplicaGate, node: ClusterNodeContext,
+        ledger: @escaping @Sendable () async throws -> Ledger
+    ) {
+        self.project = project
+        self.gate = gate
+        self.node = node
+        self.ledger = ledger
+    }
+
+    var status: Status { state.withLock { $0 } }
+    private var keys: ClusterKeys { node.keys }
+    private var logger: Logger { node.logger }
+
+    /// Runs until the task is cancelled.
+    func run() async {
+        defer {
+            gate.follow()
+            applier.stop()
+        }
+        while !Task.isCancelled {
+            do {
+                let ledger = try await self.ledger()
+                try await withThrowingTaskGroup(of: Void.self) { group in
+                    group.addTask { try await self.reportProgress(ledger) }
+                    group.addTask { try await self.cycle(ledger) }
+                    // The cycle ends (the reporter never does); the next one begins with a new reporter.
+                    _ = try await group.next()
+                    group.cancelAll()
+                }
+            } catch is CancellationError {
+                return
+            } catch {
+                gate.follow()
+                if !Task.isCancelled {
+                    logger.warning(
+                        "cluster replica restarts", metadata: ["ledger.project": "\(project)", "error": "\(error)"])
+                }
+                try? await Task.sleep(for: .milliseconds(200))
+            }
+        }
+    }
+
+    /// One pass: catch up, then lead or follow until that ends.
+    private func cycle(_ ledger: Ledger) async throws {
+        let revision = try await catchUp(ledger)
+        let (leaderValue, _) = try await node.etcd.get(keys.leader(project))
+        if let leaderValue {
+            let leader = String(decoding: leaderValue.value, as: UTF8.self)
+            state.withLock { $0.leader = leader }
+            if leader == node.nodeID && leaderValue.lease == node.currentLease() {
+                try await lead(ledger, revision: leaderValue.createRevision)
+            } else {
+                try await follow(ledger, from: revision)
+            }
+            return
+        }
+        state.withLock { $0.leader = nil }
+        if let won = try await campaign() {
+            try await lead(ledger, revision: won)
+        }
+    }
+
+    // MARK: Following
+
+    /// Applies every whole commit in etcd after the local head, through the tail; returns the revision
+    /// it read at.
+    @discardableResult
+    func catchUp(_ ledger: Ledger) async throws -> Int64 {
+        let (tailValue, revision) = try await node.etcd.get(keys.tail(project))
+        var head = try await applier.perform { try ledger.read { try $0.head() } }
+        noteApplied(head)
+        guard let tailValue else { return revision }
+        let tail = try ReplicationTail(decoding: tailValue.value)
+        if tail.seq < head.seq {
+            throw damaged("this replica holds seqs through \(head.seq), past the cluster's tail \(tail.seq)")
+        }
+        var pending: [StoredBlock] = []
+        while head.seq < tail.seq {
+            let response = try await node.etcd.range(
+                keys.block(project, firstSeq: head.seq + 1 + UInt64(pending.reduce(0) { $0 + $1.block.records.count })),
+                rangeEnd: EtcdClient.prefixEnd(keys.blocks(project)), limit: 8, revision: revision)
+            guard !response.kvs.isEmpty else {
+                throw damaged("the cluster's log has no block after seq \(head.seq) below its tail \(tail.seq)")
+            }
+            for kv in response.kvs {
+                let part = try StoredBlock(decoding: kv.value)
+                let expected = head.seq + 1 + UInt64(pending.reduce(0) { $0 + $1.block.records.count })
+                guard part.block.firstSeq == expected else {
+                    throw damaged(
+                        "the cluster's log was trimmed past this replica's head \(head.seq) (it must be re-seeded)")
+                }
+                guard part.block.lastSeq <= tail.seq else { break }
+                pending.append(part)
+                guard part.block.lastSeq == part.commitLastSeq else { continue }
+                let commit = ReplicatedBlock(
+                    firstSeq: pending[0].block.firstSeq, previousHash: pending[0].block.previousHash,
+                    records: pending.flatMap(\.block.records))
+                pending = []
+                let application = try await applier.perform { try ledger.applyReplicated(commit) }
+                if case .applied(let applied) = application { head = applied }
+            }
+            noteApplied(head)
+            if let last = response.kvs.last, (ClusterKeys.seq(inBlockKey: String(decoding: last.key, as: UTF8.self)) ?? 0) > tail.seq {
+                break
+            }
+        }
+        guard head.seq == tail.seq, head.hash == tail.hash else {
+            throw damaged("this replica's head \(head.seq) does not match the cluster's tail \(tail) (a fork)")
+        }
+        state.withLock { $0.damage = nil }
+        try await reportApplied(head, force: false)
+        return revision
+    }
+
+    /// Watches the project's keys from `revision` + 1, catching up at each new tail, until the leader's key
+    /// is deleted (or this node finds it leads).
+    private func follow(_ ledger: Ledger, from revision: Int64) async throws {
+        let leaderKey = keys.leader(project)
+        let tailKey = keys.tail(project)
+        try await node.etcd.watch(prefix: keys.project(project), fromRevision: revision + 1) { [self] events, _ in
+            var tailMoved = false
+            for event in events {
+                let key = String(decoding: event.kv.key, as: UTF8.self)
+                if key == leaderKey {
+                    if event.type == .delete { return false }
+                    state.withLock { $0.leader = String(decoding: event.kv.value, as: UTF8.self) }
+                } else if key == tailKey {
+                    tailMoved = true
+                }
+            }
+            if tailMoved { try await catchUp(ledger) }
+            return true
+        }
+    }
+
+    // MARK: Leading
+
+    /// Creates the project's election key under this node's lease if no one holds it; the key's create
+    /// revision when this node won, `nil` when another did.
+    private func campaign() async throws -> Int64? {
+        let key = keys.leader(project)
+        var request = Etcdserverpb_TxnRequest()
+        request.compare = [.createRevision(of: key, equals: 0)]
+        request.success = [.put(key, Array(node.nodeID.utf8), lease: node.currentLease())]
+        let response = try await node.etcd.txn(request)
+        guard response.succeeded else { return nil }
+        logger.notice("this node leads project", metadata: ["ledger.project": "\(project)"])
+        return response.header.revision
+    }
+
+    /// Leads as the holder of the election key created at `revision`: catches up, drops unfinished parts,
+    /// opens the gate, then writes the blocks the writer hands over until the leadership is lost.
+    private func lead(_ ledger: Ledger, revision: Int64) async throws {
+        state.withLock { $0.leader = node.nodeID }
+        let readAt = try await catchUp(ledger)
+        let head = try await applier.perform { try ledger.read { try $0.head() } }
+        let tail = ReplicationTail(seq: head.seq, hash: head.hash)
+        // Parts past the tail are of a commit a deposed leader did not finish: never acknowledged.
+        var drop = Etcdserverpb_TxnRequest()
+        drop.compare = [.createRevision(of: keys.leader(project), equals: revision)]
+        drop.success = [
+            .deleteRange(
+                keys.block(project, firstSeq: tail.seq + 1), rangeEnd: EtcdClient.prefixEnd(keys.blocks(project)))
+        ]
+        guard try await node.etcd.txn(drop).succeeded else { return }
+        gate.lead(revision: revision, tail: tail)
+        defer { gate.follow() }
+        try await ledger.recordMissingAudiences()
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            group.addTask { try await self.writeBlocks(revision: revision) }
+            group.addTask { try await self.watchLeadership(revision: revision, from: readAt + 1) }
+            group.addTask { try await self.maintain(ledger, revision: revision) }
+            // The first to end ends the leadership (each ends only when it is lost, or on failure).
+            _ = try await group.next()
+            group.cancelAll()
+        }
+    }
+
+    /// Writes each block the gate hands over, fenced on the election key and on the tail it extends.
+    private func writeBlocks(revision: Int64) async throws {
+        for await job in gate.jobs {
+            guard job.revision == revision else {
+                job.complete(.failure(ReplicationRefusal(.notLeader, "the leadership changed")))
+                continue
+            }
+            let result = await write(job)
+            job.complete(result)
+            if case .failure = result { return }
+        }
+    }
+
+    /// One job: each part of its block in one transaction; the last one moves the tail.
+    private func write(_ job: ReplicaGate.Job) async -> Result<Void, ReplicationRefusal> {
+        let leaderKey = keys.leader(project)
+        let tailKey = keys.tail(project)
+        let tailIs: Etcdserverpb_Compare =
+            job.previousTail.seq == 0 && job.previousTail.hash == HashChain.genesis
+            ? .version(of: tailKey, equals: 0) : .value(of: tailKey, equals: job.previousTail.encoded)
+        do {
+            if job.block.records.isEmpty {
+                var request = Etcdserverpb_TxnRequest()
+                request.compare = [.createRevision(of: leaderKey, equals: job.revision)]
+                return try await node.etcd.txn(request).succeeded
+                    ? .success(()) : .failure(ReplicationRefusal(.notLeader, "this node no longer leads \(project)"))
+            }
+            let parts = job.block.split(maximumBytes: node.configuration.maximumBlockBytes)
+            let end = ReplicationTail(seq: job.block.lastSeq, hash: job.block.lastHash)
+            for (index, part) in parts.enumerated() {
+                var request = Etcdserverpb_TxnRequest()
+                request.compare = [.createRevision(of: leaderKey, equals: job.revision), tailIs]
+                let stored = StoredBlock(block: part, commitLastSeq: job.block.lastSeq, leader: node.nodeID)
+                request.success = [.put(keys.block(project, firstSeq: part.firstSeq), try stored.encoded())]
+                if index == parts.count - 1 { request.success.append(.put(tailKey, end.encoded)) }
+                request.failure = [.range(leaderKey), .range(tailKey)]
+                let response = try await node.etcd.txn(request)
+                if response.succeeded { continue }
+                // Refused: the election key is not ours any more, or the tail moved — perhaps by this very
+                // transaction, tried again on another member after the first answered too late.
+                let leader = response.responses.first?.responseRange.kvs.first
+                guard leader?.createRevision == job.revision else {
+                    return .failure(ReplicationRefusal(.notLeader, "this node no longer leads project \(project)"))
+                }
+                let tail = try response.responses.last?.responseRange.kvs.first.map {
+                    try ReplicationTail(decoding: $0.value)
+                }
+                if index == parts.count - 1, tail == end { continue }
+                return .failure(ReplicationRefusal(.staleTail, "the log of project \(project) moved in the cluster"))
+            }
+            return .success(())
+        } catch {
+            return .failure(ReplicationRefusal(.clusterUnavailable, "etcd: \(error)"))
+        }
+    }
+
+    /// Returns when the election key created at `revision` is gone or replaced.
+    private func watchLeadership(revision: Int64, from start: Int64) async throws {
+        let key = keys.leader(project)
+        // The key may have gone between the campaign and the watch's start.
+        let (current, _) = try await node.etcd.get(key)
+        guard current?.createRevision == revision else { return }
+        try await node.etcd.watch(prefix: key, fromRevision: start) { events, _ in
+            !events.contains { $0.type == .delete || $0.kv.createRevision != revision }
+        }
+        logger.notice("this node no longer leads project", metadata: ["ledger.project": "\(project)"])
+    }
+
+    /// While leading: reports the applied seq, and trims blocks every replica has applied beyond the
+    /// retention.
+    private func maintain(_ ledger: Ledger, revision: Int64) async throws {
+        while true {
+            try await Task.sleep(for: .seconds(1))
+            guard gate.isLeading else { return }
+            let head = try await applier.perform { try ledger.read { try $0.head() } }
+            try await trim(head: head, revision: revision)
+        }
+    }
+
+    /// Deletes the blocks below the lowest seq every holder has applied and below the retention, keeping
+    /// the last block that begins at or before it.
+    private func trim(head: LedgerHead, revision: Int64) async throws {
+        let holders = node.holders(of: project)
+        let applied = try await node.etcd.list(prefix: keys.applied(project))
+        var lowest = head.seq
+        for holder in holders {
+            guard
+                let kv = applied.kvs.first(where: {
+                    String(decoding: $0.key, as: UTF8.self) == keys.applied(project, node: holder)
+                }),
+                let seq = UInt64(String(decoding: kv.value, as: UTF8.self).split(separator: " ").first ?? "")
+            else { return }  // a holder that has not reported keeps everything
+            lowest = min(lowest, seq)
+        }
+        guard lowest > node.configuration.retainedEvents else { return }
+        let floor = min(lowest, head.seq - node.configuration.retainedEvents)
+        let below = try await node.etcd.range(
+            keys.blocks(project), rangeEnd: Array(keys.block(project, firstSeq: floor + 1).utf8), keysOnly: true)
+        guard below.kvs.count > 1, let keep = below.kvs.last else { return }
+        var request = Etcdserverpb_TxnRequest()
+        request.compare = [.createRevision(of: keys.leader(project), equals: revision)]
+        request.success = [.deleteRange(keys.blocks(project), rangeEnd: Array(keep.key))]
+        _ = try await node.etcd.txn(request)
+    }
+
+    // MARK: Progress
+
+    private func noteApplied(_ head: LedgerHead) {
+        state.withLock {
+            $0.appliedSeq = head.seq
+            $0.headHash = head.hash
+        }
+    }
+
+    /// Every half second, writes the applied seq to etcd when it changed.
+    private func reportProgress(_ ledger: Ledger) async throws {
+        while true {
+            try await Task.sleep(for: .milliseconds(500))
+            let head = try await applier.perform { try ledger.read { try $0.head() } }
+            noteApplied(head)
+            try? await reportApplied(head, force: false)
+        }
+    }
+
+    /// Writes the applied seq and head hash to etcd (under the node's lease) when it changed and the last
+    /// report is half a second old, or when `force`.
+    private func reportApplied(_ head: LedgerHead, force: Bool) async throws {
+        let due = reported.withLock { last in
+            guard let last else { return true }
+            return force || last.seq != head.seq || ContinuousClock.now - last.at > .seconds(10)
+        }
+        guard due else { return }
+        try await node.etcd.put(
+            keys.applied(project, node: node.nodeID), Array("\(head.seq) \(head.hash.hexString)".utf8),
+            lease: node.currentLease())
+        reported.withLock { $0 = (head.seq, .now) }
+    }
+
+    /// Marks the replica damaged (``Status/damage``) and returns the error to throw.
+    private func damaged(_ reason: String) -> EtcdError {
+        state.withLock { $0.damage = reason }
+        logger.critical("cluster replica is damaged", metadata: ["ledger.project": "\(project)", "reason": "\(reason)"])
+        return EtcdError(reason)
+    }
+}

@@ -1,0 +1,111 @@
+import Dispatch
+import LedgerStore
+import Synchronization
+
+/// The ``ReplicationGate`` of one project on one node: refuses while the node follows; while it leads, hands
+/// each group commit's block to the project's replica (which writes it to etcd in a fenced transaction) and
+/// waits, on the writer's thread, for etcd's answer.
+///
+/// - Note: Thread-safe.
+final class ReplicaGate: ReplicationGate {
+    /// What the gate lets through.
+    enum Role: Sendable, Equatable {
+        /// Writes are refused: another node leads, or none does, or this one is catching up.
+        case following
+        /// This node leads, by the election key it created at `revision`; the log in etcd ends at `tail`.
+        case leading(revision: Int64, tail: ReplicationTail)
+    }
+
+    /// One block to write, and how to tell the writer what became of it.
+    struct Job: Sendable {
+        let block: ReplicatedBlock
+        let revision: Int64
+        let previousTail: ReplicationTail
+        let complete: @Sendable (Result<Void, ReplicationRefusal>) -> Void
+    }
+
+    let project: String
+    private let role = Mutex(Role.following)
+    private let continuation: AsyncStream<Job>.Continuation
+    /// The blocks to write, in order, for the replica that leads (``ProjectReplica``).
+    let jobs: AsyncStream<Job>
+    /// How long the writer waits for etcd before it gives up on a block.
+    let waitLimit: Duration
+
+    init(project: String, waitLimit: Duration) {
+        self.project = project
+        self.waitLimit = waitLimit
+        (jobs, continuation) = AsyncStream.makeStream(of: Job.self)
+    }
+
+    var currentRole: Role { role.withLock { $0 } }
+
+    /// Lets writes through, as the leader elected at `revision`, extending `tail`.
+    func lead(revision: Int64, tail: ReplicationTail) { role.withLock { $0 = .leading(revision: revision, tail: tail) } }
+
+    /// Refuses writes from now on.
+    func follow() { role.withLock { $0 = .following } }
+
+    /// Whether this node leads (as far as it knows: etcd decides at each write).
+    var isLeading: Bool { if case .leading = currentRole { true } else { false } }
+
+    func replicate(_ block: ReplicatedBlock) throws {
+        guard case .leading(let revision, let tail) = currentRole else {
+            throw ReplicationRefusal(.notLeader, "this node does not lead project \(project)")
+        }
+        guard block.firstSeq == tail.seq + 1, block.previousHash == tail.hash else {
+            follow()
+            throw ReplicationRefusal(
+                .staleTail, "the cluster's log of project \(project) ends at \(tail), not where this node's does")
+        }
+        let outcome = try wait(for: Job(block: block, revision: revision, previousTail: tail, complete: { _ in }))
+        switch outcome {
+        case .success:
+            let end = ReplicationTail(seq: block.lastSeq, hash: block.lastHash)
+            role.withLock { role in
+                if case .leading(revision, _) = role { role = .leading(revision: revision, tail: end) }
+            }
+        case .failure(let refusal):
+            follow()
+            throw refusal
+        }
+    }
+
+    func confirmLeadership() throws {
+        guard case .leading(let revision, let tail) = currentRole else {
+            throw ReplicationRefusal(.notLeader, "this node does not lead project \(project)")
+        }
+        let empty = ReplicatedBlock(firstSeq: tail.seq + 1, previousHash: tail.hash, records: [])
+        if case .failure(let refusal) = try wait(
+            for: Job(block: empty, revision: revision, previousTail: tail, complete: { _ in }))
+        {
+            follow()
+            throw refusal
+        }
+    }
+
+    /// Queues the job and blocks the writer's thread until it is done or ``waitLimit`` passes.
+    private func wait(for job: Job) throws -> Result<Void, ReplicationRefusal> {
+        let done = DispatchSemaphore(value: 0)
+        let outcome = Mutex<Result<Void, ReplicationRefusal>?>(nil)
+        let queued = Job(block: job.block, revision: job.revision, previousTail: job.previousTail) { result in
+            outcome.withLock { $0 = result }
+            done.signal()
+        }
+        continuation.yield(queued)
+        let limit = Double(waitLimit.components.seconds) + Double(waitLimit.components.attoseconds) / 1e18
+        if done.wait(timeout: .now() + limit) == .timedOut {
+            // The block may yet land in etcd: this node must read the log back before it writes again.
+            follow()
+            throw ReplicationRefusal(
+                .clusterUnavailable, "etcd did not answer within \(waitLimit) for project \(project)")
+        }
+        return outcome.withLock { $0 } ?? .failure(ReplicationRefusal(.clusterUnavailable, "no answer"))
+    }
+
+    /// Ends ``jobs`` (the node is stopping).
+    func close() {
+        follow()
+        continuation.finish()
+    }
+}

@@ -1,0 +1,60 @@
+import AsyncHTTPClient
+import FCMWire
+import HTTPTypes
+import Hummingbird
+import NIOCore
+import NIOHTTP1
+
+/// Sends a request this node does not serve to the node that does (a project's leader), and answers with
+/// what that node answers — status, headers and body, streamed, so long polls and event streams pass through.
+///
+/// AsyncHTTPClient's shared client keeps connections to each peer alive between requests. The caller's own
+/// credentials go along: the peer authenticates the request as this node did.
+struct ClusterForwarder: Sendable {
+    /// This node's id, sent in ``HTTPField/Name/ledgerForwardedBy``.
+    let nodeID: String
+    let maximumBodyBytes: Int
+
+    /// Hop-by-hop headers, which are the connection's and not the request's (RFC 9110 §7.6.1), and the
+    /// ones the client sets itself.
+    private static let notForwarded: Set<String> = [
+        "connection", "keep-alive", "proxy-connection", "te", "trailer", "transfer-encoding", "upgrade", "host",
+        "content-length",
+    ]
+
+    func forward(_ request: Request, to baseURL: String) async throws -> Response {
+        let body = try await request.body.collect(upTo: maximumBodyBytes)
+        var outgoing = HTTPClientRequest(url: baseURL + (request.head.path ?? "/"))
+        outgoing.method = NIOHTTP1.HTTPMethod(rawValue: request.method.rawValue)
+        for field in request.headers where !Self.notForwarded.contains(field.name.canonicalName) {
+            outgoing.headers.add(name: field.name.rawName, value: field.value)
+        }
+        outgoing.headers.replaceOrAdd(name: HTTPField.Name.ledgerForwardedBy.rawName, value: nodeID)
+        if body.readableBytes > 0 || request.method != .get { outgoing.body = .bytes(body) }
+        // Reads may be long polls and event streams; writes are answered once the leader's commit is durable.
+        let timeout: TimeAmount = request.method == .get ? .hours(1) : .seconds(30)
+        let answer: HTTPClientResponse
+        do {
+            answer = try await HTTPClient.shared.execute(outgoing, timeout: timeout)
+        } catch {
+            throw FCMError.unavailable("The node serving this request could not be reached; retry.")
+        }
+        var headers = HTTPFields()
+        for header in answer.headers where !Self.notForwarded.contains(header.name.lowercased()) {
+            if let name = HTTPField.Name(header.name) { headers.append(HTTPField(name: name, value: header.value)) }
+        }
+        return Response(
+            status: HTTPResponse.Status(code: Int(answer.status.code), reasonPhrase: answer.status.reasonPhrase),
+            headers: headers, body: ResponseBody(asyncSequence: answer.body))
+    }
+}
+
+extension HTTPField.Name {
+    /// Set by a node that forwards a request to another: the receiver serves it or refuses it, never forwards
+    /// it again.
+    static let ledgerForwardedBy = HTTPField.Name("x-ledger-forwarded-by")!
+    /// The seq through which a write's answer is applied (the head when it was answered).
+    static let ledgerSeq = HTTPField.Name("x-ledger-seq")!
+    /// A read names the seq it must see: it waits (up to five seconds) for this node's replica to reach it.
+    static let ledgerMinSeq = HTTPField.Name("x-ledger-min-seq")!
+}

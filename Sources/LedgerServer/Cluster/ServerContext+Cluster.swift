@@ -1,0 +1,66 @@
+import FCMWire
+import Hummingbird
+import LedgerCluster
+import LedgerCore
+import LedgerStore
+
+extension ServerContext {
+    /// The answer of the node that serves this request, when it is not this one (a write to a project
+    /// another node leads, a read of a project this node does not hold); `nil` when it is served here.
+    ///
+    /// A request another node forwarded here is served here (or refused by its ledger's gate), never
+    /// forwarded again.
+    ///
+    /// - Throws: 503 UNAVAILABLE when no node can serve it now (no leader elected yet).
+    func answerElsewhere(_ request: Request, project: ProjectID) async throws -> Response? {
+        guard let cluster = ledgers.cluster, let forwarder else { return nil }
+        guard request.headers[.ledgerForwardedBy] == nil else { return nil }
+        switch cluster.route(project, isWrite: request.needsLeader) {
+        case .local:
+            return nil
+        case .forward(let url):
+            return try await forwarder.forward(request, to: url)
+        case .unavailable(let reason):
+            var error = FCMError.unavailable("Project \(project) cannot be written right now: \(reason); retry.")
+            error.headers[.retryAfter] = "1"
+            throw error
+        }
+    }
+
+    /// Waits until `ledger` holds the seq the request names in `x-ledger-min-seq` (at most five seconds).
+    ///
+    /// - Throws: 400 INVALID_ARGUMENT when the header is not a seq; 503 UNAVAILABLE when the replica does not
+    ///   reach it in time.
+    func awaitMinimumSeq(of request: Request, in ledger: Ledger) async throws {
+        guard let text = request.headers[.ledgerMinSeq] else { return }
+        guard let seq = UInt64(text) else {
+            throw FCMError.invalidArgument("x-ledger-min-seq must be a seq (a whole number), not \(text.prefix(30))")
+        }
+        let deadline = ContinuousClock.now + .seconds(5)
+        while try ledger.read({ try $0.head().seq }) < seq {
+            guard ContinuousClock.now < deadline else {
+                var error = FCMError.unavailable(
+                    "This node's replica has not reached seq \(seq) within 5 seconds; retry, or read from the leader.")
+                error.headers[.retryAfter] = "1"
+                throw error
+            }
+            try await Task.sleep(for: .milliseconds(5))
+        }
+    }
+
+    /// `response` with the seq the ledger's head is at now (``HTTPField/Name/ledgerSeq``), for a write.
+    func stampingSeq(_ response: Response, of ledger: Ledger, for request: Request) -> Response {
+        guard request.isWrite, let seq = try? ledger.read({ try $0.head().seq }) else { return response }
+        var response = response
+        response.headers[.ledgerSeq] = String(seq)
+        return response
+    }
+}
+
+extension Request {
+    /// Whether the request may change the ledger (every method but GET and HEAD).
+    var isWrite: Bool { method != .get && method != .head }
+
+    /// Whether only the project's leader serves it: a write, or a checkpoint (signed by the leader alone).
+    var needsLeader: Bool { isWrite || uri.path.hasSuffix("/ledger:checkpoint") || uri.path.hasSuffix("/ledger:consistency") }
+}
