@@ -199,11 +199,13 @@ final class ProjectReplica: Sendable {
                 keys.block(project, firstSeq: tail.seq + 1), rangeEnd: EtcdClient.prefixEnd(keys.blocks(project)))
         ]
         guard try await node.etcd.txn(drop).succeeded else { return }
-        gate.lead(revision: revision, tail: tail)
+        let jobs = gate.lead(revision: revision, tail: tail)
         defer { gate.follow() }
+        logger.notice(
+            "this node writes project", metadata: ["ledger.project": "\(project)", "cluster.tail": "\(tail)"])
         try await ledger.recordMissingAudiences()
         try await withThrowingTaskGroup(of: Void.self) { group in
-            group.addTask { try await self.writeBlocks(revision: revision) }
+            group.addTask { try await self.writeBlocks(jobs, revision: revision) }
             group.addTask { try await self.watchLeadership(revision: revision, from: readAt + 1) }
             group.addTask { try await self.maintain(ledger, revision: revision) }
             // The first to end ends the leadership (each ends only when it is lost, or on failure).
@@ -213,15 +215,20 @@ final class ProjectReplica: Sendable {
     }
 
     /// Writes each block the gate hands over, fenced on the election key and on the tail it extends.
-    private func writeBlocks(revision: Int64) async throws {
-        for await job in gate.jobs {
+    private func writeBlocks(_ jobs: AsyncStream<ReplicaGate.Job>, revision: Int64) async throws {
+        for await job in jobs {
             guard job.revision == revision else {
                 job.complete(.failure(ReplicationRefusal(.notLeader, "the leadership changed")))
                 continue
             }
             let result = await write(job)
             job.complete(result)
-            if case .failure = result { return }
+            if case .failure(let refusal) = result {
+                logger.warning(
+                    "a block was not replicated; this node stops leading until it has read the log again",
+                    metadata: ["ledger.project": "\(project)", "reason": "\(refusal.message)"])
+                return
+            }
         }
     }
 

@@ -25,26 +25,49 @@ final class ReplicaGate: ReplicationGate {
     }
 
     let project: String
-    private let role = Mutex(Role.following)
-    private let continuation: AsyncStream<Job>.Continuation
-    /// The blocks to write, in order, for the replica that leads (``ProjectReplica``).
-    let jobs: AsyncStream<Job>
+    private struct State {
+        var role = Role.following
+        /// Where blocks go while leading: the stream of the lead that ``lead(revision:tail:)`` began.
+        var jobs: AsyncStream<Job>.Continuation?
+    }
+
+    private let state = Mutex(State())
     /// How long the writer waits for etcd before it gives up on a block.
     let waitLimit: Duration
 
     init(project: String, waitLimit: Duration) {
         self.project = project
         self.waitLimit = waitLimit
-        (jobs, continuation) = AsyncStream.makeStream(of: Job.self)
     }
 
-    var currentRole: Role { role.withLock { $0 } }
+    var currentRole: Role { state.withLock { $0.role } }
 
-    /// Lets writes through, as the leader elected at `revision`, extending `tail`.
-    func lead(revision: Int64, tail: ReplicationTail) { role.withLock { $0 = .leading(revision: revision, tail: tail) } }
+    /// Lets writes through, as the leader elected at `revision`, extending `tail`; returns the blocks to write,
+    /// in order, which end when the lead does (``follow()``).
+    func lead(revision: Int64, tail: ReplicationTail) -> AsyncStream<Job> {
+        let (jobs, continuation) = AsyncStream.makeStream(of: Job.self)
+        let previous = state.withLock { state in
+            defer {
+                state.role = .leading(revision: revision, tail: tail)
+                state.jobs = continuation
+            }
+            return state.jobs
+        }
+        previous?.finish()
+        return jobs
+    }
 
-    /// Refuses writes from now on.
-    func follow() { role.withLock { $0 = .following } }
+    /// Refuses writes from now on (blocks queued and not begun are refused as well).
+    func follow() {
+        let jobs = state.withLock { state in
+            defer {
+                state.role = .following
+                state.jobs = nil
+            }
+            return state.jobs
+        }
+        jobs?.finish()
+    }
 
     /// Whether this node leads (as far as it knows: etcd decides at each write).
     var isLeading: Bool { if case .leading = currentRole { true } else { false } }
@@ -62,8 +85,8 @@ final class ReplicaGate: ReplicationGate {
         switch outcome {
         case .success:
             let end = ReplicationTail(seq: block.lastSeq, hash: block.lastHash)
-            role.withLock { role in
-                if case .leading(revision, _) = role { role = .leading(revision: revision, tail: end) }
+            state.withLock { state in
+                if case .leading(revision, _) = state.role { state.role = .leading(revision: revision, tail: end) }
             }
         case .failure(let refusal):
             follow()
@@ -92,7 +115,9 @@ final class ReplicaGate: ReplicationGate {
             outcome.withLock { $0 = result }
             done.signal()
         }
-        continuation.yield(queued)
+        guard case .enqueued = state.withLock({ $0.jobs })?.yield(queued) else {
+            return .failure(ReplicationRefusal(.notLeader, "this node stopped leading project \(project)"))
+        }
         let limit = Double(waitLimit.components.seconds) + Double(waitLimit.components.attoseconds) / 1e18
         if done.wait(timeout: .now() + limit) == .timedOut {
             // The block may yet land in etcd: this node must read the log back before it writes again.
@@ -103,9 +128,4 @@ final class ReplicaGate: ReplicationGate {
         return outcome.withLock { $0 } ?? .failure(ReplicationRefusal(.clusterUnavailable, "no answer"))
     }
 
-    /// Ends ``jobs`` (the node is stopping).
-    func close() {
-        follow()
-        continuation.finish()
-    }
 }

@@ -18,11 +18,34 @@ import Synchronization
 public final class EtcdClient: Sendable {
     typealias Transport = HTTP2ClientTransport.Posix
 
-    /// One etcd member: its address and the client connected to it.
-    private struct Member: Sendable {
+    /// One etcd member: its address and the clients connected to it.
+    ///
+    /// Several connections, each call on the next: etcd (grpc-go) answers a unary call with RST_STREAM when its
+    /// answer is complete before the request's end of stream arrives, and grpc-swift's transport closes a
+    /// connection that receives more than 200 resets in 10 seconds (its rapid-reset guard, not configurable;
+    /// grpc/grpc-swift#2202), failing every stream on it, watches included. Spread over the pool, a member
+    /// takes ``connectionsPerMember`` × 20 unary calls a second before any connection comes near that, and the
+    /// long-lived streams (watches, lease keep-alives) have a connection of their own.
+    private final class Member: Sendable {
         let endpoint: String
-        let grpc: GRPCClient<Transport>
+        let pool: [GRPCClient<Transport>]
+        let streams: GRPCClient<Transport>
+        let next = Atomic<Int>(0)
+
+        init(endpoint: String, pool: [GRPCClient<Transport>], streams: GRPCClient<Transport>) {
+            self.endpoint = endpoint
+            self.pool = pool
+            self.streams = streams
+        }
+
+        /// The pooled client the next unary call goes to.
+        var grpc: GRPCClient<Transport> {
+            pool[next.wrappingAdd(1, ordering: .relaxed).oldValue % pool.count]
+        }
     }
+
+    /// Connections per member for unary calls (see ``Member``).
+    static let connectionsPerMember = 16
 
     private let members: [Member]
     /// The member the next call goes to first.
@@ -40,11 +63,25 @@ public final class EtcdClient: Sendable {
             var config = HTTP2ClientTransport.Posix.Config.defaults
             // A member that comes back is used again within a second (the default waits up to two minutes).
             config.backoff = .init(initial: .milliseconds(100), max: .seconds(1), multiplier: 1.6, jitter: 0.2)
-            config.connection.keepalive = .init(
-                time: .seconds(2), timeout: .seconds(2), allowWithoutCalls: true)
-            let transport = try HTTP2ClientTransport.Posix(
-                target: .dns(host: host, port: port), transportSecurity: .plaintext, config: config)
-            members.append(Member(endpoint: endpoint, grpc: GRPCClient(transport: transport)))
+            // No oftener than etcd allows (`--grpc-keepalive-min-time`, 5 s): it closes a connection that pings
+            // more often, with every stream on it.
+            config.connection.keepalive = nil
+            // An address as it is (a name resolved by DNS): gRPC's DNS resolver resolves again from time to time,
+            // and a change of its answer replaces the connection, with every stream on it.
+            let isAddress = host.split(separator: ".").count == 4 && host.split(separator: ".").allSatisfy { UInt8($0) != nil }
+            let target: any ResolvableTarget =
+                isAddress
+                ? ResolvableTargets.IPv4(addresses: [.init(host: host, port: port)])
+                : ResolvableTargets.DNS(host: host, port: port)
+            func client() throws -> GRPCClient<Transport> {
+                GRPCClient(
+                    transport: try HTTP2ClientTransport.Posix(
+                        target: target, transportSecurity: .plaintext, config: config))
+            }
+            members.append(
+                Member(
+                    endpoint: endpoint, pool: try (0..<Self.connectionsPerMember).map { _ in try client() },
+                    streams: try client()))
         }
         self.members = members
         self.callTimeout = callTimeout
@@ -57,14 +94,18 @@ public final class EtcdClient: Sendable {
     public func run() async throws {
         try await withThrowingDiscardingTaskGroup { group in
             for member in members {
-                group.addTask { try await member.grpc.runConnections() }
+                for grpc in member.pool + [member.streams] {
+                    group.addTask { try await grpc.runConnections() }
+                }
             }
         }
     }
 
     /// Lets calls in flight finish, then ends ``run()``.
     public func close() {
-        for member in members { member.grpc.beginGracefulShutdown() }
+        for member in members {
+            for grpc in member.pool + [member.streams] { grpc.beginGracefulShutdown() }
+        }
     }
 
     // MARK: Calls
@@ -100,7 +141,7 @@ public final class EtcdClient: Sendable {
     func withWatchMember(_ call: @Sendable (GRPCClient<Transport>) async throws -> Void) async throws {
         let index = preferred.withLock { $0 }
         do {
-            try await call(members[index].grpc)
+            try await call(members[index].streams)
         } catch let error as RPCError where Self.isMemberFailure(error) {
             preferred.withLock { if $0 == index { $0 = (index + 1) % members.count } }
             throw error
@@ -206,16 +247,31 @@ public final class EtcdClient: Sendable {
         }
     }
 
-    /// Renews `lease` once; returns the TTL left (0 or less: the lease is gone).
-    public func renewLease(_ lease: Int64) async throws -> Int64 {
+    /// Keeps `lease` alive on one stream, renewing it every `interval` and calling `renewed` with each TTL
+    /// etcd grants, until the lease is gone (returns), or the stream fails or no renewal is answered within
+    /// `deadline` (throws): etcd's `KeepAlive`.
+    public func keepAlive(
+        _ lease: Int64, every interval: Duration, deadline: Duration, renewed: @escaping @Sendable () -> Void
+    ) async throws {
         var request = Etcdserverpb_LeaseKeepAliveRequest()
         request.id = lease
-        return try await withMember { [request] grpc, options in
-            try await Etcdserverpb_Lease.Client(wrapping: grpc).leaseKeepAlive(options: options) { writer in
-                try await writer.write(request)
+        let answered = Mutex(ContinuousClock.now)
+        try await withWatchMember { [request] grpc in
+            try await Etcdserverpb_Lease.Client(wrapping: grpc).leaseKeepAlive { writer in
+                while true {
+                    guard ContinuousClock.now - answered.withLock({ $0 }) < deadline else {
+                        throw EtcdError("etcd did not renew the lease within \(deadline)")
+                    }
+                    try await writer.write(request)
+                    try await Task.sleep(for: interval)
+                }
             } onResponse: { response in
-                for try await message in response.messages { return message.ttl }
-                throw EtcdError("etcd closed a lease keep-alive without an answer")
+                for try await message in response.messages {
+                    guard message.ttl > 0 else { return }
+                    answered.withLock { $0 = .now }
+                    renewed()
+                }
+                throw EtcdError("etcd ended a lease keep-alive")
             }
         }
     }

@@ -22,7 +22,28 @@ struct ClusterForwarder: Sendable {
         "content-length",
     ]
 
-    func forward(_ request: Request, to baseURL: String) async throws -> Response {
+    /// Forwards `request` to the node at `baseURL` for as long as `stillThere` says that node serves it
+    /// (checked every 200 ms): when it stops (the leader died and another was elected), the request is given
+    /// up with 503. AsyncHTTPClient would otherwise go on trying to connect to a dead node until the
+    /// request's deadline (async-http-client#743).
+    func forward(
+        _ request: Request, to baseURL: String, while stillThere: @escaping @Sendable () -> Bool
+    ) async throws -> Response {
+        try await withThrowingTaskGroup(of: Response?.self) { group in
+            group.addTask { try await self.forward(request, to: baseURL) }
+            group.addTask {
+                while stillThere() { try await Task.sleep(for: .milliseconds(200)) }
+                return nil
+            }
+            defer { group.cancelAll() }
+            guard let response = try await group.next() ?? nil else {
+                throw FCMError.unavailable("The node that served this request went away; retry.")
+            }
+            return response
+        }
+    }
+
+    private func forward(_ request: Request, to baseURL: String) async throws -> Response {
         let body = try await request.body.collect(upTo: maximumBodyBytes)
         var outgoing = HTTPClientRequest(url: baseURL + (request.head.path ?? "/"))
         outgoing.method = NIOHTTP1.HTTPMethod(rawValue: request.method.rawValue)

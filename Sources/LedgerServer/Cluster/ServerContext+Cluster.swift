@@ -15,11 +15,14 @@ extension ServerContext {
     func answerElsewhere(_ request: Request, project: ProjectID) async throws -> Response? {
         guard let cluster = ledgers.cluster, let forwarder else { return nil }
         guard request.headers[.ledgerForwardedBy] == nil else { return nil }
-        switch cluster.route(project, isWrite: request.needsLeader) {
+        let needsLeader = request.needsLeader
+        switch cluster.route(project, isWrite: needsLeader) {
         case .local:
             return nil
         case .forward(let url):
-            return try await forwarder.forward(request, to: url)
+            return try await forwarder.forward(request, to: url) {
+                cluster.route(project, isWrite: needsLeader) == .forward(url: url)
+            }
         case .unavailable(let reason):
             var error = FCMError.unavailable("Project \(project) cannot be written right now: \(reason); retry.")
             error.headers[.retryAfter] = "1"
