@@ -191,8 +191,10 @@ public final class ClusterNode: Service, Sendable {
                         } else if !held, let stop = stops.removeValue(forKey: project) {
                             context.logger.notice(
                                 "this node no longer holds project", metadata: ["ledger.project": "\(project)"])
-                            state.withLock { _ = $0.replicas.removeValue(forKey: project) }
+                            let replica = state.withLock { $0.replicas.removeValue(forKey: project) }
+                            let role = replica?.gate.currentRole ?? .following
                             stop.finish()
+                            await replica?.resign(from: role)
                         }
                     }
                 }

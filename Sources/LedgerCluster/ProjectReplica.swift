@@ -184,6 +184,22 @@ final class ProjectReplica: Sendable {
         return response.header.revision
     }
 
+    /// Gives the leadership up, if this node holds it (placement moved the project away): deletes the election
+    /// key, fenced on its create revision, so that another holder campaigns at once rather than when this
+    /// node's lease would expire — which, the node being alive, it never would.
+    ///
+    /// - Parameter role: the gate's role before the replica was stopped.
+    func resign(from role: ReplicaGate.Role) async {
+        guard case .leading(let revision, _) = role else { return }
+        gate.follow()
+        var request = Etcdserverpb_TxnRequest()
+        request.compare = [.createRevision(of: keys.leader(project), equals: revision)]
+        request.success = [.deleteRange(keys.leader(project), rangeEnd: [])]
+        if (try? await node.etcd.txn(request))?.succeeded == true {
+            logger.notice("this node gave up leading project", metadata: ["ledger.project": "\(project)"])
+        }
+    }
+
     /// Leads as the holder of the election key created at `revision`: catches up, drops unfinished parts,
     /// opens the gate, then writes the blocks the writer hands over until the leadership is lost.
     private func lead(_ ledger: Ledger, revision: Int64) async throws {

@@ -19,6 +19,16 @@ ADMIN = "cluster-admin-secret"
 AUDITOR = "cluster-auditor-secret"
 CLIENT = "cluster-client-secret"
 PEER = "cluster-peer-secret"
+# A second project, which a fourth node takes from one of the first three (rendezvous placement: with n1…n4,
+# `news` is held by n2, n4 and n3).
+SECOND = "news"
+
+
+def secrets(project):
+    """The admin, auditor and client secrets of `project` (each secret belongs to one project)."""
+    if project == PROJECT:
+        return {"admin": ADMIN, "auditor": AUDITOR, "client": CLIENT}
+    return {role: f"{project}-{role}-secret" for role in ("admin", "auditor", "client")}
 LEASE_SECONDS = 2
 
 
@@ -111,14 +121,17 @@ class Node:
         self.data.mkdir(parents=True, exist_ok=True)
         self.config = Path(root) / f"{node_id}.json"
         self.config.write_text(json.dumps({
-            "projects": {PROJECT: {"adminKeys": [sha(ADMIN)], "auditorKeys": [sha(AUDITOR)],
-                                   "clientApiKeys": [sha(CLIENT)]}},
+            "projects": {project: {"adminKeys": [sha(secrets(project)["admin"])],
+                                   "auditorKeys": [sha(secrets(project)["auditor"])],
+                                   "clientApiKeys": [sha(secrets(project)["client"])]}
+                         for project in (PROJECT, SECOND)},
             "limits": {"registrationsPerSecond": 1000000, "sendsPerMinute": 100000000},
             "cluster": {"nodeId": node_id, "advertiseURL": self.base, "etcdEndpoints": etcd_endpoints,
                         "leaseSeconds": LEASE_SECONDS, "replicas": replicas, "peerKeys": [sha(PEER)]},
         }))
         self.log_path = Path(root) / f"{node_id}.log"
         self.process = None
+        self.paused = False
 
     def start(self, wrapper=()):
         log = open(self.log_path, "ab")
@@ -146,9 +159,11 @@ class Node:
 
     def pause(self):
         self.process.send_signal(signal.SIGSTOP)
+        self.paused = True
 
     def resume(self):
         self.process.send_signal(signal.SIGCONT)
+        self.paused = False
 
     @property
     def alive(self):
@@ -156,11 +171,11 @@ class Node:
 
     # Requests
 
-    def register(self, timeout=10):
+    def register(self, timeout=10, project=PROJECT):
         """Registers a device through this node; the token when the answer is 200, else None."""
-        response = requests.post(f"{self.base}/v1/projects/{PROJECT}/registrations",
-                                 headers={"x-goog-api-key": CLIENT}, json={"platform": "android"},
-                                 timeout=timeout)
+        response = requests.post(f"{self.base}/v1/projects/{project}/registrations",
+                                 headers={"x-goog-api-key": secrets(project)["client"]},
+                                 json={"platform": "android"}, timeout=timeout)
         return response.json()["token"] if response.status_code == 200 else None
 
     def send(self, topic, timeout=10):
@@ -169,14 +184,16 @@ class Node:
                                  json={"message": {"topic": topic, "data": {"k": "v"}}}, timeout=timeout)
         return response
 
-    def events(self):
-        """This node's log, read from its own replica: (seq, hash) of every event."""
+    def events(self, project=PROJECT):
+        """This node's log, read from its own replica (or its leader's, when it holds none): (seq, hash) of
+        every event."""
         out = []
         from_seq = 1
         while True:
-            response = requests.get(f"{self.base}/v1/projects/{PROJECT}/audit/events",
+            response = requests.get(f"{self.base}/v1/projects/{project}/audit/events",
                                     params={"fromSeq": from_seq, "limit": 10000},
-                                    headers={"Authorization": f"Bearer {AUDITOR}"}, timeout=30)
+                                    headers={"Authorization": f"Bearer {secrets(project)['auditor']}"},
+                                    timeout=30)
             response.raise_for_status()
             lines = [json.loads(line) for line in response.text.splitlines() if line]
             if not lines:
@@ -186,19 +203,23 @@ class Node:
 
     def status(self):
         response = requests.get(f"{self.base}/v1/cluster", headers={"Authorization": f"Bearer {ADMIN}"},
-                                timeout=10)
+                                timeout=3)
         response.raise_for_status()
         return response.json()
 
-    def leader(self):
-        for project in self.status()["projects"]:
-            if project["project"] == PROJECT:
-                return project["leader"]
+    def leader(self, project=PROJECT):
+        for entry in self.status()["projects"]:
+            if entry["project"] == project:
+                return entry["leader"]
         return None
 
-    def verify(self):
+    def holds(self, project):
+        """Whether this node has a copy of `project`'s ledger."""
+        return (self.data / project).exists()
+
+    def verify(self, project=PROJECT):
         """`ledger verify` of this node's copy (the node must be stopped)."""
-        return subprocess.run([self.binary, "verify", "--data", str(self.data), "--project", PROJECT],
+        return subprocess.run([self.binary, "verify", "--data", str(self.data), "--project", project],
                               capture_output=True, text=True, timeout=300)
 
 
@@ -227,46 +248,50 @@ class Cluster:
         return node
 
     def live_nodes(self):
-        return [node for node in self.nodes.values() if node.alive]
+        return [node for node in self.nodes.values() if node.alive and not node.paused]
 
-    def wait_for_leader(self, timeout=30, excluding=None):
+    def wait_for_leader(self, timeout=30, excluding=None, project=PROJECT):
         def elected():
             for node in self.live_nodes():
-                leader = node.leader()
-                if leader and leader != excluding and self.nodes.get(leader) and self.nodes[leader].alive:
+                leader = node.leader(project)
+                if leader and leader != excluding and self.nodes.get(leader) in self.live_nodes():
                     return leader
             return None
         return wait_until(elected, timeout, "a leader to be elected")
 
-    def converged(self, nodes=None, timeout=60):
+    def converged(self, nodes=None, timeout=60, project=PROJECT):
         """Waits until every live node (or `nodes`) holds the same log; returns it."""
         nodes = nodes or self.live_nodes()
 
         def same():
-            logs = [node.events() for node in nodes]
+            logs = [node.events(project) for node in nodes]
             return logs[0] if all(log == logs[0] for log in logs) else None
         return wait_until(same, timeout, "the replicas to hold the same log", interval=0.3)
 
-    def check(self, acknowledged, nodes=None):
+    def check(self, acknowledged, nodes=None, project=PROJECT):
         """After a case: every acknowledged registration is on every replica, and the logs are identical."""
         nodes = nodes or self.live_nodes()
-        log = self.converged(nodes)
+        log = self.converged(nodes, project=project)
         seqs = [seq for seq, _ in log]
         assert seqs == list(range(1, len(seqs) + 1)), "the log has gaps"
+        admin = secrets(project)["admin"]
         for node in nodes:
             for token in acknowledged:
                 response = requests.get(f"{node.base}/iid/info/{token}",
-                                        headers={"Authorization": f"Bearer {ADMIN}"}, timeout=10)
+                                        headers={"Authorization": f"Bearer {admin}"}, timeout=10)
                 assert response.status_code == 200, f"{token} acknowledged, missing on {node.node_id}"
         return log
 
     def verify_all(self):
-        """Stops every node and runs `ledger verify` on each copy."""
+        """Stops every node and runs `ledger verify` on each copy of each project."""
         for node in self.nodes.values():
             node.stop()
         for node in self.nodes.values():
-            result = node.verify()
-            assert result.returncode == 0, f"{node.node_id}: {result.stdout}{result.stderr}"
+            for project in (PROJECT, SECOND):
+                if not node.holds(project):
+                    continue
+                result = node.verify(project)
+                assert result.returncode == 0, f"{node.node_id} {project}: {result.stdout}{result.stderr}"
 
     def stop(self):
         for node in self.nodes.values():

@@ -9,7 +9,7 @@ import time
 
 import requests
 
-from cluster_harness import ADMIN, AUDITOR, LEASE_SECONDS, PROJECT, wait_until
+from cluster_harness import ADMIN, AUDITOR, LEASE_SECONDS, PROJECT, SECOND, wait_until
 from writers import Writers
 
 
@@ -130,24 +130,28 @@ def test_a_node_down_while_writes_go_on_then_back(cluster):
 
 
 def test_a_fourth_node_joins(cluster):
-    writers = Writers(list(cluster.nodes.values())).start()
+    # Placement by rendezvous hashing: with n1…n3 every node holds both projects; with n4, `news` moves from n1
+    # to n4 and `shop` stays where it is (cluster_harness.SECOND).
+    nodes = list(cluster.nodes.values())
+    cluster.wait_for_leader(project=SECOND)
+    writers = Writers(nodes, project=SECOND).start()
+    shop = [node.register() for node in nodes]
     wait_until(lambda: writers.count() > 50, 60, "writes to be acknowledged")
+    # n1, which started first, leads both projects; giving `news` up, it resigns at once.
+    assert cluster.nodes["n1"].leader(SECOND) == "n1"
     fourth = cluster.add_node("n4")
+    wait_until(lambda: fourth.holds(SECOND), 30, "the fourth node to take its project")
+    wait_until(lambda: fourth.leader(SECOND) in ("n2", "n3", "n4"), 3 * LEASE_SECONDS, "news to have a new leader")
     before = writers.count()
     wait_until(lambda: writers.count() > before + 50, 60, "writes with four nodes")
     acknowledged = writers.stop()
-    # With replicas = 3, the project is held by the three nodes rendezvous hashing picks among four; the
-    # fourth serves it too (forwarding what it does not hold).
+    # Writes through n4 and reads of it: of `news` from its own replica, of `shop` (not held) from shop's leader.
+    assert fourth.register(project=SECOND)
     assert fourth.register()
-    holders = [node for node in cluster.nodes.values()
-               if any(r["node"] == node.node_id for p in node.status()["projects"] for r in p["replicas"])]
-    assert len(holders) >= 3
-    cluster.check(acknowledged, nodes=[node for node in cluster.live_nodes() if node.node_id != "n4"]
-                  if fourth_is_not_holder(cluster) else None)
+    holders = [cluster.nodes[node_id] for node_id in ("n2", "n3", "n4")]
+    cluster.check(acknowledged, nodes=holders, project=SECOND)
+    assert not fourth.holds(PROJECT)
+    cluster.check(shop, nodes=list(cluster.nodes.values()))
+    # n1 gave `news` up: it still serves it, from the leader.
+    assert cluster.nodes["n1"].events(SECOND) == holders[0].events(SECOND)
     cluster.verify_all()
-
-
-def fourth_is_not_holder(cluster):
-    status = cluster.nodes["n1"].status()
-    project = next(p for p in status["projects"] if p["project"] == PROJECT)
-    return "n4" not in {replica["node"] for replica in project["replicas"]}

@@ -9,8 +9,9 @@ class Writers:
     """`per_node` threads per node, each registering devices until stopped; `acknowledged` holds the token of
     every registration answered 200."""
 
-    def __init__(self, nodes, per_node=2):
+    def __init__(self, nodes, per_node=2, project="shop"):
         self.nodes = nodes
+        self.project = project
         self.per_node = per_node
         self.acknowledged = []
         self.failures = 0
@@ -21,7 +22,7 @@ class Writers:
     def _run(self, node):
         while not self.stopping.is_set():
             try:
-                token = node.register(timeout=15)
+                token = node.register(timeout=15, project=self.project)
             except requests.RequestException:
                 token = None
             with self.lock:
