@@ -59,8 +59,9 @@ def wait_until(predicate, timeout, what, interval=0.05):
 class EtcdCluster:
     """Three etcd members on loopback (a quorum of two), each with its own data directory."""
 
-    def __init__(self, root, members=3):
+    def __init__(self, root, members=3, address="127.0.0.1"):
         self.root = Path(root)
+        self.address = address
         self.names = [f"e{index + 1}" for index in range(members)]
         self.client_ports = {name: free_port() for name in self.names}
         self.peer_ports = {name: free_port() for name in self.names}
@@ -68,7 +69,7 @@ class EtcdCluster:
 
     @property
     def endpoints(self):
-        return [f"127.0.0.1:{self.client_ports[name]}" for name in self.names]
+        return [f"{self.address}:{self.client_ports[name]}" for name in self.names]
 
     def start(self):
         for name in self.names:
@@ -76,9 +77,9 @@ class EtcdCluster:
         wait_until(self.healthy, 30, "etcd to be healthy")
 
     def start_member(self, name, state="new"):
-        cluster = ",".join(f"{other}=http://127.0.0.1:{self.peer_ports[other]}" for other in self.names)
-        client = f"http://127.0.0.1:{self.client_ports[name]}"
-        peer = f"http://127.0.0.1:{self.peer_ports[name]}"
+        cluster = ",".join(f"{other}=http://{self.address}:{self.peer_ports[other]}" for other in self.names)
+        client = f"http://{self.address}:{self.client_ports[name]}"
+        peer = f"http://{self.address}:{self.peer_ports[name]}"
         log = open(self.root / f"{name}.log", "ab")
         self.processes[name] = subprocess.Popen(
             ["etcd", "--name", name, "--data-dir", str(self.root / name),
@@ -112,11 +113,13 @@ class EtcdCluster:
 class Node:
     """One `ledger serve` of the cluster."""
 
-    def __init__(self, binary, root, node_id, etcd_endpoints, replicas=3):
+    def __init__(self, binary, root, node_id, etcd_endpoints, replicas=3, address="127.0.0.1", namespace=None):
         self.binary = binary
         self.node_id = node_id
         self.port = free_port()
-        self.base = f"http://127.0.0.1:{self.port}"
+        self.address = address
+        self.namespace = namespace
+        self.base = f"http://{address}:{self.port}"
         self.data = Path(root) / node_id
         self.data.mkdir(parents=True, exist_ok=True)
         self.config = Path(root) / f"{node_id}.json"
@@ -133,11 +136,12 @@ class Node:
         self.process = None
         self.paused = False
 
-    def start(self, wrapper=()):
+    def start(self):
         log = open(self.log_path, "ab")
+        wrapper = ["ip", "netns", "exec", self.namespace] if self.namespace else []
         self.process = subprocess.Popen(
             [*wrapper, self.binary, "serve", "--config", str(self.config), "--data", str(self.data),
-             "--port", str(self.port)],
+             "--host", self.address, "--port", str(self.port)],
             stdout=log, stderr=log)
         wait_until(lambda: requests.get(self.base + "/healthz", timeout=1).ok, 60, f"{self.node_id} to answer")
 
@@ -226,10 +230,12 @@ class Node:
 class Cluster:
     """etcd and the nodes, and the checks every case ends with."""
 
-    def __init__(self, binary, nodes=3):
+    def __init__(self, binary, nodes=3, network=None):
         self.root = Path(tempfile.mkdtemp(prefix="ledger-cluster-"))
         self.binary = binary
-        self.etcd = EtcdCluster(self.root / "etcd")
+        self.network = network
+        address = network.host_address if network else "127.0.0.1"
+        self.etcd = EtcdCluster(self.root / "etcd", address=address)
         (self.root / "etcd").mkdir()
         self.nodes = {}
         self.node_count = nodes
@@ -242,7 +248,12 @@ class Cluster:
         return self
 
     def add_node(self, node_id, replicas=3):
-        node = Node(self.binary, self.root, node_id, self.etcd.endpoints, replicas=replicas)
+        if self.network and node_id == self.network.node_id:
+            node = Node(self.binary, self.root, node_id, self.etcd.endpoints, replicas=replicas,
+                        address=self.network.namespace_address, namespace=self.network.name)
+        else:
+            address = self.network.host_address if self.network else "127.0.0.1"
+            node = Node(self.binary, self.root, node_id, self.etcd.endpoints, replicas=replicas, address=address)
         node.start()
         self.nodes[node_id] = node
         return node
@@ -298,3 +309,68 @@ class Cluster:
             node.kill()
         self.etcd.stop()
         shutil.rmtree(self.root, ignore_errors=True)
+
+
+class Namespace:
+    """A network namespace joined to this one by a veth pair, for a node that can be cut off: the namespace's
+    node reaches etcd and its peers (and they it) only across the pair, where iptables can drop it."""
+
+    def __init__(self, node_id, name="tlcluster", host_address="10.231.0.1", namespace_address="10.231.0.2"):
+        self.node_id = node_id
+        self.name = name
+        self.host_address = host_address
+        self.namespace_address = namespace_address
+
+    @staticmethod
+    def unavailable():
+        """Why namespaces cannot be used here, or None."""
+        if os.geteuid() != 0:
+            return "network namespaces need root"
+        if not shutil.which("ip") or not shutil.which("iptables"):
+            return "network namespaces need iproute2 and iptables (apt-get install -y iproute2 iptables)"
+        probe = subprocess.run(["ip", "netns", "add", "tlprobe"], capture_output=True, text=True)
+        if probe.returncode != 0:
+            return f"ip netns is not permitted here: {probe.stderr.strip()}"
+        subprocess.run(["ip", "netns", "del", "tlprobe"], capture_output=True)
+        return None
+
+    def _run(self, *command, inside=False):
+        prefix = ["ip", "netns", "exec", self.name] if inside else []
+        subprocess.run([*prefix, *command], check=True, capture_output=True, text=True)
+
+    def create(self):
+        subprocess.run(["ip", "netns", "del", self.name], capture_output=True)
+        subprocess.run(["ip", "link", "del", "tlveth-h"], capture_output=True)
+        self._run("ip", "netns", "add", self.name)
+        self._run("ip", "link", "add", "tlveth-h", "type", "veth", "peer", "name", "tlveth-n")
+        self._run("ip", "link", "set", "tlveth-n", "netns", self.name)
+        self._run("ip", "addr", "add", f"{self.host_address}/24", "dev", "tlveth-h")
+        self._run("ip", "link", "set", "tlveth-h", "up")
+        self._run("ip", "addr", "add", f"{self.namespace_address}/24", "dev", "tlveth-n", inside=True)
+        self._run("ip", "link", "set", "tlveth-n", "up", inside=True)
+        self._run("ip", "link", "set", "lo", "up", inside=True)
+        return self
+
+    def cut(self):
+        """Drops every packet between the namespace and the host side — etcd, the peers, and the test's own
+        connections (``register_inside`` reaches the node from within)."""
+        self._run("iptables", "-A", "OUTPUT", "-d", self.host_address, "-j", "DROP", inside=True)
+        self._run("iptables", "-A", "INPUT", "-s", self.host_address, "-j", "DROP", inside=True)
+
+    def register_inside(self, node, project="shop"):
+        """A registration sent to `node` from within the namespace: the HTTP status (0: no answer in 10 s)."""
+        result = subprocess.run(
+            ["ip", "netns", "exec", self.name, "curl", "-s", "-o", "/dev/null", "-w", "%{http_code}",
+             "--max-time", "10", "-X", "POST", "-H", f"x-goog-api-key: {secrets(project)['client']}",
+             "-H", "content-type: application/json", "-d", "{}",
+             f"{node.base}/v1/projects/{project}/registrations"],
+            capture_output=True, text=True)
+        return int(result.stdout or 0)
+
+    def heal(self):
+        self._run("iptables", "-F", "INPUT", inside=True)
+        self._run("iptables", "-F", "OUTPUT", inside=True)
+
+    def destroy(self):
+        subprocess.run(["ip", "netns", "del", self.name], capture_output=True)
+        subprocess.run(["ip", "link", "del", "tlveth-h"], capture_output=True)

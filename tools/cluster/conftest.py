@@ -4,7 +4,7 @@ import os
 
 import pytest
 
-from cluster_harness import Cluster
+from cluster_harness import Cluster, Namespace
 
 
 @pytest.fixture
@@ -13,3 +13,20 @@ def cluster():
     running = Cluster(binary).start()
     yield running
     running.stop()
+
+
+@pytest.fixture
+def cut_off_cluster():
+    """A cluster whose n1 (the first leader) runs in a network namespace, to be cut off; skipped, with the
+    reason, where namespaces cannot be made."""
+    reason = Namespace.unavailable()
+    if reason:
+        pytest.skip(reason)
+    network = Namespace("n1").create()
+    running = Cluster(os.environ["LEDGER_BIN"], network=network)
+    try:
+        running.start()
+        yield running, network
+    finally:
+        running.stop()
+        network.destroy()

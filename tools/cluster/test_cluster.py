@@ -155,3 +155,28 @@ def test_a_fourth_node_joins(cluster):
     # n1 gave `news` up: it still serves it, from the leader.
     assert cluster.nodes["n1"].events(SECOND) == holders[0].events(SECOND)
     cluster.verify_all()
+
+
+def test_a_node_cut_off_from_etcd_and_its_peers(cut_off_cluster):
+    cluster, network = cut_off_cluster
+    cut = cluster.nodes["n1"]
+    others = [cluster.nodes["n2"], cluster.nodes["n3"]]
+    assert cut.leader() == "n1"
+    writers = Writers(list(cluster.nodes.values())).start()
+    wait_until(lambda: writers.count() > 30, 60, "writes to be acknowledged")
+    network.cut()
+    cut.paused = True  # unreachable from here: the harness asks the others
+    new_leader = cluster.wait_for_leader(excluding="n1", timeout=4 * LEASE_SECONDS + 10)
+    before = writers.count()
+    wait_until(lambda: writers.count() > before + 50, 60, "writes to go on without the cut-off node")
+    # The cut-off node, asked from within its namespace, acknowledges nothing: it cannot reach etcd.
+    time.sleep(LEASE_SECONDS)
+    assert [network.register_inside(cut) for _ in range(3)] == [503, 503, 503]
+    network.heal()
+    cut.paused = False
+    before = writers.count()
+    wait_until(lambda: writers.count() > before + 30, 60, "writes after the network healed")
+    acknowledged = writers.stop()
+    assert new_leader in ("n2", "n3")
+    cluster.check(acknowledged)
+    cluster.verify_all()
