@@ -148,8 +148,13 @@ extension ConfigurationFile {
         let leaseSeconds: Int?
         let replicas: Int?
         let peerKeys: [String]?
+        let maximumBlockBytes: Int?
+        let retainedEvents: Int?
 
-        static let keys = ["nodeId", "advertiseURL", "etcdEndpoints", "leaseSeconds", "replicas", "peerKeys"]
+        static let keys = [
+            "nodeId", "advertiseURL", "etcdEndpoints", "leaseSeconds", "replicas", "peerKeys", "maximumBlockBytes",
+            "retainedEvents",
+        ]
 
         init(from decoder: any Decoder) throws {
             let path = decoder.configurationPath
@@ -170,6 +175,8 @@ extension ConfigurationFile {
             }
             leaseSeconds = try number("leaseSeconds")
             replicas = try number("replicas")
+            maximumBlockBytes = try number("maximumBlockBytes")
+            retainedEvents = try number("retainedEvents")
         }
     }
 }

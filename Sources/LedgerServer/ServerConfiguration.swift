@@ -209,6 +209,19 @@ extension ClusterConfiguration {
             }
             self.replicas = replicas
         }
+        if let bytes = section.maximumBlockBytes {
+            guard (64 << 10...(1 << 20) + (256 << 10)).contains(bytes) else {
+                throw LedgerCoreError(
+                    .invalidArgument, field: "\(path): cluster.maximumBlockBytes", "expected 65536 to 1310720")
+            }
+            maximumBlockBytes = bytes
+        }
+        if let events = section.retainedEvents {
+            guard events >= 0 else {
+                throw LedgerCoreError(.invalidArgument, field: "\(path): cluster.retainedEvents", "expected 0 or more")
+            }
+            retainedEvents = UInt64(events)
+        }
         for key in section.peerKeys ?? [] {
             guard key.hasPrefix("sha256:"), key.count == 71, Hex.decode(key.dropFirst(7)) != nil else {
                 throw LedgerCoreError(

@@ -1,6 +1,7 @@
 """A cluster on loopback for the cluster suite: three etcd members and `ledger serve` nodes sharing them
 (docs/cluster.md). Every process is a child of the test process; each node has its own data directory."""
 
+import base64
 import hashlib
 import json
 import os
@@ -40,6 +41,35 @@ def free_port():
 
 def sha(secret):
     return "sha256:" + hashlib.sha256(secret.encode()).hexdigest()
+
+
+def protobuf_fields(data):
+    """The fields of a protobuf message: number → values (varints as ints, the rest as bytes)."""
+    fields, index = {}, 0
+
+    def varint():
+        nonlocal index
+        value, shift = 0, 0
+        while True:
+            byte = data[index]
+            index += 1
+            value |= (byte & 0x7F) << shift
+            shift += 7
+            if byte < 0x80:
+                return value
+    while index < len(data):
+        key = varint()
+        number, wire = key >> 3, key & 7
+        if wire == 0:
+            value = varint()
+        elif wire == 2:
+            length = varint()
+            value = data[index:index + length]
+            index += length
+        else:
+            raise ValueError(f"wire type {wire}")
+        fields.setdefault(number, []).append(value)
+    return fields
 
 
 def wait_until(predicate, timeout, what, interval=0.05):
@@ -103,6 +133,18 @@ class EtcdCluster:
             capture_output=True, text=True, env={**os.environ, "ETCDCTL_API": "3"}, timeout=10)
         return result.returncode == 0
 
+    def blocks(self, project=PROJECT):
+        """Each block etcd holds of `project`: (first seq, records, last seq of its commit)."""
+        result = subprocess.run(
+            ["etcdctl", "--endpoints", ",".join(self.endpoints), "get", "--prefix",
+             f"/topicledger/projects/{project}/blocks/", "--write-out", "json"],
+            capture_output=True, text=True, env={**os.environ, "ETCDCTL_API": "3"}, timeout=30, check=True)
+        blocks = []
+        for kv in json.loads(result.stdout).get("kvs", []):
+            fields = protobuf_fields(base64.b64decode(kv["value"]))
+            blocks.append((fields[1][0], len(fields.get(3, [])), fields[4][0]))
+        return sorted(blocks)
+
     def stop(self):
         for process in self.processes.values():
             process.kill()
@@ -113,7 +155,8 @@ class EtcdCluster:
 class Node:
     """One `ledger serve` of the cluster."""
 
-    def __init__(self, binary, root, node_id, etcd_endpoints, replicas=3, address="127.0.0.1", namespace=None):
+    def __init__(self, binary, root, node_id, etcd_endpoints, replicas=3, address="127.0.0.1", namespace=None,
+                 options=None):
         self.binary = binary
         self.node_id = node_id
         self.port = free_port()
@@ -130,7 +173,8 @@ class Node:
                          for project in (PROJECT, SECOND)},
             "limits": {"registrationsPerSecond": 1000000, "sendsPerMinute": 100000000},
             "cluster": {"nodeId": node_id, "advertiseURL": self.base, "etcdEndpoints": etcd_endpoints,
-                        "leaseSeconds": LEASE_SECONDS, "replicas": replicas, "peerKeys": [sha(PEER)]},
+                        "leaseSeconds": LEASE_SECONDS, "replicas": replicas, "peerKeys": [sha(PEER)],
+                        **(options or {})},
         }))
         self.log_path = Path(root) / f"{node_id}.log"
         self.process = None
@@ -230,10 +274,11 @@ class Node:
 class Cluster:
     """etcd and the nodes, and the checks every case ends with."""
 
-    def __init__(self, binary, nodes=3, network=None):
+    def __init__(self, binary, nodes=3, network=None, options=None):
         self.root = Path(tempfile.mkdtemp(prefix="ledger-cluster-"))
         self.binary = binary
         self.network = network
+        self.options = options
         address = network.host_address if network else "127.0.0.1"
         self.etcd = EtcdCluster(self.root / "etcd", address=address)
         (self.root / "etcd").mkdir()
@@ -250,10 +295,11 @@ class Cluster:
     def add_node(self, node_id, replicas=3):
         if self.network and node_id == self.network.node_id:
             node = Node(self.binary, self.root, node_id, self.etcd.endpoints, replicas=replicas,
-                        address=self.network.namespace_address, namespace=self.network.name)
+                        address=self.network.namespace_address, namespace=self.network.name, options=self.options)
         else:
             address = self.network.host_address if self.network else "127.0.0.1"
-            node = Node(self.binary, self.root, node_id, self.etcd.endpoints, replicas=replicas, address=address)
+            node = Node(self.binary, self.root, node_id, self.etcd.endpoints, replicas=replicas, address=address,
+                        options=self.options)
         node.start()
         self.nodes[node_id] = node
         return node

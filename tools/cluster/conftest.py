@@ -30,3 +30,11 @@ def cut_off_cluster():
     finally:
         running.stop()
         network.destroy()
+
+
+@pytest.fixture
+def small_block_cluster():
+    """A cluster whose blocks are at most 64 KiB, so that a batch of a thousand subscriptions is split."""
+    running = Cluster(os.environ["LEDGER_BIN"], options={"maximumBlockBytes": 65536}).start()
+    yield running
+    running.stop()

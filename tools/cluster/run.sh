@@ -6,7 +6,20 @@
 set -euo pipefail
 cd "$(dirname "$0")"
 binary="${1:-$(cd ../.. && swift build --show-bin-path)/ledger}"
-command -v etcd >/dev/null || { echo "etcd is missing: apt-get install -y etcd-server etcd-client" >&2; exit 1; }
+# etcd (3.4, Debian's), etcdctl, curl, and iproute2 and iptables for the namespace case.
+packages="etcd-server etcd-client curl iproute2 iptables"
+missing=""
+for command in etcd etcdctl curl ip iptables; do command -v "$command" >/dev/null || missing=yes; done
+if [ -n "$missing" ]; then
+    if [ "$(id -u)" -eq 0 ] && command -v apt-get >/dev/null; then
+        echo "installing $packages" >&2
+        apt-get update -qq
+        DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $packages >/dev/null
+    else
+        echo "error: the cluster suite needs etcd. Install it with: sudo apt-get install -y $packages" >&2
+        exit 1
+    fi
+fi
 python3 -m pip install --quiet --disable-pip-version-check -r requirements.txt
 shift $(( $# > 0 ? 1 : 0 ))
 LEDGER_BIN="$binary" python3 -m pytest -q -p no:cacheprovider -x . "$@"

@@ -5,7 +5,10 @@ writes through every node, injects one fault, and ends with the same checks: eve
 is on every replica, the replicas' logs are identical (every seq and hash), and `ledger verify` is sound on
 each copy."""
 
+import json
+import subprocess
 import time
+from concurrent.futures import ThreadPoolExecutor
 
 import requests
 
@@ -53,6 +56,12 @@ def test_every_node_serves_every_route(cluster):
     assert requests.get(f"{nodes[0].base}/v1/cluster", timeout=10).status_code == 401
     assert requests.get(f"{nodes[0].base}/v1/cluster", headers={"Authorization": f"Bearer {AUDITOR}"},
                         timeout=10).status_code == 200
+    # `ledger cluster status` reads the same from etcd.
+    printed = subprocess.run([cluster.binary, "cluster", "status", "--etcd", ",".join(cluster.etcd.endpoints),
+                              "--project", PROJECT, "--format", "json"], capture_output=True, text=True, timeout=30)
+    assert printed.returncode == 0, printed.stderr
+    shop = [p for p in _settled(nodes[0].status())["projects"] if p["project"] == PROJECT]
+    assert _settled(json.loads(printed.stdout))["projects"] == shop
     cluster.check([token for token in tokens])
     cluster.verify_all()
 
@@ -179,4 +188,31 @@ def test_a_node_cut_off_from_etcd_and_its_peers(cut_off_cluster):
     acknowledged = writers.stop()
     assert new_leader in ("n2", "n3")
     cluster.check(acknowledged)
+    cluster.verify_all()
+
+
+def test_a_commit_larger_than_a_block_is_split_and_every_part_is_applied(small_block_cluster):
+    cluster = small_block_cluster
+    nodes = list(cluster.nodes.values())
+    with ThreadPoolExecutor(16) as pool:
+        tokens = list(pool.map(lambda index: nodes[index % 3].register(), range(1000)))
+    assert all(tokens)
+    # One batchAdd of 1000 tokens through a follower: one commit of 1000 events, about 250 KB of records.
+    follower = next(node for node in nodes if node.node_id != cluster.wait_for_leader())
+    response = requests.post(f"{follower.base}/iid/v1:batchAdd", headers={"Authorization": f"Bearer {ADMIN}"},
+                             json={"to": "/topics/big", "registration_tokens": tokens}, timeout=60)
+    assert response.status_code == 200, response.text
+    assert all(result == {} for result in response.json()["results"])
+    seq = int(response.headers["x-ledger-seq"])
+    blocks = cluster.etcd.blocks()
+    commit = [block for block in blocks if block[2] == seq]
+    assert len(commit) >= 3, blocks[-6:]
+    assert sum(records for _, records, _ in commit) == 1000
+    for (first, records, _), (following, _, _) in zip(commit, commit[1:]):
+        assert following == first + records
+    cluster.check(tokens)
+    for node in nodes:
+        topic = requests.get(f"{node.base}/v1/projects/{PROJECT}/audit/topics/big",
+                             headers={"Authorization": f"Bearer {AUDITOR}", "x-ledger-min-seq": str(seq)}, timeout=10)
+        assert topic.status_code == 200 and '"subscriberCount":1000' in topic.text.replace(" ", ""), topic.text[:300]
     cluster.verify_all()
