@@ -8,6 +8,9 @@ import LedgerQueries
 #if canImport(CDispatch)
     import CDispatch
 #endif
+#if canImport(CoreFoundation)
+    import CoreFoundation
+#endif
 
 #if canImport(Glibc)
     import Glibc

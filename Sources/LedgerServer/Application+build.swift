@@ -142,6 +142,12 @@ public func buildRouter(
             pendingAudiences += ledger.pendingAudiences
         }
         ledgers.metrics.recordEvents(events, pendingAudiences: pendingAudiences)
+        if let cluster = ledgers.cluster {
+            let projects = cluster.projects
+            ledgers.metrics.recordCluster(
+                alarms: cluster.alarms, leading: projects.filter { cluster.isLeading($0) }.count,
+                holding: projects.filter { cluster.holds($0) }.count)
+        }
         if !configuration.apns.isEmpty {
             let apns = ledgers.apnsTotals()
             ledgers.metrics.recordAPNs(outboxDepth: apns.outboxDepth, failingProjects: apns.failingProjects)

@@ -68,12 +68,24 @@ struct InstanceIDAuthentication: RouterMiddleware {
     {
         var context = context
         let caller = try server.configuration.credentials.authorizeBearer(request, roles: roles)
-        if let answer = try await server.answerElsewhere(request, project: caller.project) { return answer }
+        if let answer = try await Self.inInstanceIDShape({ try await server.answerElsewhere(request, project: caller.project) }) {
+            return answer
+        }
         context.caller = caller
         let ledger = try await server.ledger(for: caller.project)
         context.ledger = ledger
-        try await server.awaitMinimumSeq(of: request, in: ledger)
+        try await Self.inInstanceIDShape { try await server.awaitMinimumSeq(of: request, in: ledger) }
         return server.stampingSeq(try await next(request, context), of: ledger, for: request)
+    }
+
+    /// Runs `body`, answering its Google-shaped 4xx refusals in the Instance ID shape (`{"error": "STATUS"}`);
+    /// 5xx stay in the Google shape, as on every Instance ID route (docs/openapi.yaml).
+    private static func inInstanceIDShape<T>(_ body: () async throws -> T) async throws -> T {
+        do {
+            return try await body()
+        } catch let error as FCMError where error.status.kind == .clientError {
+            throw InstanceIDError(status: error.status, code: error.googleStatus)
+        }
     }
 }
 

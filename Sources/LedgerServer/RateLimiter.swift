@@ -6,6 +6,9 @@ import NIOCore
 #if canImport(CDispatch)
     import CDispatch
 #endif
+#if canImport(CoreFoundation)
+    import CoreFoundation
+#endif
 import Synchronization
 
 /// Token buckets per key (a project, or one device of a project): `rate` tokens a second, holding at most

@@ -93,6 +93,20 @@ public final class ServerMetrics: Sendable {
         ).set(Double(failingProjects))
     }
 
+    /// Sets the cluster's gauges: the etcd alarms raised (`NOSPACE`, `CORRUPT`), one series each, 1 when raised.
+    func recordCluster(alarms: [String], leading: Int, holding: Int) {
+        for alarm in ["NOSPACE", "CORRUPT"] {
+            registry.makeGauge(
+                name: "topicledger_etcd_alarms", labels: [("alarm", alarm)],
+                help: "Whether etcd has raised the alarm (1) or not (0)"
+            ).set(Double(alarms.contains(alarm) ? 1 : 0))
+        }
+        registry.makeGauge(name: "topicledger_cluster_projects_leading", help: "Projects this node leads")
+            .set(Double(leading))
+        registry.makeGauge(name: "topicledger_cluster_projects_held", help: "Projects this node holds a replica of")
+            .set(Double(holding))
+    }
+
     /// One project's series in the Prometheus text format (for its authenticated metrics route).
     static func projectExposition(_ statistics: LedgerStatistics) -> [UInt8] {
         let series: [(String, String, String)] = [

@@ -1,10 +1,44 @@
 """Fixtures of the cluster suite: a fresh cluster (three etcd members, three nodes) for each test."""
 
 import os
+import sys
+from pathlib import Path
+from urllib.parse import urlsplit
 
 import pytest
+import requests
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "sdk-conformance"))
+from openapi_contract import Contract  # noqa: E402
 
 from cluster_harness import Cluster, Namespace
+
+
+@pytest.fixture(scope="session", autouse=True)
+def contract():
+    """Every response of a node, to the suite's own requests, is checked against docs/openapi.yaml (the
+    sdk-conformance suite's checker); at the end, the cluster's own operations must have answered 2xx."""
+    checker = Contract()
+    original = requests.Session.send
+
+    def send(session, request, **kwargs):
+        response = original(session, request, **kwargs)
+        path = urlsplit(request.url).path
+        if path.startswith("/v1/") or path.startswith("/iid/"):
+            checker.check(request.method, request.url, response.status_code, response.headers,
+                          lambda: response.content)
+        return response
+
+    requests.Session.send = send
+    yield checker
+    requests.Session.send = original
+    if os.environ.get("LEDGER_CONTRACT_COVERAGE") == "0":
+        return
+    cluster_operations = [(template, method) for template, method in checker.operations()
+                          if "cluster" in checker.spec["paths"][template][method].get("tags", [])]
+    missing = [operation for operation in cluster_operations
+               if not any(seen[:2] == operation and seen[2].startswith("2") for seen in checker.seen)]
+    assert not missing, f"cluster operations never answered 2xx in the suite: {missing}"
 
 
 @pytest.fixture

@@ -48,9 +48,12 @@ def contract():
     requests.Session.send = original
     if os.environ.get("LEDGER_CONTRACT_COVERAGE") == "0":
         return  # a pass over some files only (run.sh's HTTPS pass): the full pass checks the coverage
+    # A single node answers the cluster's routes 404: their 2xx is the cluster suite's to exercise (tools/cluster
+    # checks its responses against the same contract).
     missing_success = sorted(
         (template, method) for template, method in checker.operations()
-        if not any(seen[:2] == (template, method) and seen[2].startswith("2") for seen in checker.seen))
+        if "cluster" not in checker.spec["paths"][template][method].get("tags", [])
+        and not any(seen[:2] == (template, method) and seen[2].startswith("2") for seen in checker.seen))
     assert not missing_success, f"documented operations never answered 2xx in the suite: {missing_success}"
     operations = checker.spec["paths"]
     missing_errors = sorted(

@@ -401,3 +401,13 @@ def test_readiness_and_unknown_routes(server):
         assert reply.status_code == 404
         error = reply.json()["error"]
         assert error["code"] == 404 and error["status"] == "NOT_FOUND" and error["message"]
+
+
+def test_the_cluster_status_is_404_without_a_cluster_and_401_without_a_key(server):
+    assert requests.get(f"{server['base']}/v1/cluster", timeout=10).status_code == 401
+    response = requests.get(f"{server['base']}/v1/cluster", headers=ADMIN, timeout=10)
+    assert response.status_code == 404
+    assert response.json()["error"]["status"] == "NOT_FOUND"
+    # The client key, which every app holds, is not a credential here.
+    assert requests.get(f"{server['base']}/v1/cluster", headers={"Authorization": "Bearer dev-client-key"},
+                        timeout=10).status_code == 401
