@@ -148,25 +148,74 @@ final class ProjectReplica: Sendable {
         return revision
     }
 
-    /// Watches the project's keys from `revision` + 1, catching up at each new tail, until the leader's key
-    /// is deleted (or this node finds it leads).
+    /// Watches the project's keys from `revision` + 1 until the leader's key is deleted: keeps the parts the
+    /// watch delivers and, at each new tail, applies the whole commits they make up to it — reading from etcd
+    /// (``catchUp(_:)``) only when a part is missing.
     private func follow(_ ledger: Ledger, from revision: Int64) async throws {
         let leaderKey = keys.leader(project)
         let tailKey = keys.tail(project)
+        let blocksPrefix = keys.blocks(project)
+        let parts = LockedValue<[UInt64: StoredBlock]>([:])
         try await node.etcd.watch(prefix: keys.project(project), fromRevision: revision + 1) { [self] events, _ in
-            var tailMoved = false
-            for event in events {
+            var tail: ReplicationTail?
+            for event in events where event.type == .put || String(decoding: event.kv.key, as: UTF8.self) == leaderKey {
                 let key = String(decoding: event.kv.key, as: UTF8.self)
                 if key == leaderKey {
                     if event.type == .delete { return false }
                     state.withLock { $0.leader = String(decoding: event.kv.value, as: UTF8.self) }
                 } else if key == tailKey {
-                    tailMoved = true
+                    tail = try ReplicationTail(decoding: event.kv.value)
+                } else if key.hasPrefix(blocksPrefix) {
+                    let part = try StoredBlock(decoding: event.kv.value)
+                    parts.withLock { $0[part.block.firstSeq] = part }
                 }
             }
-            if tailMoved { try await catchUp(ledger) }
+            if let tail { try await apply(parts: parts, through: tail, ledger) }
             return true
         }
+    }
+
+    /// Applies the whole commits `parts` holds from the head on, through `tail`; catches up from etcd when
+    /// one is missing.
+    private func apply(parts: LockedValue<[UInt64: StoredBlock]>, through tail: ReplicationTail, _ ledger: Ledger)
+        async throws
+    {
+        var head = try await applier.perform { try ledger.read { try $0.head() } }
+        while head.seq < tail.seq {
+            let commit: ReplicatedBlock? = parts.withLock { parts in
+                var next = head.seq + 1
+                var records: [[UInt8]] = []
+                var first: StoredBlock?
+                while let part = parts[next] {
+                    if first == nil { first = part }
+                    records += part.block.records
+                    next = part.block.lastSeq + 1
+                    if part.block.lastSeq == part.commitLastSeq {
+                        guard let first, part.commitLastSeq <= tail.seq else { return nil }
+                        return ReplicatedBlock(
+                            firstSeq: first.block.firstSeq, previousHash: first.block.previousHash, records: records)
+                    }
+                }
+                return nil
+            }
+            guard let commit else {
+                // A part the watch did not bring (it began after it was written): read it from etcd.
+                parts.withLock { $0.removeAll() }
+                try await catchUp(ledger)
+                return
+            }
+            if case .applied(let applied) = try await applier.perform({ try ledger.applyReplicated(commit) }) {
+                head = applied
+            } else {
+                head = try await applier.perform { try ledger.read { try $0.head() } }
+            }
+            let through = head.seq
+            parts.withLock { parts in parts = parts.filter { $0.key > through } }
+        }
+        guard head.seq != tail.seq || head.hash == tail.hash else {
+            throw damaged("this replica's head \(head.seq) does not match the cluster's tail \(tail) (a fork)")
+        }
+        noteApplied(head)
     }
 
     // MARK: Leading

@@ -8,9 +8,16 @@ import NIOHTTP1
 /// Sends a request this node does not serve to the node that does (a project's leader), and answers with
 /// what that node answers — status, headers and body, streamed, so long polls and event streams pass through.
 ///
-/// AsyncHTTPClient's shared client keeps connections to each peer alive between requests. The caller's own
-/// credentials go along: the peer authenticates the request as this node did.
+/// One AsyncHTTPClient for the process keeps connections to each peer alive between requests, up to 256 per
+/// peer (the shared client's 8 held forwarded writes to 8 in flight: 650 a second through a follower, measured).
+/// The caller's own credentials go along: the peer authenticates the request as this node did.
 struct ClusterForwarder: Sendable {
+    /// Lives as long as the process (a static is never deinitialized, so it needs no shutdown).
+    private static let client = HTTPClient(
+        eventLoopGroupProvider: .singleton,
+        configuration: HTTPClient.Configuration(
+            connectionPool: .init(idleTimeout: .seconds(60), concurrentHTTP1ConnectionsPerHostSoftLimit: 256)))
+
     /// This node's id, sent in ``HTTPField/Name/ledgerForwardedBy``.
     let nodeID: String
     let maximumBodyBytes: Int
@@ -56,7 +63,7 @@ struct ClusterForwarder: Sendable {
         let timeout: TimeAmount = request.method == .get ? .hours(1) : .seconds(30)
         let answer: HTTPClientResponse
         do {
-            answer = try await HTTPClient.shared.execute(outgoing, timeout: timeout)
+            answer = try await Self.client.execute(outgoing, timeout: timeout)
         } catch {
             throw FCMError.unavailable("The node serving this request could not be reached; retry.")
         }
