@@ -33,6 +33,10 @@ public final class LMDBEnvironment: @unchecked Sendable {
         public var readOnly = false
         /// Skip the fsync on commit. Only for throwaway data (benchmarks of non-durable baselines, scratch copies).
         public var noSync = false
+        /// One fsync per commit instead of two: the meta page is not flushed (`MDB_NOMETASYNC`). Atomic and
+        /// consistent, but a system crash may undo the last commit — for a ledger whose commits are durable
+        /// elsewhere first (a cluster's replica: etcd holds them on a quorum, and the replica reads them back).
+        public var noMetaSync = false
         /// Test-only: fails chosen LMDB calls of write transactions (see ``LMDBFaultInjector``).
         public var faultInjector: LMDBFaultInjector?
 
@@ -59,6 +63,7 @@ public final class LMDBEnvironment: @unchecked Sendable {
             var flags = UInt32(MDB_NOTLS)
             if options.readOnly { flags |= UInt32(MDB_RDONLY) }
             if options.noSync { flags |= UInt32(MDB_NOSYNC) }
+            if options.noMetaSync { flags |= UInt32(MDB_NOMETASYNC) }
             try LMDBError.check(mdb_env_open(env, path, flags, 0o644), "mdb_env_open")
             // Clear reader slots left by processes that died (kill -9) so they do not pin old pages.
             var dead: Int32 = 0

@@ -153,6 +153,9 @@ public final class LedgerRegistry: Sendable {
         let delivery = self.delivery(for: project)
         options.sendObserver = { [delivery] seqs in delivery.notify(seqs: seqs) }
         options.replication = cluster?.gate(for: project)
+        // In a cluster a commit is durable in etcd before LMDB commits, and a replica reads back from etcd what
+        // a system crash undid here: one fsync per commit is enough (docs/cluster.md, "Guarantees").
+        options.environment.noMetaSync = cluster != nil
         let ledger = try Ledger.open(
             dataDirectory: configuration.dataDirectory, project: project, options: options, logger: logger)
         state.withLock { $0.ledgers[project] = ledger }
