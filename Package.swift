@@ -217,6 +217,7 @@ let package = Package(
             name: "LedgerServerTests",
             dependencies: [
                 "LedgerServer",
+                "LedgerCluster",
                 "LedgerStore",
                 "LedgerQueries",
                 "LedgerCore",
@@ -231,6 +232,13 @@ let package = Package(
                 .product(name: "HTTPTypes", package: "swift-http-types"),
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "Crypto", package: "swift-crypto"),
+            ]
+        ),
+        .testTarget(
+            name: "LedgerClusterTests",
+            dependencies: [
+                "LedgerCluster", "LedgerStore", "LedgerCore",
+                .product(name: "SwiftProtobuf", package: "swift-protobuf"),
             ]
         ),
         .testTarget(
