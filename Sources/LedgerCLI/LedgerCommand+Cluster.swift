@@ -67,7 +67,9 @@ extension LedgerCommand {
                     for project in status.projects {
                         print("project \(project.project) leader \(project.leader ?? "none")")
                         for replica in project.replicas {
-                            print("  replica \(replica.node) appliedSeq \(replica.appliedSeq) headHash \(replica.headHash)")
+                            print(
+                                "  replica \(replica.node) appliedSeq \(replica.appliedSeq) headHash \(replica.headHash)"
+                            )
                         }
                     }
                 }

@@ -89,7 +89,8 @@ extension LedgerCommand {
 
         @Option(
             name: .customLong("advertise-url"),
-            help: "Where the other nodes of a cluster reach this one (http://host:port). Overrides cluster.advertiseURL.")
+            help:
+                "Where the other nodes of a cluster reach this one (http://host:port). Overrides cluster.advertiseURL.")
         var advertiseURL: String?
 
         func validate() throws {

@@ -29,7 +29,9 @@ public struct ClusterConfiguration: Sendable, Equatable {
     /// Why the configuration cannot be used, or `nil`.
     public var problem: String? {
         if nodeID.isEmpty || nodeID.utf8.count > 64
-            || !nodeID.unicodeScalars.allSatisfy({ $0.properties.isAlphabetic || ("0"..."9").contains($0) || $0 == "-" || $0 == "_" })
+            || !nodeID.unicodeScalars.allSatisfy({
+                $0.properties.isAlphabetic || ("0"..."9").contains($0) || $0 == "-" || $0 == "_"
+            })
         {
             return "cluster.nodeId must be 1 to 64 letters, digits, '-' or '_'"
         }

@@ -267,7 +267,9 @@ public final class ClusterNode: Service, Sendable {
         var statuses: [ClusterStatus.Project] = []
         for name in names.sorted() {
             guard let project = try? ProjectID(name) else { continue }
-            let leader = try await etcd.get(keys.leader(project)).value.map { String(decoding: $0.value, as: UTF8.self) }
+            let leader = try await etcd.get(keys.leader(project)).value.map {
+                String(decoding: $0.value, as: UTF8.self)
+            }
             var replicas: [ClusterStatus.Replica] = []
             for kv in try await etcd.list(prefix: keys.applied(project)).kvs {
                 let node = String(String(decoding: kv.key, as: UTF8.self).dropFirst(keys.applied(project).count))

@@ -136,7 +136,9 @@ final class ProjectReplica: Sendable {
                 if case .applied(let applied) = application { head = applied }
             }
             noteApplied(head)
-            if let last = response.kvs.last, (ClusterKeys.seq(inBlockKey: String(decoding: last.key, as: UTF8.self)) ?? 0) > tail.seq {
+            if let last = response.kvs.last,
+                (ClusterKeys.seq(inBlockKey: String(decoding: last.key, as: UTF8.self)) ?? 0) > tail.seq
+            {
                 break
             }
         }
@@ -425,7 +427,8 @@ final class ProjectReplica: Sendable {
     /// Marks the replica damaged (``Status/damage``) and returns the error to throw.
     private func damaged(_ reason: String) -> EtcdError {
         state.withLock { $0.damage = reason }
-        logger.critical("cluster replica is damaged", metadata: ["ledger.project": "\(project)", "reason": "\(reason)"])
+        logger.critical(
+            "cluster replica is damaged", metadata: ["ledger.project": "\(project)", "reason": "\(reason)"])
         return EtcdError(reason)
     }
 }

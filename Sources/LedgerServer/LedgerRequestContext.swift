@@ -68,7 +68,9 @@ struct InstanceIDAuthentication: RouterMiddleware {
     {
         var context = context
         let caller = try server.configuration.credentials.authorizeBearer(request, roles: roles)
-        if let answer = try await Self.inInstanceIDShape({ try await server.answerElsewhere(request, project: caller.project) }) {
+        if let answer = try await Self.inInstanceIDShape({
+            try await server.answerElsewhere(request, project: caller.project)
+        }) {
             return answer
         }
         context.caller = caller

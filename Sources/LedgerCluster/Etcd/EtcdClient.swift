@@ -68,7 +68,8 @@ public final class EtcdClient: Sendable {
             config.connection.keepalive = nil
             // An address as it is (a name resolved by DNS): gRPC's DNS resolver resolves again from time to time,
             // and a change of its answer replaces the connection, with every stream on it.
-            let isAddress = host.split(separator: ".").count == 4 && host.split(separator: ".").allSatisfy { UInt8($0) != nil }
+            let isAddress =
+                host.split(separator: ".").count == 4 && host.split(separator: ".").allSatisfy { UInt8($0) != nil }
             let target: any ResolvableTarget =
                 isAddress
                 ? ResolvableTargets.IPv4(addresses: [.init(host: host, port: port)])
@@ -291,7 +292,10 @@ public final class EtcdClient: Sendable {
     public func defragmentEachMember() async throws {
         for member in members {
             _ = try await Etcdserverpb_Maintenance.Client(wrapping: member.grpc).defragment(
-                Etcdserverpb_DefragmentRequest(), options: { var o = CallOptions.defaults; o.timeout = .seconds(60); return o }())
+                Etcdserverpb_DefragmentRequest(),
+                options: {
+                    var o = CallOptions.defaults; o.timeout = .seconds(60); return o
+                }())
         }
     }
 

@@ -33,7 +33,8 @@ struct StoredBlock: Sendable {
             throw EtcdError("a replicated block is malformed (seq \(message.firstSeq))")
         }
         block = ReplicatedBlock(
-            firstSeq: message.firstSeq, previousHash: Array(message.previousHash), records: message.records.map { Array($0) })
+            firstSeq: message.firstSeq, previousHash: Array(message.previousHash),
+            records: message.records.map { Array($0) })
         commitLastSeq = message.commitLastSeq
         leader = message.leader
     }

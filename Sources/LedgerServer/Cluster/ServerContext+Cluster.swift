@@ -65,5 +65,7 @@ extension Request {
     var isWrite: Bool { method != .get && method != .head }
 
     /// Whether only the project's leader serves it: a write, or a checkpoint (signed by the leader alone).
-    var needsLeader: Bool { isWrite || uri.path.hasSuffix("/ledger:checkpoint") || uri.path.hasSuffix("/ledger:consistency") }
+    var needsLeader: Bool {
+        isWrite || uri.path.hasSuffix("/ledger:checkpoint") || uri.path.hasSuffix("/ledger:consistency")
+    }
 }

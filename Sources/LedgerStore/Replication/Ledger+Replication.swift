@@ -49,7 +49,8 @@ extension Ledger {
                     }
                 }
                 if skip == block.records.count { return (ReplicaApplication.alreadyApplied, []) }
-                let previous = skip == 0 ? block.previousHash : Array(block.records[skip - 1].prefix(HashChain.hashSize))
+                let previous =
+                    skip == 0 ? block.previousHash : Array(block.records[skip - 1].prefix(HashChain.hashSize))
                 guard previous == head.hash else {
                     throw StoreError(
                         .corrupt, "replicated block at seq \(head.seq + 1) does not chain from the head here (a fork)")
