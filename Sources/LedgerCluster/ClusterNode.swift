@@ -71,7 +71,7 @@ public final class ClusterNode: Service, Sendable {
         let (gate, replica, leader) = state.withLock { ($0.gates[project], $0.replicas[project], $0.leaders[project]) }
         if isWrite {
             if gate?.isLeading == true { return .local }
-        } else if let replica, replica.status.damage == nil {
+        } else if let replica, replica.status.damage == nil, replica.status.caughtUp {
             return .local
         }
         let leaderID = replica?.status.leader ?? leader

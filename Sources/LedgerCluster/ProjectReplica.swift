@@ -22,6 +22,9 @@ final class ProjectReplica: Sendable {
         var leader: String?
         /// Why this replica cannot follow the log (a fork, or a log trimmed past its head), or `nil`.
         var damage: String?
+        /// Whether it has caught up with etcd once since it started: until then its reads would be as old as
+        /// the node's downtime, and the node serves them from the leader.
+        var caughtUp = false
     }
 
     let project: ProjectID
@@ -145,7 +148,10 @@ final class ProjectReplica: Sendable {
         guard head.seq == tail.seq, head.hash == tail.hash else {
             throw damaged("this replica's head \(head.seq) does not match the cluster's tail \(tail) (a fork)")
         }
-        state.withLock { $0.damage = nil }
+        state.withLock {
+            $0.damage = nil
+            $0.caughtUp = true
+        }
         try await reportApplied(head, force: false)
         return revision
     }

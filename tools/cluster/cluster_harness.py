@@ -332,11 +332,13 @@ class Cluster:
         seqs = [seq for seq, _ in log]
         assert seqs == list(range(1, len(seqs) + 1)), "the log has gaps"
         admin = secrets(project)["admin"]
+        # Each node's own replica, once it holds the whole log (a read may otherwise be stale: docs/cluster.md).
+        headers = {"Authorization": f"Bearer {admin}", "x-ledger-min-seq": str(len(seqs))}
         for node in nodes:
             for token in acknowledged:
-                response = requests.get(f"{node.base}/iid/info/{token}",
-                                        headers={"Authorization": f"Bearer {admin}"}, timeout=10)
-                assert response.status_code == 200, f"{token} acknowledged, missing on {node.node_id}"
+                response = requests.get(f"{node.base}/iid/info/{token}", headers=headers, timeout=10)
+                assert response.status_code == 200, (
+                    f"{token} acknowledged, missing on {node.node_id}: {response.status_code} {response.text[:300]}")
         return log
 
     def verify_all(self):

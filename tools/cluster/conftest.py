@@ -6,10 +6,9 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 import pytest
-import requests
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "sdk-conformance"))
-from openapi_contract import Contract  # noqa: E402
+from openapi_contract import Contract, checking_responses  # noqa: E402
 
 from cluster_harness import Cluster, Namespace
 
@@ -18,20 +17,11 @@ from cluster_harness import Cluster, Namespace
 def contract():
     """Every response of a node, to the suite's own requests, is checked against docs/openapi.yaml (the
     sdk-conformance suite's checker); at the end, the cluster's own operations must have answered 2xx."""
-    checker = Contract()
-    original = requests.Session.send
+    def node_route(url):
+        return urlsplit(url).path.startswith(("/v1/", "/iid/"))
 
-    def send(session, request, **kwargs):
-        response = original(session, request, **kwargs)
-        path = urlsplit(request.url).path
-        if path.startswith("/v1/") or path.startswith("/iid/"):
-            checker.check(request.method, request.url, response.status_code, response.headers,
-                          lambda: response.content)
-        return response
-
-    requests.Session.send = send
-    yield checker
-    requests.Session.send = original
+    with checking_responses(Contract(), node_route) as checker:
+        yield checker
     if os.environ.get("LEDGER_CONTRACT_COVERAGE") == "0":
         return
     cluster_operations = [(template, method) for template, method in checker.operations()

@@ -13,7 +13,7 @@ import requests
 from firebase_admin import credentials, messaging
 
 from ledger_server import _server_ports, make_certificates, restart_server, start_server, stop_and_verify  # noqa: F401 (tests import these from here)
-from openapi_contract import Contract
+from openapi_contract import Contract, checking_responses
 
 PROJECT = "demo-project"
 CLIENT_KEY = "dev-client-key"
@@ -33,19 +33,8 @@ class BearerCredential(credentials.Base):
 def contract():
     """Every response of a server started here, whether to the SDK or to a raw request, is checked against
     docs/openapi.yaml; at the end, every documented operation must have been exercised."""
-    checker = Contract()
-    original = requests.Session.send
-
-    def send(session, request, **kwargs):
-        response = original(session, request, **kwargs)
-        if urlsplit(request.url).port in _server_ports:
-            checker.check(request.method, request.url, response.status_code, response.headers,
-                          lambda: response.content)
-        return response
-
-    requests.Session.send = send
-    yield checker
-    requests.Session.send = original
+    with checking_responses(Contract(), lambda url: urlsplit(url).port in _server_ports) as checker:
+        yield checker
     if os.environ.get("LEDGER_CONTRACT_COVERAGE") == "0":
         return  # a pass over some files only (run.sh's HTTPS pass): the full pass checks the coverage
     # A single node answers the cluster's routes 404: their 2xx is the cluster suite's to exercise (tools/cluster

@@ -6,6 +6,7 @@ listed schema (jsonschema, draft 2020-12, which is what OpenAPI 3.1 schemas are)
 pairs were seen is recorded, so the suite can require that every documented operation was exercised.
 """
 
+import contextlib
 import json
 import pathlib
 import re
@@ -96,6 +97,28 @@ class Contract:
         for part in ref[2:].split("/"):
             node = node[part.replace("~1", "/").replace("~0", "~")]
         return node
+
+
+@contextlib.contextmanager
+def checking_responses(checker, applies):
+    """While inside, every response `requests` receives for a request whose URL `applies(url)` accepts is checked
+    by `checker` (every Session goes through `Session.send`)."""
+    import requests
+
+    original = requests.Session.send
+
+    def send(session, request, **kwargs):
+        response = original(session, request, **kwargs)
+        if applies(request.url):
+            checker.check(request.method, request.url, response.status_code, response.headers,
+                          lambda: response.content)
+        return response
+
+    requests.Session.send = send
+    try:
+        yield checker
+    finally:
+        requests.Session.send = original
 
 
 def _escape(template):
