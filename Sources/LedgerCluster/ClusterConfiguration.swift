@@ -12,6 +12,9 @@ public struct ClusterConfiguration: Sendable, Equatable {
     public var replicas: Int = 3
     /// SHA-256 (`sha256:<hex>`) of the secrets peers present to each other.
     public var peerKeys: [String] = []
+    /// The secret this node presents to its peers (read from the section's `peerSecretFile`); its hash must be
+    /// one of ``peerKeys``.
+    public var peerSecret: String?
     /// The largest block (bytes of records) one etcd transaction carries; a larger commit is split. etcd
     /// refuses a request over 1.5 MiB (`--max-request-bytes`).
     public var maximumBlockBytes: Int = 1 << 20

@@ -58,9 +58,15 @@ public final class ClusterNode: Service, Sendable {
         }
     }
 
-    /// Where the node's replicas get their project's ledger (the server's registry). Call before ``run()``.
-    public func attach(ledgers: @escaping @Sendable (ProjectID) async throws -> Ledger) {
+    /// Where the node's replicas get their project's ledger (the server's registry), and how one is replaced
+    /// by a peer's copy when etcd no longer holds what it lacks: `reseed(project, peerURL)`. Call before
+    /// ``run()``.
+    public func attach(
+        ledgers: @escaping @Sendable (ProjectID) async throws -> Ledger,
+        reseed: @escaping @Sendable (ProjectID, String) async throws -> Void
+    ) {
         state.withLock { $0.ledgers = ledgers }
+        context.setReseeder(reseed)
     }
 
     // MARK: Routing

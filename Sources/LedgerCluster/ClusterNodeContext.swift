@@ -19,6 +19,12 @@ final class ClusterNodeContext: Sendable {
     let keys: ClusterKeys
     let logger: Logger
     let membership = Mutex(Membership())
+    /// Replaces a project's ledger with a peer's copy: (project, the peer's URL).
+    typealias Reseeder = @Sendable (ProjectID, String) async throws -> Void
+    private let reseederSlot = Mutex<Reseeder?>(nil)
+
+    func reseeder() -> Reseeder? { reseederSlot.withLock { $0 } }
+    func setReseeder(_ reseeder: @escaping Reseeder) { reseederSlot.withLock { $0 = reseeder } }
 
     init(configuration: ClusterConfiguration, etcd: EtcdClient, logger: Logger) {
         self.configuration = configuration

@@ -68,6 +68,9 @@ final class ProjectReplica: Sendable {
                 }
             } catch is CancellationError {
                 return
+            } catch let behind as ReplicaBehind {
+                gate.follow()
+                await reseed(behind)
             } catch {
                 gate.follow()
                 if !Task.isCancelled {
@@ -108,7 +111,13 @@ final class ProjectReplica: Sendable {
         let (tailValue, revision) = try await node.etcd.get(keys.tail(project))
         var head = try await applier.perform { try ledger.read { try $0.head() } }
         noteApplied(head)
-        guard let tailValue else { return revision }
+        guard let tailValue else {
+            // Nothing replicated yet: an empty replica is caught up; one that holds a log (a single node's,
+            // copied to every node before the cluster's first start) waits for the first leader to name its
+            // head as the tail.
+            state.withLock { $0.caughtUp = head.seq == 0 }
+            return revision
+        }
         let tail = try ReplicationTail(decoding: tailValue.value)
         if tail.seq < head.seq {
             throw damaged("this replica holds seqs through \(head.seq), past the cluster's tail \(tail.seq)")
@@ -119,14 +128,14 @@ final class ProjectReplica: Sendable {
                 keys.block(project, firstSeq: head.seq + 1 + UInt64(pending.reduce(0) { $0 + $1.block.records.count })),
                 rangeEnd: EtcdClient.prefixEnd(keys.blocks(project)), limit: 8, revision: revision)
             guard !response.kvs.isEmpty else {
-                throw damaged("the cluster's log has no block after seq \(head.seq) below its tail \(tail.seq)")
+                throw ReplicaBehind(head: head.seq, firstHeld: tail.seq + 1)
             }
             for kv in response.kvs {
                 let part = try StoredBlock(decoding: kv.value)
                 let expected = head.seq + 1 + UInt64(pending.reduce(0) { $0 + $1.block.records.count })
                 guard part.block.firstSeq == expected else {
-                    throw damaged(
-                        "the cluster's log was trimmed past this replica's head \(head.seq) (it must be re-seeded)")
+                    // etcd no longer holds the seqs after this replica's head: a peer's copy must seed it.
+                    throw ReplicaBehind(head: head.seq, firstHeld: part.block.firstSeq)
                 }
                 guard part.block.lastSeq <= tail.seq else { break }
                 pending.append(part)
@@ -241,6 +250,38 @@ final class ProjectReplica: Sendable {
         return response.header.revision
     }
 
+    /// Replaces this replica's ledger with a consistent copy from the live peer that has applied the most of
+    /// the project (``ClusterNode/attach(ledgers:reseed:)``), after which the loop catches up from etcd again;
+    /// marks the replica damaged, and waits, when no peer can give one.
+    private func reseed(_ behind: ReplicaBehind) async {
+        do {
+            let applied = try await node.etcd.list(prefix: keys.applied(project))
+            let members = node.members
+            let peers = applied.kvs.compactMap { kv -> (url: String, seq: UInt64)? in
+                let peer = String(String(decoding: kv.key, as: UTF8.self).dropFirst(keys.applied(project).count))
+                let seq = UInt64(String(decoding: kv.value, as: UTF8.self).split(separator: " ").first ?? "")
+                guard peer != node.nodeID, let url = members[peer], let seq, seq >= behind.firstHeld - 1 else {
+                    return nil
+                }
+                return (url, seq)
+            }
+            guard let peer = peers.max(by: { $0.seq < $1.seq }) else {
+                throw EtcdError("no live peer has applied seq \(behind.firstHeld - 1) of \(project)")
+            }
+            guard let reseed = node.reseeder() else { throw EtcdError("this node cannot be re-seeded") }
+            logger.warning(
+                "re-seeding a replica from a peer's copy",
+                metadata: [
+                    "ledger.project": "\(project)", "cluster.peer": "\(peer.url)", "cluster.head": "\(behind.head)",
+                ])
+            try await reseed(project, peer.url)
+            state.withLock { $0.damage = nil }
+        } catch {
+            _ = damaged("\(behind) and it could not be re-seeded: \(error)")
+            try? await Task.sleep(for: .seconds(2))
+        }
+    }
+
     /// Gives the leadership up, if this node holds it (placement moved the project away): deletes the election
     /// key, fenced on its create revision, so that another holder campaigns at once rather than when this
     /// node's lease would expire — which, the node being alive, it never would.
@@ -264,6 +305,17 @@ final class ProjectReplica: Sendable {
         let readAt = try await catchUp(ledger)
         let head = try await applier.perform { try ledger.read { try $0.head() } }
         let tail = ReplicationTail(seq: head.seq, hash: head.hash)
+        if head.seq > 0, try await node.etcd.get(keys.tail(project)).value == nil {
+            // The first leader of a log that began before the cluster: its head is where the log in etcd begins.
+            var name = Etcdserverpb_TxnRequest()
+            name.compare = [
+                .createRevision(of: keys.leader(project), equals: revision),
+                .version(of: keys.tail(project), equals: 0),
+            ]
+            name.success = [.put(keys.tail(project), tail.encoded)]
+            guard try await node.etcd.txn(name).succeeded else { return }
+            state.withLock { $0.caughtUp = true }
+        }
         // Parts past the tail are of a commit a deposed leader did not finish: never acknowledged.
         var drop = Etcdserverpb_TxnRequest()
         drop.compare = [.createRevision(of: keys.leader(project), equals: revision)]
@@ -436,5 +488,16 @@ final class ProjectReplica: Sendable {
         logger.critical(
             "cluster replica is damaged", metadata: ["ledger.project": "\(project)", "reason": "\(reason)"])
         return EtcdError(reason)
+    }
+}
+
+/// etcd no longer holds the blocks after a replica's head (trimmed): the replica must be seeded from a peer.
+struct ReplicaBehind: Error, CustomStringConvertible {
+    let head: UInt64
+    /// The first seq etcd still holds.
+    let firstHeld: UInt64
+
+    var description: String {
+        "the cluster's log was trimmed past this replica's head \(head) (etcd holds seqs from \(firstHeld))"
     }
 }

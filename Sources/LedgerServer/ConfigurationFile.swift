@@ -148,12 +148,13 @@ extension ConfigurationFile {
         let leaseSeconds: Int?
         let replicas: Int?
         let peerKeys: [String]?
+        let peerSecretFile: String?
         let maximumBlockBytes: Int?
         let retainedEvents: Int?
 
         static let keys = [
-            "nodeId", "advertiseURL", "etcdEndpoints", "leaseSeconds", "replicas", "peerKeys", "maximumBlockBytes",
-            "retainedEvents",
+            "nodeId", "advertiseURL", "etcdEndpoints", "leaseSeconds", "replicas", "peerKeys", "peerSecretFile",
+            "maximumBlockBytes", "retainedEvents",
         ]
 
         init(from decoder: any Decoder) throws {
@@ -166,6 +167,7 @@ extension ConfigurationFile {
             advertiseURL = try container.string("advertiseURL", "expected a URL", path: path)
             etcdEndpoints = try container.strings("etcdEndpoints", path: path)
             peerKeys = try container.strings("peerKeys", path: path)
+            peerSecretFile = try container.string("peerSecretFile", "expected a file path", path: path)
             func number(_ key: String) throws -> Int? {
                 guard container.contains(ConfigKey(key)) else { return nil }
                 guard let value = try? container.decode(Int.self, forKey: ConfigKey(key)) else {

@@ -99,6 +99,20 @@ public struct CredentialStore: Sendable {
 
     static func sha256(_ secret: String) -> [UInt8] { Array(SHA256.hash(data: Array(secret.utf8))) }
 
+    /// `sha256:<hex>` of `secret`: how the config file names a key.
+    static func keyHash(_ secret: String) -> String { "sha256:" + sha256(secret).hexString }
+
+    /// Whether `secret` is one of `keys` (`sha256:<hex>`, lowercase), compared in constant time.
+    static func matches(_ secret: String, anyOf keys: [String]) -> Bool {
+        let hash = sha256(secret)
+        var found = false
+        for key in keys {
+            guard let bytes = Hex.decode(key.dropFirst("sha256:".count)) else { continue }
+            if constantTimeEqual(bytes, hash) { found = true }
+        }
+        return found
+    }
+
     static func constantTimeEqual(_ a: [UInt8], _ b: [UInt8]) -> Bool {
         guard a.count == b.count else { return false }
         var difference: UInt8 = 0

@@ -53,10 +53,19 @@ public final class LedgerRegistry: Sendable {
         self.logger = logger
         self.metrics = metrics
         self.cluster = cluster
-        cluster?.attach { [weak self] project in
-            guard let self else { throw StoreError(.unavailable, "the server is stopping") }
-            return try await self.ledger(for: project)
-        }
+        cluster?.attach(
+            ledgers: { [weak self] project in
+                guard let self else { throw StoreError(.unavailable, "the server is stopping") }
+                return try await self.ledger(for: project)
+            },
+            reseed: { [weak self] project, peer in
+                guard let self, let secret = configuration.cluster?.peerSecret else {
+                    throw StoreError(.unavailable, "this node has no cluster.peerSecretFile to ask its peers with")
+                }
+                let copy = try await ClusterPeers.download(
+                    project, from: peer, secret: secret, into: self.snapshotsDirectory)
+                try await self.replaceLedger(of: project, with: copy)
+            })
     }
 
     /// The ledger of `project`, which must be one the server serves.
@@ -262,6 +271,59 @@ public final class LedgerRegistry: Sendable {
             return state.ledgers
         }
         for ledger in ledgers.values { ledger.close() }
+    }
+
+    // MARK: Seeding replicas (a cluster)
+
+    /// Where copies made for peers (and downloaded from them) are kept: on the data directory's file system, so
+    /// a downloaded copy is renamed into place.
+    var snapshotsDirectory: String { (configuration.dataDirectory as NSString).appendingPathComponent(".snapshots") }
+
+    /// A consistent copy of `project`'s ledger for a peer that must be seeded (``ClusterRoutes``): the path of
+    /// its `data.mdb`, in a directory of its own. Copies more than an hour old are removed at the next one.
+    func snapshot(of project: ProjectID) async throws -> String {
+        let ledger = try await self.ledger(for: project)
+        let root = snapshotsDirectory
+        return try await opener.perform {
+            let files = FileManager.default
+            try files.createDirectory(atPath: root, withIntermediateDirectories: true)
+            for old in (try? files.contentsOfDirectory(atPath: root)) ?? [] {
+                let path = root + "/" + old
+                let modified = (try? files.attributesOfItem(atPath: path))?[.modificationDate] as? Date
+                if let modified, modified.timeIntervalSinceNow < -3600 { try? files.removeItem(atPath: path) }
+            }
+            let directory = root + "/" + UUID().uuidString
+            try files.createDirectory(atPath: directory, withIntermediateDirectories: true)
+            try ledger.backup(to: directory)
+            return directory + "/" + project.rawValue + "/data.mdb"
+        }
+    }
+
+    /// Replaces `project`'s ledger with the `data.mdb` at `copy` (a peer's): checks that it opens as a ledger of
+    /// this project, closes the open one, and renames the copy into place; the next use opens it.
+    func replaceLedger(of project: ProjectID, with copy: String) async throws {
+        let dataDirectory = configuration.dataDirectory
+        let copyDirectory = ((copy as NSString).deletingLastPathComponent as NSString).deletingLastPathComponent
+        try await opener.perform { [self, logger] in
+            let check = try Ledger.open(
+                dataDirectory: copyDirectory, project: project, options: Ledger.Options(mode: .readOnly),
+                logger: logger)
+            let head = try check.read { try $0.head().seq }
+            check.close()
+            let directory = (dataDirectory as NSString).appendingPathComponent(project.rawValue)
+            let replaced = state.withLock { $0.ledgers.removeValue(forKey: project) }
+            replaced?.close()
+            try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+            guard rename(copy, directory + "/data.mdb") == 0 else {
+                throw StoreError(
+                    .unavailable, "cannot move the peer's copy into place: \(String(cString: strerror(errno)))")
+            }
+            unlink(directory + "/lock.mdb")
+            try? FileManager.default.removeItem(atPath: copyDirectory)
+            logger.notice(
+                "the ledger of a project was replaced by a peer's copy",
+                metadata: ["ledger.project": "\(project)", "ledger.head": "\(head)"])
+        }
     }
 
     /// `signer`'s latest checkpoint of `ledger` (``CheckpointSigner/latest(of:)``), on the registry's worker: a new

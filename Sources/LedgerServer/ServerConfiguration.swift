@@ -229,5 +229,20 @@ extension ClusterConfiguration {
             }
         }
         peerKeys = (section.peerKeys ?? []).map { $0.lowercased() }
+        if let file = section.peerSecretFile {
+            guard let data = FileManager.default.contents(atPath: file),
+                let secret = String(data: data, encoding: .utf8)?.trimmingCharacters(in: .whitespacesAndNewlines),
+                !secret.isEmpty
+            else {
+                throw LedgerCoreError(
+                    .invalidArgument, field: "\(path): cluster.peerSecretFile", "\(file): cannot be read, or is empty")
+            }
+            guard peerKeys.contains(CredentialStore.keyHash(secret)) else {
+                throw LedgerCoreError(
+                    .invalidArgument, field: "\(path): cluster.peerSecretFile",
+                    "the secret's sha256 is not one of cluster.peerKeys")
+            }
+            peerSecret = secret
+        }
     }
 }

@@ -166,6 +166,8 @@ class Node:
         self.data = Path(root) / node_id
         self.data.mkdir(parents=True, exist_ok=True)
         self.config = Path(root) / f"{node_id}.json"
+        secret_file = Path(root) / f"{node_id}.peer-secret"
+        secret_file.write_text(PEER + "\n")
         self.config.write_text(json.dumps({
             "projects": {project: {"adminKeys": [sha(secrets(project)["admin"])],
                                    "auditorKeys": [sha(secrets(project)["auditor"])],
@@ -174,7 +176,7 @@ class Node:
             "limits": {"registrationsPerSecond": 1000000, "sendsPerMinute": 100000000},
             "cluster": {"nodeId": node_id, "advertiseURL": self.base, "etcdEndpoints": etcd_endpoints,
                         "leaseSeconds": LEASE_SECONDS, "replicas": replicas, "peerKeys": [sha(PEER)],
-                        **(options or {})},
+                        "peerSecretFile": str(secret_file), **(options or {})},
         }))
         self.log_path = Path(root) / f"{node_id}.log"
         self.process = None
@@ -356,6 +358,9 @@ class Cluster:
         for node in self.nodes.values():
             node.kill()
         self.etcd.stop()
+        if os.environ.get("LEDGER_KEEP_CLUSTER"):
+            print(f"cluster files kept in {self.root}")
+            return
         shutil.rmtree(self.root, ignore_errors=True)
 
 

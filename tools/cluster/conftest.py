@@ -62,3 +62,19 @@ def small_block_cluster():
     running = Cluster(os.environ["LEDGER_BIN"], options={"maximumBlockBytes": 65536}).start()
     yield running
     running.stop()
+
+
+@pytest.fixture
+def trimming_cluster():
+    """A cluster whose etcd keeps only 10 events behind the tail once every holder has them."""
+    running = Cluster(os.environ["LEDGER_BIN"], options={"retainedEvents": 10}).start()
+    yield running
+    running.stop()
+
+
+@pytest.fixture
+def unstarted_cluster():
+    """A cluster not started yet (its etcd neither), for a test that prepares the nodes' data first."""
+    running = Cluster(os.environ["LEDGER_BIN"])
+    yield running
+    running.stop()

@@ -6,13 +6,14 @@ is on every replica, the replicas' logs are identical (every seq and hash), and 
 each copy."""
 
 import json
+import shutil
 import subprocess
 import time
 from concurrent.futures import ThreadPoolExecutor
 
 import requests
 
-from cluster_harness import ADMIN, AUDITOR, LEASE_SECONDS, PROJECT, SECOND, wait_until
+from cluster_harness import ADMIN, AUDITOR, CLIENT, LEASE_SECONDS, PROJECT, SECOND, free_port, wait_until
 from writers import Writers
 
 
@@ -215,4 +216,59 @@ def test_a_commit_larger_than_a_block_is_split_and_every_part_is_applied(small_b
         topic = requests.get(f"{node.base}/v1/projects/{PROJECT}/audit/topics/big",
                              headers={"Authorization": f"Bearer {AUDITOR}", "x-ledger-min-seq": str(seq)}, timeout=10)
         assert topic.status_code == 200 and '"subscriberCount":1000' in topic.text.replace(" ", ""), topic.text[:300]
+    cluster.verify_all()
+
+
+def test_a_replica_behind_the_trimmed_log_is_seeded_from_a_peer(trimming_cluster):
+    cluster = trimming_cluster
+    leader = cluster.wait_for_leader()
+    behind = next(node for node_id, node in cluster.nodes.items() if node_id != leader)
+    before = [node.register() for node in cluster.nodes.values() for _ in range(5)]
+    cluster.check(before)
+    behind.stop()  # SIGTERM: its lease is revoked, so the two others are the project's holders now
+    with ThreadPoolExecutor(8) as pool:
+        during = list(pool.map(lambda index: cluster.live_nodes()[index % 2].register(), range(300)))
+    assert all(during)
+    # etcd trims what both holders applied: the stopped node's next seq is gone.
+    wait_until(lambda: cluster.etcd.blocks()[0][0] > len(before) + 1, 30, "etcd to trim the log")
+    behind.start()
+    after = [node.register() for node in cluster.nodes.values() for _ in range(5)]
+    cluster.check(before + during + after)
+    assert "re-seeding a replica from a peer's copy" in behind.log_path.read_text()
+    # A peer's copy is given only for a peer secret.
+    refused = requests.get(f"{behind.base}/internal/v1/projects/{PROJECT}/snapshot",
+                           headers={"Authorization": f"Bearer {ADMIN}"}, timeout=10)
+    assert refused.status_code == 401
+    cluster.verify_all()
+
+
+def test_a_single_nodes_ledger_becomes_a_clusters(unstarted_cluster):
+    cluster = unstarted_cluster
+    # One node without `cluster`, its ledger in what will be n1's data directory.
+    data = cluster.root / "n1"
+    config = cluster.root / "single.json"
+    config.write_text(json.dumps({"projects": {PROJECT: {"clientApiKeys": ["sha256:" + __import__("hashlib")
+                                                                           .sha256(CLIENT.encode()).hexdigest()]}}}))
+    port = free_port()
+    single = subprocess.Popen([cluster.binary, "serve", "--config", str(config), "--data", str(data), "--port",
+                               str(port)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    base = f"http://127.0.0.1:{port}"
+    try:
+        wait_until(lambda: requests.get(base + "/healthz", timeout=1).ok, 30, "the single node")
+        before = []
+        for _ in range(20):
+            response = requests.post(f"{base}/v1/projects/{PROJECT}/registrations",
+                                     headers={"x-goog-api-key": CLIENT}, json={}, timeout=10)
+            assert response.status_code == 200
+            before.append(response.json()["token"])
+    finally:
+        single.terminate()
+        single.wait()
+    # Copied to n2 before the cluster's first start; n3 starts empty and is seeded from a peer.
+    shutil.copytree(data / PROJECT, cluster.root / "n2" / PROJECT)
+    cluster.start()
+    after = [node.register() for node in cluster.nodes.values() for _ in range(3)]
+    assert all(after)
+    cluster.check(before + after)
+    assert "re-seeding a replica from a peer's copy" in cluster.nodes["n3"].log_path.read_text()
     cluster.verify_all()

@@ -13,7 +13,7 @@ import NIOHTTP1
 /// The caller's own credentials go along: the peer authenticates the request as this node did.
 struct ClusterForwarder: Sendable {
     /// Lives as long as the process (a static is never deinitialized, so it needs no shutdown).
-    private static let client = HTTPClient(
+    static let client = HTTPClient(
         eventLoopGroupProvider: .singleton,
         configuration: HTTPClient.Configuration(
             connectionPool: .init(idleTimeout: .seconds(60), concurrentHTTP1ConnectionsPerHostSoftLimit: 256)))

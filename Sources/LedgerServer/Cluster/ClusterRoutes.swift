@@ -2,6 +2,8 @@ import FCMWire
 import Hummingbird
 import LedgerCluster
 import LedgerCore
+import LedgerStore
+import NIOPosix
 
 /// `GET /v1/cluster`: the members, and each project's leader and replicas' progress (``ClusterStatus``).
 ///
@@ -27,6 +29,31 @@ enum ClusterRoutes {
                 throw FCMError.unavailable("etcd did not answer: the cluster's status cannot be read; retry.")
             }
             return try JSONResponse.encoded(status)
+        }
+        // A consistent copy of a project's ledger, for a peer that must be seeded (docs/cluster.md): a peer
+        // secret (cluster.peerKeys) as bearer, and only from a node that holds the project.
+        router.get("/internal/v1/projects/:project/snapshot") { request, context in
+            guard let cluster = server.ledgers.cluster else {
+                throw FCMError.notFound("This server is not part of a cluster.")
+            }
+            guard let secret = request.bearerSecret,
+                CredentialStore.matches(secret, anyOf: cluster.configuration.peerKeys)
+            else {
+                throw FCMError.unauthenticated("A peer secret of cluster.peerKeys is required.")
+            }
+            let project = try context.parameters.project()
+            guard server.configuration.credentials.projects.contains(project), cluster.holds(project) else {
+                throw FCMError.notFound("This node holds no copy of project \(project).")
+            }
+            let path: String
+            do {
+                path = try await server.ledgers.snapshot(of: project)
+            } catch let error as StoreError {
+                throw FCMError.unavailable(
+                    "A copy of project \(project) cannot be made: \(LedgerRegistry.reason(error)).")
+            }
+            let body = try await FileIO(threadPool: .singleton).loadFile(path: path, context: context)
+            return Response(status: .ok, headers: [.contentType: "application/octet-stream"], body: body)
         }
     }
 }
