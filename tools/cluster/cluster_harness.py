@@ -89,9 +89,10 @@ def wait_until(predicate, timeout, what, interval=0.05):
 class EtcdCluster:
     """Three etcd members on loopback (a quorum of two), each with its own data directory."""
 
-    def __init__(self, root, members=3, address="127.0.0.1"):
+    def __init__(self, root, members=3, address="127.0.0.1", extra=()):
         self.root = Path(root)
         self.address = address
+        self.extra = list(extra)
         self.names = [f"e{index + 1}" for index in range(members)]
         self.client_ports = {name: free_port() for name in self.names}
         self.peer_ports = {name: free_port() for name in self.names}
@@ -119,7 +120,7 @@ class EtcdCluster:
              "--initial-cluster-token", "topicledger-test",
              "--heartbeat-interval", "50", "--election-timeout", "500",
              "--auto-compaction-mode", "revision", "--auto-compaction-retention", "5000",
-             "--logger", "zap", "--log-outputs", "stderr"],
+             "--logger", "zap", "--log-outputs", "stderr", *self.extra],
             stdout=log, stderr=log)
 
     def kill_member(self, name):
@@ -173,7 +174,8 @@ class Node:
                                    "auditorKeys": [sha(secrets(project)["auditor"])],
                                    "clientApiKeys": [sha(secrets(project)["client"])]}
                          for project in (PROJECT, SECOND)},
-            "limits": {"registrationsPerSecond": 1000000, "sendsPerMinute": 100000000},
+            "limits": {"registrationsPerSecond": 1000000, "sendsPerMinute": 100000000,
+                       "subscriptionChangesPerSecond": 1000000},
             "cluster": {"nodeId": node_id, "advertiseURL": self.base, "etcdEndpoints": etcd_endpoints,
                         "leaseSeconds": LEASE_SECONDS, "replicas": replicas, "peerKeys": [sha(PEER)],
                         "peerSecretFile": str(secret_file), **(options or {})},
@@ -276,13 +278,13 @@ class Node:
 class Cluster:
     """etcd and the nodes, and the checks every case ends with."""
 
-    def __init__(self, binary, nodes=3, network=None, options=None):
+    def __init__(self, binary, nodes=3, network=None, options=None, etcd_arguments=()):
         self.root = Path(tempfile.mkdtemp(prefix="ledger-cluster-"))
         self.binary = binary
         self.network = network
         self.options = options
         address = network.host_address if network else "127.0.0.1"
-        self.etcd = EtcdCluster(self.root / "etcd", address=address)
+        self.etcd = EtcdCluster(self.root / "etcd", address=address, extra=etcd_arguments)
         (self.root / "etcd").mkdir()
         self.nodes = {}
         self.node_count = nodes

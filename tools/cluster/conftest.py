@@ -78,3 +78,11 @@ def unstarted_cluster():
     running = Cluster(os.environ["LEDGER_BIN"])
     yield running
     running.stop()
+
+
+@pytest.fixture
+def small_etcd_cluster():
+    """A cluster whose etcd members have a 4 MiB quota, which a few large commits fill (the NOSPACE alarm)."""
+    running = Cluster(os.environ["LEDGER_BIN"], etcd_arguments=("--quota-backend-bytes", str(4 << 20))).start()
+    yield running
+    running.stop()

@@ -272,3 +272,39 @@ def test_a_single_nodes_ledger_becomes_a_clusters(unstarted_cluster):
     cluster.check(before + after)
     assert "re-seeding a replica from a peer's copy" in cluster.nodes["n3"].log_path.read_text()
     cluster.verify_all()
+
+
+def test_etcd_out_of_space_is_a_readiness_reason_and_a_metric(small_etcd_cluster):
+    cluster = small_etcd_cluster
+    nodes = list(cluster.nodes.values())
+    with ThreadPoolExecutor(16) as pool:
+        tokens = list(pool.map(lambda index: nodes[index % 3].register(), range(1000)))
+    assert all(tokens)
+    # Batches of 1000 subscriptions (about 250 KB each) until etcd refuses: writes then get 503, nothing is lost.
+    acknowledged_topics = []
+    for index in range(60):
+        response = requests.post(f"{nodes[0].base}/iid/v1:batchAdd", headers={"Authorization": f"Bearer {ADMIN}"},
+                                 json={"to": f"/topics/fill-{index}", "registration_tokens": tokens}, timeout=60)
+        if response.status_code != 200:
+            assert response.status_code == 503, response.text
+            break
+        assert all(result == {} for result in response.json()["results"])
+        acknowledged_topics.append(f"fill-{index}")
+    else:
+        raise AssertionError("etcd never ran out of space")
+    assert acknowledged_topics
+
+    def reports_nospace(node):
+        ready = requests.get(node.base + "/readyz", timeout=5)
+        metrics = requests.get(node.base + "/metrics", timeout=5).text
+        return (ready.status_code == 503 and "NOSPACE" in ready.text
+                and 'topicledger_etcd_alarms{alarm="NOSPACE"} 1' in metrics)
+    for node in nodes:
+        wait_until(lambda: reports_nospace(node), 20, f"{node.node_id} to report etcd's NOSPACE alarm")
+    # Every acknowledged batch is on every replica.
+    for node in nodes:
+        for topic in acknowledged_topics:
+            answer = requests.get(f"{node.base}/v1/projects/{PROJECT}/audit/topics/{topic}",
+                                  headers={"Authorization": f"Bearer {AUDITOR}"}, timeout=10)
+            assert answer.status_code == 200 and '"subscriberCount":1000' in answer.text.replace(" ", ""), (
+                node.node_id, topic, answer.text[:200])
