@@ -24,7 +24,7 @@ extension ServerContext {
                 cluster.route(project, isWrite: needsLeader) == .forward(url: url)
             }
         case .unavailable(let reason):
-            var error = FCMError.unavailable("Project \(project) cannot be written right now: \(reason); retry.")
+            var error = FCMError.unavailable("Project \(project) cannot be served right now: \(reason); retry.")
             error.headers[.retryAfter] = "1"
             throw error
         }
@@ -51,9 +51,11 @@ extension ServerContext {
         }
     }
 
-    /// `response` with the seq the ledger's head is at now (``HTTPField/Name/ledgerSeq``), for a write.
+    /// `response` with the seq the ledger's head is at now (``HTTPField/Name/ledgerSeq``), for a write that
+    /// succeeded: a read that names it sees the write.
     func stampingSeq(_ response: Response, of ledger: Ledger, for request: Request) -> Response {
-        guard request.isWrite, let seq = try? ledger.read({ try $0.head().seq }) else { return response }
+        guard request.isWrite, response.status.kind == .successful, let seq = try? ledger.read({ try $0.head().seq })
+        else { return response }
         var response = response
         response.headers[.ledgerSeq] = String(seq)
         return response
