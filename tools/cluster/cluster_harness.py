@@ -33,10 +33,19 @@ def secrets(project):
 LEASE_SECONDS = 2
 
 
+_handed_out = set()
+
+
 def free_port():
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
+    """A port free now and not handed out before in this process (the kernel may offer a port it just gave
+    back, and two etcd members given the same one never become healthy)."""
+    while True:
+        with socket.socket() as sock:
+            sock.bind(("127.0.0.1", 0))
+            port = sock.getsockname()[1]
+        if port not in _handed_out:
+            _handed_out.add(port)
+            return port
 
 
 def sha(secret):
@@ -105,7 +114,7 @@ class EtcdCluster:
     def start(self):
         for name in self.names:
             self.start_member(name)
-        wait_until(self.healthy, 30, "etcd to be healthy")
+        wait_until(self.healthy, 60, "etcd to be healthy")
 
     def start_member(self, name, state="new"):
         cluster = ",".join(f"{other}=http://{self.address}:{self.peer_ports[other]}" for other in self.names)
@@ -289,11 +298,21 @@ class Cluster:
         self.nodes = {}
         self.node_count = nodes
 
-    def start(self):
+    def start(self, n1_leads=False):
+        """Starts etcd and the nodes; with `n1_leads`, n1 alone until it leads both projects (which node is
+        elected first is otherwise a race)."""
         self.etcd.start()
         for index in range(self.node_count):
             self.add_node(f"n{index + 1}")
+            if n1_leads and index == 0:
+                for project in (PROJECT, SECOND):
+                    wait_until(lambda: self.nodes["n1"].leader(project) == "n1", 30, f"n1 to lead {project}")
         self.wait_for_leader()
+        # Elected is not yet writing (the leader catches up first): one registration per project, through every
+        # node, before the test begins.
+        for project in (PROJECT, SECOND):
+            for node in self.live_nodes():
+                wait_until(lambda: node.register(project=project), 30, f"{node.node_id} to take writes of {project}")
         return self
 
     def add_node(self, node_id, replicas=3):

@@ -49,7 +49,7 @@ def cut_off_cluster():
     network = Namespace("n1").create()
     running = Cluster(os.environ["LEDGER_BIN"], network=network)
     try:
-        running.start()
+        running.start(n1_leads=True)
         yield running, network
     finally:
         running.stop()

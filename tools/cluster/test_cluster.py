@@ -139,15 +139,15 @@ def test_a_node_down_while_writes_go_on_then_back(cluster):
     cluster.verify_all()
 
 
-def test_a_fourth_node_joins(cluster):
+def test_a_fourth_node_joins(unstarted_cluster):
     # Placement by rendezvous hashing: with n1…n3 every node holds both projects; with n4, `news` moves from n1
-    # to n4 and `shop` stays where it is (cluster_harness.SECOND).
+    # to n4 and `shop` stays where it is (cluster_harness.SECOND). n1 starts alone, so it leads both; giving
+    # `news` up, it resigns at once.
+    cluster = unstarted_cluster.start(n1_leads=True)
     nodes = list(cluster.nodes.values())
-    cluster.wait_for_leader(project=SECOND)
     writers = Writers(nodes, project=SECOND).start()
     shop = [node.register() for node in nodes]
     wait_until(lambda: writers.count() > 50, 60, "writes to be acknowledged")
-    # n1, which started first, leads both projects; giving `news` up, it resigns at once.
     assert cluster.nodes["n1"].leader(SECOND) == "n1"
     fourth = cluster.add_node("n4")
     wait_until(lambda: fourth.holds(SECOND), 30, "the fourth node to take its project")
@@ -266,7 +266,8 @@ def test_a_single_nodes_ledger_becomes_a_clusters(unstarted_cluster):
         single.wait()
     # Copied to n2 before the cluster's first start; n3 starts empty and is seeded from a peer.
     shutil.copytree(data / PROJECT, cluster.root / "n2" / PROJECT)
-    cluster.start()
+    # n1 leads first (an empty node elected first would begin another history: docs/cluster.md).
+    cluster.start(n1_leads=True)
     after = [node.register() for node in cluster.nodes.values() for _ in range(3)]
     assert all(after)
     cluster.check(before + after)
