@@ -23,6 +23,12 @@ public struct ClusterConfiguration: Sendable, Equatable {
     /// Where the cluster's keys live in etcd.
     public var keyPrefix: String = "/topicledger/"
 
+    /// The values ``leaseSeconds``, ``replicas`` and ``maximumBlockBytes`` may take (etcd refuses a request over
+    /// 1.5 MiB; a block leaves room for its key and the transaction around it).
+    public static let leaseSecondsRange = 1...3600
+    public static let replicasRange = 1...99
+    public static let blockBytesRange = (64 << 10)...((1 << 20) + (256 << 10))
+
     public init(nodeID: String, advertiseURL: String, etcdEndpoints: [String]) {
         self.nodeID = nodeID
         self.advertiseURL = advertiseURL
@@ -42,9 +48,9 @@ public struct ClusterConfiguration: Sendable, Equatable {
             return "cluster.advertiseURL must be an http:// or https:// URL"
         }
         guard !etcdEndpoints.isEmpty else { return "cluster.etcdEndpoints must name at least one etcd member" }
-        guard (1...3600).contains(leaseSeconds) else { return "cluster.leaseSeconds must be 1 to 3600" }
-        guard (1...99).contains(replicas) else { return "cluster.replicas must be 1 to 99" }
-        guard (64 << 10...(1 << 20) + (256 << 10)).contains(maximumBlockBytes) else {
+        guard Self.leaseSecondsRange.contains(leaseSeconds) else { return "cluster.leaseSeconds must be 1 to 3600" }
+        guard Self.replicasRange.contains(replicas) else { return "cluster.replicas must be 1 to 99" }
+        guard Self.blockBytesRange.contains(maximumBlockBytes) else {
             return "cluster.maximumBlockBytes must be 64 KiB to 1.25 MiB"
         }
         return nil

@@ -43,7 +43,6 @@ public final class ClusterNode: Service, Sendable {
     }
 
     public var nodeID: String { configuration.nodeID }
-    public var etcd: EtcdClient { context.etcd }
 
     /// The gate the ledger of `project` must be opened with (``Ledger/Options/replication``).
     public func gate(for project: ProjectID) -> any ReplicationGate { replicaGate(for: project) }
@@ -277,11 +276,11 @@ public final class ClusterNode: Service, Sendable {
                 String(decoding: $0.value, as: UTF8.self)
             }
             var replicas: [ClusterStatus.Replica] = []
-            for kv in try await etcd.list(prefix: keys.applied(project)).kvs {
-                let node = String(String(decoding: kv.key, as: UTF8.self).dropFirst(keys.applied(project).count))
-                let parts = String(decoding: kv.value, as: UTF8.self).split(separator: " ")
-                guard parts.count == 2, let seq = UInt64(parts[0]) else { continue }
-                replicas.append(ClusterStatus.Replica(node: node, appliedSeq: seq, headHash: String(parts[1])))
+            for (node, position) in try await etcd.appliedPositions(of: project, keys: keys).sorted(by: {
+                $0.key < $1.key
+            }) {
+                replicas.append(
+                    ClusterStatus.Replica(node: node, appliedSeq: position.seq, headHash: position.hash.hexString))
                 if nodes[node] == nil { nodes[node] = ClusterStatus.Node(id: node, url: "", alive: false) }
             }
             statuses.append(ClusterStatus.Project(project: name, leader: leader, replicas: replicas))

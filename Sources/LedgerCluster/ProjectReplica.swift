@@ -122,30 +122,28 @@ final class ProjectReplica: Sendable {
         if tail.seq < head.seq {
             throw damaged("this replica holds seqs through \(head.seq), past the cluster's tail \(tail.seq)")
         }
+        // The parts read of a commit not yet whole, and the seq the next part must begin at.
         var pending: [StoredBlock] = []
+        var next = head.seq + 1
         while head.seq < tail.seq {
             let response = try await node.etcd.range(
-                keys.block(project, firstSeq: head.seq + 1 + UInt64(pending.reduce(0) { $0 + $1.block.records.count })),
-                rangeEnd: EtcdClient.prefixEnd(keys.blocks(project)), limit: 8, revision: revision)
+                keys.block(project, firstSeq: next), rangeEnd: EtcdClient.prefixEnd(keys.blocks(project)), limit: 8,
+                revision: revision)
             guard !response.kvs.isEmpty else {
                 throw ReplicaBehind(head: head.seq, firstHeld: tail.seq + 1)
             }
             for kv in response.kvs {
                 let part = try StoredBlock(decoding: kv.value)
-                let expected = head.seq + 1 + UInt64(pending.reduce(0) { $0 + $1.block.records.count })
-                guard part.block.firstSeq == expected else {
+                guard part.block.firstSeq == next else {
                     // etcd no longer holds the seqs after this replica's head: a peer's copy must seed it.
                     throw ReplicaBehind(head: head.seq, firstHeld: part.block.firstSeq)
                 }
                 guard part.block.lastSeq <= tail.seq else { break }
                 pending.append(part)
-                guard part.block.lastSeq == part.commitLastSeq else { continue }
-                let commit = ReplicatedBlock(
-                    firstSeq: pending[0].block.firstSeq, previousHash: pending[0].block.previousHash,
-                    records: pending.flatMap(\.block.records))
+                next = part.block.lastSeq + 1
+                guard let commit = StoredBlock.commit(of: pending) else { continue }
                 pending = []
-                let application = try await applier.perform { try ledger.applyReplicated(commit) }
-                if case .applied(let applied) = application { head = applied }
+                head = try await apply(commit, to: ledger)
             }
             noteApplied(head)
             if let last = response.kvs.last,
@@ -161,7 +159,7 @@ final class ProjectReplica: Sendable {
             $0.damage = nil
             $0.caughtUp = true
         }
-        try await reportApplied(head, force: false)
+        try await reportApplied(head)
         return revision
     }
 
@@ -201,17 +199,11 @@ final class ProjectReplica: Sendable {
         while head.seq < tail.seq {
             let commit: ReplicatedBlock? = parts.withLock { parts in
                 var next = head.seq + 1
-                var records: [[UInt8]] = []
-                var first: StoredBlock?
-                while let part = parts[next] {
-                    if first == nil { first = part }
-                    records += part.block.records
+                var commitParts: [StoredBlock] = []
+                while let part = parts[next], part.block.lastSeq <= tail.seq {
+                    commitParts.append(part)
                     next = part.block.lastSeq + 1
-                    if part.block.lastSeq == part.commitLastSeq {
-                        guard let first, part.commitLastSeq <= tail.seq else { return nil }
-                        return ReplicatedBlock(
-                            firstSeq: first.block.firstSeq, previousHash: first.block.previousHash, records: records)
-                    }
+                    if let commit = StoredBlock.commit(of: commitParts) { return commit }
                 }
                 return nil
             }
@@ -221,11 +213,7 @@ final class ProjectReplica: Sendable {
                 try await catchUp(ledger)
                 return
             }
-            if case .applied(let applied) = try await applier.perform({ try ledger.applyReplicated(commit) }) {
-                head = applied
-            } else {
-                head = try await applier.perform { try ledger.read { try $0.head() } }
-            }
+            head = try await apply(commit, to: ledger)
             let through = head.seq
             parts.withLock { parts in parts = parts.filter { $0.key > through } }
         }
@@ -233,6 +221,14 @@ final class ProjectReplica: Sendable {
             throw damaged("this replica's head \(head.seq) does not match the cluster's tail \(tail) (a fork)")
         }
         noteApplied(head)
+    }
+
+    /// Applies `commit` on the replica's worker; the head after it.
+    private func apply(_ commit: ReplicatedBlock, to ledger: Ledger) async throws -> LedgerHead {
+        try await applier.perform {
+            if case .applied(let head) = try ledger.applyReplicated(commit) { return head }
+            return try ledger.read { try $0.head() }
+        }
     }
 
     // MARK: Leading
@@ -255,15 +251,13 @@ final class ProjectReplica: Sendable {
     /// marks the replica damaged, and waits, when no peer can give one.
     private func reseed(_ behind: ReplicaBehind) async {
         do {
-            let applied = try await node.etcd.list(prefix: keys.applied(project))
             let members = node.members
-            let peers = applied.kvs.compactMap { kv -> (url: String, seq: UInt64)? in
-                let peer = String(String(decoding: kv.key, as: UTF8.self).dropFirst(keys.applied(project).count))
-                let seq = UInt64(String(decoding: kv.value, as: UTF8.self).split(separator: " ").first ?? "")
-                guard peer != node.nodeID, let url = members[peer], let seq, seq >= behind.firstHeld - 1 else {
+            let peers = try await node.etcd.appliedPositions(of: project, keys: keys).compactMap {
+                peer, position -> (url: String, seq: UInt64)? in
+                guard peer != node.nodeID, let url = members[peer], position.seq >= behind.firstHeld - 1 else {
                     return nil
                 }
-                return (url, seq)
+                return (url, position.seq)
             }
             guard let peer = peers.max(by: { $0.seq < $1.seq }) else {
                 throw EtcdError("no live peer has applied seq \(behind.firstHeld - 1) of \(project)")
@@ -290,9 +284,7 @@ final class ProjectReplica: Sendable {
     func resign(from role: ReplicaGate.Role) async {
         guard case .leading(let revision, _) = role else { return }
         gate.follow()
-        var request = Etcdserverpb_TxnRequest()
-        request.compare = [.createRevision(of: keys.leader(project), equals: revision)]
-        request.success = [.deleteRange(keys.leader(project), rangeEnd: [])]
+        let request = fenced(revision, [.deleteRange(keys.leader(project), rangeEnd: [])])
         if (try? await node.etcd.txn(request))?.succeeded == true {
             logger.notice("this node gave up leading project", metadata: ["ledger.project": "\(project)"])
         }
@@ -307,22 +299,19 @@ final class ProjectReplica: Sendable {
         let tail = ReplicationTail(seq: head.seq, hash: head.hash)
         if head.seq > 0, try await node.etcd.get(keys.tail(project)).value == nil {
             // The first leader of a log that began before the cluster: its head is where the log in etcd begins.
-            var name = Etcdserverpb_TxnRequest()
-            name.compare = [
-                .createRevision(of: keys.leader(project), equals: revision),
-                .version(of: keys.tail(project), equals: 0),
-            ]
-            name.success = [.put(keys.tail(project), tail.encoded)]
+            let name = fenced(
+                revision, [.put(keys.tail(project), tail.encoded)],
+                alsoIf: [.version(of: keys.tail(project), equals: 0)])
             guard try await node.etcd.txn(name).succeeded else { return }
             state.withLock { $0.caughtUp = true }
         }
         // Parts past the tail are of a commit a deposed leader did not finish: never acknowledged.
-        var drop = Etcdserverpb_TxnRequest()
-        drop.compare = [.createRevision(of: keys.leader(project), equals: revision)]
-        drop.success = [
-            .deleteRange(
-                keys.block(project, firstSeq: tail.seq + 1), rangeEnd: EtcdClient.prefixEnd(keys.blocks(project)))
-        ]
+        let drop = fenced(
+            revision,
+            [
+                .deleteRange(
+                    keys.block(project, firstSeq: tail.seq + 1), rangeEnd: EtcdClient.prefixEnd(keys.blocks(project)))
+            ])
         guard try await node.etcd.txn(drop).succeeded else { return }
         let jobs = gate.lead(revision: revision, tail: tail)
         defer { gate.follow() }
@@ -366,18 +355,16 @@ final class ProjectReplica: Sendable {
             ? .version(of: tailKey, equals: 0) : .value(of: tailKey, equals: job.previousTail.encoded)
         do {
             if job.block.records.isEmpty {
-                var request = Etcdserverpb_TxnRequest()
-                request.compare = [.createRevision(of: leaderKey, equals: job.revision)]
-                return try await node.etcd.txn(request).succeeded
+                return try await node.etcd.txn(fenced(job.revision, [])).succeeded
                     ? .success(()) : .failure(ReplicationRefusal(.notLeader, "this node no longer leads \(project)"))
             }
             let parts = job.block.split(maximumBytes: node.configuration.maximumBlockBytes)
             let end = ReplicationTail(seq: job.block.lastSeq, hash: job.block.lastHash)
             for (index, part) in parts.enumerated() {
-                var request = Etcdserverpb_TxnRequest()
-                request.compare = [.createRevision(of: leaderKey, equals: job.revision), tailIs]
                 let stored = StoredBlock(block: part, commitLastSeq: job.block.lastSeq, leader: node.nodeID)
-                request.success = [.put(keys.block(project, firstSeq: part.firstSeq), try stored.encoded())]
+                var request = fenced(
+                    job.revision, [.put(keys.block(project, firstSeq: part.firstSeq), try stored.encoded())],
+                    alsoIf: [tailIs])
                 if index == parts.count - 1 { request.success.append(.put(tailKey, end.encoded)) }
                 request.failure = [.range(leaderKey), .range(tailKey)]
                 let response = try await node.etcd.txn(request)
@@ -426,27 +413,30 @@ final class ProjectReplica: Sendable {
     /// Deletes the blocks below the lowest seq every holder has applied and below the retention, keeping
     /// the last block that begins at or before it.
     private func trim(head: LedgerHead, revision: Int64) async throws {
-        let holders = node.holders(of: project)
-        let applied = try await node.etcd.list(prefix: keys.applied(project))
+        let applied = try await node.etcd.appliedPositions(of: project, keys: keys)
         var lowest = head.seq
-        for holder in holders {
-            guard
-                let kv = applied.kvs.first(where: {
-                    String(decoding: $0.key, as: UTF8.self) == keys.applied(project, node: holder)
-                }),
-                let seq = UInt64(String(decoding: kv.value, as: UTF8.self).split(separator: " ").first ?? "")
-            else { return }  // a holder that has not reported keeps everything
-            lowest = min(lowest, seq)
+        for holder in node.holders(of: project) {
+            // A holder that has not reported keeps everything.
+            guard let position = applied[holder] else { return }
+            lowest = min(lowest, position.seq)
         }
         guard lowest > node.configuration.retainedEvents else { return }
         let floor = min(lowest, head.seq - node.configuration.retainedEvents)
         let below = try await node.etcd.range(
             keys.blocks(project), rangeEnd: Array(keys.block(project, firstSeq: floor + 1).utf8), keysOnly: true)
         guard below.kvs.count > 1, let keep = below.kvs.last else { return }
+        _ = try await node.etcd.txn(fenced(revision, [.deleteRange(keys.blocks(project), rangeEnd: Array(keep.key))]))
+    }
+
+    /// A transaction of `operations` that lands only while this node's election key is the one created at
+    /// `revision` (and `extra` holds): the fence of every write a leader makes.
+    private func fenced(
+        _ revision: Int64, _ operations: [Etcdserverpb_RequestOp], alsoIf extra: [Etcdserverpb_Compare] = []
+    ) -> Etcdserverpb_TxnRequest {
         var request = Etcdserverpb_TxnRequest()
-        request.compare = [.createRevision(of: keys.leader(project), equals: revision)]
-        request.success = [.deleteRange(keys.blocks(project), rangeEnd: Array(keep.key))]
-        _ = try await node.etcd.txn(request)
+        request.compare = [.createRevision(of: keys.leader(project), equals: revision)] + extra
+        request.success = operations
+        return request
     }
 
     // MARK: Progress
@@ -464,20 +454,20 @@ final class ProjectReplica: Sendable {
             try await Task.sleep(for: .milliseconds(500))
             let head = try await applier.perform { try ledger.read { try $0.head() } }
             noteApplied(head)
-            try? await reportApplied(head, force: false)
+            try? await reportApplied(head)
         }
     }
 
-    /// Writes the applied seq and head hash to etcd (under the node's lease) when it changed and the last
-    /// report is half a second old, or when `force`.
-    private func reportApplied(_ head: LedgerHead, force: Bool) async throws {
+    /// Writes the applied seq and head hash to etcd (under the node's lease) when the seq changed since the
+    /// last report, or that report is ten seconds old.
+    private func reportApplied(_ head: LedgerHead) async throws {
         let due = reported.withLock { last in
             guard let last else { return true }
-            return force || last.seq != head.seq || ContinuousClock.now - last.at > .seconds(10)
+            return last.seq != head.seq || ContinuousClock.now - last.at > .seconds(10)
         }
         guard due else { return }
         try await node.etcd.put(
-            keys.applied(project, node: node.nodeID), Array("\(head.seq) \(head.hash.hexString)".utf8),
+            keys.applied(project, node: node.nodeID), ReplicationTail(seq: head.seq, hash: head.hash).encoded,
             lease: node.currentLease())
         reported.withLock { $0 = (head.seq, .now) }
     }

@@ -198,19 +198,19 @@ extension ClusterConfiguration {
             nodeID: section.nodeID ?? "", advertiseURL: section.advertiseURL ?? "",
             etcdEndpoints: section.etcdEndpoints ?? [])
         if let leaseSeconds = section.leaseSeconds {
-            guard (1...3600).contains(leaseSeconds) else {
+            guard Self.leaseSecondsRange.contains(leaseSeconds) else {
                 throw LedgerCoreError(.invalidArgument, field: "\(path): cluster.leaseSeconds", "expected 1 to 3600")
             }
             self.leaseSeconds = leaseSeconds
         }
         if let replicas = section.replicas {
-            guard (1...99).contains(replicas) else {
+            guard Self.replicasRange.contains(replicas) else {
                 throw LedgerCoreError(.invalidArgument, field: "\(path): cluster.replicas", "expected 1 to 99")
             }
             self.replicas = replicas
         }
         if let bytes = section.maximumBlockBytes {
-            guard (64 << 10...(1 << 20) + (256 << 10)).contains(bytes) else {
+            guard Self.blockBytesRange.contains(bytes) else {
                 throw LedgerCoreError(
                     .invalidArgument, field: "\(path): cluster.maximumBlockBytes", "expected 65536 to 1310720")
             }

@@ -330,8 +330,8 @@ public final class Ledger: Sendable {
         do {
             return try run(batch)
         } catch let refusal as ReplicationRefusal {
-            // Retrying alone would be refused the same way, once per request.
-            facts.forget()
+            // Retrying alone would be refused the same way, once per request. (The facts learnt in the aborted
+            // transaction are forgotten when the next one begins: ``WriterInstanceCache/begin(transaction:)``.)
             return batch.map { _ in .failure(Self.refused(refusal)) }
         } catch {
             guard batch.count > 1 else {
@@ -347,7 +347,6 @@ public final class Ledger: Sendable {
                 do {
                     return try run([request])[0]
                 } catch let refusal as ReplicationRefusal {
-                    facts.forget()
                     return .failure(Self.refused(refusal))
                 } catch {
                     logger.error(
@@ -434,7 +433,6 @@ public final class Ledger: Sendable {
             facts.committed(transaction: transaction)
             return results
         } catch let refusal as ReplicationRefusal {
-            facts.forget()
             return batch.map { _ in .failure(Self.refused(refusal)) }
         } catch {
             logger.error("ledger batch failed; nothing was written", metadata: ["error": "\(error)"])

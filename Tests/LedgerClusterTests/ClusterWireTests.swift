@@ -61,9 +61,23 @@ struct ClusterWireTests {
             #expect(throws: EtcdError.self) { try StoredBlock(decoding: value) }
         }
         #expect(try StoredBlock(decoding: try encoded { _ in }).block.records == records)
-        for tail in ["", "12", "x abc", "18446744073709551616 " + String(repeating: "0", count: 64), "1 zz"] {
+        let zeros = String(repeating: "0", count: 64)
+        for tail in ["", "12", "x abc", "18446744073709551616 " + zeros, "18446744073709551615 " + zeros, "1 zz"] {
             #expect(throws: EtcdError.self) { try ReplicationTail(decoding: Data(tail.utf8)) }
         }
+    }
+
+    @Test("a commit's parts make the commit only once its last part is among them")
+    func commitOfParts() {
+        let (records, _) = records(6)
+        let block = ReplicatedBlock(firstSeq: 1, previousHash: HashChain.genesis, records: records)
+        let parts = block.split(maximumBytes: records[0].count * 2).map {
+            StoredBlock(block: $0, commitLastSeq: 6, leader: "n1")
+        }
+        #expect(parts.count == 3)
+        #expect(StoredBlock.commit(of: []) == nil)
+        #expect(StoredBlock.commit(of: Array(parts.prefix(2))) == nil)
+        #expect(StoredBlock.commit(of: parts) == block)
     }
 
     @Test("endpoints are host:port, with or without http://; anything else is refused")

@@ -88,9 +88,6 @@ public final class EtcdClient: Sendable {
         self.callTimeout = callTimeout
     }
 
-    /// The endpoints, in the order given.
-    public var endpoints: [String] { members.map(\.endpoint) }
-
     /// Runs the connections to every member until the task is cancelled or ``close()`` is called.
     public func run() async throws {
         try await withThrowingDiscardingTaskGroup { group in
@@ -199,30 +196,10 @@ public final class EtcdClient: Sendable {
         }
     }
 
-    /// Deletes `key…rangeEnd` (one key when `rangeEnd` is empty); returns how many were deleted.
-    @discardableResult
-    public func delete(_ key: String, rangeEnd: [UInt8] = []) async throws -> Int64 {
-        var request = Etcdserverpb_DeleteRangeRequest()
-        request.key = Data(key.utf8)
-        request.rangeEnd = Data(rangeEnd)
-        return try await withMember { [request] grpc, options in
-            try await Etcdserverpb_KV.Client(wrapping: grpc).deleteRange(request, options: options).deleted
-        }
-    }
-
     /// One transaction: `success` if every compare holds, else `failure`, atomically.
     public func txn(_ request: Etcdserverpb_TxnRequest) async throws -> Etcdserverpb_TxnResponse {
         try await withMember { [request] grpc, options in
             try await Etcdserverpb_KV.Client(wrapping: grpc).txn(request, options: options)
-        }
-    }
-
-    /// Compacts the key-value history through `revision` (watches from before it are cancelled).
-    public func compact(revision: Int64) async throws {
-        var request = Etcdserverpb_CompactionRequest()
-        request.revision = revision
-        _ = try await withMember(timeout: .seconds(30)) { [request] grpc, options in
-            try await Etcdserverpb_KV.Client(wrapping: grpc).compact(request, options: options)
         }
     }
 
@@ -286,30 +263,6 @@ public final class EtcdClient: Sendable {
         return try await withMember { [request] grpc, options in
             try await Etcdserverpb_Maintenance.Client(wrapping: grpc).alarm(request, options: options).alarms
         }
-    }
-
-    /// Defragments every member, one after another (each pauses while it rewrites its database).
-    public func defragmentEachMember() async throws {
-        for member in members {
-            _ = try await Etcdserverpb_Maintenance.Client(wrapping: member.grpc).defragment(
-                Etcdserverpb_DefragmentRequest(),
-                options: {
-                    var o = CallOptions.defaults; o.timeout = .seconds(60); return o
-                }())
-        }
-    }
-
-    /// Each member's status (database size, leader), `nil` for one that did not answer.
-    public func statusOfEachMember() async -> [(endpoint: String, status: Etcdserverpb_StatusResponse?)] {
-        var statuses: [(String, Etcdserverpb_StatusResponse?)] = []
-        for member in members {
-            var options = CallOptions.defaults
-            options.timeout = callTimeout
-            let status = try? await Etcdserverpb_Maintenance.Client(wrapping: member.grpc).status(
-                Etcdserverpb_StatusRequest(), options: options)
-            statuses.append((member.endpoint, status))
-        }
-        return statuses
     }
 
     // MARK: Keys

@@ -39,6 +39,17 @@ struct StoredBlock: Sendable {
         leader = message.leader
     }
 
+    /// The commit `parts` make up — consecutive parts of one commit, in order — once the last is among them;
+    /// `nil` while it is not.
+    static func commit(of parts: [StoredBlock]) -> ReplicatedBlock? {
+        guard let first = parts.first, let last = parts.last, last.block.lastSeq == last.commitLastSeq else {
+            return nil
+        }
+        return ReplicatedBlock(
+            firstSeq: first.block.firstSeq, previousHash: first.block.previousHash,
+            records: parts.flatMap(\.block.records))
+    }
+
     /// The etcd value.
     func encoded() throws -> [UInt8] {
         var message = Topicledger_Cluster_ReplicationBlock()
@@ -51,7 +62,8 @@ struct StoredBlock: Sendable {
     }
 }
 
-/// The tail of a project's replicated log: the last committed seq and its chain hash.
+/// A position in a project's log: a seq and its chain hash — the tail of the replicated log in etcd (the last
+/// committed seq), or how far a replica has applied it.
 public struct ReplicationTail: Sendable, Equatable, CustomStringConvertible {
     public var seq: UInt64
     public var hash: [UInt8]
@@ -66,7 +78,8 @@ public struct ReplicationTail: Sendable, Equatable, CustomStringConvertible {
 
     init(decoding value: Data) throws {
         let parts = String(decoding: value, as: UTF8.self).split(separator: " ")
-        guard parts.count == 2, let seq = UInt64(parts[0]), let hash = Hex.decode(parts[1]),
+        // A seq of UInt64.max could never be followed (its next seq is computed).
+        guard parts.count == 2, let seq = UInt64(parts[0]), seq < UInt64.max, let hash = Hex.decode(parts[1]),
             hash.count == HashChain.hashSize
         else {
             throw EtcdError("a replication tail cannot be decoded")
