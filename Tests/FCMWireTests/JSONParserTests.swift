@@ -231,6 +231,11 @@ struct JSONParserTests {
             // One below Int64.min is a Double, which rounds to -2^63: an integer again.
             ("-9223372036854775809", .integer(.min)), ("0.5", .number(0.5)), ("1E-7", .number(1e-7)),
             ("1e-400", .integer(0)),
+            // A number with an exponent or a fraction is read as the nearest Double (as Google's JSON readers
+            // do), then as an integer when it is one: 444444444444444416, where JSONSerialization reads a
+            // Decimal, 444444444444444444, exactly.
+            ("444444444444444444e0", .integer(444_444_444_444_444_416)),
+            ("444444444444444444", .integer(444_444_444_444_444_444)),
         ]
         for (text, expected) in cases {
             #expect(try JSONValue(parsing: Array(text.utf8)) == expected, "\(text)")
