@@ -15,7 +15,7 @@ run:
 # HTTPS in test_https.py, which adds the test CA to the system trust store for its run: URLSession on Linux trusts
 # nothing else), samples/topicledger.service checked by systemd-analyze verify, the APNs stand-in's own tests
 # (tools/apns-standin: HTTP/2, provider tokens, Apple's documented replies) and the APNs provider through `ledger
-# serve` against it, the cluster suite (tools/cluster: three etcd members and three nodes on loopback, and a
+# serve` against it, the cluster suite (tools/cluster: three etcd members and three nodes on loopback, tmpfs mounts for full disks, and a
 # network namespace for a node cut off; apt installs etcd-server, etcd-client and iptables), the seeds scenario, the audit console in headless chromium (apt installs chromium and
 # chromium-driver, pip selenium; screenshots to tools/console-browser/screenshots, ignored: `make screenshots`
 # refreshes the ones in docs/console), schemathesis against docs/openapi.yaml (30 s), and

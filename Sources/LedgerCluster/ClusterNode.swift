@@ -76,7 +76,7 @@ public final class ClusterNode: Service, Sendable {
         let (gate, replica, leader) = state.withLock { ($0.gates[project], $0.replicas[project], $0.leaders[project]) }
         if isWrite {
             if gate?.isLeading == true { return .local }
-        } else if let replica, replica.status.damage == nil, replica.status.caughtUp {
+        } else if let replica, replica.status.damage == nil, replica.status.stalled == nil, replica.status.caughtUp {
             return .local
         }
         let leaderID = replica?.status.leader ?? leader
@@ -107,6 +107,9 @@ public final class ClusterNode: Service, Sendable {
         for alarm in alarms { problems.append("etcd raised the alarm \(alarm)") }
         for replica in replicas {
             if let damage = replica.status.damage { problems.append("a project's replica is damaged: \(damage)") }
+            if let stalled = replica.status.stalled {
+                problems.append("a project's replica cannot apply the log: \(stalled)")
+            }
         }
         return problems
     }

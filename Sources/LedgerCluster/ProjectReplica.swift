@@ -25,6 +25,9 @@ final class ProjectReplica: Sendable {
         /// Whether it has caught up with etcd once since it started: until then its reads would be as old as
         /// the node's downtime, and the node serves them from the leader.
         var caughtUp = false
+        /// Why the last block could not be written here (the disk is full), or `nil`: the replica falls behind
+        /// and tries again; the node serves its reads from the leader until a block is applied.
+        var stalled: String?
     }
 
     let project: ProjectID
@@ -73,11 +76,13 @@ final class ProjectReplica: Sendable {
                 await reseed(behind)
             } catch {
                 gate.follow()
+                if status.stalled != nil { await resignWhileStalled() }
                 if !Task.isCancelled {
                     logger.warning(
                         "cluster replica restarts", metadata: ["ledger.project": "\(project)", "error": "\(error)"])
                 }
-                try? await Task.sleep(for: .milliseconds(200))
+                // A replica that cannot write (a full disk) tries again less often.
+                try? await Task.sleep(for: .milliseconds(status.stalled == nil ? 200 : 1000))
             }
         }
     }
@@ -225,9 +230,17 @@ final class ProjectReplica: Sendable {
 
     /// Applies `commit` on the replica's worker; the head after it.
     private func apply(_ commit: ReplicatedBlock, to ledger: Ledger) async throws -> LedgerHead {
-        try await applier.perform {
-            if case .applied(let head) = try ledger.applyReplicated(commit) { return head }
-            return try ledger.read { try $0.head() }
+        do {
+            let head = try await applier.perform {
+                if case .applied(let head) = try ledger.applyReplicated(commit) { return head }
+                return try ledger.read { try $0.head() }
+            }
+            state.withLock { $0.stalled = nil }
+            return head
+        } catch let error as StoreError where error.code == .unavailable {
+            // Storage (the message names a full disk, and no internals); the run loop tries again.
+            state.withLock { $0.stalled = error.message }
+            throw error
         }
     }
 
@@ -283,6 +296,20 @@ final class ProjectReplica: Sendable {
     /// - Parameter role: the gate's role before the replica was stopped.
     func resign(from role: ReplicaGate.Role) async {
         guard case .leading(let revision, _) = role else { return }
+        await resign(revision: revision)
+    }
+
+    /// Gives the leadership up if this node holds it while its replica cannot be written (a full disk: its
+    /// own commits fail after etcd took them, and it cannot apply them back): another holder can lead.
+    private func resignWhileStalled() async {
+        guard let (leader, _) = try? await node.etcd.get(keys.leader(project)), let leader,
+            String(decoding: leader.value, as: UTF8.self) == node.nodeID
+        else { return }
+        await resign(revision: leader.createRevision)
+    }
+
+    /// Deletes the election key created at `revision`, fenced on it.
+    private func resign(revision: Int64) async {
         gate.follow()
         let request = fenced(revision, [.deleteRange(keys.leader(project), rangeEnd: [])])
         if (try? await node.etcd.txn(request))?.succeeded == true {

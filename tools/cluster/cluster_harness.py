@@ -287,7 +287,8 @@ class Node:
 class Cluster:
     """etcd and the nodes, and the checks every case ends with."""
 
-    def __init__(self, binary, nodes=3, network=None, options=None, etcd_arguments=()):
+    def __init__(self, binary, nodes=3, network=None, options=None, etcd_arguments=(), disks=None):
+        """`disks`: node id → megabytes, for nodes whose data directory is a tmpfs of that size (``Disk``)."""
         self.root = Path(tempfile.mkdtemp(prefix="ledger-cluster-"))
         self.binary = binary
         self.network = network
@@ -297,6 +298,9 @@ class Cluster:
         (self.root / "etcd").mkdir()
         self.nodes = {}
         self.node_count = nodes
+        self.disks = {}
+        for node_id, megabytes in (disks or {}).items():
+            self.disks[node_id] = Disk(self.root / node_id, megabytes).mount()
 
     def start(self, n1_leads=False):
         """Starts etcd and the nodes; with `n1_leads`, n1 alone until it leads both projects (which node is
@@ -379,10 +383,61 @@ class Cluster:
         for node in self.nodes.values():
             node.kill()
         self.etcd.stop()
+        for disk in self.disks.values():
+            disk.unmount()
         if os.environ.get("LEDGER_KEEP_CLUSTER"):
             print(f"cluster files kept in {self.root}")
             return
         shutil.rmtree(self.root, ignore_errors=True)
+
+
+class Disk:
+    """A small tmpfs mounted over a node's data directory, which a test fills (a full disk) and frees."""
+
+    def __init__(self, path, megabytes):
+        self.path = Path(path)
+        self.megabytes = megabytes
+        self.filler = self.path / "filler"
+
+    @staticmethod
+    def unavailable():
+        """Why a tmpfs cannot be mounted here, or None."""
+        if os.geteuid() != 0:
+            return "mounting a tmpfs needs root"
+        probe = Path(tempfile.mkdtemp(prefix="ledger-tmpfs-probe-"))
+        try:
+            mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", str(probe)],
+                                     capture_output=True, text=True)
+            if mounted.returncode != 0:
+                return f"mount -t tmpfs is not permitted here: {mounted.stderr.strip()}"
+            subprocess.run(["umount", str(probe)], capture_output=True)
+            return None
+        finally:
+            probe.rmdir()
+
+    def mount(self):
+        self.path.mkdir(parents=True, exist_ok=True)
+        subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={self.megabytes}m", "tmpfs", str(self.path)],
+                       check=True, capture_output=True, text=True)
+        return self
+
+    def fill(self):
+        """Takes every free byte: the next write that needs a new page fails with ENOSPC."""
+        space = os.statvfs(self.path)
+        size = space.f_bavail * space.f_frsize
+        with open(self.filler, "wb") as filler:
+            while size > 0:
+                try:
+                    os.posix_fallocate(filler.fileno(), 0, size)
+                    break
+                except OSError:
+                    size -= 4096
+
+    def free(self):
+        self.filler.unlink(missing_ok=True)
+
+    def unmount(self):
+        subprocess.run(["umount", "--lazy", str(self.path)], capture_output=True)
 
 
 class Namespace:

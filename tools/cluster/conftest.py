@@ -10,7 +10,7 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "sdk-conformance"))
 from openapi_contract import Contract, checking_responses  # noqa: E402
 
-from cluster_harness import Cluster, Namespace
+from cluster_harness import Cluster, Disk, Namespace
 
 
 @pytest.fixture(scope="session", autouse=True)
@@ -86,3 +86,18 @@ def small_etcd_cluster():
     running = Cluster(os.environ["LEDGER_BIN"], etcd_arguments=("--quota-backend-bytes", str(4 << 20))).start()
     yield running
     running.stop()
+
+
+@pytest.fixture
+def small_disk_cluster():
+    """A cluster whose n1 (the first leader) and n3 keep their data on 64 MiB tmpfs mounts, to be filled;
+    skipped, with the reason, where a tmpfs cannot be mounted."""
+    reason = Disk.unavailable()
+    if reason:
+        pytest.skip(reason)
+    running = Cluster(os.environ["LEDGER_BIN"], disks={"n1": 64, "n3": 64})
+    try:
+        running.start(n1_leads=True)
+        yield running
+    finally:
+        running.stop()

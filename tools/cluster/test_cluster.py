@@ -309,3 +309,48 @@ def test_etcd_out_of_space_is_a_readiness_reason_and_a_metric(small_etcd_cluster
                                   headers={"Authorization": f"Bearer {AUDITOR}"}, timeout=10)
             assert answer.status_code == 200 and '"subscriberCount":1000' in answer.text.replace(" ", ""), (
                 node.node_id, topic, answer.text[:200])
+
+
+def test_a_full_disk_stalls_a_follower_and_moves_the_leadership(small_disk_cluster):
+    cluster = small_disk_cluster
+    n1, n2, n3 = (cluster.nodes[node_id] for node_id in ("n1", "n2", "n3"))
+    writers = Writers([n1, n2, n3]).start()
+    wait_until(lambda: writers.count() > 50, 60, "writes to be acknowledged")
+
+    def cannot_apply(node):
+        ready = requests.get(node.base + "/readyz", timeout=5)
+        return ready.status_code == 503 and "cannot apply the log" in ready.text and "disk is full" in ready.text
+
+    def ready(node):
+        return requests.get(node.base + "/readyz", timeout=5).status_code == 200
+
+    # A follower's disk fills: it falls behind and says so, with no path in the reason; the cluster writes on,
+    # through it too, and its reads are served by the leader (its own copy would miss the newest writes).
+    cluster.disks["n3"].fill()
+    wait_until(lambda: cannot_apply(n3), 60, "n3 to report that it cannot apply the log")
+    assert str(cluster.root) not in requests.get(n3.base + "/readyz", timeout=5).text
+    assert ready(n1) and ready(n2)
+    before = writers.count()
+    wait_until(lambda: writers.count() > before + 100, 60, "writes to go on while n3's disk is full")
+    for _ in range(5):
+        token = n3.register()
+        assert token, "a write through n3 (forwarded to the leader) was refused"
+        info = requests.get(f"{n3.base}/iid/info/{token}", headers={"Authorization": f"Bearer {ADMIN}"}, timeout=10)
+        assert info.status_code == 200, info.text
+    assert n1.leader() == "n1"
+    # Space returns: it catches up by itself.
+    cluster.disks["n3"].free()
+    wait_until(lambda: ready(n3), 60, "n3 to be ready again once its disk has space")
+
+    # The leader's disk fills: its commit fails after etcd took the block (never acknowledged), it cannot
+    # apply the block back, and it gives the leadership up; another node leads and writes go on.
+    cluster.disks["n1"].fill()
+    wait_until(lambda: n2.leader() not in (None, "n1"), 60, "the leadership to leave n1")
+    wait_until(lambda: cannot_apply(n1), 30, "n1 to report that it cannot apply the log")
+    before = writers.count()
+    wait_until(lambda: writers.count() > before + 100, 60, "writes to go on with a new leader")
+    cluster.disks["n1"].free()
+    wait_until(lambda: ready(n1), 60, "n1 to be ready again once its disk has space")
+    acknowledged = writers.stop()
+    cluster.check(acknowledged)
+    cluster.verify_all()
