@@ -25,8 +25,8 @@ final class ProjectReplica: Sendable {
         /// Whether it has caught up with etcd once since it started: until then its reads would be as old as
         /// the node's downtime, and the node serves them from the leader.
         var caughtUp = false
-        /// Why the last block could not be written here (the disk is full), or `nil`: the replica falls behind
-        /// and tries again; the node serves its reads from the leader until a block is applied.
+        /// Why this replica could not be written (a full disk), or `nil`: it falls behind, gives up any
+        /// leadership and tries again; the node serves its reads from the leader until it has caught up.
         var stalled: String?
     }
 
@@ -76,7 +76,11 @@ final class ProjectReplica: Sendable {
                 await reseed(behind)
             } catch {
                 gate.follow()
-                if status.stalled != nil { await resignWhileStalled() }
+                if let storage = error as? StoreError, storage.code == .unavailable {
+                    // This replica cannot be written (the message names a full disk, and no internals).
+                    state.withLock { $0.stalled = storage.message }
+                    await resignWhileStalled()
+                }
                 if !Task.isCancelled {
                     logger.warning(
                         "cluster replica restarts", metadata: ["ledger.project": "\(project)", "error": "\(error)"])
@@ -162,6 +166,7 @@ final class ProjectReplica: Sendable {
         }
         state.withLock {
             $0.damage = nil
+            $0.stalled = nil
             $0.caughtUp = true
         }
         try await reportApplied(head)
@@ -230,18 +235,12 @@ final class ProjectReplica: Sendable {
 
     /// Applies `commit` on the replica's worker; the head after it.
     private func apply(_ commit: ReplicatedBlock, to ledger: Ledger) async throws -> LedgerHead {
-        do {
-            let head = try await applier.perform {
-                if case .applied(let head) = try ledger.applyReplicated(commit) { return head }
-                return try ledger.read { try $0.head() }
-            }
-            state.withLock { $0.stalled = nil }
-            return head
-        } catch let error as StoreError where error.code == .unavailable {
-            // Storage (the message names a full disk, and no internals); the run loop tries again.
-            state.withLock { $0.stalled = error.message }
-            throw error
+        let head = try await applier.perform {
+            if case .applied(let head) = try ledger.applyReplicated(commit) { return head }
+            return try ledger.read { try $0.head() }
         }
+        state.withLock { $0.stalled = nil }
+        return head
     }
 
     // MARK: Leading
