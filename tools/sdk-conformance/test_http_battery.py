@@ -20,6 +20,10 @@ SAMPLE_CONFIG = pathlib.Path(__file__).resolve().parents[2] / "samples" / "serve
 
 
 def head_seq(server, project=PROJECT):
+    """The number of events in the project's log; 0 while the server has not created its ledger (the battery
+    run on its own, before any test wrote)."""
+    if not (pathlib.Path(server["data"]) / project).exists():
+        return 0
     out = subprocess.run(
         [server["binary"], "stats", "--data", server["data"], "--project", project, "--format", "json"],
         check=True, capture_output=True, text=True).stdout
