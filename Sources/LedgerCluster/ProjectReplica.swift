@@ -352,6 +352,12 @@ final class ProjectReplica: Sendable {
             _ = try await group.next()
             group.cancelAll()
         }
+        if gate.takeLostCommit() {
+            // The ledger could not commit what the cluster holds: a storage failure, which the run loop
+            // reports, and for which this node gives the leadership up (it applies the block back when it can).
+            throw StoreError(
+                .unavailable, "this node could not commit a block the cluster accepted (is its disk full?)")
+        }
     }
 
     /// Writes each block the gate hands over, fenced on the election key and on the tail it extends.

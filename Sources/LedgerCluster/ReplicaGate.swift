@@ -29,6 +29,9 @@ final class ReplicaGate: ReplicationGate {
         var role = Role.following
         /// Where blocks go while leading: the stream of the lead that ``lead(revision:tail:)`` began.
         var jobs: AsyncStream<Job>.Continuation?
+        /// Whether the writer handed over a block that does not extend the last one etcd took from it: its
+        /// ledger did not commit that one (a full disk), so this node's log lacks a block the cluster holds.
+        var lostCommit = false
     }
 
     private let state = Mutex(State())
@@ -69,6 +72,15 @@ final class ReplicaGate: ReplicationGate {
         jobs?.finish()
     }
 
+    /// Whether the ledger failed to commit a block etcd took while this node led (and forgets it): see
+    /// ``State/lostCommit``.
+    func takeLostCommit() -> Bool {
+        state.withLock { state in
+            defer { state.lostCommit = false }
+            return state.lostCommit
+        }
+    }
+
     /// Whether this node leads (as far as it knows: etcd decides at each write).
     var isLeading: Bool { if case .leading = currentRole { true } else { false } }
 
@@ -77,6 +89,7 @@ final class ReplicaGate: ReplicationGate {
             throw ReplicationRefusal(.notLeader, "this node does not lead project \(project)")
         }
         guard block.firstSeq == tail.seq + 1, block.previousHash == tail.hash else {
+            state.withLock { $0.lostCommit = true }
             follow()
             throw ReplicationRefusal(
                 .staleTail, "the cluster's log of project \(project) ends at \(tail), not where this node's does")

@@ -366,6 +366,17 @@ class Cluster:
                 response = requests.get(f"{node.base}/iid/info/{token}", headers=headers, timeout=10)
                 assert response.status_code == 200, (
                     f"{token} acknowledged, missing on {node.node_id}: {response.status_code} {response.text[:300]}")
+        # The reads above may have been answered by the leader (a replica that is damaged, stalled or not yet
+        # caught up forwards them): each holder's own copy must reach the same head, as it reports to etcd.
+        head = log[-1]
+        holders = [node.node_id for node in nodes if node.holds(project)]
+
+        def every_copy_at_the_head():
+            positions = {replica["node"]: (replica["appliedSeq"], replica["headHash"])
+                         for entry in nodes[0].status()["projects"] if entry["project"] == project
+                         for replica in entry["replicas"]}
+            return all(positions.get(node_id) == head for node_id in holders)
+        wait_until(every_copy_at_the_head, 60, f"the copies of {project} on {holders} to reach seq {head[0]}")
         return log
 
     def verify_all(self):

@@ -227,13 +227,13 @@ def test_a_replica_behind_the_trimmed_log_is_seeded_from_a_peer(trimming_cluster
     leader = cluster.wait_for_leader()
     behind = next(node for node_id, node in cluster.nodes.items() if node_id != leader)
     before = [node.register() for node in cluster.nodes.values() for _ in range(5)]
-    cluster.check(before)
+    head = len(cluster.check(before))
     behind.stop()  # SIGTERM: its lease is revoked, so the two others are the project's holders now
     with ThreadPoolExecutor(8) as pool:
         during = list(pool.map(lambda index: cluster.live_nodes()[index % 2].register(), range(300)))
     assert all(during)
     # etcd trims what both holders applied: the stopped node's next seq is gone.
-    wait_until(lambda: cluster.etcd.blocks()[0][0] > len(before) + 1, 30, "etcd to trim the log")
+    wait_until(lambda: cluster.etcd.blocks()[0][0] > head + 1, 30, "etcd to trim the log past the stopped node")
     behind.start()
     after = [node.register() for node in cluster.nodes.values() for _ in range(5)]
     cluster.check(before + during + after)
