@@ -1,0 +1,74 @@
+import Dispatch
+import LedgerCore
+import LedgerStore
+import Testing
+
+@testable import LedgerCluster
+
+/// The gate between a leader's writer and etcd, with the replica's side played by the test: each job the gate
+/// hands over is answered as etcd would have answered it.
+@Suite("ReplicaGate: what a leader's writer may commit")
+struct ReplicaGateTests {
+    /// A record as the log stores it: its chain hash (32 bytes), then an encoded event (any bytes here).
+    static func record(_ byte: UInt8) -> [UInt8] { [UInt8](repeating: byte, count: HashChain.hashSize) + [1, 2, 3] }
+
+    /// `gate.replicate(block)` on a thread of its own (it blocks its caller until the job is answered).
+    static func replicate(_ block: ReplicatedBlock, through gate: ReplicaGate) async -> Result<Void, any Error> {
+        await withCheckedContinuation { continuation in
+            DispatchQueue.global().async { continuation.resume(returning: Result { try gate.replicate(block) }) }
+        }
+    }
+
+    /// Leads at revision 7 from the empty log, answering every job with `answer`, while `body` runs.
+    static func leading(
+        answering answer: Result<Void, ReplicationRefusal>, _ body: (ReplicaGate) async throws -> Void
+    ) async throws {
+        let gate = ReplicaGate(project: "shop", waitLimit: .seconds(10))
+        let jobs = gate.lead(revision: 7, tail: ReplicationTail(seq: 0, hash: HashChain.genesis))
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            group.addTask { for await job in jobs { job.complete(answer) } }
+            try await body(gate)
+            gate.follow()  // ends the stream, and with it the answering task
+            try await group.waitForAll()
+        }
+    }
+
+    @Test("a block extending the last one etcd took passes; one that does not is refused as a lost commit")
+    func lostCommit() async throws {
+        try await Self.leading(answering: .success(())) { gate in
+            let first = ReplicatedBlock(firstSeq: 1, previousHash: HashChain.genesis, records: [Self.record(1)])
+            try await Self.replicate(first, through: gate).get()
+            let second = ReplicatedBlock(firstSeq: 2, previousHash: first.lastHash, records: [Self.record(2)])
+            try await Self.replicate(second, through: gate).get()
+            #expect(gate.takeLostCommit() == false)
+            // The ledger did not commit `second` (its disk filled after etcd took it): its next block starts
+            // where `first` ended again.
+            let again = ReplicatedBlock(firstSeq: 2, previousHash: first.lastHash, records: [Self.record(3)])
+            let refused = await Self.replicate(again, through: gate)
+            if case .failure(let error as ReplicationRefusal) = refused {
+                #expect(error.reason == .staleTail)
+            } else {
+                Issue.record("the write passed: \(refused)")
+            }
+            #expect(gate.isLeading == false)
+            #expect(gate.takeLostCommit() == true)
+            #expect(gate.takeLostCommit() == false)
+        }
+    }
+
+    @Test("a block etcd refused closes the gate, and is not a lost commit")
+    func refusedByEtcd() async throws {
+        let deposed = ReplicationRefusal(.notLeader, "this node no longer leads project shop")
+        try await Self.leading(answering: .failure(deposed)) { gate in
+            let block = ReplicatedBlock(firstSeq: 1, previousHash: HashChain.genesis, records: [Self.record(1)])
+            let refused = await Self.replicate(block, through: gate)
+            if case .failure(let error as ReplicationRefusal) = refused {
+                #expect(error.reason == .notLeader)
+            } else {
+                Issue.record("the write passed: \(refused)")
+            }
+            #expect(gate.isLeading == false)
+            #expect(gate.takeLostCommit() == false)
+        }
+    }
+}
