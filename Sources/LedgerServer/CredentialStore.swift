@@ -61,7 +61,7 @@ public struct CredentialStore: Sendable {
             ]
             for (field, role, hashes) in lists {
                 for text in hashes ?? [] {
-                    guard text.hasPrefix("sha256:"), let hash = Hex.decode(text.dropFirst(7)), hash.count == 32 else {
+                    guard let hash = Self.hash(ofKey: text) else {
                         throw LedgerCoreError(
                             .invalidArgument, field: "\(path): projects.\(name).\(field)",
                             "keys must be given as sha256:<64 hex digits> of the secret")
@@ -99,15 +99,18 @@ public struct CredentialStore: Sendable {
 
     static func sha256(_ secret: String) -> [UInt8] { Array(SHA256.hash(data: Array(secret.utf8))) }
 
-    /// `sha256:<hex>` of `secret`: how the config file names a key.
-    static func keyHash(_ secret: String) -> String { "sha256:" + sha256(secret).hexString }
+    /// The 32 bytes a key of the config file names (`sha256:<64 hex digits>`), `nil` for anything else.
+    static func hash(ofKey text: String) -> [UInt8]? {
+        guard text.hasPrefix("sha256:"), let hash = Hex.decode(text.dropFirst(7)), hash.count == 32 else { return nil }
+        return hash
+    }
 
-    /// Whether `secret` is one of `keys` (`sha256:<hex>`, lowercase), compared in constant time.
+    /// Whether `secret` is one of `keys` (`sha256:<hex>`), compared in constant time.
     static func matches(_ secret: String, anyOf keys: [String]) -> Bool {
         let hash = sha256(secret)
         var found = false
         for key in keys {
-            guard let bytes = Hex.decode(key.dropFirst("sha256:".count)) else { continue }
+            guard let bytes = Self.hash(ofKey: key) else { continue }
             if constantTimeEqual(bytes, hash) { found = true }
         }
         return found

@@ -223,7 +223,7 @@ extension ClusterConfiguration {
             retainedEvents = UInt64(events)
         }
         for key in section.peerKeys ?? [] {
-            guard key.hasPrefix("sha256:"), key.count == 71, Hex.decode(key.dropFirst(7)) != nil else {
+            guard CredentialStore.hash(ofKey: key) != nil else {
                 throw LedgerCoreError(
                     .invalidArgument, field: "\(path): cluster.peerKeys", "expected sha256:<64 hex digits>")
             }
@@ -237,7 +237,7 @@ extension ClusterConfiguration {
                 throw LedgerCoreError(
                     .invalidArgument, field: "\(path): cluster.peerSecretFile", "\(file): cannot be read, or is empty")
             }
-            guard peerKeys.contains(CredentialStore.keyHash(secret)) else {
+            guard CredentialStore.matches(secret, anyOf: peerKeys) else {
                 throw LedgerCoreError(
                     .invalidArgument, field: "\(path): cluster.peerSecretFile",
                     "the secret's sha256 is not one of cluster.peerKeys")

@@ -1,3 +1,4 @@
+import Crypto
 import Foundation
 import LedgerCluster
 import LedgerCore
@@ -57,6 +58,23 @@ struct ClusterConfigurationTests {
             #expect(
                 performing: { try load(section) },
                 throws: { error in (error as? LedgerCoreError)?.field?.hasSuffix(field) == true })
+        }
+    }
+
+    @Test("peerSecretFile: its secret is read when its sha256 is a peer key; a wrong, empty or missing file is refused")
+    func peerSecretFile() throws {
+        let directory = TemporaryDirectory("peer").path
+        let secret = "cluster-peer-secret"
+        let peerKey = "sha256:" + Array(SHA256.hash(data: Array(secret.utf8))).hexString.uppercased()
+        func section(_ file: String) -> String { #"{"peerKeys": ["\#(peerKey)"], "peerSecretFile": "\#(file)"}"# }
+        try Data((secret + "\n").utf8).write(to: URL(fileURLWithPath: directory + "/right"))
+        #expect(try load(section(directory + "/right")).cluster?.peerSecret == secret)
+        try Data("another-secret".utf8).write(to: URL(fileURLWithPath: directory + "/wrong"))
+        try Data(" \n".utf8).write(to: URL(fileURLWithPath: directory + "/empty"))
+        for file in ["wrong", "empty", "missing"] {
+            #expect(
+                performing: { try load(section(directory + "/" + file)) },
+                throws: { error in (error as? LedgerCoreError)?.field?.hasSuffix("cluster.peerSecretFile") == true })
         }
     }
 }
