@@ -19,6 +19,18 @@ struct ReplicaGateTests {
         }
     }
 
+    /// Records an issue unless `result` is a refusal for `reason`.
+    static func expectRefused(
+        _ result: Result<Void, any Error>, _ reason: ReplicationRefusal.Reason,
+        sourceLocation: SourceLocation = #_sourceLocation
+    ) {
+        guard case .failure(let error as ReplicationRefusal) = result else {
+            Issue.record("not refused: \(result)", sourceLocation: sourceLocation)
+            return
+        }
+        #expect(error.reason == reason, sourceLocation: sourceLocation)
+    }
+
     /// Leads at revision 7 from the empty log, answering every job with `answer`, while `body` runs.
     static func leading(
         answering answer: Result<Void, ReplicationRefusal>, _ body: (ReplicaGate) async throws -> Void
@@ -44,12 +56,7 @@ struct ReplicaGateTests {
             // The ledger did not commit `second` (its disk filled after etcd took it): its next block starts
             // where `first` ended again.
             let again = ReplicatedBlock(firstSeq: 2, previousHash: first.lastHash, records: [Self.record(3)])
-            let refused = await Self.replicate(again, through: gate)
-            if case .failure(let error as ReplicationRefusal) = refused {
-                #expect(error.reason == .staleTail)
-            } else {
-                Issue.record("the write passed: \(refused)")
-            }
+            Self.expectRefused(await Self.replicate(again, through: gate), .staleTail)
             #expect(gate.isLeading == false)
             #expect(gate.takeLostCommit() == true)
             #expect(gate.takeLostCommit() == false)
@@ -61,12 +68,7 @@ struct ReplicaGateTests {
         let deposed = ReplicationRefusal(.notLeader, "this node no longer leads project shop")
         try await Self.leading(answering: .failure(deposed)) { gate in
             let block = ReplicatedBlock(firstSeq: 1, previousHash: HashChain.genesis, records: [Self.record(1)])
-            let refused = await Self.replicate(block, through: gate)
-            if case .failure(let error as ReplicationRefusal) = refused {
-                #expect(error.reason == .notLeader)
-            } else {
-                Issue.record("the write passed: \(refused)")
-            }
+            Self.expectRefused(await Self.replicate(block, through: gate), .notLeader)
             #expect(gate.isLeading == false)
             #expect(gate.takeLostCommit() == false)
         }

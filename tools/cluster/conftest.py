@@ -1,5 +1,6 @@
 """Fixtures of the cluster suite: a fresh cluster (three etcd members, three nodes) for each test."""
 
+import contextlib
 import os
 import sys
 from pathlib import Path
@@ -31,12 +32,20 @@ def contract():
     assert not missing, f"cluster operations never answered 2xx in the suite: {missing}"
 
 
+@contextlib.contextmanager
+def stopped_afterwards(cluster):
+    """Yields `cluster` and stops it (every process, its mounts, its files) however the test ends — a start that
+    failed included."""
+    try:
+        yield cluster
+    finally:
+        cluster.stop()
+
+
 @pytest.fixture
 def cluster():
-    binary = os.environ["LEDGER_BIN"]
-    running = Cluster(binary).start()
-    yield running
-    running.stop()
+    with stopped_afterwards(Cluster(os.environ["LEDGER_BIN"])) as running:
+        yield running.start()
 
 
 @pytest.fixture
@@ -47,45 +56,40 @@ def cut_off_cluster():
     if reason:
         pytest.skip(reason)
     network = Namespace("n1").create()
-    running = Cluster(os.environ["LEDGER_BIN"], network=network)
     try:
-        running.start(n1_leads=True)
-        yield running, network
+        with stopped_afterwards(Cluster(os.environ["LEDGER_BIN"], network=network)) as running:
+            yield running.start(n1_leads=True), network
     finally:
-        running.stop()
         network.destroy()
 
 
 @pytest.fixture
 def small_block_cluster():
     """A cluster whose blocks are at most 64 KiB, so that a batch of a thousand subscriptions is split."""
-    running = Cluster(os.environ["LEDGER_BIN"], options={"maximumBlockBytes": 65536}).start()
-    yield running
-    running.stop()
+    with stopped_afterwards(Cluster(os.environ["LEDGER_BIN"], options={"maximumBlockBytes": 65536})) as running:
+        yield running.start()
 
 
 @pytest.fixture
 def trimming_cluster():
     """A cluster whose etcd keeps only 10 events behind the tail once every holder has them."""
-    running = Cluster(os.environ["LEDGER_BIN"], options={"retainedEvents": 10}).start()
-    yield running
-    running.stop()
+    with stopped_afterwards(Cluster(os.environ["LEDGER_BIN"], options={"retainedEvents": 10})) as running:
+        yield running.start()
 
 
 @pytest.fixture
 def unstarted_cluster():
     """A cluster not started yet (its etcd neither), for a test that prepares the nodes' data first."""
-    running = Cluster(os.environ["LEDGER_BIN"])
-    yield running
-    running.stop()
+    with stopped_afterwards(Cluster(os.environ["LEDGER_BIN"])) as running:
+        yield running
 
 
 @pytest.fixture
 def small_etcd_cluster():
     """A cluster whose etcd members have a 4 MiB quota, which a few large commits fill (the NOSPACE alarm)."""
-    running = Cluster(os.environ["LEDGER_BIN"], etcd_arguments=("--quota-backend-bytes", str(4 << 20))).start()
-    yield running
-    running.stop()
+    quota = ("--quota-backend-bytes", str(4 << 20))
+    with stopped_afterwards(Cluster(os.environ["LEDGER_BIN"], etcd_arguments=quota)) as running:
+        yield running.start()
 
 
 @pytest.fixture
@@ -95,9 +99,5 @@ def small_disk_cluster():
     reason = Disk.unavailable()
     if reason:
         pytest.skip(reason)
-    running = Cluster(os.environ["LEDGER_BIN"], disks={"n1": 64, "n3": 64})
-    try:
-        running.start(n1_leads=True)
-        yield running
-    finally:
-        running.stop()
+    with stopped_afterwards(Cluster(os.environ["LEDGER_BIN"], disks={"n1": 64, "n3": 64})) as running:
+        yield running.start(n1_leads=True)

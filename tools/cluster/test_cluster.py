@@ -198,8 +198,7 @@ def test_a_node_cut_off_from_etcd_and_its_peers(cut_off_cluster):
 def test_a_commit_larger_than_a_block_is_split_and_every_part_is_applied(small_block_cluster):
     cluster = small_block_cluster
     nodes = list(cluster.nodes.values())
-    with ThreadPoolExecutor(16) as pool:
-        tokens = list(pool.map(lambda index: nodes[index % 3].register(), range(1000)))
+    tokens = cluster.register_many(1000)
     assert all(tokens)
     # One batchAdd of 1000 tokens through a follower: one commit of 1000 events, about 250 KB of records.
     follower = next(node for node in nodes if node.node_id != cluster.wait_for_leader())
@@ -281,8 +280,7 @@ def test_a_single_nodes_ledger_becomes_a_clusters(unstarted_cluster):
 def test_etcd_out_of_space_is_a_readiness_reason_and_a_metric(small_etcd_cluster):
     cluster = small_etcd_cluster
     nodes = list(cluster.nodes.values())
-    with ThreadPoolExecutor(16) as pool:
-        tokens = list(pool.map(lambda index: nodes[index % 3].register(), range(1000)))
+    tokens = cluster.register_many(1000)
     assert all(tokens)
     # Batches of 1000 subscriptions (about 250 KB each) until etcd refuses: writes then get 503, nothing is lost.
     acknowledged_topics = []
