@@ -181,6 +181,7 @@ let package = Package(
             name: "LMDBKitTests",
             dependencies: [
                 "LMDBKit",
+                "LedgerTestSupport",
                 .product(name: "PropertyBased", package: "swift-property-based"),
             ]
         ),

@@ -69,6 +69,7 @@ extension LedgerCommand {
                         for replica in project.replicas {
                             print(
                                 "  replica \(replica.node) appliedSeq \(replica.appliedSeq) headHash \(replica.headHash)"
+                                    + " lagEvents \(replica.lagEvents) state \(replica.state)"
                             )
                         }
                     }

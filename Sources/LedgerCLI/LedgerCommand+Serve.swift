@@ -219,6 +219,24 @@ extension LedgerCommand {
                     ************************************************************************
                     """)
             }
+            try await withThrowingDiscardingTaskGroup { group in
+                if let cluster {
+                    // The connections to etcd live as long as the node; the membership is claimed before the
+                    // server answers anything, and a live holder of this node's id or URL stops it here.
+                    group.addTask { try await cluster.runConnections() }
+                    do {
+                        try await cluster.join()
+                    } catch {
+                        throw InputError("\(error)")
+                    }
+                }
+                try await serve(configuration: configuration, ledgers: ledgers, logger: logger)
+                group.cancelAll()
+            }
+        }
+
+        /// Announces the server and runs it until it is stopped.
+        private func serve(configuration: ServerConfiguration, ledgers: LedgerRegistry, logger: Logger) async throws {
             printNow(
                 "TopicLedger: serving \(configuration.isDevelopment ? "demo-project (dev mode)" : "\(configuration.credentials.projects.count) project(s)") on \(configuration.certificate == nil ? "http" : "https")://\(host):\(port) — data in \(data)"
             )

@@ -12,6 +12,12 @@ public struct ClusterKeys: Sendable {
     public var members: String { prefix + "members/" }
     /// Node `node`'s membership key (under its lease).
     public func member(_ node: String) -> String { members + node }
+    /// The key that claims advertise URL `url` for one node (under its lease; the value is the node's id).
+    public func advertiser(_ url: String) -> String {
+        var url = Substring(url)
+        while url.hasSuffix("/") { url = url.dropLast() }
+        return prefix + "urls/" + url
+    }
 
     /// The prefix of everything of `project`.
     public func project(_ project: ProjectID) -> String { prefix + "projects/" + project.rawValue + "/" }
@@ -27,6 +33,10 @@ public struct ClusterKeys: Sendable {
     public func applied(_ project: ProjectID) -> String { self.project(project) + "applied/" }
     /// The seq `node` has applied of `project`.
     public func applied(_ project: ProjectID, node: String) -> String { applied(project) + node }
+    /// The prefix of the states of `project`'s replicas (``ReplicaProgress/State``, as text).
+    public func states(_ project: ProjectID) -> String { self.project(project) + "states/" }
+    /// The state of `node`'s replica of `project`.
+    public func state(_ project: ProjectID, node: String) -> String { states(project) + node }
 
     /// The project a key under `projects/` belongs to.
     public func projectName(in key: String) -> String? {

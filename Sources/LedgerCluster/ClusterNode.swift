@@ -76,7 +76,7 @@ public final class ClusterNode: Service, Sendable {
         let (gate, replica, leader) = state.withLock { ($0.gates[project], $0.replicas[project], $0.leaders[project]) }
         if isWrite {
             if gate?.isLeading == true { return .local }
-        } else if let replica, replica.status.damage == nil, replica.status.stalled == nil, replica.status.caughtUp {
+        } else if let replica, replica.status.caughtUp, !replica.status.replicaState.isStalled {
             return .local
         }
         let leaderID = replica?.status.leader ?? leader
@@ -102,13 +102,24 @@ public final class ClusterNode: Service, Sendable {
     /// Why this node cannot serve fully, for `/readyz` (empty when it can).
     public var readinessProblems: [String] {
         var problems: [String] = []
-        if context.currentLease() == 0 { problems.append("this node has no etcd lease (is etcd reachable?)") }
+        if let problem = context.membership.withLock({ $0.problem }) {
+            problems.append("this node's cluster membership is held by another process: \(problem)")
+        } else if context.currentLease() == 0 {
+            problems.append("this node has no etcd lease (is etcd reachable?)")
+        }
         let (replicas, alarms) = state.withLock { (Array($0.replicas.values), $0.alarms) }
         for alarm in alarms { problems.append("etcd raised the alarm \(alarm)") }
         for replica in replicas {
-            if let damage = replica.status.damage { problems.append("a project's replica is damaged: \(damage)") }
-            if let stalled = replica.status.stalled {
+            let status = replica.status
+            if let damage = status.damage {
+                problems.append("a project's replica is damaged: \(damage)")
+            } else if let stalled = status.stalled {
                 problems.append("a project's replica cannot apply the log: \(stalled)")
+            } else if status.replicaState.isStalled {
+                // The reason (an etcd or gRPC error) is for /v1/cluster and the log, behind credentials.
+                problems.append(
+                    "a project's replica is stalled: nothing applied for \(ReplicaProgress.stallAfter.components.seconds) s, "
+                        + "\(status.progress.lagEvents) events behind the cluster's log (GET /v1/cluster names it)")
             }
         }
         return problems
@@ -117,11 +128,46 @@ public final class ClusterNode: Service, Sendable {
     /// The etcd alarms last seen (for metrics).
     public var alarms: [String] { state.withLock { $0.alarms } }
 
+    /// How many events this node's replica of `project` lacks of the cluster's log (`nil` when it holds none).
+    public func lagEvents(of project: ProjectID) -> UInt64? {
+        state.withLock { $0.replicas[project] }?.status.progress.lagEvents
+    }
+
+    /// How many of this node's replicas are stalled (``ReplicaProgress/State/stalled(reason:)``).
+    public var stalledReplicas: Int {
+        state.withLock { Array($0.replicas.values) }.filter { $0.status.replicaState.isStalled }.count
+    }
+
     // MARK: Running
+
+    /// Runs the connections to etcd until ``run()`` ends (at shutdown) or the task is cancelled: call it, in a
+    /// task of its own, before ``join()``, and keep it running as long as the node.
+    public func runConnections() async throws { try await context.etcd.run() }
+
+    /// Claims this node's id and advertise URL in the cluster, under a new lease: call once, before serving.
+    ///
+    /// A record left by this node's previous process (killed, so its lease was not revoked) is waited for until
+    /// its lease expires; a live holder keeps renewing it.
+    ///
+    /// When etcd does not answer, the node starts without a membership (`/readyz` says so) and claims it once
+    /// etcd answers (``run()``).
+    ///
+    /// - Throws: ``MembershipTaken`` naming the holder when a live process holds the id or the URL.
+    public func join() async throws {
+        do {
+            let lease = try await claimMembership(patience: .seconds(2 * Int64(configuration.leaseSeconds) + 1))
+            context.membership.withLock { $0.lease = lease }
+            context.logger.notice("this node joined the cluster", metadata: ["cluster.lease": "\(lease)"])
+        } catch let taken as MembershipTaken {
+            throw taken
+        } catch {
+            context.logger.warning(
+                "etcd did not answer: this node joins the cluster once it does", metadata: ["error": "\(error)"])
+        }
+    }
 
     public func run() async throws {
         try await withThrowingTaskGroup(of: Void.self) { group in
-            group.addTask { try await self.context.etcd.run() }
             group.addTask { await self.keepMembership() }
             group.addTask { await self.placeReplicas() }
             try? await gracefulShutdown()
@@ -133,21 +179,25 @@ public final class ClusterNode: Service, Sendable {
         }
     }
 
-    /// Grants the node's lease and registers the node under it; renews it a few times per TTL; when it is
-    /// lost (expired, or etcd unreachable for a whole TTL), every leadership here ends and a new lease is
-    /// granted.
+    /// Renews the node's lease (from ``join()``) a few times per TTL; when it is lost (expired, or etcd
+    /// unreachable for a whole TTL), every leadership here ends and the membership is claimed again under a new
+    /// lease — which fails, and is retried, while another process holds this node's id or URL.
     private func keepMembership() async {
         let ttl = Int64(configuration.leaseSeconds)
-        var member = Topicledger_Cluster_ClusterMember()
-        member.id = nodeID
-        member.url = configuration.advertiseURL
-        let value = (try? member.serializedBytes() as [UInt8]) ?? []
+        var lastProblem: String?
         while !Task.isCancelled {
             do {
-                let (lease, _) = try await context.etcd.grantLease(seconds: ttl)
-                try await context.etcd.put(context.keys.member(nodeID), value, lease: lease)
-                context.membership.withLock { $0.lease = lease }
-                context.logger.notice("this node joined the cluster", metadata: ["cluster.lease": "\(lease)"])
+                var lease = context.currentLease()
+                if lease == 0 {
+                    let patience = Duration.seconds(2 * ttl + 1)
+                    lease = try await claimMembership(patience: patience)
+                    context.membership.withLock {
+                        $0.lease = lease
+                        $0.problem = nil
+                    }
+                    lastProblem = nil
+                    context.logger.notice("this node joined the cluster", metadata: ["cluster.lease": "\(lease)"])
+                }
                 // Until the lease is gone, or no renewal was answered for a whole TTL (what etcd then does
                 // with it is unknown here, so this node acts as if it expired).
                 try await context.etcd.keepAlive(
@@ -155,10 +205,20 @@ public final class ClusterNode: Service, Sendable {
             } catch is CancellationError {
                 return
             } catch {
-                context.logger.warning("etcd lease could not be granted", metadata: ["error": "\(error)"])
+                let problem = "\(error)"
+                if error is MembershipTaken { context.membership.withLock { $0.problem = problem } }
+                if problem != lastProblem {
+                    lastProblem = problem
+                    context.logger.error("this node cannot be a member of the cluster", metadata: ["error": "\(problem)"])
+                }
             }
             if Task.isCancelled { return }
-            context.membership.withLock { $0.lease = 0 }
+            let lost = context.membership.withLock { membership in
+                defer { membership.lease = 0 }
+                return membership.lease
+            }
+            // Its keys go with it, if etcd still has it: the membership is claimed again at once.
+            if lost != 0 { try? await context.etcd.revokeLease(lost) }
             for gate in state.withLock({ Array($0.gates.values) }) { gate.follow() }
             context.logger.warning("this node lost its etcd lease; its leaderships have ended")
             try? await Task.sleep(for: .milliseconds(200))
@@ -210,6 +270,48 @@ public final class ClusterNode: Service, Sendable {
             }
             for stop in stops.values { stop.finish() }
             group.cancelAll()
+        }
+    }
+
+    /// Grants a lease and creates, under it, this node's membership record and its advertise URL's claim, each
+    /// only if absent (one transaction); tries again for `patience` while another lease holds either, then
+    /// throws ``MembershipTaken`` naming the holder. Never deletes or replaces another node's record.
+    private func claimMembership(patience: Duration) async throws -> Int64 {
+        let keys = context.keys
+        let memberKey = keys.member(nodeID)
+        let urlKey = keys.advertiser(configuration.advertiseURL)
+        var member = Topicledger_Cluster_ClusterMember()
+        member.id = nodeID
+        member.url = configuration.advertiseURL
+        let value: [UInt8] = try member.serializedBytes()
+        let deadline = ContinuousClock.now + patience
+        while true {
+            let (lease, _) = try await context.etcd.grantLease(seconds: Int64(configuration.leaseSeconds))
+            var request = Etcdserverpb_TxnRequest()
+            request.compare = [.createRevision(of: memberKey, equals: 0), .createRevision(of: urlKey, equals: 0)]
+            request.success = [.put(memberKey, value, lease: lease), .put(urlKey, Array(nodeID.utf8), lease: lease)]
+            request.failure = [.range(memberKey), .range(urlKey)]
+            let response: Etcdserverpb_TxnResponse
+            do {
+                response = try await context.etcd.txn(request)
+            } catch {
+                try? await context.etcd.revokeLease(lease)
+                throw error
+            }
+            if response.succeeded { return lease }
+            try? await context.etcd.revokeLease(lease)
+            let holder = response.responses.first?.responseRange.kvs.first.flatMap {
+                try? Topicledger_Cluster_ClusterMember(serializedBytes: $0.value)
+            }
+            let urlHolder = response.responses.last?.responseRange.kvs.first.map {
+                String(decoding: $0.value, as: UTF8.self)
+            }
+            guard ContinuousClock.now < deadline else {
+                throw MembershipTaken(
+                    nodeID: nodeID, advertiseURL: configuration.advertiseURL, holderURL: holder?.url,
+                    urlHolder: urlHolder)
+            }
+            try await Task.sleep(for: .milliseconds(250))
         }
     }
 
@@ -278,12 +380,18 @@ public final class ClusterNode: Service, Sendable {
             let leader = try await etcd.get(keys.leader(project)).value.map {
                 String(decoding: $0.value, as: UTF8.self)
             }
+            let tail = try await etcd.get(keys.tail(project)).value.flatMap { try? ReplicationTail(decoding: $0.value) }
+            let applied = try await etcd.appliedPositions(of: project, keys: keys)
+            let states = try await etcd.replicaStates(of: project, keys: keys)
             var replicas: [ClusterStatus.Replica] = []
-            for (node, position) in try await etcd.appliedPositions(of: project, keys: keys).sorted(by: {
-                $0.key < $1.key
-            }) {
+            // A replica that has reported its state but never its head (it applied nothing) is shown at seq 0.
+            for node in Set(applied.keys).union(states.keys).sorted() {
+                let position = applied[node] ?? ReplicationTail(seq: 0, hash: HashChain.genesis)
+                let lag = (tail?.seq ?? 0) > position.seq ? (tail?.seq ?? 0) - position.seq : 0
                 replicas.append(
-                    ClusterStatus.Replica(node: node, appliedSeq: position.seq, headHash: position.hash.hexString))
+                    ClusterStatus.Replica(
+                        node: node, appliedSeq: position.seq, headHash: position.hash.hexString,
+                        state: states[node] ?? (lag == 0 ? "current" : "catching up"), lagEvents: lag))
                 if nodes[node] == nil { nodes[node] = ClusterStatus.Node(id: node, url: "", alive: false) }
             }
             statuses.append(ClusterStatus.Project(project: name, leader: leader, replicas: replicas))

@@ -12,6 +12,8 @@ final class ClusterNodeContext: Sendable {
         var lease: Int64 = 0
         /// The live members: id → advertised URL.
         var members: [String: String] = [:]
+        /// Why this node's membership could not be claimed again (``MembershipTaken``), or `nil`.
+        var problem: String?
     }
 
     let configuration: ClusterConfiguration

@@ -10,6 +10,10 @@ public struct ClusterStatus: Sendable, Codable, Equatable {
         public var node: String
         public var appliedSeq: UInt64
         public var headHash: String
+        /// `current`, `catching up`, or `stalled: <reason>` (docs/cluster.md, "Replica states").
+        public var state: String
+        /// Events of the cluster's log the replica has not applied.
+        public var lagEvents: UInt64
     }
 
     public struct Project: Sendable, Codable, Equatable {

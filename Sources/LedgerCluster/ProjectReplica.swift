@@ -28,6 +28,13 @@ final class ProjectReplica: Sendable {
         /// Why this replica could not be written (a full disk), or `nil`: it falls behind, gives up any
         /// leadership and tries again; the node serves its reads from the leader until it has caught up.
         var stalled: String?
+        /// What it has applied against where the cluster's log ends, and when it last moved.
+        var progress = ReplicaProgress(at: .now)
+
+        /// The replica's state now (``ReplicaProgress/State``).
+        var replicaState: ReplicaProgress.State {
+            progress.state(at: .now, damage: damage, storageFailure: stalled)
+        }
     }
 
     let project: ProjectID
@@ -38,6 +45,8 @@ final class ProjectReplica: Sendable {
     private let state = Mutex(Status())
     /// When the applied seq was last written to etcd, and which.
     private let reported = Mutex<(seq: UInt64, at: ContinuousClock.Instant)?>(nil)
+    /// When the state was last written to etcd, and which.
+    private let reportedState = Mutex<(state: String, at: ContinuousClock.Instant)?>(nil)
 
     init(
         project: ProjectID, gate: ReplicaGate, node: ClusterNodeContext,
@@ -59,6 +68,15 @@ final class ProjectReplica: Sendable {
             gate.follow()
             applier.stop()
         }
+        await withTaskGroup(of: Void.self) { group in
+            group.addTask { await self.reportState() }
+            await replicate()
+            group.cancelAll()
+        }
+    }
+
+    /// The replica's loop: a cycle, again after any failure, until the task is cancelled.
+    private func replicate() async {
         while !Task.isCancelled {
             do {
                 let ledger = try await self.ledger()
@@ -81,9 +99,17 @@ final class ProjectReplica: Sendable {
                     state.withLock { $0.stalled = storage.message }
                     await resignWhileStalled()
                 }
+                // One line per streak of the same failure (a replica that cannot catch up fails the same way
+                // every 200 ms); the state says the rest (``reportState()``).
+                let reason = "\(error)"
+                let repeated = state.withLock { state in
+                    defer { state.progress.failed(reason) }
+                    return state.progress.lastFailure == reason
+                }
                 if !Task.isCancelled {
-                    logger.warning(
-                        "cluster replica restarts", metadata: ["ledger.project": "\(project)", "error": "\(error)"])
+                    logger.log(
+                        level: repeated ? .debug : .warning, "cluster replica restarts",
+                        metadata: ["ledger.project": "\(project)", "error": "\(reason)"])
                 }
                 // A replica that cannot write (a full disk) tries again less often.
                 try? await Task.sleep(for: .milliseconds(status.stalled == nil ? 200 : 1000))
@@ -128,16 +154,20 @@ final class ProjectReplica: Sendable {
             return revision
         }
         let tail = try ReplicationTail(decoding: tailValue.value)
+        state.withLock { $0.progress.tail(tail.seq) }
         if tail.seq < head.seq {
             throw damaged("this replica holds seqs through \(head.seq), past the cluster's tail \(tail.seq)")
         }
         // The parts read of a commit not yet whole, and the seq the next part must begin at.
         var pending: [StoredBlock] = []
         var next = head.seq + 1
+        // Bounded by bytes: as many blocks as fit the budget when each is as large as any configuration allows
+        // (a leader's may differ from this node's).
+        let perRange = EtcdClient.blocksPerRange(maximumBlockBytes: ClusterConfiguration.blockBytesRange.upperBound)
         while head.seq < tail.seq {
             let response = try await node.etcd.range(
-                keys.block(project, firstSeq: next), rangeEnd: EtcdClient.prefixEnd(keys.blocks(project)), limit: 8,
-                revision: revision)
+                keys.block(project, firstSeq: next), rangeEnd: EtcdClient.prefixEnd(keys.blocks(project)),
+                limit: perRange, revision: revision)
             guard !response.kvs.isEmpty else {
                 throw ReplicaBehind(head: head.seq, firstHeld: tail.seq + 1)
             }
@@ -190,6 +220,7 @@ final class ProjectReplica: Sendable {
                     state.withLock { $0.leader = String(decoding: event.kv.value, as: UTF8.self) }
                 } else if key == tailKey {
                     tail = try ReplicationTail(decoding: event.kv.value)
+                    state.withLock { $0.progress.tail(tail?.seq ?? 0) }
                 } else if key.hasPrefix(blocksPrefix) {
                     let part = try StoredBlock(decoding: event.kv.value)
                     parts.withLock { $0[part.block.firstSeq] = part }
@@ -477,6 +508,42 @@ final class ProjectReplica: Sendable {
         state.withLock {
             $0.appliedSeq = head.seq
             $0.headHash = head.hash
+            $0.progress.applied(head.seq, at: .now)
+        }
+    }
+
+    /// Every half second, for as long as the replica runs: logs the moment it becomes stalled (once, at error
+    /// level) and the moment it recovers, and writes its state to etcd (under the node's lease) when it changed
+    /// or that report is ten seconds old, for `/v1/cluster`.
+    private func reportState() async {
+        var wasStalled = false
+        while !Task.isCancelled {
+            let current = status.replicaState
+            if current.isStalled != wasStalled {
+                wasStalled = current.isStalled
+                if wasStalled {
+                    logger.error(
+                        "cluster replica is stalled",
+                        metadata: ["ledger.project": "\(project)", "cluster.state": "\(current)"])
+                } else {
+                    logger.notice(
+                        "cluster replica is applying again",
+                        metadata: ["ledger.project": "\(project)", "cluster.state": "\(current)"])
+                }
+            }
+            let text = current.description
+            let due = reportedState.withLock { last in
+                guard let last else { return true }
+                return last.state != text || ContinuousClock.now - last.at > .seconds(10)
+            }
+            let lease = node.currentLease()
+            if due, lease != 0,
+                (try? await node.etcd.put(keys.state(project, node: node.nodeID), Array(text.utf8), lease: lease))
+                    != nil
+            {
+                reportedState.withLock { $0 = (text, .now) }
+            }
+            try? await Task.sleep(for: .milliseconds(500))
         }
     }
 
@@ -505,10 +572,16 @@ final class ProjectReplica: Sendable {
     }
 
     /// Marks the replica damaged (``Status/damage``) and returns the error to throw.
+    /// Logged once per reason: a replica that stays damaged finds it again at every try.
     private func damaged(_ reason: String) -> EtcdError {
-        state.withLock { $0.damage = reason }
-        logger.critical(
-            "cluster replica is damaged", metadata: ["ledger.project": "\(project)", "reason": "\(reason)"])
+        let isNew = state.withLock { state in
+            defer { state.damage = reason }
+            return state.damage != reason
+        }
+        if isNew {
+            logger.critical(
+                "cluster replica is damaged", metadata: ["ledger.project": "\(project)", "reason": "\(reason)"])
+        }
         return EtcdError(reason)
     }
 }

@@ -25,7 +25,9 @@ struct ServerContext: Sendable {
         self.configuration = configuration
         self.ledgers = ledgers
         forwarder = ledgers.cluster.map {
-            ClusterForwarder(nodeID: $0.nodeID, maximumBodyBytes: configuration.maximumBodyBytes)
+            ClusterForwarder(
+                nodeID: $0.nodeID, peerSecret: $0.configuration.peerSecret,
+                maximumBodyBytes: configuration.maximumBodyBytes)
         }
         let clock = configuration.rateClock
         let changes = Double(configuration.subscriptionChangesPerSecond)
@@ -146,7 +148,7 @@ public func buildRouter(
             let projects = cluster.projects
             ledgers.metrics.recordCluster(
                 alarms: cluster.alarms, leading: projects.filter { cluster.isLeading($0) }.count,
-                holding: projects.filter { cluster.holds($0) }.count)
+                holding: projects.filter { cluster.holds($0) }.count, stalled: cluster.stalledReplicas)
         }
         if !configuration.apns.isEmpty {
             let apns = ledgers.apnsTotals()
@@ -161,9 +163,12 @@ public func buildRouter(
         .group(context: ProjectRequestContext.self)
         .get("metrics") { _, context in
             let statistics = try context.ledger.readLog { try $0.statistics() }
+            let lag = ledgers.cluster?.lagEvents(of: context.project)
             return Response(
                 status: .ok, headers: [.contentType: "text/plain; version=0.0.4; charset=utf-8"],
-                body: ResponseBody(byteBuffer: ByteBuffer(bytes: ServerMetrics.projectExposition(statistics))))
+                body: ResponseBody(
+                    byteBuffer: ByteBuffer(
+                        bytes: ServerMetrics.projectExposition(statistics, project: context.project, lagEvents: lag))))
         }
     MessageRoutes(server: server).register(on: router)
     TopicSubscriptionRoutes(server: server).register(on: router)

@@ -4,6 +4,15 @@ import HTTPTypes
 import Hummingbird
 import LedgerCore
 
+extension FCMError {
+    /// 413: a request body over `limit` bytes (INVALID_ARGUMENT, as FCM says it).
+    static func bodyTooLarge(limit: Int) -> FCMError {
+        FCMError(
+            status: .contentTooLarge, googleStatus: "INVALID_ARGUMENT", errorCode: "INVALID_ARGUMENT",
+            message: "Request body is larger than \(limit) bytes.")
+    }
+}
+
 /// Reading request bodies as JSON objects, with FCM-shaped errors.
 enum JSONBody {
     /// The body as a JSON object, typed (``JSONValue/init(parsing:)``): what the send route validates.
@@ -34,9 +43,7 @@ enum JSONBody {
         do {
             buffer = try await request.body.collect(upTo: limit)
         } catch {
-            throw FCMError(
-                status: .contentTooLarge, googleStatus: "INVALID_ARGUMENT", errorCode: "INVALID_ARGUMENT",
-                message: "Request body is larger than \(limit) bytes.")
+            throw FCMError.bodyTooLarge(limit: limit)
         }
         if buffer.readableBytes > 0, let problem = StrictJSON.problem(in: buffer.readableBytesView) {
             throw FCMError.invalidArgument("Invalid JSON payload received: \(problem).")

@@ -94,7 +94,9 @@ public final class ServerMetrics: Sendable {
     }
 
     /// Sets the cluster's gauges: the etcd alarms raised (`NOSPACE`, `CORRUPT`), one series each, 1 when raised.
-    func recordCluster(alarms: [String], leading: Int, holding: Int) {
+    /// A stalled replica is counted here without its project (this route needs no credential); the project's
+    /// own metrics route has its lag, labelled.
+    func recordCluster(alarms: [String], leading: Int, holding: Int, stalled: Int) {
         for alarm in ["NOSPACE", "CORRUPT"] {
             registry.makeGauge(
                 name: "topicledger_etcd_alarms", labels: [("alarm", alarm)],
@@ -105,10 +107,15 @@ public final class ServerMetrics: Sendable {
             .set(Double(leading))
         registry.makeGauge(name: "topicledger_cluster_projects_held", help: "Projects this node holds a replica of")
             .set(Double(holding))
+        registry.makeGauge(
+            name: "topicledger_replicas_stalled",
+            help: "Replicas on this node that cannot apply their project's log (GET /v1/cluster names them)"
+        ).set(Double(stalled))
     }
 
     /// One project's series in the Prometheus text format (for its authenticated metrics route).
-    static func projectExposition(_ statistics: LedgerStatistics) -> [UInt8] {
+    /// In a cluster, `lagEvents` is this node's replica's lag, as `topicledger_replica_lag_events{project}`.
+    static func projectExposition(_ statistics: LedgerStatistics, project: ProjectID, lagEvents: UInt64?) -> [UInt8] {
         let series: [(String, String, String)] = [
             ("ledger_project_events", "Events in the project's log", String(statistics.events)),
             ("ledger_project_instances_registered", "Registered instances now", String(statistics.registeredInstances)),
@@ -120,6 +127,12 @@ public final class ServerMetrics: Sendable {
         var text = ""
         for (name, help, value) in series {
             text += "# HELP \(name) \(help)\n# TYPE \(name) gauge\n\(name) \(value)\n"
+        }
+        if let lagEvents {
+            // A project id is letters, digits, ".", "_" and "-" (ProjectID): nothing to escape in a label value.
+            text += "# HELP topicledger_replica_lag_events Events of the cluster's log this node's replica lacks\n"
+            text += "# TYPE topicledger_replica_lag_events gauge\n"
+            text += "topicledger_replica_lag_events{project=\"\(project.rawValue)\"} \(lagEvents)\n"
         }
         return Array(text.utf8)
     }

@@ -35,7 +35,7 @@ private func messageObject(_ json: String) throws -> [String: JSONValue] {
     try #require(try JSONValue(parsing: Array(json.utf8)).object)
 }
 
-@Suite("What a device receives for a message")
+@Suite("What a device receives for a message", .offThePool)
 struct DevicePayloadTests {
     let project = try! ProjectID("shop-prod")
 
@@ -101,7 +101,7 @@ struct DevicePayloadTests {
     }
 }
 
-@Suite("Platform mappings: what an iOS, Android or web device receives")
+@Suite("Platform mappings: what an iOS, Android or web device receives", .offThePool)
 struct PlatformPayloadTests {
     let project = try! ProjectID("shop-prod")
 

@@ -5,7 +5,7 @@ import LedgerTestSupport
 import PropertyBased
 import Testing
 
-@Suite("FlatJSONObject: the byte-level reader against Foundation's")
+@Suite("FlatJSONObject: the byte-level reader against Foundation's", .offThePool)
 struct FlatJSONObjectTests {
     @Test("random objects: the same members, strings, integers and string arrays as JSONSerialization reads")
     func agreesOnRandomObjects() async {

@@ -129,7 +129,7 @@ private func nearlyEqual(_ left: JSONValue?, _ right: JSONValue?) -> Bool {
     }
 }
 
-@Suite("The JSON parser of send requests, against Foundation's readers")
+@Suite("The JSON parser of send requests, against Foundation's readers", .offThePool)
 struct JSONParserTests {
     @Test("random valid JSON reads as JSONSerialization and JSONDecoder read it")
     func randomValid() throws {

@@ -5,7 +5,7 @@ import LedgerTestSupport
 import PropertyBased
 import Testing
 
-@Suite("PercentDecoding against Foundation's removingPercentEncoding")
+@Suite("PercentDecoding against Foundation's removingPercentEncoding", .offThePool)
 struct PercentDecodingTests {
     @Test("known cases: escapes of either case, multi-byte UTF-8, and the refusals")
     func knownCases() {

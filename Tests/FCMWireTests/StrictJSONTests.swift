@@ -5,7 +5,7 @@ import LedgerTestSupport
 import PropertyBased
 import Testing
 
-@Suite("StrictJSON: byte-order marks, UTF-8 and repeated names")
+@Suite("StrictJSON: byte-order marks, UTF-8 and repeated names", .offThePool)
 struct StrictJSONTests {
     @Test("known bodies")
     func knownBodies() {

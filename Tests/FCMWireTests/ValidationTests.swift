@@ -3,7 +3,7 @@ import LedgerCore
 import LedgerTestSupport
 import Testing
 
-@Suite("Topic names, tokens, project ids")
+@Suite("Topic names, tokens, project ids", .offThePool)
 struct ValidationTests {
     @Test(
         "valid topic names are accepted; /topics/ is stripped",
@@ -97,7 +97,7 @@ struct ValidationTests {
     }
 }
 
-@Suite("Time")
+@Suite("Time", .offThePool)
 struct LedgerTimeTests {
     @Test("RFC 3339 formatting and parsing round-trip to the microsecond")
     func roundTrip() {
@@ -124,7 +124,7 @@ struct LedgerTimeTests {
     }
 }
 
-@Suite("JSON export")
+@Suite("JSON export", .offThePool)
 struct EventJSONTests {
     @Test("a log line has the documented keys in order, escapes strings and embeds the message")
     func line() throws {

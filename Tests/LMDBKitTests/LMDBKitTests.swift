@@ -2,6 +2,7 @@ import Foundation
 import LMDBKit
 import PropertyBased
 import Testing
+import LedgerTestSupport
 
 private func withEnvironment<R>(
     configure: (inout LMDBEnvironment.Options) -> Void = { _ in }, _ body: (LMDBEnvironment) throws -> R
@@ -36,7 +37,7 @@ private func duplicateContents(_ env: LMDBEnvironment, _ db: LMDBDatabase) throw
     }
 }
 
-@Suite("LMDBKit")
+@Suite("LMDBKit", .offThePool)
 struct LMDBKitTests {
     @Test("big-endian loads: in range as stored; bytes past a short value read as zero, never out of bounds")
     func bigEndianLoads() {
@@ -360,7 +361,7 @@ private struct SplitMix: RandomNumberGenerator {
     }
 }
 
-@Suite("LMDBKit bulk duplicate reads")
+@Suite("LMDBKit bulk duplicate reads", .offThePool)
 struct LMDBKitChunkTests {
     @Test("value chunks of a fixed-size duplicate key hold every value once, in order")
     func chunks() throws {

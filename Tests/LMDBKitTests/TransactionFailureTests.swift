@@ -1,6 +1,7 @@
 import Foundation
 import LMDBKit
 import Testing
+import LedgerTestSupport
 
 private func withScratchEnvironment<R>(
     _ configure: (inout LMDBEnvironment.Options) -> Void = { _ in }, _ body: (LMDBEnvironment) throws -> R
@@ -17,7 +18,7 @@ private struct Unrelated: Error {}
 
 /// The GRDB `checkForAbortedTransaction` rule: once an LMDB call of a transaction failed, it never commits,
 /// whatever the caller did with the error.
-@Suite("LMDBKit transaction failures")
+@Suite("LMDBKit transaction failures", .offThePool)
 struct TransactionFailureTests {
     @Test("a caught MDB_BAD_VALSIZE (a 512-byte key) aborts the transaction: the put before it is not committed")
     func caughtBadValueSize() throws {

@@ -34,7 +34,7 @@ private func jsonObject(_ line: Substring) -> [String: Any] {
     (try? JSONSerialization.jsonObject(with: Data(line.utf8))) as? [String: Any] ?? [:]
 }
 
-@Suite("ledger CLI")
+@Suite("ledger CLI", .offThePool)
 struct LedgerCLITests {
     @Test("import then log: one JSON line per event with the documented keys and a continuous chain")
     func importAndLog() async throws {
@@ -641,7 +641,7 @@ struct LedgerCLITests {
     }
 }
 
-@Suite("ledger CLI at LMDB's limits")
+@Suite("ledger CLI at LMDB's limits", .offThePool)
 struct LedgerCLILimitTests {
     @Test("import from a 1 MiB map: 900-character topics and 4096-byte tokens; log, audit, replay, verify, rebuild")
     func importLongNamesFromATinyMap() async throws {
@@ -725,7 +725,7 @@ extension LedgerCLILimitTests {
     }
 }
 
-@Suite("ledger serve configuration")
+@Suite("ledger serve configuration", .offThePool)
 struct ServeConfigurationTests {
     @Test("dev mode refuses a non-loopback address unless told; a misspelt config key is refused with its path")
     func footGuns() async throws {
@@ -765,7 +765,7 @@ struct ServeConfigurationTests {
     }
 }
 
-@Suite("ledger checkpoint, prove and verify-proof")
+@Suite("ledger checkpoint, prove and verify-proof", .offThePool)
 struct LedgerProofCLITests {
     /// tools/merkle/verify_proof.py: the verifier outside Swift.
     static let pythonVerifier = URL(fileURLWithPath: #filePath).deletingLastPathComponent()

@@ -1,6 +1,7 @@
 import LedgerCore
 import Testing
 import Foundation
+import LedgerTestSupport
 
 private func parse(_ text: String, _ precedence: ConditionPrecedence = .leftToRight) throws -> Condition {
     try Condition(parsing: text, precedence: precedence)
@@ -8,7 +9,7 @@ private func parse(_ text: String, _ precedence: ConditionPrecedence = .leftToRi
 
 private func topic(_ name: String) -> Condition { .topic(try! TopicName(name)) }
 
-@Suite("Condition parser")
+@Suite("Condition parser", .offThePool)
 struct ConditionParserTests {
     let a = topic("A"), b = topic("B"), c = topic("C"), d = topic("D")
 

@@ -3,7 +3,7 @@ import LedgerTestSupport
 import PropertyBased
 import Testing
 
-@Suite("Condition properties")
+@Suite("Condition properties", .offThePool)
 struct ConditionPropertyTests {
     let topics = (0..<4).map { try! TopicName("T\($0)") }
 

@@ -72,7 +72,7 @@ func randomEvent(seed: UInt64) -> LedgerEvent {
         actor: text("adminclientdevice", 0...12), requestID: text("0123456789abcdef-", 0...36), body: body)
 }
 
-@Suite("Event codec and hash chain")
+@Suite("Event codec and hash chain", .offThePool)
 struct EventCodecTests {
     @Test("every event kind round-trips through the codec")
     func roundTrip() async {
@@ -302,7 +302,7 @@ struct WireEdgeCase: CustomTestStringConvertible, Sendable {
     ]
 }
 
-@Suite("APNs device tokens")
+@Suite("APNs device tokens", .offThePool)
 struct APNsDeviceTokenTests {
     @Test("hex of 32 to 400 digits, either case, is a token; odd, non-hex, short and long ones are refused")
     func parsing() throws {

@@ -1,7 +1,8 @@
 import LedgerCore
 import Testing
+import LedgerTestSupport
 
-@Suite("The fold")
+@Suite("The fold", .offThePool)
 struct EventFoldTests {
     let a = try! RegistrationToken("token-a")
     let b = try! RegistrationToken("token-b")

@@ -1,7 +1,8 @@
 import LedgerCore
 import Testing
+import LedgerTestSupport
 
-@Suite("Hex")
+@Suite("Hex", .offThePool)
 struct HexTests {
     @Test("encodes lowercase and decodes either case back; odd lengths and other characters are refused")
     func roundTrip() {

@@ -4,7 +4,7 @@ import LedgerCore
 import LedgerTestSupport
 import Testing
 
-@Suite("Merkle tree (RFC 6962 / 9162) and signed checkpoints (C2SP)")
+@Suite("Merkle tree (RFC 6962 / 9162) and signed checkpoints (C2SP)", .offThePool)
 struct MerkleTreeTests {
     /// 300 leaves: leaf i hashes the 32 bytes of SHA-256("leaf i"), standing in for a chain hash.
     static let leaves: [[UInt8]] = (0..<300).map {

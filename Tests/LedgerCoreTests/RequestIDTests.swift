@@ -1,8 +1,9 @@
 import Foundation
 import LedgerCore
 import Testing
+import LedgerTestSupport
 
-@Suite struct RequestIDTests {
+@Suite(.offThePool) struct RequestIDTests {
     @Test func isALowercaseVersion4UUID() throws {
         for _ in 0..<2000 {
             let id = RequestID.random()
@@ -35,7 +36,7 @@ import Testing
     }
 }
 
-@Suite struct PooledSystemRandomTests {
+@Suite(.offThePool) struct PooledSystemRandomTests {
     /// Every word is handed out once: draws from several threads at once, across many refills of the pool,
     /// never repeat (64-bit words: a repeat by chance among 80,000 is about 2e-10 likely).
     @Test func concurrentDrawsNeverRepeat() async {

@@ -5,7 +5,7 @@ import Testing
 
 @testable import LedgerStore
 
-@Suite("Audience recorder")
+@Suite("Audience recorder", .offThePool)
 struct AudienceRecorderTests {
     @Test("the backlog counts the sends queued and being recorded, and is zero once they are done")
     func backlog() {

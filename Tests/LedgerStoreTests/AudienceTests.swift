@@ -5,7 +5,7 @@ import LedgerTestSupport
 import PropertyBased
 import Testing
 
-@Suite("Audience")
+@Suite("Audience", .offThePool)
 struct AudienceTests {
     @Test("the store's audience at any seq equals brute force over the fold of the log up to that seq")
     func audienceEqualsBruteForce() async {

@@ -4,9 +4,10 @@ import Testing
 
 @testable import LedgerQueries
 @testable import LedgerStore
+import LedgerTestSupport
 
 /// The audit shapes as `Encodable` types: what JSONSerialization wrote before, key for key.
-@Suite("AuditJSON shapes")
+@Suite("AuditJSON shapes", .offThePool)
 struct AuditJSONTests {
     func object(_ value: some Encodable) throws -> [String: Any] {
         try #require(try JSONSerialization.jsonObject(with: AuditJSON.data(value)) as? [String: Any])

@@ -6,7 +6,7 @@ import Testing
 import LedgerQueries
 
 /// `Ledger.backup(to:)` writes under a hidden name and renames the copy into place only when it is whole.
-@Suite("Backup")
+@Suite("Backup", .offThePool)
 struct BackupTests {
     /// A ledger of `registrations` devices with 150-byte tokens (about 400 bytes of ledger each).
     private func ledger(in directory: TemporaryDirectory, registrations: Int) async throws -> Ledger {

@@ -7,7 +7,7 @@ import PropertyBased
 import Testing
 import LedgerQueries
 
-@Suite("Bulk import")
+@Suite("Bulk import", .offThePool)
 struct BulkImportTests {
     /// Every event gets this time, so that two ledgers built apart can be compared byte for byte.
     static let fixedTime = LedgerTime(microseconds: 1_700_000_000_000_000)

@@ -9,7 +9,7 @@ import LedgerQueries
     import Glibc
 #endif
 
-@Suite("Crash safety", .serialized)
+@Suite("Crash safety", .serialized, .offThePool)
 struct CrashSafetyTests {
     @Test("SIGKILL at random moments loses no acknowledged event and leaves a sound ledger (24 rounds)")
     func killNine() async throws {

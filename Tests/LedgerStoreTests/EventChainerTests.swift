@@ -8,7 +8,7 @@ import LedgerQueries
 
 /// A transaction of many events is encoded, chained and hashed on another thread (`EventChainer`), a small
 /// one on the writer; both must store the same log, tree and head byte for byte.
-@Suite("Event chainer")
+@Suite("Event chainer", .offThePool)
 struct EventChainerTests {
     /// Operations whose outcomes do not depend on how they are batched: registrations, then subscriptions of
     /// registered tokens, at a fixed time and under one request id, so that their events are the same
@@ -84,7 +84,7 @@ struct EventChainerTests {
 
 /// The chainer's worker and the caller share the chunks: what `finish` finds not yet begun it chains itself, after
 /// the one the worker is in. Whoever chains which chunk, the output is the same.
-@Suite("Event chainer: chunks shared with the caller")
+@Suite("Event chainer: chunks shared with the caller", .offThePool)
 struct EventChainerSharingTests {
     /// `count` subscription events from `firstSeq`, with tokens and topics of varying length.
     static func events(from firstSeq: UInt64, count: Int) throws -> [LedgerEvent] {

@@ -6,7 +6,7 @@ import Testing
 @testable import LedgerStore
 import LedgerQueries
 
-@Suite("Inbox")
+@Suite("Inbox", .offThePool)
 struct InboxTests {
     @Test("a device back after weeks gets only the sends still alive, whether or not they are cached")
     func backAfterWeeks() async throws {

@@ -7,7 +7,7 @@ import PropertyBased
 import Testing
 import LedgerQueries
 
-@Suite("Ledger properties")
+@Suite("Ledger properties", .offThePool)
 struct LedgerPropertyTests {
     @Test("a random history applied incrementally equals the fold of its log, and equals a rebuild byte for byte")
     func incrementalEqualsRebuild() async throws {

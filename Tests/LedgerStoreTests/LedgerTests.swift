@@ -6,7 +6,7 @@ import LedgerTestSupport
 import Testing
 import LedgerQueries
 
-@Suite("Ledger")
+@Suite("Ledger", .offThePool)
 struct LedgerTests {
     let token = try! RegistrationToken("device-1:APA91b")
 

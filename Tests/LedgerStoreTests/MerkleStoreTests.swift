@@ -6,7 +6,7 @@ import LedgerTestSupport
 import Testing
 import LedgerQueries
 
-@Suite("The Merkle tree over the log, in the store")
+@Suite("The Merkle tree over the log, in the store", .offThePool)
 struct MerkleStoreTests {
     /// A ledger of at least `events` events from random operations (stored subtrees start at 256 leaves).
     static func filledLedger(_ directory: TemporaryDirectory, events: UInt64 = 1300) async throws -> Ledger {
@@ -131,7 +131,7 @@ struct MerkleStoreTests {
 
 private struct MissingNode: Error {}
 
-@Suite("The checkpoint signing key")
+@Suite("The checkpoint signing key", .offThePool)
 struct CheckpointKeyTests {
     @Test("made once with mode 0600, loaded again as the same key; a key others can read is refused")
     func keyFile() throws {
@@ -160,7 +160,7 @@ struct CheckpointKeyTests {
     }
 }
 
-@Suite("The checkpoint signing key, made at once by many")
+@Suite("The checkpoint signing key, made at once by many", .offThePool)
 struct CheckpointKeyRaceTests {
     @Test(
         "processes or threads that make the key at the same time all end up with the one key, and no temporary file is left"
@@ -189,7 +189,7 @@ struct CheckpointKeyRaceTests {
     }
 }
 
-@Suite("Kept checkpoints")
+@Suite("Kept checkpoints", .offThePool)
 struct KeptCheckpointTests {
     @Test(
         "a last line cut short (a crash or a full disk mid-write) is not a kept checkpoint, and the next one starts on its own line"

@@ -8,7 +8,7 @@ import LedgerQueries
 
 /// Message ids follow the order of the sends and read as the send's time (`MessageIDs`), are unique per
 /// project whatever the clock does, and step over ids a ledger of random ids already holds.
-@Suite("Message ids")
+@Suite("Message ids", .offThePool)
 struct MessageIDsTests {
     static let topic = try! TopicName("news")
 

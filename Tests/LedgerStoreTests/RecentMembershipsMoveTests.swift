@@ -7,7 +7,7 @@ import Testing
 @testable import LedgerStore
 
 /// `RecentMemberships.moveIfFull` on its own: whole partitions, going round them.
-@Suite("Recent memberships: moving partitions")
+@Suite("Recent memberships: moving partitions", .offThePool)
 struct RecentMembershipsMoveTests {
     /// instance → its topics in `instanceTopics`, with the seq each began at.
     private func moved(_ txn: LMDBTransaction, _ schema: LedgerSchema) throws -> [UInt32: [String]] {

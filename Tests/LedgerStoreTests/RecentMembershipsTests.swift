@@ -8,7 +8,7 @@ import LedgerQueries
 
 /// The instance side of new memberships waits in `recentMemberships` and moves to `instanceTopics` a
 /// partition at a time (`RecentMemberships`): wherever an entry sits, every read answers alike.
-@Suite("Recent memberships: the instance side's two databases")
+@Suite("Recent memberships: the instance side's two databases", .offThePool)
 struct RecentMembershipsTests {
     /// The entries of each of the instance side's databases.
     private func sideCounts(_ directory: String) throws -> (moved: Int, recent: Int) {

@@ -24,7 +24,7 @@ private final class Computations {
 
 private func hex(_ bytes: [UInt8]) -> String { bytes.map { String(format: "%02x", $0) }.joined() }
 
-@Suite("Recipient digest memo")
+@Suite("Recipient digest memo", .offThePool)
 struct RecipientDigestMemoTests {
     @Test("hasSameMembers ignores capacity and sees one differing id anywhere")
     func sameMembers() {
@@ -194,7 +194,7 @@ struct RecipientDigestMemoTests {
     }
 }
 
-@Suite("Topic change tracker: reusing a topic's audience without reading it")
+@Suite("Topic change tracker: reusing a topic's audience without reading it", .offThePool)
 struct TopicChangeTrackerTests {
     let news = try! TopicName("news")
     let sports = try! TopicName("sports")

@@ -63,7 +63,7 @@ private func expectedDigest(_ tokens: [String]) -> String {
 
 private func hex(_ bytes: [UInt8]) -> String { bytes.map { String(format: "%02x", $0) }.joined() }
 
-@Suite("Replay and audit")
+@Suite("Replay and audit", .offThePool)
 struct ReplayTests {
     @Test(
         "randomized: for every send, replay equals the test's own model, --naive agrees, and the record matches",
@@ -250,7 +250,7 @@ struct ReplayTests {
     }
 }
 
-@Suite("Tampering")
+@Suite("Tampering", .offThePool)
 struct TamperingTests {
     /// A ledger with two instances on 'news', one send to it and its audience (seqs 1–6), closed.
     private static func build(_ directory: TemporaryDirectory) async throws -> UInt64 {
@@ -338,7 +338,7 @@ struct TamperingTests {
     }
 }
 
-@Suite("Store layout")
+@Suite("Store layout", .offThePool)
 struct LayoutUpgradeTests {
     @Test("a layout-1 ledger (no sends index) is upgraded in place by the first writer; readers say what to do")
     func upgradeFromLayoutOne() async throws {

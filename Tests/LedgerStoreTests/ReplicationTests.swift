@@ -24,7 +24,7 @@ private final class RecordingGate: ReplicationGate {
     }
 }
 
-@Suite("Replication: a leader's gate and a follower's apply")
+@Suite("Replication: a leader's gate and a follower's apply", .offThePool)
 struct ReplicationTests {
     @Test("a follower applying the leader's blocks holds the same log, projections and head, and verifies")
     func followerMatchesLeader() async throws {

@@ -7,7 +7,7 @@ import Testing
 /// A large request's tokens are resolved to instance ids before it is queued (`WriteRequest.resolvedInstances`),
 /// so the writer does not search `tokens` for them. The outcomes with and without that are compared by the
 /// batching property suite (`LedgerPropertyTests`, requests of 97 operations); this checks what is resolved.
-@Suite("Tokens resolved before queueing")
+@Suite("Tokens resolved before queueing", .offThePool)
 struct ResolvedInstancesTests {
     @Test(
         "each operation gets its token's id from a snapshot, unregistered tokens included; unknown tokens and operations without a token get none"

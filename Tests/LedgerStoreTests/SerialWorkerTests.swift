@@ -2,9 +2,10 @@ import Foundation
 import LedgerStore
 import Synchronization
 import Testing
+import LedgerTestSupport
 
 /// The one building block for blocking work: order, state, back-pressure, failure, and its bridges.
-@Suite("Serial worker")
+@Suite("Serial worker", .offThePool)
 struct SerialWorkerTests {
     struct Failure: Error, Equatable {}
 

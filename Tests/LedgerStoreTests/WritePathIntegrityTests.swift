@@ -7,7 +7,7 @@ import Testing
 import LedgerQueries
 
 /// Every request is all or nothing, at every LMDB limit: long names, a filling map, failing calls.
-@Suite("Write path integrity")
+@Suite("Write path integrity", .offThePool)
 struct WritePathIntegrityTests {
     static let longTopic = try! TopicName(String(repeating: "q", count: TopicName.maximumLength))
 

@@ -8,7 +8,7 @@ import LedgerQueries
 
 /// The writer keeps registrations and topic counts from one transaction to the next (`WriterInstanceCache`); a
 /// transaction that does not commit must leave none of what it learnt or changed behind.
-@Suite("Instance facts")
+@Suite("Instance facts", .offThePool)
 struct WriterInstanceCacheTests {
     static let token = try! RegistrationToken("device")
     static func topic(_ name: String) -> TopicName { try! TopicName(name) }

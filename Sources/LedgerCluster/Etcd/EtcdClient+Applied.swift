@@ -14,4 +14,15 @@ extension EtcdClient {
         }
         return positions
     }
+
+    /// The state each replica of `project` last reported (``ReplicaProgress/State``, as text), by node.
+    func replicaStates(of project: ProjectID, keys: ClusterKeys) async throws -> [String: String] {
+        let prefix = keys.states(project)
+        var states: [String: String] = [:]
+        for kv in try await list(prefix: prefix).kvs {
+            states[String(String(decoding: kv.key, as: UTF8.self).dropFirst(prefix.count))] =
+                String(decoding: kv.value.prefix(1024), as: UTF8.self)
+        }
+        return states
+    }
 }

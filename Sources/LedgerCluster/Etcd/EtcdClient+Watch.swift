@@ -31,9 +31,9 @@ extension EtcdClient {
         create.startRevision = revision
         create.progressNotify = true
         let request = Etcdserverpb_WatchRequest.with { $0.createRequest = create }
-        try await withWatchMember { grpc in
+        try await withWatchMember { grpc, options in
             try await Etcdserverpb_Watch.Client(wrapping: grpc).watch(
-                metadata: ["hasleader": "true"]
+                metadata: ["hasleader": "true"], options: options
             ) { writer in
                 try await writer.write(request)
                 // Keep the request stream open for as long as the watch lasts.

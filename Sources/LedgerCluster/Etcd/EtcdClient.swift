@@ -47,6 +47,28 @@ public final class EtcdClient: Sendable {
     /// Connections per member for unary calls (see ``Member``).
     static let connectionsPerMember = 16
 
+    /// The largest message this client receives from etcd: a range of blocks, or a watch response that
+    /// carries the blocks written while a follower caught up.
+    ///
+    /// grpc-swift-nio-transport 2.x builds a client stream's message decoder with the call's
+    /// `maxRequestMessageBytes` (its `GRPCClientStreamHandler(maxPayloadSize:)`); `maxResponseMessageBytes` is read
+    /// by nothing. So this limit is set as both, on every call and stream (``callOptions(timeout:)``). etcd
+    /// itself refuses a request over `--max-request-bytes` (1.5 MiB by default), whatever a client allows.
+    public static let receiveLimitBytes = 64 << 20
+
+    /// How many bytes of blocks one range read asks etcd for, at most (``blocksPerRange(maximumBlockBytes:)``):
+    /// a quarter of ``receiveLimitBytes``, so that the answer fits whatever the blocks hold.
+    public static let rangeBudgetBytes = receiveLimitBytes / 4
+
+    /// How many blocks one range read may ask for when a block carries up to `maximumBlockBytes` of records:
+    /// the read is bounded by bytes (``rangeBudgetBytes``), not by a count of blocks. A stored block is its
+    /// records, each behind a protobuf tag and length (at most 4 bytes for a record under 2 MiB; a record is
+    /// over 32 bytes, so at most an eighth more), and its key and header (under 4 KiB).
+    public static func blocksPerRange(maximumBlockBytes: Int) -> Int64 {
+        let largestStoredBlock = maximumBlockBytes + maximumBlockBytes / 8 + 4096
+        return Int64(max(1, rangeBudgetBytes / largestStoredBlock))
+    }
+
     private let members: [Member]
     /// The member the next call goes to first.
     private let preferred = Mutex(0)
@@ -114,10 +136,7 @@ public final class EtcdClient: Sendable {
         timeout: Duration? = nil,
         _ call: @Sendable (GRPCClient<Transport>, CallOptions) async throws -> R
     ) async throws -> R {
-        var options = CallOptions.defaults
-        options.timeout = timeout ?? callTimeout
-        options.maxResponseMessageBytes = 64 << 20
-        options.maxRequestMessageBytes = 2 << 20
+        let options = Self.callOptions(timeout: timeout ?? callTimeout)
         let first = preferred.withLock { $0 }
         var lastError: (any Error)?
         for offset in 0..<members.count {
@@ -134,12 +153,21 @@ public final class EtcdClient: Sendable {
         throw EtcdError.unavailable(lastError)
     }
 
+    /// The options of every call: `timeout` (none for a stream), and ``receiveLimitBytes``.
+    static func callOptions(timeout: Duration?) -> CallOptions {
+        var options = CallOptions.defaults
+        options.timeout = timeout
+        options.maxResponseMessageBytes = receiveLimitBytes
+        options.maxRequestMessageBytes = receiveLimitBytes
+        return options
+    }
+
     /// Runs a long-lived call (a watch) on the preferred member; when it fails there, the next call goes to
     /// the next member.
-    func withWatchMember(_ call: @Sendable (GRPCClient<Transport>) async throws -> Void) async throws {
+    func withWatchMember(_ call: @Sendable (GRPCClient<Transport>, CallOptions) async throws -> Void) async throws {
         let index = preferred.withLock { $0 }
         do {
-            try await call(members[index].streams)
+            try await call(members[index].streams, Self.callOptions(timeout: nil))
         } catch let error as RPCError where Self.isMemberFailure(error) {
             preferred.withLock { if $0 == index { $0 = (index + 1) % members.count } }
             throw error
@@ -234,8 +262,8 @@ public final class EtcdClient: Sendable {
         var request = Etcdserverpb_LeaseKeepAliveRequest()
         request.id = lease
         let answered = Mutex(ContinuousClock.now)
-        try await withWatchMember { [request] grpc in
-            try await Etcdserverpb_Lease.Client(wrapping: grpc).leaseKeepAlive { writer in
+        try await withWatchMember { [request] grpc, options in
+            try await Etcdserverpb_Lease.Client(wrapping: grpc).leaseKeepAlive(options: options) { writer in
                 while true {
                     guard ContinuousClock.now - answered.withLock({ $0 }) < deadline else {
                         throw EtcdError("etcd did not renew the lease within \(deadline)")

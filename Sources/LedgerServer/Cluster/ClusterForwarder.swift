@@ -20,13 +20,17 @@ struct ClusterForwarder: Sendable {
 
     /// This node's id, sent in ``HTTPField/Name/ledgerForwardedBy``.
     let nodeID: String
+    /// This node's peer secret, sent in ``HTTPField/Name/ledgerPeer`` so that the receiver honours
+    /// ``HTTPField/Name/ledgerForwardedBy`` (``Request/isForwardedByPeer(_:)``); without one, it routes the
+    /// request as a client's.
+    let peerSecret: String?
     let maximumBodyBytes: Int
 
     /// Hop-by-hop headers, which are the connection's and not the request's (RFC 9110 §7.6.1), and the
     /// ones the client sets itself.
     private static let notForwarded: Set<String> = [
         "connection", "keep-alive", "proxy-connection", "te", "trailer", "transfer-encoding", "upgrade", "host",
-        "content-length",
+        "content-length", HTTPField.Name.ledgerForwardedBy.canonicalName, HTTPField.Name.ledgerPeer.canonicalName,
     ]
 
     /// Forwards `request` to the node at `baseURL` for as long as `stillThere` says that node serves it
@@ -51,13 +55,20 @@ struct ClusterForwarder: Sendable {
     }
 
     private func forward(_ request: Request, to baseURL: String) async throws -> Response {
-        let body = try await request.body.collect(upTo: maximumBodyBytes)
+        let body: ByteBuffer
+        do {
+            body = try await request.body.collect(upTo: maximumBodyBytes)
+        } catch {
+            // The leader's own answer to a body over the limit (the routes read bodies through JSONBody).
+            throw FCMError.bodyTooLarge(limit: maximumBodyBytes)
+        }
         var outgoing = HTTPClientRequest(url: baseURL + (request.head.path ?? "/"))
         outgoing.method = NIOHTTP1.HTTPMethod(rawValue: request.method.rawValue)
         for field in request.headers where !Self.notForwarded.contains(field.name.canonicalName) {
             outgoing.headers.add(name: field.name.rawName, value: field.value)
         }
-        outgoing.headers.replaceOrAdd(name: HTTPField.Name.ledgerForwardedBy.rawName, value: nodeID)
+        outgoing.headers.add(name: HTTPField.Name.ledgerForwardedBy.rawName, value: nodeID)
+        if let peerSecret { outgoing.headers.add(name: HTTPField.Name.ledgerPeer.rawName, value: peerSecret) }
         if body.readableBytes > 0 || request.method != .get { outgoing.body = .bytes(body) }
         // Reads may be long polls and event streams; writes are answered once the leader's commit is durable.
         let timeout: TimeAmount = request.method == .get ? .hours(1) : .seconds(30)
@@ -79,8 +90,10 @@ struct ClusterForwarder: Sendable {
 
 extension HTTPField.Name {
     /// Set by a node that forwards a request to another: the receiver serves it or refuses it, never forwards
-    /// it again.
+    /// it again — when the request also carries a peer secret (``ledgerPeer``); from a client it is ignored.
     static let ledgerForwardedBy = HTTPField.Name("x-ledger-forwarded-by")!
+    /// The forwarding node's peer secret (one of `cluster.peerKeys`): what makes ``ledgerForwardedBy`` a peer's.
+    static let ledgerPeer = HTTPField.Name("x-ledger-peer")!
     /// The seq through which a write's answer is applied (the head when it was answered).
     static let ledgerSeq = HTTPField.Name("x-ledger-seq")!
     /// A read names the seq it must see: it waits (up to five seconds) for this node's replica to reach it.

@@ -7,8 +7,8 @@ import NIOPosix
 
 /// `GET /v1/cluster`: the members, and each project's leader and replicas' progress (``ClusterStatus``).
 ///
-/// Any project's admin key sees every project; an auditor key sees its own project only. A server that is
-/// not part of a cluster answers 404.
+/// An admin or auditor key sees the projects it is a key of, and no other (which projects exist is never
+/// revealed); the nodes are everyone's. A server that is not part of a cluster answers 404.
 enum ClusterRoutes {
     static func register(on router: TokenPathRouter, server: ServerContext) {
         router.get("/v1/cluster") { request, _ in
@@ -20,8 +20,7 @@ enum ClusterRoutes {
             guard let cluster = server.ledgers.cluster else {
                 throw FCMError.notFound("This server is not part of a cluster.")
             }
-            let projects: Set<ProjectID> =
-                grants.contains { $0.role == .admin } ? cluster.projects : Set(grants.map(\.project))
+            let projects = Set(grants.map(\.project)).intersection(cluster.projects)
             let status: ClusterStatus
             do {
                 status = try await cluster.status(of: projects)

@@ -9,12 +9,13 @@ extension ServerContext {
     /// another node leads, a read of a project this node does not hold); `nil` when it is served here.
     ///
     /// A request another node forwarded here is served here (or refused by its ledger's gate), never
-    /// forwarded again.
+    /// forwarded again. A client's `x-ledger-forwarded-by`, without a peer's secret, is ignored: it would
+    /// otherwise be served from whatever this node holds (nothing, a fork, a stalled copy).
     ///
     /// - Throws: 503 UNAVAILABLE when no node can serve it now (no leader elected yet).
     func answerElsewhere(_ request: Request, project: ProjectID) async throws -> Response? {
         guard let cluster = ledgers.cluster, let forwarder else { return nil }
-        guard request.headers[.ledgerForwardedBy] == nil else { return nil }
+        if request.isForwardedByPeer(cluster.configuration.peerKeys) { return nil }
         let needsLeader = request.needsLeader
         switch cluster.route(project, isWrite: needsLeader) {
         case .local:
@@ -65,6 +66,13 @@ extension ServerContext {
 }
 
 extension Request {
+    /// Whether a peer forwarded the request: it names the forwarding node and carries a secret whose SHA-256 is
+    /// one of `peerKeys` (compared in constant time).
+    func isForwardedByPeer(_ peerKeys: [String]) -> Bool {
+        guard headers[.ledgerForwardedBy] != nil, let secret = headers[.ledgerPeer] else { return false }
+        return CredentialStore.matches(secret, anyOf: peerKeys)
+    }
+
     /// Whether the request may change the ledger (every method but GET and HEAD).
     var isWrite: Bool { method != .get && method != .head }
 
