@@ -209,7 +209,8 @@ public final class ClusterNode: Service, Sendable {
                 if error is MembershipTaken { context.membership.withLock { $0.problem = problem } }
                 if problem != lastProblem {
                     lastProblem = problem
-                    context.logger.error("this node cannot be a member of the cluster", metadata: ["error": "\(problem)"])
+                    context.logger.error(
+                        "this node cannot be a member of the cluster", metadata: ["error": "\(problem)"])
                 }
             }
             if Task.isCancelled { return }

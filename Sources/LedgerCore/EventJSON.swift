@@ -9,7 +9,7 @@ public enum EventJSON {
     public static func write(
         _ event: LedgerEvent, prevHash: some Sequence<UInt8>, hash: some Sequence<UInt8>, into out: inout [UInt8]
     ) {
-        var json = JSONObjectWriter(appendingTo: out)
+        var json = JSONObjectWriter(appendingTo: JSONObjectWriter.take(&out))
         json.field("seq", number: event.seq)
         json.field("time", time: event.time)
         json.field("kind", string: event.kind.rawValue)
@@ -55,7 +55,7 @@ public enum EventJSON {
             var failures: [UInt8] = [UInt8(ascii: "[")]
             for (index, failure) in progress.failures.enumerated() {
                 if index > 0 { failures.append(UInt8(ascii: ",")) }
-                var entry = JSONObjectWriter(appendingTo: failures)
+                var entry = JSONObjectWriter(appendingTo: JSONObjectWriter.take(&failures))
                 entry.field("token", string: failure.token.rawValue)
                 entry.field("kind", string: failure.kind.rawValue)
                 entry.field("status", number: failure.status)
@@ -89,11 +89,20 @@ public struct JSONObjectWriter {
 
     public init() { self.init(appendingTo: []) }
 
-    /// Continues `prefix` (which may hold earlier lines) with a new object.
-    public init(appendingTo prefix: [UInt8]) {
-        bytes = prefix
-        bytes.reserveCapacity(bytes.count + 512)
+    /// Continues `prefix` (which may hold earlier lines) with a new object. Pass it with ``take(_:)``, so that
+    /// the writer holds the only reference to its storage and appends in place: a copy held elsewhere makes the
+    /// first append copy every byte before it, once per object — quadratic over a page of events.
+    public init(appendingTo prefix: consuming [UInt8]) {
+        bytes = consume prefix
+        if bytes.isEmpty { bytes.reserveCapacity(512) }
         bytes.append(UInt8(ascii: "{"))
+    }
+
+    /// The bytes of `buffer`, leaving it empty: hands them to ``init(appendingTo:)`` without a second reference.
+    public static func take(_ buffer: inout [UInt8]) -> [UInt8] {
+        var taken: [UInt8] = []
+        swap(&taken, &buffer)
+        return taken
     }
 
     public mutating func field(_ name: String, string value: String) {

@@ -21,7 +21,7 @@ struct ClusterKeysTests {
     func projectKeys() {
         for key in [
             keys.leader(project), keys.tail(project), keys.block(project, firstSeq: 7),
-            keys.applied(project, node: "n1"),
+            keys.applied(project, node: "n1"), keys.state(project, node: "n1"),
         ] {
             #expect(key.hasPrefix(keys.project(project)))
             #expect(keys.projectName(in: key) == "shop")

@@ -167,18 +167,22 @@ class Node:
     """One `ledger serve` of the cluster."""
 
     def __init__(self, binary, root, node_id, etcd_endpoints, replicas=3, address="127.0.0.1", namespace=None,
-                 options=None):
+                 options=None, advertise=None, name=None):
+        """`advertise`: the URL the node advertises (its own by default); `name`: its files' name (its id by
+        default: a second process under one id needs its own)."""
         self.binary = binary
         self.node_id = node_id
         self.port = free_port()
         self.address = address
         self.namespace = namespace
         self.base = f"http://{address}:{self.port}"
-        self.data = Path(root) / node_id
+        name = name or node_id
+        self.data = Path(root) / name
         self.data.mkdir(parents=True, exist_ok=True)
-        self.config = Path(root) / f"{node_id}.json"
-        secret_file = Path(root) / f"{node_id}.peer-secret"
+        self.config = Path(root) / f"{name}.json"
+        secret_file = Path(root) / f"{name}.peer-secret"
         secret_file.write_text(PEER + "\n")
+        secret_file.chmod(0o600)
         self.config.write_text(json.dumps({
             "projects": {project: {"adminKeys": [sha(secrets(project)["admin"])],
                                    "auditorKeys": [sha(secrets(project)["auditor"])],
@@ -186,22 +190,28 @@ class Node:
                          for project in (PROJECT, SECOND)},
             "limits": {"registrationsPerSecond": 1000000, "sendsPerMinute": 100000000,
                        "subscriptionChangesPerSecond": 1000000},
-            "cluster": {"nodeId": node_id, "advertiseURL": self.base, "etcdEndpoints": etcd_endpoints,
+            "cluster": {"nodeId": node_id, "advertiseURL": advertise or self.base, "etcdEndpoints": etcd_endpoints,
                         "leaseSeconds": LEASE_SECONDS, "replicas": replicas, "peerKeys": [sha(PEER)],
                         "peerSecretFile": str(secret_file), **(options or {})},
         }))
-        self.log_path = Path(root) / f"{node_id}.log"
+        self.log_path = Path(root) / f"{name}.log"
         self.process = None
         self.paused = False
 
+    def command(self):
+        wrapper = ["ip", "netns", "exec", self.namespace] if self.namespace else []
+        return [*wrapper, self.binary, "serve", "--config", str(self.config), "--data", str(self.data),
+                "--host", self.address, "--port", str(self.port)]
+
     def start(self):
         log = open(self.log_path, "ab")
-        wrapper = ["ip", "netns", "exec", self.namespace] if self.namespace else []
-        self.process = subprocess.Popen(
-            [*wrapper, self.binary, "serve", "--config", str(self.config), "--data", str(self.data),
-             "--host", self.address, "--port", str(self.port)],
-            stdout=log, stderr=log)
+        self.process = subprocess.Popen(self.command(), stdout=log, stderr=log)
         wait_until(lambda: requests.get(self.base + "/healthz", timeout=1).ok, 60, f"{self.node_id} to answer")
+
+    def run_to_exit(self, timeout=60):
+        """Starts the node and waits for it to exit (a start that is refused): (exit code, its output)."""
+        result = subprocess.run(self.command(), capture_output=True, text=True, timeout=timeout)
+        return result.returncode, result.stdout + result.stderr
 
     def kill(self):
         if self.process:
@@ -288,9 +298,11 @@ class Node:
 class Cluster:
     """etcd and the nodes, and the checks every case ends with."""
 
-    def __init__(self, binary, nodes=3, network=None, options=None, etcd_arguments=(), disks=None):
-        """`disks`: node id → megabytes, for nodes whose data directory is a tmpfs of that size (``Disk``)."""
+    def __init__(self, binary, nodes=3, network=None, options=None, etcd_arguments=(), disks=None, replicas=3):
+        """`disks`: node id → megabytes, for nodes whose data directory is a tmpfs of that size (``Disk``);
+        `replicas`: how many nodes hold each project."""
         self.root = Path(tempfile.mkdtemp(prefix="ledger-cluster-"))
+        self.replicas = replicas
         self.binary = binary
         self.network = network
         self.options = options
@@ -320,7 +332,8 @@ class Cluster:
                 wait_until(lambda: node.register(project=project), 30, f"{node.node_id} to take writes of {project}")
         return self
 
-    def add_node(self, node_id, replicas=3):
+    def add_node(self, node_id, replicas=None):
+        replicas = replicas or self.replicas
         if self.network and node_id == self.network.node_id:
             node = Node(self.binary, self.root, node_id, self.etcd.endpoints, replicas=replicas,
                         address=self.network.namespace_address, namespace=self.network.name, options=self.options)

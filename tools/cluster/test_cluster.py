@@ -338,6 +338,19 @@ def test_a_full_disk_stalls_a_follower_and_moves_the_leadership(small_disk_clust
         assert token, "a write through n3 (forwarded to the leader) was refused"
         info = requests.get(f"{n3.base}/iid/info/{token}", headers={"Authorization": f"Bearer {ADMIN}"}, timeout=10)
         assert info.status_code == 200, info.text
+        # A client's forwarding header does not make n3 answer from its stalled copy.
+        spoofed = requests.get(f"{n3.base}/iid/info/{token}",
+                               headers={"Authorization": f"Bearer {ADMIN}", "x-ledger-forwarded-by": "n1"}, timeout=10)
+        assert spoofed.status_code == 200, spoofed.text
+    # Where operators look: its state names the reason, the metrics count it, the log says it once.
+    replica = next(replica for entry in n1.status()["projects"] if entry["project"] == PROJECT
+                   for replica in entry["replicas"] if replica["node"] == "n3")
+    assert replica["state"].startswith("stalled: ") and "disk is full" in replica["state"], replica
+    assert "topicledger_replicas_stalled 1" in requests.get(n3.base + "/metrics", timeout=5).text
+    lag = requests.get(f"{n3.base}/v1/projects/{PROJECT}/metrics", headers={"Authorization": f"Bearer {ADMIN}"},
+                       timeout=5).text
+    assert f'topicledger_replica_lag_events{{project="{PROJECT}"}}' in lag
+    assert n3.log_path.read_text().count("cluster replica is stalled") == 1
     assert n1.leader() == "n1"
     # Space returns: it catches up by itself.
     cluster.disks["n3"].free()
