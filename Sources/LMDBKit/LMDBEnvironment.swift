@@ -64,7 +64,7 @@ public final class LMDBEnvironment: @unchecked Sendable {
             if options.readOnly { flags |= UInt32(MDB_RDONLY) }
             if options.noSync { flags |= UInt32(MDB_NOSYNC) }
             if options.noMetaSync { flags |= UInt32(MDB_NOMETASYNC) }
-            try LMDBError.check(mdb_env_open(env, path, flags, 0o644), "mdb_env_open")
+            try LMDBError.check(mdb_env_open(env, path, flags, 0o600), "mdb_env_open")
             // Clear reader slots left by processes that died (kill -9) so they do not pin old pages.
             var dead: Int32 = 0
             _ = mdb_reader_check(env, &dead)

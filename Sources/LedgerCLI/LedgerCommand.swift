@@ -17,6 +17,14 @@ struct LedgerCommand: AsyncParsableCommand {
             Cluster.self,
         ]
     )
+
+    /// Every file and directory a `ledger` command creates — ledgers, their lock files, backups, copies for
+    /// peers, checkpoint keys — is its owner's alone (0600, 0700), whatever umask it was started with: a
+    /// ledger holds registration tokens.
+    static func main() async {
+        umask(0o077)
+        await main(nil)
+    }
 }
 
 /// Where the ledger is: the options every subcommand shares.

@@ -58,11 +58,12 @@ public final class ClusterNode: Service, Sendable {
     }
 
     /// Where the node's replicas get their project's ledger (the server's registry), and how one is replaced
-    /// by a peer's copy when etcd no longer holds what it lacks: `reseed(project, peerURL)`. Call before
-    /// ``run()``.
+    /// by a peer's copy when etcd no longer holds what it lacks, or it forked: `reseed(project, peerURL,
+    /// keepAside)`, where `keepAside` asks that the replaced copy be moved aside rather than discarded. Call
+    /// before ``run()``.
     public func attach(
         ledgers: @escaping @Sendable (ProjectID) async throws -> Ledger,
-        reseed: @escaping @Sendable (ProjectID, String) async throws -> Void
+        reseed: @escaping @Sendable (ProjectID, String, Bool) async throws -> Void
     ) {
         state.withLock { $0.ledgers = ledgers }
         context.setReseeder(reseed)

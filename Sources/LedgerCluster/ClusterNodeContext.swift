@@ -21,8 +21,9 @@ final class ClusterNodeContext: Sendable {
     let keys: ClusterKeys
     let logger: Logger
     let membership = Mutex(Membership())
-    /// Replaces a project's ledger with a peer's copy: (project, the peer's URL).
-    typealias Reseeder = @Sendable (ProjectID, String) async throws -> Void
+    /// Replaces a project's ledger with a peer's copy: (project, the peer's URL, whether the replaced copy is
+    /// kept aside — a fork, which is evidence — rather than discarded).
+    typealias Reseeder = @Sendable (ProjectID, String, Bool) async throws -> Void
     private let reseederSlot = Mutex<Reseeder?>(nil)
 
     func reseeder() -> Reseeder? { reseederSlot.withLock { $0 } }

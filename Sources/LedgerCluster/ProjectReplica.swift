@@ -91,7 +91,11 @@ final class ProjectReplica: Sendable {
                 return
             } catch let behind as ReplicaBehind {
                 gate.follow()
-                await reseed(behind)
+                await reseed(
+                    because: "\(behind)", fromPeerThrough: behind.firstHeld - 1, head: behind.head, keepAside: false)
+            } catch let forked as ReplicaForked {
+                gate.follow()
+                await reseed(because: forked.description, fromPeerThrough: 1, head: forked.head, keepAside: true)
             } catch {
                 gate.follow()
                 if let storage = error as? StoreError, storage.code == .unavailable {
@@ -156,7 +160,7 @@ final class ProjectReplica: Sendable {
         let tail = try ReplicationTail(decoding: tailValue.value)
         state.withLock { $0.progress.tail(tail.seq) }
         if tail.seq < head.seq {
-            throw damaged("this replica holds seqs through \(head.seq), past the cluster's tail \(tail.seq)")
+            throw forked(.pastTail(head: head.seq, tail: tail.seq))
         }
         // The parts read of a commit not yet whole, and the seq the next part must begin at.
         var pending: [StoredBlock] = []
@@ -169,15 +173,19 @@ final class ProjectReplica: Sendable {
                 keys.block(project, firstSeq: next), rangeEnd: EtcdClient.prefixEnd(keys.blocks(project)),
                 limit: perRange, revision: revision)
             guard !response.kvs.isEmpty else {
-                throw ReplicaBehind(head: head.seq, firstHeld: tail.seq + 1)
+                throw try await behindOrForked(head: head.seq, firstHeld: tail.seq + 1, revision: revision)
             }
             for kv in response.kvs {
                 let part = try StoredBlock(decoding: kv.value)
                 guard part.block.firstSeq == next else {
-                    // etcd no longer holds the seqs after this replica's head: a peer's copy must seed it.
-                    throw ReplicaBehind(head: head.seq, firstHeld: part.block.firstSeq)
+                    // No part begins after this replica's head: etcd no longer holds those seqs (a peer's copy
+                    // must seed it), or the head is not at the end of one of the cluster's commits (a fork).
+                    throw try await behindOrForked(head: head.seq, firstHeld: part.block.firstSeq, revision: revision)
                 }
                 guard part.block.lastSeq <= tail.seq else { break }
+                if part.block.firstSeq == head.seq + 1, part.block.previousHash != head.hash {
+                    throw forked(.notFollowed(head: head.seq))
+                }
                 pending.append(part)
                 next = part.block.lastSeq + 1
                 guard let commit = StoredBlock.commit(of: pending) else { continue }
@@ -192,7 +200,7 @@ final class ProjectReplica: Sendable {
             }
         }
         guard head.seq == tail.seq, head.hash == tail.hash else {
-            throw damaged("this replica's head \(head.seq) does not match the cluster's tail \(tail) (a fork)")
+            throw forked(.headDiffers(head: head.seq, tail: tail))
         }
         state.withLock {
             $0.damage = nil
@@ -259,7 +267,7 @@ final class ProjectReplica: Sendable {
             parts.withLock { parts in parts = parts.filter { $0.key > through } }
         }
         guard head.seq != tail.seq || head.hash == tail.hash else {
-            throw damaged("this replica's head \(head.seq) does not match the cluster's tail \(tail) (a fork)")
+            throw forked(.headDiffers(head: head.seq, tail: tail))
         }
         noteApplied(head)
     }
@@ -290,33 +298,56 @@ final class ProjectReplica: Sendable {
     }
 
     /// Replaces this replica's ledger with a consistent copy from the live peer that has applied the most of
-    /// the project (``ClusterNode/attach(ledgers:reseed:)``), after which the loop catches up from etcd again;
-    /// marks the replica damaged, and waits, when no peer can give one.
-    private func reseed(_ behind: ReplicaBehind) async {
+    /// the project, at least through `seq` (``ClusterNode/attach(ledgers:reseed:)``) — keeping the replaced copy
+    /// aside when it forked — after which the loop catches up from etcd again; marks the replica damaged, and
+    /// waits, when no peer can give one.
+    private func reseed(because reason: String, fromPeerThrough seq: UInt64, head: UInt64, keepAside: Bool) async {
         do {
             let members = node.members
             let peers = try await node.etcd.appliedPositions(of: project, keys: keys).compactMap {
                 peer, position -> (url: String, seq: UInt64)? in
-                guard peer != node.nodeID, let url = members[peer], position.seq >= behind.firstHeld - 1 else {
-                    return nil
-                }
+                guard peer != node.nodeID, let url = members[peer], position.seq >= seq else { return nil }
                 return (url, position.seq)
             }
             guard let peer = peers.max(by: { $0.seq < $1.seq }) else {
-                throw EtcdError("no live peer has applied seq \(behind.firstHeld - 1) of \(project)")
+                throw EtcdError("no live peer has applied seq \(seq) of \(project)")
             }
             guard let reseed = node.reseeder() else { throw EtcdError("this node cannot be re-seeded") }
             logger.warning(
                 "re-seeding a replica from a peer's copy",
                 metadata: [
-                    "ledger.project": "\(project)", "cluster.peer": "\(peer.url)", "cluster.head": "\(behind.head)",
+                    "ledger.project": "\(project)", "cluster.peer": "\(peer.url)", "cluster.head": "\(head)",
+                    "reason": "\(reason)",
                 ])
-            try await reseed(project, peer.url)
+            try await reseed(project, peer.url, keepAside)
             state.withLock { $0.damage = nil }
         } catch {
-            _ = damaged("\(behind) and it could not be re-seeded: \(error)")
+            _ = damaged("\(reason), and it could not be re-seeded: \(error)")
             try? await Task.sleep(for: .seconds(2))
         }
+    }
+
+    /// Why no block of etcd's begins right after `head`: a block that holds `head + 1` (beginning before it)
+    /// means the head is not where any of the cluster's commits ends — a fork; otherwise the log was trimmed
+    /// past it, and etcd's log begins at `firstHeld`.
+    private func behindOrForked(head: UInt64, firstHeld: UInt64, revision: Int64) async throws -> any Error {
+        let before = try await node.etcd.range(
+            keys.blocks(project), rangeEnd: Array(keys.block(project, firstSeq: head + 2).utf8), limit: 1,
+            revision: revision, descending: true)
+        if let kv = before.kvs.first {
+            let block = try StoredBlock(decoding: kv.value).block
+            if block.firstSeq <= head + 1, block.lastSeq >= head + 1 {
+                return forked(.insideCommit(head: head, of: block))
+            }
+        }
+        return ReplicaBehind(head: head, firstHeld: firstHeld)
+    }
+
+    /// Marks the replica damaged by `fork` (it is not served, and `/readyz` says so until a peer's copy replaces
+    /// it) and returns the error to throw.
+    private func forked(_ fork: ReplicaForked) -> ReplicaForked {
+        _ = damaged(fork.reason)
+        return fork
     }
 
     /// Gives the leadership up, if this node holds it (placement moved the project away): deletes the election
@@ -583,6 +614,38 @@ final class ProjectReplica: Sendable {
                 "cluster replica is damaged", metadata: ["ledger.project": "\(project)", "reason": "\(reason)"])
         }
         return EtcdError(reason)
+    }
+}
+
+/// A replica's history is not the cluster's (a seq past the tail, or one the cluster's next block does not
+/// follow): its copy is kept aside and replaced by a peer's.
+struct ReplicaForked: Error, CustomStringConvertible {
+    let head: UInt64
+    let reason: String
+    var description: String { reason }
+
+    /// The replica holds seqs past the cluster's tail.
+    static func pastTail(head: UInt64, tail: UInt64) -> Self {
+        Self(head: head, reason: "this replica holds seqs through \(head), past the cluster's tail \(tail) (a fork)")
+    }
+
+    /// The cluster's block after the head does not follow the head's hash.
+    static func notFollowed(head: UInt64) -> Self {
+        Self(head: head, reason: "the cluster's seq \(head + 1) does not follow this replica's seq \(head) (a fork)")
+    }
+
+    /// At the tail's seq, another hash.
+    static func headDiffers(head: UInt64, tail: ReplicationTail) -> Self {
+        Self(head: head, reason: "this replica's head \(head) does not match the cluster's tail \(tail) (a fork)")
+    }
+
+    /// The head falls inside one of the cluster's commits (a replica applies whole commits).
+    static func insideCommit(head: UInt64, of block: ReplicatedBlock) -> Self {
+        Self(
+            head: head,
+            reason:
+                "this replica's head \(head) is inside the cluster's commit of seqs \(block.firstSeq)…\(block.lastSeq) (a fork)"
+        )
     }
 }
 

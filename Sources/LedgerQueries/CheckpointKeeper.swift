@@ -85,7 +85,7 @@ public struct CheckpointKeeper: Sendable {
     private func keep(size: UInt64, note: String) throws {
         var line = try JSONSerialization.data(withJSONObject: ["size": size, "note": note], options: [.sortedKeys])
         line.append(UInt8(ascii: "\n"))
-        let fd = openFile(keptPath, O_RDWR | O_CREAT | O_APPEND | O_CLOEXEC, 0o644)
+        let fd = openFile(keptPath, O_RDWR | O_CREAT | O_APPEND | O_CLOEXEC, 0o600)
         guard fd >= 0 else { throw StoreError(.unavailable, "cannot write \(keptPath): errno \(errno)") }
         defer { close(fd) }
         flock(fd, LOCK_EX)
@@ -118,6 +118,9 @@ public struct CheckpointKeeper: Sendable {
     }
 
     private static func loadKey(_ path: String) throws -> NoteSigner {
+        if let problem = ConfiguredFile.problem(at: path, kind: .secret) {
+            throw StoreError(.invalidArgument, problem)
+        }
         var status = stat()
         guard stat(path, &status) == 0 else { throw StoreError(.unavailable, "cannot read \(path): errno \(errno)") }
         guard status.st_mode & 0o077 == 0 else {

@@ -127,7 +127,8 @@ extension Ledger {
         txn: LMDBTransaction, headSeq: UInt64, scratch: String, report: inout VerificationReport, limit: Int
     ) throws {
         let directory = (scratch as NSString).appendingPathComponent("ledger-verify-\(UUID().uuidString)")
-        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+        try FileManager.default.createDirectory(
+            atPath: directory, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
         var options = LMDBEnvironment.Options()
         options.noSync = true
         // Starts as small as the ledger's own map was configured and grows like it (a different environment:

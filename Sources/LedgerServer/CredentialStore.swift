@@ -86,6 +86,20 @@ public struct CredentialStore: Sendable {
         self.init(entries: entries)
     }
 
+    /// Where a key (`sha256:<hex>`) is given among the projects' keys (`projects.<p>.adminKeys`, …), or `nil`.
+    func place(ofKey key: String) -> String? {
+        guard let hash = Self.hash(ofKey: key), let entry = entries.first(where: { $0.hash == hash }) else {
+            return nil
+        }
+        let list =
+            switch entry.role {
+            case .admin: "adminKeys"
+            case .auditor: "auditorKeys"
+            case .client: "clientApiKeys"
+            }
+        return "projects.\(entry.project).\(list)"
+    }
+
     /// The (project, role) pairs `secret` grants. Every entry is compared, in constant time per entry, so the
     /// time taken does not depend on which key (if any) matched.
     func grants(for secret: String) -> [(project: ProjectID, role: Role)] {

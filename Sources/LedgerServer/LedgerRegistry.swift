@@ -58,13 +58,13 @@ public final class LedgerRegistry: Sendable {
                 guard let self else { throw StoreError(.unavailable, "the server is stopping") }
                 return try await self.ledger(for: project)
             },
-            reseed: { [weak self] project, peer in
+            reseed: { [weak self] project, peer, keepAside in
                 guard let self, let secret = configuration.cluster?.peerSecret else {
                     throw StoreError(.unavailable, "this node has no cluster.peerSecretFile to ask its peers with")
                 }
                 let copy = try await ClusterPeers.download(
                     project, from: peer, secret: secret, into: self.snapshotsDirectory)
-                try await self.replaceLedger(of: project, with: copy)
+                try await self.replaceLedger(of: project, with: copy, keepingAside: keepAside)
             })
     }
 
@@ -286,22 +286,47 @@ public final class LedgerRegistry: Sendable {
         let root = snapshotsDirectory
         return try await opener.perform {
             let files = FileManager.default
-            try files.createDirectory(atPath: root, withIntermediateDirectories: true)
+            try files.createDirectory(
+                atPath: root, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
             for old in (try? files.contentsOfDirectory(atPath: root)) ?? [] {
                 let path = root + "/" + old
                 let modified = (try? files.attributesOfItem(atPath: path))?[.modificationDate] as? Date
                 if let modified, modified.timeIntervalSinceNow < -3600 { try? files.removeItem(atPath: path) }
             }
             let directory = root + "/" + UUID().uuidString
-            try files.createDirectory(atPath: directory, withIntermediateDirectories: true)
+            try files.createDirectory(
+                atPath: directory, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
             try ledger.backup(to: directory)
             return directory + "/" + project.rawValue + "/data.mdb"
         }
     }
 
+    /// Moves the ledger file at `path` to a directory of its own under `<data>/.quarantine/`; its new path.
+    private func quarantine(_ path: String, of project: ProjectID) throws -> String {
+        let stamp = ISO8601DateFormatter().string(from: Date()).replacingOccurrences(of: ":", with: "")
+        let directory = (configuration.dataDirectory as NSString).appendingPathComponent(
+            ".quarantine/\(project.rawValue)-\(stamp)-\(UUID().uuidString.prefix(8))")
+        try FileManager.default.createDirectory(
+            atPath: directory, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
+        let aside = directory + "/data.mdb"
+        guard rename(path, aside) == 0 else {
+            throw StoreError(.unavailable, "cannot move a forked copy aside: \(String(cString: strerror(errno)))")
+        }
+        return aside
+    }
+
+    /// Removes the copy whose `data.mdb` is at `path` (``snapshot(of:)``), once it has been sent.
+    func removeSnapshot(at path: String) {
+        let copy = ((path as NSString).deletingLastPathComponent as NSString).deletingLastPathComponent
+        guard (copy as NSString).deletingLastPathComponent == snapshotsDirectory else { return }
+        try? FileManager.default.removeItem(atPath: copy)
+    }
+
     /// Replaces `project`'s ledger with the `data.mdb` at `copy` (a peer's): checks that it opens as a ledger of
-    /// this project, closes the open one, and renames the copy into place; the next use opens it.
-    func replaceLedger(of project: ProjectID, with copy: String) async throws {
+    /// this project, closes the open one, and renames the copy into place; the next use opens it. With
+    /// `keepingAside`, the replaced ledger is moved to `<data>/.quarantine/<project>-<time>/` first (a fork:
+    /// evidence), and the path logged.
+    func replaceLedger(of project: ProjectID, with copy: String, keepingAside: Bool = false) async throws {
         let dataDirectory = configuration.dataDirectory
         let copyDirectory = ((copy as NSString).deletingLastPathComponent as NSString).deletingLastPathComponent
         try await opener.perform { [self, logger] in
@@ -313,7 +338,14 @@ public final class LedgerRegistry: Sendable {
             let directory = (dataDirectory as NSString).appendingPathComponent(project.rawValue)
             let replaced = state.withLock { $0.ledgers.removeValue(forKey: project) }
             replaced?.close()
-            try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+            try FileManager.default.createDirectory(
+                atPath: directory, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
+            if keepingAside, FileManager.default.fileExists(atPath: directory + "/data.mdb") {
+                let aside = try quarantine(directory + "/data.mdb", of: project)
+                logger.error(
+                    "a forked copy of a project's ledger was moved aside; this node is seeded from a peer",
+                    metadata: ["ledger.project": "\(project)", "ledger.path": "\(aside)"])
+            }
             guard rename(copy, directory + "/data.mdb") == 0 else {
                 throw StoreError(
                     .unavailable, "cannot move the peer's copy into place: \(String(cString: strerror(errno)))")

@@ -1,6 +1,7 @@
 import Crypto
 import Foundation
 import LedgerCore
+import LedgerStore
 import Logging
 import NIOSSL
 import ServiceLifecycle
@@ -54,12 +55,20 @@ public final class ServerCertificate: Sendable {
         current.withLock { $0 = pair }
     }
 
-    /// The server side's TLS configuration: TLS 1.2 or later, and the pair in force at each handshake.
+    /// TLS 1.2's suites: Mozilla's "intermediate" profile as BoringSSL has it — ECDHE key exchange and AEAD
+    /// ciphers only (no CBC, no RSA key exchange) — one a key type. NIOSSL gives no way to set BoringSSL's
+    /// `SSL_OP_CIPHER_SERVER_PREFERENCE`, so the client would choose among several; with one suite a key type
+    /// there is nothing to choose, and the server's order holds. TLS 1.3's suites (all AEAD) are BoringSSL's own.
+    static let tls12CipherSuites = "ECDHE-ECDSA-AES128-GCM-SHA256:ECDHE-RSA-AES128-GCM-SHA256"
+
+    /// The server side's TLS configuration: TLS 1.2 or later (``tls12CipherSuites``), and the pair in force at
+    /// each handshake.
     var tlsConfiguration: TLSConfiguration {
         let pair = current.withLock { $0 }
         var configuration = TLSConfiguration.makeServerConfiguration(
             certificateChain: pair.chain.map { .certificate($0) }, privateKey: .privateKey(pair.key))
         configuration.minimumTLSVersion = .tlsv12
+        configuration.cipherSuites = Self.tls12CipherSuites
         configuration.sslContextCallback = { [self] _, promise in
             let pair = current.withLock { $0 }
             var override = NIOSSLContextConfigurationOverride()
@@ -78,15 +87,12 @@ public final class ServerCertificate: Sendable {
     }
 
     private static func load(certificatePath: String, keyPath: String) throws -> Pair {
-        var status = stat()
-        guard stat(keyPath, &status) == 0 else {
-            throw ServerCertificateError(file: keyPath, "cannot read the TLS key (errno \(errno))")
+        if let problem = ConfiguredFile.problem(at: keyPath, kind: .secret) {
+            throw ServerCertificateError(file: keyPath, "the TLS key (tls.keyFile, --tls-key): \(problem)")
         }
-        guard status.st_mode & 0o007 == 0 else {
+        if let problem = ConfiguredFile.problem(at: certificatePath, kind: .publicMaterial) {
             throw ServerCertificateError(
-                file: keyPath,
-                "the TLS key can be read by others (mode \(String(status.st_mode & 0o777, radix: 8))); `chmod 600` it"
-                    + " (or 640 with a group of its own)")
+                file: certificatePath, "the TLS certificate (tls.certificateFile, --tls-cert): \(problem)")
         }
         let chain: [NIOSSLCertificate]
         do {

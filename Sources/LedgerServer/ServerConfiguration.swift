@@ -154,7 +154,17 @@ extension ServerConfiguration {
             configuration.precedence = precedence
         }
         if let section = file.cluster {
-            configuration.cluster = try ClusterConfiguration(section: section, path: path)
+            let cluster = try ClusterConfiguration(section: section, path: path)
+            // One secret, one role: a peer key that is also a project's key would let that project's admin (or
+            // any app, for a client key) act as a node — download every project's copy, forward as a peer.
+            for key in cluster.peerKeys {
+                if let place = configuration.credentials.place(ofKey: key) {
+                    throw LedgerCoreError(
+                        .invalidArgument, field: "\(path): \(place) and cluster.peerKeys",
+                        "one key is given in both; a key has one role in one project, and a peer's is its own")
+                }
+            }
+            configuration.cluster = cluster
         }
         return configuration
     }
@@ -230,6 +240,9 @@ extension ClusterConfiguration {
         }
         peerKeys = (section.peerKeys ?? []).map { $0.lowercased() }
         if let file = section.peerSecretFile {
+            if let problem = ConfiguredFile.problem(at: file, kind: .secret) {
+                throw LedgerCoreError(.invalidArgument, field: "\(path): cluster.peerSecretFile", problem)
+            }
             guard let data = FileManager.default.contents(atPath: file),
                 let secret = String(data: data, encoding: .utf8)?.trimmingCharacters(in: .whitespacesAndNewlines),
                 !secret.isEmpty

@@ -530,7 +530,8 @@ public final class Ledger: Sendable {
         let partial = (destination as NSString).appendingPathComponent(
             ".\(project.rawValue).partial-\(UUID().uuidString)")
         do {
-            try FileManager.default.createDirectory(atPath: partial, withIntermediateDirectories: true)
+            try FileManager.default.createDirectory(
+                atPath: partial, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
             try environment.copy(to: partial)
             try syncPath(partial + "/data.mdb")
             try syncPath(partial)

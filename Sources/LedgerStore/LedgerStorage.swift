@@ -23,7 +23,8 @@ struct LedgerStorage {
             }
         } else {
             do {
-                try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+                try FileManager.default.createDirectory(
+                    atPath: directory, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
             } catch {
                 throw StoreError(.unavailable, "cannot create \(directory): \(error.localizedDescription)")
             }

@@ -15,7 +15,7 @@ final class WriterLock: Sendable {
     /// - Throws: `StoreError.locked` when another process holds it.
     init(directory: String) throws {
         let path = directory + "/writer.lock"
-        let fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0o644)
+        let fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0o600)
         guard fd >= 0 else {
             let code = errno
             throw StoreError(.unavailable, "cannot open \(path): \(String(cString: strerror(code)))")

@@ -750,6 +750,75 @@ struct ServeConfigurationTests {
         }
     }
 
+    @Test(
+        "ledger serve refuses, naming the key, a peer key that is also a project's, and a secret others can read or a file that is not a regular one (a FIFO would block the start)"
+    )
+    func filesAndKeysOperatorsGetWrong() async throws {
+        let data = TemporaryDirectory()
+        defer { data.remove() }
+        let admin = "sha256:" + sha256Hex("admin-secret")
+        let peer = "sha256:" + sha256Hex("peer-secret")
+        func file(_ name: String, _ text: String, mode: Int) throws -> String {
+            let path = data.path + "/" + name
+            try text.write(toFile: path, atomically: false, encoding: .utf8)
+            chmod(path, mode_t(mode))
+            return path
+        }
+        let fifo = data.path + "/fifo"
+        #expect(mkfifo(fifo, 0o600) == 0)
+        let openSecret = try file("open.secret", "peer-secret\n", mode: 0o644)
+        let secret = try file("peer.secret", "peer-secret\n", mode: 0o600)
+        let apnsKey = try file("AuthKey.p8", p256PrivateKeyPEM(), mode: 0o600)
+        let openKey = try file("open.p8", p256PrivateKeyPEM(), mode: 0o644)
+        func cluster(peerKeys: [String], secretFile: String) -> String {
+            #""cluster":{"nodeId":"n1","advertiseURL":"http://127.0.0.1:1","etcdEndpoints":["127.0.0.1:1"],"peerKeys":["\#(peerKeys.joined(separator: "\",\""))"],"peerSecretFile":"\#(secretFile)"}"#
+        }
+        func apns(keyFile: String, caFile: String? = nil) -> String {
+            #""apns":{"teamId":"ABCDE12345","keyId":"KEY1234567","keyFile":"\#(keyFile)","topic":"com.example.app""#
+                + (caFile.map { #","caFile":"\#($0)""# } ?? "") + "}"
+        }
+        let project = #""projects":{"p1":{"adminKeys":["\#(admin)"]}}"#
+        for (text, complaints) in [
+            // One secret, one role: a project's admin key that is also a peer key.
+            (
+                "{\(project),\(cluster(peerKeys: [peer, admin], secretFile: secret))}",
+                ["projects.p1.adminKeys and cluster.peerKeys", "one key is given in both"]
+            ),
+            (
+                "{\(project),\(cluster(peerKeys: [peer], secretFile: openSecret))}",
+                ["cluster.peerSecretFile", "can be read by others"]
+            ),
+            (
+                "{\(project),\(cluster(peerKeys: [peer], secretFile: fifo))}",
+                ["cluster.peerSecretFile", "is not a regular file"]
+            ),
+            (
+                #"{\#(project),"tls":{"certificateFile":"\#(fifo)","keyFile":"\#(apnsKey)"}}"#,
+                ["tls.certificateFile", "is not a regular file"]
+            ),
+            (
+                #"{\#(project),"tls":{"certificateFile":"\#(secret)","keyFile":"\#(openKey)"}}"#,
+                ["tls.keyFile", "can be read by others"]
+            ),
+            (
+                #"{"projects":{"p1":{"adminKeys":["\#(admin)"],\#(apns(keyFile: openKey))}}}"#,
+                ["projects.p1.apns.keyFile", "can be read by others"]
+            ),
+            (
+                #"{"projects":{"p1":{"adminKeys":["\#(admin)"],\#(apns(keyFile: apnsKey, caFile: fifo))}}}"#,
+                ["projects.p1.apns.caFile", "is not a regular file"]
+            ),
+        ] {
+            let config = try file("config.json", text, mode: 0o600)
+            let refused = try await runProduct(
+                "ledger", ["serve", "--config", config, "--port", "0", "--data", data.path])
+            #expect(refused.status == 1, "\(text)")
+            for complaint in complaints {
+                #expect(refused.stderr.contains(complaint), "\(complaint): \(refused.stderr)")
+            }
+        }
+    }
+
     @Test("a limit flag below 1 is refused at start, naming the flag")
     func limitFlagsBelowOne() async throws {
         let data = TemporaryDirectory()

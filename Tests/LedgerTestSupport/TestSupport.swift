@@ -259,3 +259,6 @@ public struct TmpfsMount: Sendable {
         try? FileManager.default.removeItem(atPath: path)
     }
 }
+
+/// A new P-256 private key in PKCS#8 PEM (what APNs calls an authentication key, `AuthKey_….p8`).
+public func p256PrivateKeyPEM() -> String { P256.Signing.PrivateKey().pemRepresentation }

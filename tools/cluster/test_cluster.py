@@ -237,6 +237,9 @@ def test_a_replica_behind_the_trimmed_log_is_seeded_from_a_peer(trimming_cluster
     after = [node.register() for node in cluster.nodes.values() for _ in range(5)]
     cluster.check(before + during + after)
     assert "re-seeding a replica from a peer's copy" in behind.log_path.read_text()
+    # The copy made for it is gone once sent, and the one it downloaded once in place.
+    wait_until(lambda: not any(list((node.data / ".snapshots").glob("*")) for node in cluster.nodes.values()
+                               if (node.data / ".snapshots").exists()), 30, "the copies to be removed")
     # A peer's copy is given only for a peer secret.
     refused = requests.get(f"{behind.base}/internal/v1/projects/{PROJECT}/snapshot",
                            headers={"Authorization": f"Bearer {ADMIN}"}, timeout=10)

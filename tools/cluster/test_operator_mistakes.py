@@ -5,15 +5,19 @@ ignored, and through a follower every answer is the leader's.
 Each case runs on a fresh cluster (cluster_harness) and ends, like the others, with every acknowledged write on
 every replica and identical logs."""
 
+import hashlib
 import json
 import re
 import shutil
+import socket
+import subprocess
 import time
+from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 import requests
 
-from cluster_harness import ADMIN, AUDITOR, CLIENT, PEER, PROJECT, SECOND, Node, secrets, wait_until
+from cluster_harness import ADMIN, AUDITOR, CLIENT, PEER, PROJECT, SECOND, Node, free_port, secrets, wait_until
 
 # Topic names near FCM's limit of 900 characters: a batch of a thousand subscriptions to one is about 1.1 MB of
 # records, two blocks, so eight blocks in a row are more than gRPC's 2 MiB default.
@@ -181,4 +185,90 @@ def test_a_clients_forwarding_header_is_ignored(two_replica_cluster):
         tokens.append(write.json()["token"])
     assert not outsider.holds(PROJECT), "the outsider served a client's request from a copy of its own"
     cluster.check(tokens)
+    cluster.verify_all()
+
+
+def test_streams_through_a_non_holder_leave_its_writes_room(two_replica_cluster):
+    cluster = two_replica_cluster
+    nodes = list(cluster.nodes.values())
+    holders = wait_until(lambda: len(copy_positions(nodes[0])) == 2 and set(copy_positions(nodes[0])), 30,
+                         "two holders of the project to report")
+    outsider = next(node for node in nodes if node.node_id not in holders)
+    with ThreadPoolExecutor(16) as pool:
+        devices = list(pool.map(lambda _: outsider.register(), range(300)))
+    assert all(devices)
+    # 300 event streams through the outsider, held open, with nothing but the public client key: each is
+    # forwarded to a holder and stays open.
+    host, port = outsider.base.split("://", 1)[1].split(":")
+    streams = []
+    try:
+        for token in devices:
+            sock = socket.create_connection((host, int(port)), timeout=10)
+            sock.sendall(f"GET /v1/projects/{PROJECT}/registrations/{token}/messages:stream HTTP/1.1\r\n"
+                         f"Host: {host}\r\nx-goog-api-key: {CLIENT}\r\nAccept: text/event-stream\r\n\r\n".encode())
+            streams.append(sock)
+        # Every stream is answered (its headers arrive), so each holds a forwarded connection now.
+        for sock in streams:
+            head = b""
+            while b"\r\n\r\n" not in head:
+                chunk = sock.recv(4096)
+                assert chunk, "a stream was closed"
+                head += chunk
+            assert head.startswith(b"HTTP/1.1 200"), head[:200]
+        # A write through the outsider still answers at once.
+        for _ in range(5):
+            started = time.monotonic()
+            token = outsider.register(timeout=10)
+            elapsed = time.monotonic() - started
+            assert token and elapsed < 1, f"a write took {elapsed:.2f} s with 300 streams open"
+            devices.append(token)
+    finally:
+        for sock in streams:
+            sock.close()
+    cluster.check(devices)
+
+
+def test_a_forked_replica_is_kept_aside_and_seeded_from_a_peer(cluster):
+    leader = cluster.nodes[cluster.wait_for_leader()]
+    forked = next(node for node in cluster.nodes.values() if node is not leader)
+    before = [node.register() for node in cluster.nodes.values() for _ in range(3)]
+    cluster.check(before)
+    forked.stop()
+    # Its copy gets an event the cluster never had: a node of its own (no cluster section) on its data.
+    config = cluster.root / "alone.json"
+    config.write_text(json.dumps({"projects": {PROJECT: {"clientApiKeys": [
+        "sha256:" + hashlib.sha256(CLIENT.encode()).hexdigest()]}}}))
+    port = free_port()
+    alone = subprocess.Popen([cluster.binary, "serve", "--config", str(config), "--data", str(forked.data),
+                              "--port", str(port)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        base = f"http://127.0.0.1:{port}"
+        wait_until(lambda: requests.get(base + "/healthz", timeout=1).ok, 30, "the node of its own")
+        response = requests.post(f"{base}/v1/projects/{PROJECT}/registrations", headers={"x-goog-api-key": CLIENT},
+                                 json={}, timeout=10)
+        assert response.status_code == 200
+        stray = response.json()["token"]
+    finally:
+        alone.terminate()
+        alone.wait()
+    # The cluster writes on meanwhile: its next seqs are other events.
+    during = [leader.register() for _ in range(5)]
+    forked.start()
+    # Seen as a fork: its copy is moved aside (path logged), and a peer's copy takes its place.
+    wait_until(lambda: "a forked copy of a project's ledger was moved aside" in forked.log_path.read_text(), 60,
+               f"{forked.node_id} to move its forked copy aside")
+    kept = list((forked.data / ".quarantine").glob(f"{PROJECT}-*/data.mdb"))
+    assert len(kept) == 1 and stray.encode() in kept[0].read_bytes(), kept
+    assert str(kept[0]) in forked.log_path.read_text()
+    after = [node.register() for node in cluster.nodes.values()]
+    log = cluster.check(before + during + after)
+    # The fork is served by no node: the stray device is unknown everywhere, through the forked node too, even
+    # to a client that claims to be a peer.
+    for node in cluster.nodes.values():
+        for headers in ({}, {"x-ledger-forwarded-by": "n1"}):
+            answer = requests.get(f"{node.base}/iid/info/{stray}",
+                                  headers={"Authorization": f"Bearer {ADMIN}", "x-ledger-min-seq": str(len(log)),
+                                           **headers}, timeout=10)
+            assert answer.status_code == 404, (node.node_id, answer.text)
+    assert requests.get(forked.base + "/readyz", timeout=5).status_code == 200
     cluster.verify_all()

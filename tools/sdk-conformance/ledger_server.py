@@ -65,6 +65,11 @@ def make_certificates(directory, name="server"):
                                                         x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]),
                            critical=False)
             .add_extension(x509.ExtendedKeyUsage([x509.oid.ExtendedKeyUsageOID.SERVER_AUTH]), critical=False)
+            # Where its revocations would be: a certificate without is one testssl.sh flags (the address is
+            # never fetched here).
+            .add_extension(x509.CRLDistributionPoints([x509.DistributionPoint(
+                full_name=[x509.UniformResourceIdentifier("http://127.0.0.1:9/topicledger-test-ca.crl")],
+                relative_name=None, reasons=None, crl_issuer=None)]), critical=False)
             .sign(ca_key, hashes.SHA256()))
     paths = {"ca": str(ca_path), "cert": str(directory / f"{name}.pem"), "key": str(directory / f"{name}.key")}
     Path(paths["cert"]).write_bytes(cert.public_bytes(serialization.Encoding.PEM))
@@ -84,11 +89,15 @@ def start_server(extra_args=(), open_files=None, tls=None):
     data = tempfile.mkdtemp(prefix="ledger-sdk-")
     port = _free_port()
     _server_ports.add(port)
-    limit = (lambda: resource.setrlimit(resource.RLIMIT_NOFILE, open_files)) if open_files else None
+    def prepare():
+        # A permissive umask, as a shell's usual one: the server's files must be 0600 and 0700 all the same.
+        os.umask(0o022)
+        if open_files:
+            resource.setrlimit(resource.RLIMIT_NOFILE, open_files)
     tls_args = ["--tls-cert", tls["cert"], "--tls-key", tls["key"]] if tls else []
     process = subprocess.Popen(
         [binary, "serve", "--data", data, "--port", str(port), *tls_args, *extra_args],
-        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, preexec_fn=limit)
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, preexec_fn=prepare)
     base = f"{'https' if tls else 'http'}://127.0.0.1:{port}"
     deadline = time.time() + 30
     while True:
@@ -125,6 +134,11 @@ def stop_and_verify(process, data, binary, projects=("demo-project",)):
     directory is removed once they are (kept for a look when they are not)."""
     process.terminate()
     process.wait(timeout=10)
+    # Started under this process's umask (022 here): what the server wrote is still its owner's alone.
+    for root, directories, files in os.walk(data):
+        for name in directories + files:
+            mode = os.stat(os.path.join(root, name)).st_mode
+            assert mode & 0o077 == 0, f"{os.path.join(root, name)} is mode {oct(mode & 0o777)}"
     for project in projects:
         verify = subprocess.run(
             [binary, "verify", "--data", data, "--project", project], capture_output=True, text=True)

@@ -6,6 +6,17 @@ set -euo pipefail
 cd "$(dirname "$0")"
 binary="${1:-$(cd ../.. && swift build --show-bin-path)/ledger}"
 python3 -m pip install --quiet --disable-pip-version-check -r requirements.txt
+# testssl.sh checks the HTTPS server's protocols and suites (test_https.py).
+if ! command -v testssl >/dev/null; then
+    if [ "$(id -u)" -eq 0 ] && command -v apt-get >/dev/null; then
+        echo "installing testssl.sh" >&2
+        apt-get update -qq
+        DEBIAN_FRONTEND=noninteractive apt-get install -y -qq testssl.sh >/dev/null
+    else
+        echo "error: the HTTPS tests need testssl.sh. Install it with: sudo apt-get install -y testssl.sh" >&2
+        exit 1
+    fi
+fi
 shift $(( $# > 0 ? 1 : 0 ))
 LEDGER_BIN="$binary" python3 -m pytest -q -p no:cacheprovider -W ignore::DeprecationWarning . "$@"
 # Without arguments, the SDK and delivery suites once more over HTTPS with a test CA (the server fixture serves

@@ -263,10 +263,15 @@ def test_a_key_file_others_can_read_or_that_is_not_a_p256_pkcs8_key_refuses_the_
     garbage.write_text("-----BEGIN PRIVATE KEY-----\nnot base64\n-----END PRIVATE KEY-----\n")
     garbage.chmod(0o600)
     _refused(tmp_path, _apns(tmp_path, keyFile=str(garbage)), ["projects.shop.apns.keyFile", "P-256"])
-    # Unreadable (root reads any file, so a directory stands for one that cannot be read).
+    # Not a regular file: a directory, and a FIFO (whose read would block the start), refused before any read.
     unreadable = Path(tmp_path) / "AuthKey_dir.p8"
     unreadable.mkdir(mode=0o700)
-    _refused(tmp_path, _apns(tmp_path, keyFile=str(unreadable)), ["projects.shop.apns.keyFile", "cannot be read"])
+    _refused(tmp_path, _apns(tmp_path, keyFile=str(unreadable)), ["projects.shop.apns.keyFile", "not a regular file"])
+    fifo = Path(tmp_path) / "AuthKey_fifo.p8"
+    os.mkfifo(fifo, 0o600)
+    _refused(tmp_path, _apns(tmp_path, keyFile=str(fifo)), ["projects.shop.apns.keyFile", "not a regular file"])
+    missing = Path(tmp_path) / "AuthKey_missing.p8"
+    _refused(tmp_path, _apns(tmp_path, keyFile=str(missing)), ["projects.shop.apns.keyFile", "cannot be read"])
 
 
 def test_a_ca_file_that_holds_no_certificate_refuses_the_start(tmp_path):

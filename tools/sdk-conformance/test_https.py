@@ -258,3 +258,20 @@ def test_ledger_device_registers_subscribes_and_receives_over_https(https, trust
         assert sent.status_code == 200
     received = run("poll", "--wait", "5")
     assert "14:00" in received, received
+
+
+def test_testssl_finds_nothing_but_the_test_certificates_trust(https):
+    """Mozilla's "intermediate" profile: TLS 1.3, and TLS 1.2 with ECDHE and AEAD suites only, in the server's
+    order. testssl.sh (its full default run) may fault nothing but the chain of trust of the test CA, which no
+    trust store holds."""
+    host, port = _host_port(https["base"])
+    result = subprocess.run(["testssl", "--quiet", "--color", "0", "--warnings", "batch", f"{host}:{port}"],
+                            capture_output=True, text=True, timeout=600)
+    report = result.stdout + result.stderr
+    faults = [line.strip() for line in report.splitlines()
+              if ("NOT ok" in line or "VULNERABLE" in line) and not line.strip().startswith("Chain of trust")]
+    assert not faults, report
+    assert "Has server cipher order?     yes (OK)" in report, report
+    assert "Obsolete CBC ciphers (AES, ARIA etc.)         not offered" in report, report
+    assert "TLS 1.3    offered (OK)" in report and "TLS 1.1    not offered" in report, report
+

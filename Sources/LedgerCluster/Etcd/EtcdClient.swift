@@ -183,9 +183,10 @@ public final class EtcdClient: Sendable {
     }
 
     /// The keys `key…rangeEnd` (one key when `rangeEnd` is empty), at most `limit` (0: all), at `revision`
-    /// (0: the latest), linearizable.
+    /// (0: the latest), in key order (from the last with `descending`), linearizable.
     public func range(
-        _ key: String, rangeEnd: [UInt8] = [], limit: Int64 = 0, revision: Int64 = 0, keysOnly: Bool = false
+        _ key: String, rangeEnd: [UInt8] = [], limit: Int64 = 0, revision: Int64 = 0, keysOnly: Bool = false,
+        descending: Bool = false
     ) async throws -> Etcdserverpb_RangeResponse {
         var request = Etcdserverpb_RangeRequest()
         request.key = Data(key.utf8)
@@ -193,7 +194,7 @@ public final class EtcdClient: Sendable {
         request.limit = limit
         request.revision = revision
         request.keysOnly = keysOnly
-        request.sortOrder = .ascend
+        request.sortOrder = descending ? .descend : .ascend
         request.sortTarget = .key
         return try await withMember { [request] grpc, options in
             try await Etcdserverpb_KV.Client(wrapping: grpc).range(request, options: options)

@@ -1,6 +1,7 @@
 import Crypto
 import Foundation
 import LedgerCore
+import LedgerStore
 import NIOSSL
 // On Linux, `stat` and its fields are declared by the C module under Dispatch, which MemberImportVisibility
 // asks to be imported by name.
@@ -90,15 +91,8 @@ public struct APNsSettings: Sendable, Equatable {
     /// - Throws: `LedgerCoreError.invalidArgument` naming the key (`….apns.keyFile`) and what is wrong.
     func loadKey() throws -> P256.Signing.PrivateKey {
         let keyField = "\(field).keyFile"
-        var status = stat()
-        guard stat(keyFile, &status) == 0 else {
-            throw LedgerCoreError(
-                .invalidArgument, field: keyField, "\(keyFile): cannot be read (\(String(cString: strerror(errno))))")
-        }
-        guard status.st_mode & 0o007 == 0 else {
-            throw LedgerCoreError(
-                .invalidArgument, field: keyField,
-                "\(keyFile) can be read by others (mode \(String(status.st_mode & 0o777, radix: 8))); `chmod 600` it")
+        if let problem = ConfiguredFile.problem(at: keyFile, kind: .secret) {
+            throw LedgerCoreError(.invalidArgument, field: keyField, problem)
         }
         guard let data = FileManager.default.contents(atPath: keyFile), let pem = String(data: data, encoding: .utf8)
         else {
@@ -119,6 +113,9 @@ public struct APNsSettings: Sendable, Equatable {
     func loadTrustRoots() throws -> [NIOSSLCertificate] {
         var roots: [NIOSSLCertificate] = []
         if let caFile {
+            if let problem = ConfiguredFile.problem(at: caFile, kind: .publicMaterial) {
+                throw LedgerCoreError(.invalidArgument, field: "\(field).caFile", problem)
+            }
             do {
                 roots = try NIOSSLCertificate.fromPEMFile(caFile)
             } catch {

@@ -4,19 +4,36 @@ import HTTPTypes
 import Hummingbird
 import NIOCore
 import NIOHTTP1
+import Synchronization
 
 /// Sends a request this node does not serve to the node that does (a project's leader), and answers with
 /// what that node answers — status, headers and body, streamed, so long polls and event streams pass through.
 ///
 /// One AsyncHTTPClient for the process keeps connections to each peer alive between requests, up to 256 per
 /// peer (the shared client's 8 held forwarded writes to 8 in flight: 650 a second through a follower, measured).
-/// The caller's own credentials go along: the peer authenticates the request as this node did.
+/// Requests that stay open — event streams and long polls, which any device may open with the public client
+/// key — go through a client of their own (``streams``), capped at ``maximumOpenStreams``: they can never take
+/// the connections writes are forwarded on. The caller's own credentials go along: the peer authenticates the
+/// request as this node did.
 struct ClusterForwarder: Sendable {
     /// Lives as long as the process (a static is never deinitialized, so it needs no shutdown).
     static let client = HTTPClient(
         eventLoopGroupProvider: .singleton,
         configuration: HTTPClient.Configuration(
             connectionPool: .init(idleTimeout: .seconds(60), concurrentHTTP1ConnectionsPerHostSoftLimit: 256)))
+
+    /// The client of forwarded event streams and long polls: one connection each while it lasts.
+    static let streams = HTTPClient(
+        eventLoopGroupProvider: .singleton,
+        configuration: HTTPClient.Configuration(
+            connectionPool: .init(
+                idleTimeout: .seconds(60), concurrentHTTP1ConnectionsPerHostSoftLimit: maximumOpenStreams)))
+
+    /// How many event streams and long polls this node forwards at once; more get 503 with `Retry-After` (a
+    /// device retries them, against whichever node it reaches).
+    static let maximumOpenStreams = 4096
+    /// The streams open now (``maximumOpenStreams``).
+    static let openStreams = Atomic<Int>(0)
 
     /// This node's id, sent in ``HTTPField/Name/ledgerForwardedBy``.
     let nodeID: String
@@ -55,6 +72,31 @@ struct ClusterForwarder: Sendable {
     }
 
     private func forward(_ request: Request, to baseURL: String) async throws -> Response {
+        guard request.staysOpen else { return try await forward(request, to: baseURL, through: Self.client) }
+        guard Self.openStreams.wrappingAdd(1, ordering: .relaxed).newValue <= Self.maximumOpenStreams else {
+            Self.openStreams.wrappingSubtract(1, ordering: .relaxed)
+            var error = FCMError.unavailable("This node forwards as many streams as it may; retry.")
+            error.headers[.retryAfter] = "1"
+            throw error
+        }
+        let response: Response
+        do {
+            response = try await forward(request, to: baseURL, through: Self.streams)
+        } catch {
+            Self.openStreams.wrappingSubtract(1, ordering: .relaxed)
+            throw error
+        }
+        // Counted until the stream's last byte has been passed on (or its writing failed).
+        var counted = response
+        let body = response.body
+        counted.body = ResponseBody { writer in
+            defer { Self.openStreams.wrappingSubtract(1, ordering: .relaxed) }
+            try await body.write(writer)
+        }
+        return counted
+    }
+
+    private func forward(_ request: Request, to baseURL: String, through client: HTTPClient) async throws -> Response {
         let body: ByteBuffer
         do {
             body = try await request.body.collect(upTo: maximumBodyBytes)
@@ -74,7 +116,7 @@ struct ClusterForwarder: Sendable {
         let timeout: TimeAmount = request.method == .get ? .hours(1) : .seconds(30)
         let answer: HTTPClientResponse
         do {
-            answer = try await Self.client.execute(outgoing, timeout: timeout)
+            answer = try await client.execute(outgoing, timeout: timeout)
         } catch {
             throw FCMError.unavailable("The node serving this request could not be reached; retry.")
         }
@@ -85,6 +127,18 @@ struct ClusterForwarder: Sendable {
         return Response(
             status: HTTPResponse.Status(code: Int(answer.status.code), reasonPhrase: answer.status.reasonPhrase),
             headers: headers, body: ResponseBody(asyncSequence: answer.body))
+    }
+}
+
+extension Request {
+    /// Whether the request stays open while it waits for messages: an event stream, or a long poll.
+    var staysOpen: Bool {
+        guard method == .get else { return false }
+        let path = uri.path
+        if path.hasSuffix("/messages:stream") { return true }
+        guard path.hasSuffix("/messages") else { return false }
+        let query = uri.queryParameters
+        return query["waitSeconds"] != nil || query["wait_seconds"] != nil
     }
 }
 

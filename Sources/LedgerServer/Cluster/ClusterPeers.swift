@@ -24,7 +24,8 @@ enum ClusterPeers {
             throw StoreError(.unavailable, "the peer at \(baseURL) answered \(response.status.code) for a copy")
         }
         let target = directory + "/" + UUID().uuidString + "/" + project.rawValue
-        try FileManager.default.createDirectory(atPath: target, withIntermediateDirectories: true)
+        try FileManager.default.createDirectory(
+            atPath: target, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
         let path = target + "/data.mdb"
         try await FileSystem.shared.withFileHandle(
             forWritingAt: FilePath(path), options: .newFile(replaceExisting: true)

@@ -51,7 +51,13 @@ enum ClusterRoutes {
                 throw FCMError.unavailable(
                     "A copy of project \(project) cannot be made: \(LedgerRegistry.reason(error)).")
             }
-            let body = try await FileIO(threadPool: .singleton).loadFile(path: path, context: context)
+            let file = try await FileIO(threadPool: .singleton).loadFile(path: path, context: context)
+            // The copy goes once it has been sent (or the sending failed); a response never written leaves it to
+            // the sweep of copies over an hour old (``LedgerRegistry/snapshot(of:)``).
+            let body = ResponseBody(contentLength: file.contentLength) { writer in
+                defer { server.ledgers.removeSnapshot(at: path) }
+                try await file.write(writer)
+            }
             return Response(status: .ok, headers: [.contentType: "application/octet-stream"], body: body)
         }
     }
