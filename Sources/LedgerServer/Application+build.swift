@@ -168,7 +168,9 @@ public func buildRouter(
                 status: .ok, headers: [.contentType: "text/plain; version=0.0.4; charset=utf-8"],
                 body: ResponseBody(
                     byteBuffer: ByteBuffer(
-                        bytes: ServerMetrics.projectExposition(statistics, project: context.project, lagEvents: lag))))
+                        bytes: ServerMetrics.projectExposition(
+                            statistics, project: context.project, lagEvents: lag,
+                            apns: ledgers.apnsState(of: context.project)))))
         }
     MessageRoutes(server: server).register(on: router)
     TopicSubscriptionRoutes(server: server).register(on: router)

@@ -240,11 +240,16 @@ public final class LedgerRegistry: Sendable {
     }
 
     /// The ledgers opened so far.
-    /// What a project's APNs pusher reports: why APNs refuses it (`nil`: it does not), and the pushes it owes.
+    /// What a project's APNs pusher reports: why APNs refuses it or does not answer (`nil`: neither), whether
+    /// APNs has not answered for ``ProjectPusher/silenceLimit``, and the pushes it owes.
     struct APNsState: Sendable {
         var problem: String?
         var outboxDepth: Int
+        var notAnswering = false
     }
+
+    /// What `project`'s APNs pusher last reported, or `nil` (it has none).
+    func apnsState(of project: ProjectID) -> APNsState? { state.withLock { $0.apnsStates[project] } }
 
     func reportAPNs(_ report: APNsState, for project: ProjectID) {
         state.withLock { $0.apnsStates[project] = report }

@@ -81,15 +81,25 @@ public final class ServerMetrics: Sendable {
         ).record(duration)
     }
 
+    /// Counts one push attempt APNs left unanswered in time (`outcome="timeout"`); it is tried again until its
+    /// message expires, so the push also counts, later, under its final outcome.
+    func recordPushTimeout() {
+        registry.makeCounter(
+            name: "ledger_apns_pushes_total", labels: [("outcome", "timeout")],
+            help: "APNs pushes by final outcome"
+        ).increment()
+    }
+
     /// Sets the APNs gauges: pushes owed now (the recipients of the sends in the outboxes not yet passed),
-    /// and how many projects' APNs credentials APNs refuses.
+    /// and how many projects' APNs credentials APNs refuses, or APNs does not answer.
     func recordAPNs(outboxDepth: Int, failingProjects: Int) {
         registry.makeGauge(
             name: "ledger_apns_outbox_depth",
-            help: "Sends waiting for their APNs pushes, plus the pushes open in the send under way"
+            help: "Pushes owed: the recipients not yet pushed of the sends waiting for APNs (with the pushes open)"
         ).set(Double(outboxDepth))
         registry.makeGauge(
-            name: "ledger_apns_failing_projects", help: "Projects whose APNs provider token APNs refuses"
+            name: "ledger_apns_failing_projects",
+            help: "Projects whose APNs provider token APNs refuses, or whose APNs endpoint does not answer"
         ).set(Double(failingProjects))
     }
 
@@ -114,8 +124,11 @@ public final class ServerMetrics: Sendable {
     }
 
     /// One project's series in the Prometheus text format (for its authenticated metrics route).
-    /// In a cluster, `lagEvents` is this node's replica's lag, as `topicledger_replica_lag_events{project}`.
-    static func projectExposition(_ statistics: LedgerStatistics, project: ProjectID, lagEvents: UInt64?) -> [UInt8] {
+    /// In a cluster, `lagEvents` is this node's replica's lag, as `topicledger_replica_lag_events{project}`; with
+    /// APNs, `apns` its outbox and whether APNs answers.
+    static func projectExposition(
+        _ statistics: LedgerStatistics, project: ProjectID, lagEvents: UInt64?, apns: LedgerRegistry.APNsState?
+    ) -> [UInt8] {
         let series: [(String, String, String)] = [
             ("ledger_project_events", "Events in the project's log", String(statistics.events)),
             ("ledger_project_instances_registered", "Registered instances now", String(statistics.registeredInstances)),
@@ -125,7 +138,16 @@ public final class ServerMetrics: Sendable {
             ("ledger_project_used_bytes", "Bytes of the ledger file in use", String(statistics.usedBytes)),
         ]
         var text = ""
-        for (name, help, value) in series {
+        var all = series
+        if let apns {
+            all.append(("ledger_project_apns_outbox_depth", "Pushes owed to APNs", String(apns.outboxDepth)))
+            all.append(
+                (
+                    "ledger_project_apns_not_answering", "Whether APNs has left every request unanswered for 30 s",
+                    apns.notAnswering ? "1" : "0"
+                ))
+        }
+        for (name, help, value) in all {
             text += "# HELP \(name) \(help)\n# TYPE \(name) gauge\n\(name) \(value)\n"
         }
         if let lagEvents {

@@ -50,4 +50,14 @@ extension LedgerSnapshot {
         }
         return SendPage(sends: page, nextBefore: older)
     }
+
+    /// The recipient count recorded for the send at `seq` (its `audience` event), or `nil` before it is recorded
+    /// or when `seq` is not a send.
+    public func recordedRecipientCount(ofSendAt seq: UInt64) throws -> UInt64? {
+        guard case .sent(let sent)? = try event(at: seq)?.body,
+            let recorded = try message(sent.messageID)?.audienceSeq,
+            case .audience(let record)? = try event(at: recorded)?.body
+        else { return nil }
+        return record.recipientCount
+    }
 }

@@ -12,7 +12,7 @@ import httpx
 import pytest
 from cryptography.hazmat.primitives.asymmetric import ec
 
-from apns_harness import ADMIN, PROJECT, TOPIC, Ledger, StandIn, device_token
+from apns_harness import ADMIN, PROJECT, TOPIC, Ledger, StandIn, device_token, make_certificates
 
 
 @pytest.fixture
@@ -405,3 +405,80 @@ def test_a_410_timestamp_at_the_end_of_the_range_does_not_stop_the_server(world)
     assert outcomes[token]["outcome"] == "unregistered"
     assert [e["token"] for e in ledger.events("unregistered")] == [token]
     assert httpx.get(ledger.base + "/healthz").status_code == 200
+
+
+class SilentEndpoint:
+    """An APNs endpoint that accepts connections, completes TLS (ALPN h2) and never says anything more."""
+
+    def __init__(self, tls):
+        import socket
+        import ssl
+        import threading
+        self.context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        self.context.load_cert_chain(tls["cert"], tls["key"])
+        self.context.set_alpn_protocols(["h2"])
+        self.listener = socket.create_server(("127.0.0.1", 0))
+        self.base = f"https://127.0.0.1:{self.listener.getsockname()[1]}"
+        self.held = []
+        self.stopped = False
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self):
+        while not self.stopped:
+            try:
+                connection, _ = self.listener.accept()
+                self.held.append(self.context.wrap_socket(connection, server_side=True))
+            except OSError:
+                continue
+
+    def stop(self):
+        self.stopped = True
+        self.listener.close()
+        for connection in self.held:
+            connection.close()
+
+
+def test_an_apns_endpoint_that_never_answers_shows_in_readyz_metrics_and_one_log_line(tmp_path):
+    standin = StandIn(tmp_path, max_streams=10)
+    silent = SilentEndpoint(make_certificates(tmp_path, name="silent"))
+    ledger = Ledger(standin, tmp_path, apns={"endpoint": silent.base, "sandboxEndpoint": silent.base})
+    try:
+        tokens = [ledger.register(device_token(i)) for i in range(4)]
+        for token in tokens:
+            ledger.subscribe(token, "news")
+        sends = [ledger.send({"topic": "news", "notification": {"title": f"storm {i}"}}) for i in range(3)]
+        # Attempts time out and are retried; after 30 s without an answer, /readyz says so, naming no project.
+        deadline = time.time() + 90
+        while httpx.get(ledger.base + "/readyz").status_code == 200:
+            assert time.time() < deadline, "readyz never reported that APNs does not answer"
+            time.sleep(0.5)
+        readiness = httpx.get(ledger.base + "/readyz").json()
+        assert any("cannot push to APNs" in reason and "not answering" in reason
+                   for reason in readiness["reasons"]), readiness
+        assert not any(PROJECT in reason for reason in readiness["reasons"]), readiness
+        metrics = httpx.get(ledger.base + "/metrics").text
+        timeouts = [line for line in metrics.splitlines() if line.startswith('ledger_apns_pushes_total{outcome="timeout"}')]
+        assert timeouts and float(timeouts[0].split()[-1]) >= 1, metrics
+        assert "ledger_apns_failing_projects 1" in metrics
+        # The outbox counts pushes: 3 sends to 4 devices, none pushed.
+        assert "ledger_apns_outbox_depth 12" in metrics, [l for l in metrics.splitlines() if "outbox" in l]
+        own = httpx.get(ledger.url("/metrics"), headers={"Authorization": f"Bearer {ADMIN}"}).text
+        assert "ledger_project_apns_not_answering 1" in own and "ledger_project_apns_outbox_depth 12" in own, own
+        for sent in sends:
+            _, counts = _outcomes(ledger, _message_id(sent))
+            assert counts["pending"] == 4
+        log = ledger.log.read_text()
+        assert log.count("APNs is not answering") == 1, log
+        assert f"ledger.project={PROJECT}" in [line for line in log.splitlines() if "APNs is not answering" in line][0]
+        # APNs answers again (the stand-in, after a restart on it): the pushes go out and readiness returns.
+        ledger.stop()
+        ledger.config.write_text(ledger.config.read_text().replace(silent.base, standin.base))
+        ledger.start()
+        for sent in sends:
+            _, counts = _wait_outcomes(ledger, _message_id(sent), _settled)
+            assert counts["accepted"] == 4
+        assert httpx.get(ledger.base + "/readyz").status_code == 200
+    finally:
+        ledger.stop()
+        silent.stop()
+        standin.stop()

@@ -273,14 +273,15 @@ class Node:
             out += [(line["seq"], line["hash"]) for line in lines]
             from_seq = lines[-1]["seq"] + 1
 
-    def status(self):
-        response = requests.get(f"{self.base}/v1/cluster", headers={"Authorization": f"Bearer {ADMIN}"},
-                                timeout=3)
+    def status(self, project=PROJECT):
+        """`GET /v1/cluster` with `project`'s admin key: the nodes, and that project alone."""
+        response = requests.get(f"{self.base}/v1/cluster",
+                                headers={"Authorization": f"Bearer {secrets(project)['admin']}"}, timeout=3)
         response.raise_for_status()
         return response.json()
 
     def leader(self, project=PROJECT):
-        for entry in self.status()["projects"]:
+        for entry in self.status(project)["projects"]:
             if entry["project"] == project:
                 return entry["leader"]
         return None
@@ -394,7 +395,7 @@ class Cluster:
 
         def every_copy_at_the_head():
             positions = {replica["node"]: (replica["appliedSeq"], replica["headHash"])
-                         for entry in nodes[0].status()["projects"] if entry["project"] == project
+                         for entry in nodes[0].status(project)["projects"] if entry["project"] == project
                          for replica in entry["replicas"]}
             return all(positions.get(node_id) == head for node_id in holders)
         wait_until(every_copy_at_the_head, 60, f"the copies of {project} on {holders} to reach seq {head[0]}")

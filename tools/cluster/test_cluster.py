@@ -71,7 +71,8 @@ def _settled(status):
     project = next(p for p in status["projects"] if p["project"] == PROJECT)
     replicas = project["replicas"]
     heads = {(replica["appliedSeq"], replica["headHash"]) for replica in replicas}
-    return status if project["leader"] and len(replicas) == 3 and len(heads) == 1 else None
+    current = all(replica["state"] == "current" and replica["lagEvents"] == 0 for replica in replicas)
+    return status if project["leader"] and len(replicas) == 3 and len(heads) == 1 and current else None
 
 
 def test_kill_9_of_the_leader_under_writes_through_every_node(cluster):

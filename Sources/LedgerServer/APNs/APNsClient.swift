@@ -56,6 +56,11 @@ final class APNsClient: Sendable {
     private let backoff: Backoff
     private let now: @Sendable () -> Double
     private let logger: Logger
+    /// Called for each attempt APNs left unanswered in time (a connection or a request that timed out).
+    private let attemptTimedOut: @Sendable () -> Void
+    /// Since when requests have gone unanswered: set by an attempt made while it is `nil`, cleared by any
+    /// answer (``silence``).
+    private let unansweredSince = Mutex<ContinuousClock.Instant?>(nil)
     /// Connections, each slot connected on first use and again after it closes or goes away.
     private let slots: Mutex<Slots>
 
@@ -77,7 +82,8 @@ final class APNsClient: Sendable {
     init(
         endpoint: String, topic: String, providerToken: APNsProviderToken,
         additionalTrustRoots: [NIOSSLCertificate] = [], connections: Int = 2, backoff: Backoff = Backoff(),
-        now: @escaping @Sendable () -> Double = { Date().timeIntervalSince1970 }, logger: Logger
+        now: @escaping @Sendable () -> Double = { Date().timeIntervalSince1970 }, logger: Logger,
+        attemptTimedOut: @escaping @Sendable () -> Void = {}
     ) throws {
         guard let url = URLComponents(string: endpoint), url.scheme == "https", let host = url.host, !host.isEmpty
         else { throw APNsClientError("an APNs endpoint is https://host[:port]: \(endpoint)") }
@@ -89,6 +95,7 @@ final class APNsClient: Sendable {
         self.backoff = backoff
         self.now = now
         self.logger = logger
+        self.attemptTimedOut = attemptTimedOut
         var tls = TLSConfiguration.makeClientConfiguration()
         tls.minimumTLSVersion = .tlsv12
         tls.applicationProtocols = ["h2"]  // APNs speaks HTTP/2 only
@@ -115,13 +122,21 @@ final class APNsClient: Sendable {
             }
             let connection: APNsConnection
             let response: APNsConnection.Response
+            unansweredSince.withLock { $0 = $0 ?? .now }
             do {
                 connection = try await self.connection()
                 response = try await connection.send(
                     path: "/3/device/\(push.deviceToken)", headers: headers(push, token: token), body: push.payload)
+                unansweredSince.withLock { $0 = nil }
             } catch {
                 // No connection, GOAWAY, RST_STREAM, a timeout: the push may not have arrived.
                 lastReason = "\(type(of: error))"
+                if (error as? APNsConnection.StreamFailed)?.timedOut == true
+                    || (error as? ChannelError).map({ if case .connectTimeout = $0 { true } else { false } }) == true
+                {
+                    lastReason = "no answer in time"
+                    attemptTimedOut()
+                }
                 failures += 1
                 if let stop = await wait(afterFailures: failures, before: push.expiresAt, lastReason: lastReason) {
                     return stop
@@ -162,6 +177,13 @@ final class APNsClient: Sendable {
             }
         }
     }
+
+    /// How long requests have gone unanswered (a timeout, a connection that never opened) since APNs last
+    /// answered; `nil` when it answers, or has not been asked since it last did.
+    var silence: Duration? { unansweredSince.withLock { $0 }.map { .now - $0 } }
+
+    /// Forgets the requests that went unanswered: nothing is owed now.
+    func idle() { unansweredSince.withLock { $0 = nil } }
 
     /// Closes every connection.
     func shutdown() async {

@@ -23,9 +23,11 @@ final class APNsConnection: Sendable {
         var body: [UInt8]
     }
 
-    /// The request failed without an answer: the stream was reset, the connection closed or went away.
+    /// The request failed without an answer: the stream was reset, the connection closed or went away, or
+    /// nothing came back in time (``timedOut``).
     struct StreamFailed: Error, CustomStringConvertible {
         let description: String
+        var timedOut = false
     }
 
     private let channel: any Channel
@@ -69,7 +71,9 @@ final class APNsConnection: Sendable {
             return MultiThreadedEventLoopGroup.singleton.next().makeFailedFuture(error)
         }.flatMap { channel in
             let deadline = channel.eventLoop.scheduleTask(in: timeout) {
-                watcher.fail(APNsConnection.StreamFailed(description: "no SETTINGS from the server within \(timeout)"))
+                watcher.fail(
+                    APNsConnection.StreamFailed(
+                        description: "no SETTINGS from the server within \(timeout)", timedOut: true))
                 channel.close(promise: nil)
             }
             return watcher.firstSettings.futureResult.flatMapThrowing {
@@ -121,7 +125,7 @@ final class APNsConnection: Sendable {
         stream.write(HTTPClientRequestPart.body(.byteBuffer(ByteBuffer(bytes: body))), promise: nil)
         stream.writeAndFlush(HTTPClientRequestPart.end(nil)).whenFailure { promise.fail($0) }
         let timer = stream.eventLoop.scheduleTask(in: timeout) {
-            promise.fail(StreamFailed(description: "no answer within \(timeout)"))
+            promise.fail(StreamFailed(description: "no answer within \(timeout)", timedOut: true))
             stream.close(promise: nil)
         }
         defer { timer.cancel() }

@@ -26,13 +26,36 @@ final class ProjectPusher: Sendable {
     static let progressBatch = 1000
     /// How long a push waits before trying again after APNs refused the project's provider token.
     static let invalidTokenRetry: Duration = .seconds(60)
+    /// How long APNs may leave every request unanswered before `/readyz` says it is not answering.
+    static let silenceLimit: Duration = .seconds(30)
 
     let project: ProjectID
     private let production: APNsClient
     private let sandbox: APNsClient
     private let ledgers: LedgerRegistry
     private let logger: Logger
-    private let failing = Mutex<(problem: String?, logged: Bool, outboxDepth: Int)>((nil, false, 0))
+    private let failing = Mutex(Failing())
+
+    /// Why pushes wait, as `/readyz` and the metrics tell it.
+    private struct Failing {
+        /// APNs refuses the provider token (or the settings cannot be used).
+        var problem: String?
+        var logged = false
+        /// APNs has not answered for ``silenceLimit``.
+        var notAnswering = false
+        var outboxDepth = 0
+        /// The send under way and the pushes it still owes (its recipients not yet walked, and those open).
+        var current: (seq: UInt64, owed: Int)?
+
+        var state: LedgerRegistry.APNsState {
+            LedgerRegistry.APNsState(
+                problem: problem
+                    ?? (notAnswering
+                        ? "APNs is not answering (no answer for \(ProjectPusher.silenceLimit.components.seconds) s)"
+                        : nil),
+                outboxDepth: outboxDepth, notAnswering: notAnswering)
+        }
+    }
 
     /// - Parameter dataDirectory: where the project's ledger is; its current provider token is kept beside it.
     init(project: ProjectID, settings: APNsSettings, dataDirectory: String, ledgers: LedgerRegistry, logger: Logger)
@@ -47,16 +70,70 @@ final class ProjectPusher: Sendable {
         let token = APNsProviderToken(
             teamID: settings.teamID, keyID: settings.keyID, key: try settings.loadKey(),
             store: "\(dataDirectory)/\(project.rawValue)/apns-provider-token.json")
+        let metrics = ledgers.metrics
         production = try APNsClient(
             endpoint: settings.endpoint, topic: settings.topic, providerToken: token, additionalTrustRoots: roots,
-            logger: logger)
+            logger: logger, attemptTimedOut: { metrics.recordPushTimeout() })
         sandbox = try APNsClient(
             endpoint: settings.sandboxEndpoint, topic: settings.topic, providerToken: token,
-            additionalTrustRoots: roots, logger: logger)
+            additionalTrustRoots: roots, logger: logger, attemptTimedOut: { metrics.recordPushTimeout() })
     }
 
-    /// Pushes until the task is cancelled.
+    /// Pushes until the task is cancelled, and watches whether APNs answers.
     func run() async {
+        await withTaskGroup(of: Void.self) { group in
+            group.addTask { await self.watchSilence() }
+            await push()
+            group.cancelAll()
+        }
+    }
+
+    /// Every second: the outbox's depth (``countOwed()``), and whether APNs has left every request unanswered for
+    /// ``silenceLimit`` (a timeout, a connection that opens and never speaks) — said in `/readyz`, the metrics and
+    /// one log line when it starts, and one when APNs answers again.
+    private func watchSilence() async {
+        while !Task.isCancelled {
+            if let owed = try? await countOwed() { report(outboxDepth: owed) }
+            let silence = [production.silence, sandbox.silence].compactMap { $0 }.max()
+            let notAnswering = silence.map { $0 >= Self.silenceLimit } ?? false
+            let changed = failing.withLock { failing -> LedgerRegistry.APNsState? in
+                guard failing.notAnswering != notAnswering else { return nil }
+                failing.notAnswering = notAnswering
+                return failing.state
+            }
+            if let changed {
+                ledgers.reportAPNs(changed, for: project)
+                if notAnswering {
+                    logger.error(
+                        "APNs is not answering: no answer for \(Self.silenceLimit.components.seconds) s; pushes are retried until their messages expire"
+                    )
+                } else {
+                    logger.notice("APNs answers again")
+                }
+            }
+            try? await Task.sleep(for: .seconds(1))
+        }
+    }
+
+    /// The pushes owed: the send under way's, and at most each later send's recorded audience (whether or not
+    /// each recipient holds an APNs token) — the depth counts pushes, not sends. None on a node that does not
+    /// lead the project.
+    private func countOwed() async throws -> Int {
+        if let cluster = ledgers.cluster, !cluster.isLeading(project) { return 0 }
+        let ledger = try await ledgers.ledger(for: project)
+        let current = failing.withLock { $0.current }
+        return try ledger.read { snapshot in
+            let after = try current?.seq ?? snapshot.pushesSettledThrough()
+            var owed = current?.owed ?? 0
+            for seq in try snapshot.sendSeqs(after: after, limit: 256) {
+                owed += Int(clamping: try snapshot.recordedRecipientCount(ofSendAt: seq) ?? 0)
+            }
+            return owed
+        }
+    }
+
+    /// Pushes each send in turn until the task is cancelled.
+    private func push() async {
         var position: UInt64?
         var lastError: String?
         let commits = ledgers.delivery(for: project).sendsCommitted
@@ -72,16 +149,17 @@ final class ProjectPusher: Sendable {
                 let start = try position ?? ledger.read { try $0.pushesSettledThrough() }
                 position = start
                 let seqs = try ledger.read { try $0.sendSeqs(after: start, limit: 256) }
-                report(outboxDepth: seqs.count)
                 guard !seqs.isEmpty else {
+                    production.idle()
+                    sandbox.idle()
                     // A commit wakes it; a second's poll covers sends written by another path (an import).
                     await commits.wait(upTo: .seconds(1))
                     continue
                 }
-                for (index, seq) in seqs.enumerated() {
-                    let waiting = seqs.count - index - 1
-                    guard try await push(sendAt: seq, settledThrough: position ?? 0, waiting: waiting, in: ledger)
-                    else { return }
+                for seq in seqs {
+                    let pushed = try await push(sendAt: seq, settledThrough: position ?? 0, in: ledger)
+                    failing.withLock { $0.current = nil }
+                    guard pushed else { return }
                     position = seq
                 }
                 lastError = nil
@@ -101,9 +179,9 @@ final class ProjectPusher: Sendable {
     }
 
     private func report(outboxDepth: Int) {
-        let state = failing.withLock { state in
-            state.outboxDepth = outboxDepth
-            return LedgerRegistry.APNsState(problem: state.problem, outboxDepth: outboxDepth)
+        let state = failing.withLock { failing in
+            failing.outboxDepth = outboxDepth
+            return failing.state
         }
         ledgers.reportAPNs(state, for: project)
     }
@@ -119,10 +197,7 @@ final class ProjectPusher: Sendable {
     /// Pushes the send at `seq` to every recipient still owed one; `false` when stopped (cancelled) before the
     /// end.
     ///
-    /// - Parameter waiting: the sends after it already read, for the outbox depth.
-    private func push(sendAt seq: UInt64, settledThrough settled: UInt64, waiting: Int, in ledger: Ledger)
-        async throws -> Bool
-    {
+    private func push(sendAt seq: UInt64, settledThrough settled: UInt64, in ledger: Ledger) async throws -> Bool {
         let cache = ledgers.delivery(for: project).sends
         let (prepared, progress, holdsTokens) = try ledger.read { snapshot in
             (
@@ -144,6 +219,8 @@ final class ProjectPusher: Sendable {
         var expired = false
         var stopped = false
         var pushedAny = false
+        // Recipients not yet walked, for the outbox depth (with the pushes open in the window).
+        var unwalked = prepared.audience.count
 
         func record(finished: Bool) async throws {
             let passed = window.through
@@ -241,6 +318,7 @@ final class ProjectPusher: Sendable {
                 let ids = prepared.audience.ids(after: after, limit: 512)
                 guard let last = ids.last else { break }
                 after = last
+                unwalked -= ids.count
                 let recipients = try ledger.read { snapshot in
                     try ids.map { id in
                         (id, try snapshot.token(of: id), try snapshot.apnsToken(of: id, at: seq))
@@ -275,7 +353,8 @@ final class ProjectPusher: Sendable {
                         try await record(finished: false)
                     }
                 }
-                report(outboxDepth: waiting + window.open)
+                let owed = max(0, unwalked) + window.open
+                failing.withLock { $0.current = (seq, owed) }
             }
             while let finished = try await group.next() { settle(finished) }
         }
@@ -326,13 +405,13 @@ final class ProjectPusher: Sendable {
 
     /// Records why APNs refuses the project (`nil`: it no longer does); logs the first refusal once.
     private func setProblem(_ problem: String?) {
-        let (state, log) = failing.withLock { state -> (LedgerRegistry.APNsState?, Bool) in
-            guard state.problem != problem else { return (nil, false) }
-            state.problem = problem
-            let log = problem != nil && !state.logged
-            if log { state.logged = true }
-            if problem == nil { state.logged = false }
-            return (LedgerRegistry.APNsState(problem: problem, outboxDepth: state.outboxDepth), log)
+        let (state, log) = failing.withLock { failing -> (LedgerRegistry.APNsState?, Bool) in
+            guard failing.problem != problem else { return (nil, false) }
+            failing.problem = problem
+            let log = problem != nil && !failing.logged
+            if log { failing.logged = true }
+            if problem == nil { failing.logged = false }
+            return (failing.state, log)
         }
         if let state { ledgers.reportAPNs(state, for: project) }
         if log, let problem {
