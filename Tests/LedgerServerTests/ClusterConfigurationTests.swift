@@ -61,17 +61,25 @@ struct ClusterConfigurationTests {
         }
     }
 
-    @Test("peerSecretFile: its secret is read when its sha256 is a peer key; a wrong, empty or missing file is refused")
+    @Test(
+        "peerSecretFile: its secret is read when its sha256 is a peer key; a wrong, empty, missing, others-readable or not regular file is refused"
+    )
     func peerSecretFile() throws {
         let directory = TemporaryDirectory("peer").path
         let secret = "cluster-peer-secret"
         let peerKey = "sha256:" + Array(SHA256.hash(data: Array(secret.utf8))).hexString.uppercased()
         func section(_ file: String) -> String { #"{"peerKeys": ["\#(peerKey)"], "peerSecretFile": "\#(file)"}"# }
-        try Data((secret + "\n").utf8).write(to: URL(fileURLWithPath: directory + "/right"))
+        func write(_ text: String, to name: String, mode: mode_t = 0o600) throws {
+            try Data(text.utf8).write(to: URL(fileURLWithPath: directory + "/" + name))
+            chmod(directory + "/" + name, mode)
+        }
+        try write(secret + "\n", to: "right")
         #expect(try load(section(directory + "/right")).cluster?.peerSecret == secret)
-        try Data("another-secret".utf8).write(to: URL(fileURLWithPath: directory + "/wrong"))
-        try Data(" \n".utf8).write(to: URL(fileURLWithPath: directory + "/empty"))
-        for file in ["wrong", "empty", "missing"] {
+        try write("another-secret", to: "wrong")
+        try write(" \n", to: "empty")
+        try write(secret + "\n", to: "readable", mode: 0o644)
+        #expect(mkfifo(directory + "/fifo", 0o600) == 0)
+        for file in ["wrong", "empty", "missing", "readable", "fifo"] {
             #expect(
                 performing: { try load(section(directory + "/" + file)) },
                 throws: { error in (error as? LedgerCoreError)?.field?.hasSuffix("cluster.peerSecretFile") == true })
