@@ -73,27 +73,33 @@ struct ClusterForwarder: Sendable {
 
     private func forward(_ request: Request, to baseURL: String) async throws -> Response {
         guard request.staysOpen else { return try await forward(request, to: baseURL, through: Self.client) }
-        guard Self.openStreams.wrappingAdd(1, ordering: .relaxed).newValue <= Self.maximumOpenStreams else {
-            Self.openStreams.wrappingSubtract(1, ordering: .relaxed)
+        let slot = OpenStream()
+        guard slot.isWithinLimit else {
             var error = FCMError.unavailable("This node forwards as many streams as it may; retry.")
             error.headers[.retryAfter] = "1"
             throw error
         }
-        let response: Response
-        do {
-            response = try await forward(request, to: baseURL, through: Self.streams)
-        } catch {
-            Self.openStreams.wrappingSubtract(1, ordering: .relaxed)
-            throw error
-        }
-        // Counted until the stream's last byte has been passed on (or its writing failed).
-        var counted = response
+        var response = try await forward(request, to: baseURL, through: Self.streams)
+        // Counted for as long as the answer lives: until its body is written, or it is dropped unwritten.
         let body = response.body
-        counted.body = ResponseBody { writer in
-            defer { Self.openStreams.wrappingSubtract(1, ordering: .relaxed) }
+        response.body = ResponseBody { writer in
             try await body.write(writer)
+            slot.keep()
         }
-        return counted
+        return response
+    }
+
+    /// One forwarded stream, counted in ``openStreams`` from its making until it is released.
+    private final class OpenStream: Sendable {
+        /// Whether the count, this one included, is within ``maximumOpenStreams``.
+        let isWithinLimit =
+            ClusterForwarder.openStreams.wrappingAdd(1, ordering: .relaxed).newValue
+            <= ClusterForwarder.maximumOpenStreams
+
+        /// Nothing: the closure that calls it holds the slot until it is released.
+        func keep() {}
+
+        deinit { ClusterForwarder.openStreams.wrappingSubtract(1, ordering: .relaxed) }
     }
 
     private func forward(_ request: Request, to baseURL: String, through client: HTTPClient) async throws -> Response {
