@@ -134,11 +134,14 @@ def stop_and_verify(process, data, binary, projects=("demo-project",)):
     directory is removed once they are (kept for a look when they are not)."""
     process.terminate()
     process.wait(timeout=10)
-    # Started under this process's umask (022 here): what the server wrote is still its owner's alone.
-    for root, directories, files in os.walk(data):
-        for name in directories + files:
-            mode = os.stat(os.path.join(root, name)).st_mode
-            assert mode & 0o077 == 0, f"{os.path.join(root, name)} is mode {oct(mode & 0o777)}"
+    # Started under this process's umask (022 here): what the server wrote — each project's directory and
+    # everything in it — is still its owner's alone. (A test may leave files of its own beside them.)
+    for project in projects:
+        ledger = os.path.join(data, project)
+        for root, directories, files in os.walk(ledger):
+            for path in [root] + [os.path.join(root, name) for name in directories + files]:
+                mode = os.stat(path).st_mode
+                assert mode & 0o077 == 0, f"{path} is mode {oct(mode & 0o777)}"
     for project in projects:
         verify = subprocess.run(
             [binary, "verify", "--data", data, "--project", project], capture_output=True, text=True)
