@@ -1,4 +1,3 @@
-import Dispatch
 import LedgerStore
 import Synchronization
 
@@ -120,25 +119,26 @@ final class ReplicaGate: ReplicationGate {
         }
     }
 
-    /// Queues the job and blocks the writer's thread until it is done or ``waitLimit`` passes.
+    /// Queues the job and blocks the writer's thread (``BlockingWait``) until it is done or ``waitLimit`` passes.
     private func wait(for job: Job) throws -> Result<Void, ReplicationRefusal> {
-        let done = DispatchSemaphore(value: 0)
-        let outcome = Mutex<Result<Void, ReplicationRefusal>?>(nil)
-        let queued = Job(block: job.block, revision: job.revision, previousTail: job.previousTail) { result in
-            outcome.withLock { $0 = result }
-            done.signal()
+        let jobs = state.withLock { $0.jobs }
+        let outcome = BlockingWait.wait(timeout: waitLimit) { complete in
+            let queued = Job(
+                block: job.block, revision: job.revision, previousTail: job.previousTail, complete: complete)
+            guard case .enqueued = jobs?.yield(queued) else { return false }
+            return true
         }
-        guard case .enqueued = state.withLock({ $0.jobs })?.yield(queued) else {
+        switch outcome {
+        case .completed(let result):
+            return result
+        case .notStarted:
             return .failure(ReplicationRefusal(.notLeader, "this node stopped leading project \(project)"))
-        }
-        let limit = Double(waitLimit.components.seconds) + Double(waitLimit.components.attoseconds) / 1e18
-        if done.wait(timeout: .now() + limit) == .timedOut {
+        case .timedOut:
             // The block may yet land in etcd: this node must read the log back before it writes again.
             follow()
             throw ReplicationRefusal(
                 .clusterUnavailable, "etcd did not answer within \(waitLimit) for project \(project)")
         }
-        return outcome.withLock { $0 } ?? .failure(ReplicationRefusal(.clusterUnavailable, "no answer"))
     }
 
 }

@@ -73,4 +73,20 @@ struct ReplicaGateTests {
             #expect(gate.takeLostCommit() == false)
         }
     }
+
+    @Test("a block etcd does not answer within the wait limit is refused, and closes the gate")
+    func etcdSilent() async throws {
+        let gate = ReplicaGate(project: "shop", waitLimit: .milliseconds(100))
+        let jobs = gate.lead(revision: 7, tail: ReplicationTail(seq: 0, hash: HashChain.genesis))
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            // Takes each job and never answers it (etcd silent).
+            group.addTask { for await _ in jobs {} }
+            let block = ReplicatedBlock(firstSeq: 1, previousHash: HashChain.genesis, records: [Self.record(1)])
+            Self.expectRefused(await Self.replicate(block, through: gate), .clusterUnavailable)
+            #expect(gate.isLeading == false)
+            #expect(gate.takeLostCommit() == false)
+            gate.follow()
+            try await group.waitForAll()
+        }
+    }
 }

@@ -126,4 +126,19 @@ struct SerialWorkerTests {
         }
         #expect(throws: Failure.self) { try refused.get() }
     }
+
+    @Test("a thread's wait ends at its timeout when the job does not answer, with the timeout's error")
+    func runBlockingTimesOut() throws {
+        struct Late: Error {}
+        let worker = SerialWorker<@Sendable () -> Int, [Int]>(name: "test-late", state: []) { state, jobs in
+            for job in jobs { state.append(job()) }
+        }
+        defer { worker.stop() }
+        // The job completes nobody: the waiting thread gives up after its timeout.
+        let outcome = worker.runBlocking(ifStopped: Failure(), timeout: .milliseconds(50), timedOut: Late()) {
+            (_: @escaping @Sendable (Result<Int, any Error>) -> Void) in
+            { 0 }
+        }
+        #expect(throws: Late.self) { try outcome.get() }
+    }
 }

@@ -75,14 +75,10 @@ final class APNsProviderToken: Sendable {
         return (kept.token, issuedAt)
     }
 
-    /// Writes the token to ``store`` (a temporary file renamed over it, mode 0600). Best effort: without it a
-    /// restart within 20 minutes mints a new token, which APNs may refuse for a while.
-    private func keep(_ token: String, issuedAt: Double, key: P256.Signing.PrivateKey) {
-        guard let store else { return }
-        let kept = Kept(
-            teamId: teamID, keyId: keyID, publicKey: key.publicKey.rawRepresentation.base64EncodedString(),
-            iat: Int64(issuedAt), token: token)
-        guard let data = try? JSONEncoder().encode(kept) else { return }
+    /// Writes `kept` to ``store`` (a temporary file renamed over it, mode 0600), with no lock held. Best effort:
+    /// without it a restart within 20 minutes mints a new token, which APNs may refuse for a while.
+    private func keep(_ kept: Kept) {
+        guard let store, let data = try? JSONEncoder().encode(kept) else { return }
         let temporary = store + ".tmp"
         let fd = open(temporary, O_WRONLY | O_CREAT | O_TRUNC, 0o600)
         guard fd >= 0 else { return }
@@ -94,16 +90,21 @@ final class APNsProviderToken: Sendable {
     /// The token to send now: the last one while it is under 50 minutes old, else a new one.
     func current() throws -> String {
         let time = now()
-        return try state.withLock { state in
-            if let token = state.token, time - state.issuedAt < Self.reuseSeconds { return token }
+        let (token, minted) = try state.withLock { state -> (String, Kept?) in
+            if let token = state.token, time - state.issuedAt < Self.reuseSeconds { return (token, nil) }
             // At 50 minutes the last renewal is at least 50 minutes old: the 20-minute floor holds.
             let token = try mint(issuedAt: time, with: state.key)
             state.token = token
             state.issuedAt = time
             state.minted += 1
-            keep(token, issuedAt: time, key: state.key)
-            return token
+            let kept = Kept(
+                teamId: teamID, keyId: keyID, publicKey: state.key.publicKey.rawRepresentation.base64EncodedString(),
+                iat: Int64(time), token: token)
+            return (token, kept)
         }
+        // A new token is minted at most once in 50 minutes, so two of these writes never race.
+        if let minted { keep(minted) }
+        return token
     }
 
     /// APNs answered `ExpiredProviderToken` to `token`: the next ``current()`` mints a new one (if no other

@@ -131,22 +131,21 @@ extension SerialWorker {
 
 extension SerialWorker {
     /// Queues the job `make` builds around a completion, and blocks the calling thread until the work calls
-    /// it: for a caller that is itself a worker's thread, never for a task.
+    /// it (``BlockingWait``): for a caller that is itself a worker's thread, never for a task.
     ///
-    /// - Parameter stopped: returned when the worker takes no more jobs.
+    /// - Parameters:
+    ///   - stopped: returned when the worker takes no more jobs.
+    ///   - timeout: how long to wait at most (none: for ever); `timedOut` is returned past it.
     public func runBlocking<Value: Sendable>(
-        ifStopped stopped: @autoclosure () -> any Error,
+        ifStopped stopped: @autoclosure () -> any Error, timeout: Duration? = nil,
+        timedOut: @autoclosure () -> any Error = StoreError(.unavailable, "the worker did not answer in time"),
         _ make: (@escaping @Sendable (Result<Value, any Error>) -> Void) -> Job
     ) -> Result<Value, any Error> {
-        let outcome = Mutex<Result<Value, any Error>?>(nil)
-        let done = DispatchSemaphore(value: 0)
-        let job = make { result in
-            outcome.withLock { $0 = result }
-            done.signal()
+        switch BlockingWait.wait(timeout: timeout, { complete in enqueue(make(complete)) }) {
+        case .completed(let result): result
+        case .notStarted: .failure(stopped())
+        case .timedOut: .failure(timedOut())
         }
-        guard enqueue(job) else { return .failure(stopped()) }
-        done.wait()
-        return outcome.withLock { $0 } ?? .failure(stopped())
     }
 }
 
