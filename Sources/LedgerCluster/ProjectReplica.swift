@@ -603,11 +603,15 @@ final class ProjectReplica: Sendable {
     }
 
     /// Marks the replica damaged (``Status/damage``) and returns the error to throw.
-    /// Logged once per reason: a replica that stays damaged finds it again at every try.
+    ///
+    /// Logged once per damage: a replica that stays damaged finds it again at every try. A damage already
+    /// recorded with what came of it (`<reason>, and it could not be re-seeded: …`) is the same damage, and keeps
+    /// the longer text — else a fork no peer can seed would alternate between the two, logging both every cycle.
     private func damaged(_ reason: String) -> EtcdError {
         let isNew = state.withLock { state in
-            defer { state.damage = reason }
-            return state.damage != reason
+            if let current = state.damage, current.hasPrefix(reason) { return false }
+            state.damage = reason
+            return true
         }
         if isNew {
             logger.critical(

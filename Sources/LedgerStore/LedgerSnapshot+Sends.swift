@@ -35,14 +35,9 @@ extension LedgerSnapshot {
                 let seq = current.key.loadBigEndianUInt64()
                 scanned += 1
                 let (event, sent) = try sentEvent(at: seq)
-                let recorded = try message(sent.messageID)?.audienceSeq
-                var recordedCount: UInt64?
-                if let recorded, case .audience(let record)? = try self.event(at: recorded)?.body {
-                    recordedCount = record.recipientCount
-                }
                 let summary = SendSummary(
                     seq: seq, messageID: sent.messageID, time: event.time, target: sent.target,
-                    recordedCount: recordedCount)
+                    recordedCount: try recordedRecipientCount(of: sent.messageID))
                 if matching(summary) { page.append(summary) }
                 entry = try cursor.previous()
             }
@@ -54,8 +49,13 @@ extension LedgerSnapshot {
     /// The recipient count recorded for the send at `seq` (its `audience` event), or `nil` before it is recorded
     /// or when `seq` is not a send.
     public func recordedRecipientCount(ofSendAt seq: UInt64) throws -> UInt64? {
-        guard case .sent(let sent)? = try event(at: seq)?.body,
-            let recorded = try message(sent.messageID)?.audienceSeq,
+        guard case .sent(let sent)? = try event(at: seq)?.body else { return nil }
+        return try recordedRecipientCount(of: sent.messageID)
+    }
+
+    /// The recipient count recorded for message `messageID`, or `nil` before its audience event is written.
+    private func recordedRecipientCount(of messageID: UInt64) throws -> UInt64? {
+        guard let recorded = try message(messageID)?.audienceSeq,
             case .audience(let record)? = try event(at: recorded)?.body
         else { return nil }
         return record.recipientCount
