@@ -142,6 +142,7 @@ public final class LMDBTransaction {
     public func openDatabase(_ name: String, flags: LMDBDatabase.Flags = []) throws(LMDBError) -> LMDBDatabase {
         var dbi: MDB_dbi = 0
         try health.check(health.perform { mdb_dbi_open(handle, name, flags.rawValue, &dbi) }, "mdb_dbi_open(\(name))")
+        environment.noteOpened(name, flags: flags.rawValue, dbi: dbi)
         return LMDBDatabase(dbi: dbi, name: name, allowsDuplicates: flags.contains(.duplicateSort))
     }
 

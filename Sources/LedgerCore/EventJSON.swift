@@ -65,6 +65,11 @@ public enum EventJSON {
             failures.append(UInt8(ascii: "]"))
             json.field("failures", raw: failures)
             json.field("settledThrough", number: progress.settledThrough)
+        case .erased(let erasure):
+            json.field("pseudonym", string: erasure.pseudonym.rawValue)
+            json.field("registeredSeq", number: erasure.registeredSeq)
+            json.field("reason", string: erasure.reason)
+            json.field("redactedEvents", number: erasure.redactedEvents)
         }
         json.field("actor", string: event.actor)
         json.field("requestId", string: event.requestID)

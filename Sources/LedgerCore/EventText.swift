@@ -47,6 +47,11 @@ public enum EventText {
                 ("finished", String(progress.finished)), ("expired", String(progress.expired)),
                 ("failures", String(progress.failures.count)), ("settledThrough", String(progress.settledThrough)),
             ]
+        case .erased(let erasure):
+            fields += [
+                ("pseudonym", erasure.pseudonym.rawValue), ("registeredSeq", String(erasure.registeredSeq)),
+                ("reason", erasure.reason), ("redactedEvents", String(erasure.redactedEvents)),
+            ]
         }
         fields += [
             ("actor", event.actor), ("request", event.requestID), ("hash", String(Hex.encode(Array(hash)).prefix(12))),

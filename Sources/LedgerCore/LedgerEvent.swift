@@ -41,6 +41,9 @@ public struct LedgerEvent: Sendable, Equatable {
         case apnsTokenCleared(token: RegistrationToken, reason: String)
         /// The APNs pushes of a send got this far (``PushProgress``).
         case pushProgress(PushProgress)
+        /// The registration's identifiers were erased: every earlier event naming its registration token or one
+        /// of its APNs tokens now names ``Erasure/pseudonym`` instead, and the registration ends here.
+        case erased(Erasure)
     }
 
     /// The event's kind, as named in the log export and the documentation.
@@ -56,12 +59,13 @@ public struct LedgerEvent: Sendable, Equatable {
         case .apnsTokenSet: .apnsTokenSet
         case .apnsTokenCleared: .apnsTokenCleared
         case .pushProgress: .pushProgress
+        case .erased: .erased
         }
     }
 
     public enum Kind: String, Sendable, CaseIterable {
         case registered, unregistered, subscribed, unsubscribed, sent, audience, acknowledged, apnsTokenSet
-        case apnsTokenCleared, pushProgress
+        case apnsTokenCleared, pushProgress, erased
     }
 }
 
@@ -141,5 +145,32 @@ public struct AudienceRecord: Sendable, Equatable {
         self.sendSeq = sendSeq
         self.recipientCount = recipientCount
         self.recipientDigest = recipientDigest
+    }
+}
+
+/// An erasure as the log records it: no identifier of the device, only the name it has from then on.
+public struct Erasure: Sendable, Equatable {
+    /// The device's name in this event and in every earlier event rewritten by the erasure.
+    public var pseudonym: RegistrationToken
+    /// The seq of the device's first `registered` event (where an auditor finds it in the log).
+    public var registeredSeq: UInt64
+    /// Why, as the eraser gave it.
+    public var reason: String
+    /// How many earlier events were rewritten (their records keep their hashes).
+    public var redactedEvents: UInt64
+
+    public init(pseudonym: RegistrationToken, registeredSeq: UInt64, reason: String, redactedEvents: UInt64) {
+        self.pseudonym = pseudonym
+        self.registeredSeq = registeredSeq
+        self.reason = reason
+        self.redactedEvents = redactedEvents
+    }
+
+    /// A fresh pseudonym: `erased-` and 32 random hex digits — never a token the server issues (those start
+    /// with `c`–`f` and hold a `:`), and unlinkable to the token it replaces.
+    public static func newPseudonym() -> RegistrationToken {
+        var generator = SystemRandomNumberGenerator()
+        let bytes = (0..<16).map { _ in UInt8.random(in: 0...255, using: &generator) }
+        return RegistrationToken(trusted: "erased-" + Hex.encode(bytes))
     }
 }

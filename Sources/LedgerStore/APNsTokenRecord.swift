@@ -109,4 +109,18 @@ package enum APNsTokenRecord {
             _ = try txn.delete(schema.apnsTokens, key: instance)
         }
     }
+
+    /// Removes every APNs token `instance` holds or held (an erasure).
+    static func forget(_ instance: InstanceID, txn: LMDBTransaction, schema: LedgerSchema) throws {
+        _ = try txn.delete(schema.apnsTokens, key: instance)
+        var starts: [UInt64] = []
+        try txn.withCursor(schema.apnsTokenHistory) { cursor in
+            try cursor.forEach(from: historyKey(instance, start: 0)) { entry in
+                guard entry.key.count == 12, entry.key.loadBigEndianUInt32(at: 0) == instance else { return false }
+                starts.append(entry.key.loadBigEndianUInt64(at: 4))
+                return true
+            }
+        }
+        for start in starts { _ = try txn.delete(schema.apnsTokenHistory, key: historyKey(instance, start: start)) }
+    }
 }

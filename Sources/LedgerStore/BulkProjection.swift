@@ -164,6 +164,13 @@ package struct BulkProjection: AppenderProjection {
 
     package mutating func settlePushes(through sendSeq: UInt64) { pushesSettled = sendSeq }
 
+    package mutating func forget(_ instance: InstanceID, token: RegistrationToken) {
+        tokens[token.rawValue] = nil
+        lastToken = nil
+        apnsTokens[instance] = nil
+        closedAPNsTokens.removeAll { $0.instance == instance }
+    }
+
     // MARK: AppenderProjection
 
     /// A bulk import's requests are not resolved before queueing, and its lookups are in memory anyway.
@@ -185,6 +192,11 @@ package struct BulkProjection: AppenderProjection {
     }
 
     package func lastSentMessageID() -> UInt64 { lastSent.messageID }
+
+    /// An import appends history; it never rewrites it.
+    package func redact(_ targets: [ErasureTarget]) throws -> [Redaction] {
+        throw StoreError(.invalidArgument, "an import cannot erase devices; erase them after it (`ledger erase`)")
+    }
 
     // MARK: Writing
 

@@ -209,4 +209,9 @@ package struct LMDBProjection: LedgerProjection {
     package func settlePushes(through sendSeq: UInt64) throws {
         try txn.put(schema.pushProgress, key: PushRecords.settledKey, value: sendSeq)
     }
+
+    package func forget(_ instance: InstanceID, token: RegistrationToken) throws {
+        _ = try txn.delete(schema.tokens, key: NameKey(token.rawValue))
+        try APNsTokenRecord.forget(instance, txn: txn, schema: schema)
+    }
 }

@@ -164,6 +164,16 @@ public final class Ledger: Sendable {
                 }
                 return batch.map { _ in .failure(StoreError(.unavailable, problem)) }
             }
+            if state.owesCompaction {
+                do {
+                    try environment.compact()
+                    state.instances.forget()
+                    state.owesCompaction = false
+                    logger.notice("compacted the ledger's file after an earlier erasure")
+                } catch {
+                    return batch.map { _ in .failure(StoreError(.unavailable, "the ledger's file must be compacted after an erasure first, and cannot be: \(error)")) }
+                }
+            }
             let results =
                 switch isolation {
                 case .retryAlone:
@@ -177,6 +187,11 @@ public final class Ledger: Sendable {
                         facts: state.instances, chainWorker: state.chainWorker, gate: gate, now: clock(),
                         logger: logger)
                 }
+            if batch.count == 1, batch[0].erases, case .success(let receipt) = results[0],
+                receipt.outcomes.contains(where: { $0.seq != nil })
+            {
+                return [Self.compact(after: receipt, environment: environment, state: &state, logger: logger)]
+            }
             // Before the sends reach the recorder: a send's audience must never be taken as unchanged
             // across a change committed before it (``TopicChangeTracker``).
             if let last = Self.lastSeq(in: results) { changes.noteChanges(of: batch, through: last) }
@@ -186,6 +201,41 @@ public final class Ledger: Sendable {
                 sendObserver?(sends.map(\.sendSeq))
             }
             return results
+        }
+    }
+
+    /// After an erasure commits, on the writer's thread: rewrites the file with its live pages only, so that no
+    /// freed page keeps what was erased (``LMDBEnvironment/compact()``), and only then answers. When that
+    /// fails the erasure stands (it is durable) but the request is told the file still holds the old bytes,
+    /// and the writer compacts again before its next transaction (``WriterState/owesCompaction``).
+    private static func compact(
+        after receipt: WriteReceipt, environment: LMDBEnvironment, state: inout WriterState, logger: Logger
+    ) -> Result<WriteReceipt, any Error> {
+        let start = ContinuousClock.now
+        do {
+            try environment.compact()
+            state.instances.forget()
+            state.owesCompaction = false
+            logger.notice(
+                "erased devices' identifiers and compacted the ledger's file",
+                metadata: [
+                    "ledger.erased": "\(receipt.outcomes.filter { $0.seq != nil }.count)",
+                    "ledger.compaction.duration": "\(ContinuousClock.now - start)",
+                ])
+            return .success(receipt)
+        } catch {
+            logger.critical(
+                """
+                an erasure is recorded, but the ledger's file could not be compacted: freed pages may still hold \
+                what was erased until the next compaction
+                """,
+                metadata: ["error": "\(error)"])
+            state.owesCompaction = true
+            return .failure(
+                StoreError(
+                    .unavailable,
+                    "the erasure is recorded, but the ledger's file could not be compacted yet; it will be before the"
+                        + " next write"))
         }
     }
 

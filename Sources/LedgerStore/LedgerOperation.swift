@@ -30,6 +30,12 @@ public enum LedgerOperation: Sendable, Equatable {
     case clearAPNsToken(RegistrationToken, reason: String)
     /// Records how far a send's APNs pushes have got (the server's pusher; never from a request).
     case recordPushProgress(PushProgress)
+    /// Erases the device's identifiers (``Erasure``): every earlier event naming its registration token or an
+    /// APNs token it held is rewritten with a fresh pseudonym in their place, an `erased` event is appended,
+    /// and the token names nothing from then on. `.notFound` for a token the ledger does not know (never
+    /// registered, or erased already). A request that erases does nothing else, and commits alone; the
+    /// ledger's file is compacted before it is answered (``Ledger/append(_:)``).
+    case erase(RegistrationToken, reason: String)
 }
 
 /// A group of operations from one request, appended together and sharing a request id.
@@ -46,8 +52,16 @@ public struct WriteRequest: Sendable {
     /// the `tokens` tree again. Sound because a token's id, once assigned, never changes and is never
     /// removed (unregistering keeps it; registering again reuses it): what any committed snapshot says about
     /// a token the writer would find too. `nil` (a token the snapshot did not know, or no token) leaves the
-    /// writer to look it up. Only registration state, which changes, is always checked by the writer.
+    /// writer to look it up. Only registration state, which changes, is always checked by the writer. (An
+    /// erasure removes a token's id; the instance it named is no longer registered, so an operation that
+    /// meets a stale id for it is refused, as for any unregistered token.)
     var resolvedInstances: [InstanceID?] = []
+
+    /// Whether the request erases devices (its operations are all ``LedgerOperation/erase(_:reason:)``, or it is
+    /// refused): it commits in a transaction of its own, and the file is compacted before it is answered.
+    public var erases: Bool {
+        operations.contains { if case .erase = $0 { true } else { false } }
+    }
 
     public init(actor: String, requestID: String, time: LedgerTime? = nil, operations: [LedgerOperation]) {
         self.actor = actor
@@ -66,7 +80,9 @@ extension LedgerOperation {
             .clearAPNsToken(let token, _):
             return token
         case .send(.token(let token), _, _): return token
-        case .send, .recordAudience, .recordPushProgress: return nil
+        // An erasure always looks its token up in the transaction that erases it (never a snapshot's answer:
+        // the token may have been erased since).
+        case .send, .recordAudience, .recordPushProgress, .erase: return nil
         }
     }
 }

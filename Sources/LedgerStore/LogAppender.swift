@@ -16,6 +16,9 @@ package protocol AppenderProjection: LedgerProjection {
     mutating func remember(_ token: RegistrationToken, isInstance instance: InstanceID)
     /// The platform `instance` registered with (`ios`, `android`, `web`; `nil`: none given).
     mutating func platform(of instance: InstanceID) throws -> String?
+    /// Takes `targets`' identifiers out of every event appended so far and renames their instances to their
+    /// pseudonyms (``LogRedaction``); what was rewritten for each.
+    mutating func redact(_ targets: [ErasureTarget]) throws -> [Redaction]
 }
 
 /// Where a ``LogAppender`` stores what it appends: each event, then the head.
@@ -75,6 +78,12 @@ package struct LogAppender<Projection: AppenderProjection, Sink: EventSink> {
             time = requested
         } else {
             time = max(now, head.time)
+        }
+        if request.erases {
+            guard request.operations.allSatisfy({ if case .erase = $0 { true } else { false } }) else {
+                return .failure(StoreError(.invalidArgument, "a request that erases devices does nothing else"))
+            }
+            return .success(WriteReceipt(outcomes: try applyErasures(request, time: time), time: time))
         }
         var outcomes: [OperationOutcome] = []
         outcomes.reserveCapacity(request.operations.count)
@@ -181,7 +190,39 @@ package struct LogAppender<Projection: AppenderProjection, Sink: EventSink> {
 
         case .recordPushProgress(let progress):
             return .appended(seq: try append(.pushProgress(progress), request, time))
+
+        case .erase:
+            // ``apply(_:now:)`` hands requests that erase to ``applyErasures(_:time:)``.
+            throw StoreError(.invalidArgument, "an erasure is applied with the request that holds it")
         }
+    }
+
+    /// A request of erasures: every known token's device is redacted in one pass over the log, then one
+    /// `erased` event is appended for each. A token the ledger does not know (or named twice) is `.notFound`.
+    private mutating func applyErasures(_ request: WriteRequest, time: LedgerTime) throws -> [OperationOutcome] {
+        var outcomes = [OperationOutcome](repeating: .unchanged, count: request.operations.count)
+        var targets: [ErasureTarget] = []
+        var positions: [Int] = []
+        var erased = Set<InstanceID>()
+        for (index, operation) in request.operations.enumerated() {
+            guard case .erase(let token, let reason) = operation else { continue }
+            guard let instance = try projection.instanceID(for: token), erased.insert(instance).inserted else {
+                outcomes[index] = .rejected(OperationRejection(.notFound, "registration token is not known to the ledger"))
+                continue
+            }
+            targets.append(
+                ErasureTarget(instance: instance, token: token, pseudonym: Erasure.newPseudonym(), reason: reason))
+            positions.append(index)
+        }
+        guard !targets.isEmpty else { return outcomes }
+        let redactions = try projection.redact(targets)
+        for (target, (position, redaction)) in zip(targets, zip(positions, redactions)) {
+            let erasure = Erasure(
+                pseudonym: target.pseudonym, registeredSeq: redaction.registeredSeq, reason: target.reason,
+                redactedEvents: redaction.events)
+            outcomes[position] = .appended(seq: try append(.erased(erasure), request, time))
+        }
+        return outcomes
     }
 
     private static var unknownToken: OperationRejection {

@@ -186,4 +186,14 @@ struct MemoizedProjection: AppenderProjection {
     func pushesSettledThrough() throws -> UInt64 { try stored.pushesSettledThrough() }
 
     func settlePushes(through sendSeq: UInt64) throws { try stored.settlePushes(through: sendSeq) }
+
+    mutating func forget(_ instance: InstanceID, token: RegistrationToken) throws {
+        lastToken = nil
+        try stored.forget(instance, token: token)
+    }
+
+    mutating func redact(_ targets: [ErasureTarget]) throws -> [Redaction] {
+        lastToken = nil
+        return try LogRedaction.redact(targets, txn: stored.txn, schema: stored.schema)
+    }
 }

@@ -51,7 +51,7 @@ final class TopicChangeTracker: Sendable {
                     last = topic
                     let bucket = Self.bucket(of: topic)
                     dates.buckets[bucket] = max(dates.buckets[bucket], seq)
-                case .unregister:
+                case .unregister, .erase:
                     dates.everyTopic = max(dates.everyTopic, seq)
                 case .register, .send, .recordAudience, .acknowledge, .setAPNsToken, .clearAPNsToken,
                     .recordPushProgress:

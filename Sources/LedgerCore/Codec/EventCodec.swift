@@ -8,6 +8,20 @@ import SwiftProtobuf
 public enum EventCodec {
     /// The encoding version written by this build, the first byte of every encoded event.
     public static let formatVersion: UInt8 = 1
+    /// The first byte of an event rewritten by an erasure: the same encoding as ``formatVersion``, with the
+    /// erased device's identifiers replaced by its pseudonym. Its record keeps the hash of the bytes it
+    /// replaced, which these bytes no longer reproduce (``isRedacted(_:)``).
+    public static let redactedVersion: UInt8 = 2
+
+    /// Whether `encoded` is an event rewritten by an erasure (its hash is the original's, not its own).
+    public static func isRedacted(_ encoded: UnsafeRawBufferPointer) -> Bool { encoded.first == redactedVersion }
+
+    /// `event` as an erasure rewrites it: its encoding under ``redactedVersion``.
+    public static func encodeRedacted(_ event: LedgerEvent) -> [UInt8] {
+        var bytes = encode(event)
+        bytes[0] = redactedVersion
+        return bytes
+    }
 
     /// Encodes `event`.
     public static func encode(_ event: LedgerEvent) -> [UInt8] {
@@ -113,6 +127,13 @@ public enum EventCodec {
             }
             body.settledThrough = progress.settledThrough
             message.body = .pushProgress(body)
+        case .erased(let erasure):
+            var body = Topicledger_V1_Erased()
+            body.pseudonym = erasure.pseudonym.rawValue
+            body.registeredSeq = erasure.registeredSeq
+            body.reason = erasure.reason
+            body.redactedEvents = erasure.redactedEvents
+            message.body = .erased(body)
         }
         return message
     }
@@ -123,7 +144,7 @@ public enum EventCodec {
     ///   decode or lack a body.
     public static func decode(_ bytes: UnsafeRawBufferPointer) throws(LedgerCoreError) -> LedgerEvent {
         guard let version = bytes.first else { throw LedgerCoreError(.corruptEvent, "empty event") }
-        guard version == formatVersion else {
+        guard version == formatVersion || version == redactedVersion else {
             throw LedgerCoreError(
                 .unsupportedVersion,
                 "event encoding version \(version) is not supported by this build (it reads version \(formatVersion))")
@@ -221,6 +242,11 @@ public enum EventCodec {
                     throughToken: value.throughToken.isEmpty ? nil : RegistrationToken(trusted: value.throughToken),
                     finished: value.finished, expired: value.expired, failures: failures,
                     settledThrough: value.settledThrough))
+        case .erased(let value):
+            body = .erased(
+                Erasure(
+                    pseudonym: RegistrationToken(trusted: value.pseudonym), registeredSeq: value.registeredSeq,
+                    reason: value.reason, redactedEvents: value.redactedEvents))
         case nil:
             throw LedgerCoreError(.corruptEvent, "event \(message.seq) has no body")
         }

@@ -311,6 +311,14 @@ nonisolated struct Topicledger_V1_Event: Sendable {
     set {body = .pushProgress(newValue)}
   }
 
+  var erased: Topicledger_V1_Erased {
+    get {
+      if case .erased(let v)? = body {return v}
+      return Topicledger_V1_Erased()
+    }
+    set {body = .erased(newValue)}
+  }
+
   var unknownFields = SwiftProtobuf.UnknownStorage()
 
   nonisolated enum OneOf_Body: Equatable, Sendable {
@@ -324,6 +332,7 @@ nonisolated struct Topicledger_V1_Event: Sendable {
     case apnsTokenSet(Topicledger_V1_ApnsTokenSet)
     case apnsTokenCleared(Topicledger_V1_ApnsTokenCleared)
     case pushProgress(Topicledger_V1_PushProgress)
+    case erased(Topicledger_V1_Erased)
 
   }
 
@@ -548,6 +557,31 @@ nonisolated struct Topicledger_V1_PushFailure: Sendable {
   init() {}
 }
 
+/// A registration's identifiers were erased (an erasure request): every earlier event that named its
+/// registration token or one of its APNs tokens was rewritten with the pseudonym in their place (its record
+/// keeps its hash; see docs/event-format.md, "Erasure"), and the registration ends here if it had not.
+nonisolated struct Topicledger_V1_Erased: Sendable {
+  // SwiftProtobuf.Message conformance is added in an extension below. See the
+  // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
+  // methods supported on all messages.
+
+  /// the device's name from here on, in this event and in every rewritten one
+  var pseudonym: String = String()
+
+  /// the seq of the device's first `registered` event
+  var registeredSeq: UInt64 = 0
+
+  /// why, as the eraser gave it
+  var reason: String = String()
+
+  /// how many earlier events were rewritten
+  var redactedEvents: UInt64 = 0
+
+  var unknownFields = SwiftProtobuf.UnknownStorage()
+
+  init() {}
+}
+
 // MARK: - Code below here is support for the SwiftProtobuf runtime.
 
 fileprivate nonisolated let _protobuf_package = "topicledger.v1"
@@ -570,7 +604,7 @@ nonisolated extension Topicledger_V1_PushFailureKind: SwiftProtobuf._ProtoNamePr
 
 nonisolated extension Topicledger_V1_Event: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
   static let protoMessageName: String = _protobuf_package + ".Event"
-  static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}seq\0\u{3}time_micros\0\u{1}actor\0\u{3}request_id\0\u{2}\u{6}registered\0\u{1}unregistered\0\u{1}subscribed\0\u{1}unsubscribed\0\u{1}sent\0\u{1}audience\0\u{1}acknowledged\0\u{3}apns_token_set\0\u{3}apns_token_cleared\0\u{3}push_progress\0")
+  static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}seq\0\u{3}time_micros\0\u{1}actor\0\u{3}request_id\0\u{2}\u{6}registered\0\u{1}unregistered\0\u{1}subscribed\0\u{1}unsubscribed\0\u{1}sent\0\u{1}audience\0\u{1}acknowledged\0\u{3}apns_token_set\0\u{3}apns_token_cleared\0\u{3}push_progress\0\u{1}erased\0")
 
   mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
     while let fieldNumber = try decoder.nextFieldNumber() {
@@ -712,6 +746,19 @@ nonisolated extension Topicledger_V1_Event: SwiftProtobuf.Message, SwiftProtobuf
           self.body = .pushProgress(v)
         }
       }()
+      case 20: try {
+        var v: Topicledger_V1_Erased?
+        var hadOneofValue = false
+        if let current = self.body {
+          hadOneofValue = true
+          if case .erased(let m) = current {v = m}
+        }
+        try decoder.decodeSingularMessageField(value: &v)
+        if let v = v {
+          if hadOneofValue {try decoder.handleConflictingOneOf()}
+          self.body = .erased(v)
+        }
+      }()
       default: break
       }
     }
@@ -774,6 +821,10 @@ nonisolated extension Topicledger_V1_Event: SwiftProtobuf.Message, SwiftProtobuf
     case .pushProgress?: try {
       guard case .pushProgress(let v)? = self.body else { preconditionFailure() }
       try visitor.visitSingularMessageField(value: v, fieldNumber: 19)
+    }()
+    case .erased?: try {
+      guard case .erased(let v)? = self.body else { preconditionFailure() }
+      try visitor.visitSingularMessageField(value: v, fieldNumber: 20)
     }()
     case nil: break
     }
@@ -1250,6 +1301,51 @@ nonisolated extension Topicledger_V1_PushFailure: SwiftProtobuf.Message, SwiftPr
     if lhs.kind != rhs.kind {return false}
     if lhs.status != rhs.status {return false}
     if lhs.reason != rhs.reason {return false}
+    if lhs.unknownFields != rhs.unknownFields {return false}
+    return true
+  }
+}
+
+nonisolated extension Topicledger_V1_Erased: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
+  static let protoMessageName: String = _protobuf_package + ".Erased"
+  static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}pseudonym\0\u{3}registered_seq\0\u{1}reason\0\u{3}redacted_events\0")
+
+  mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+    while let fieldNumber = try decoder.nextFieldNumber() {
+      // The use of inline closures is to circumvent an issue where the compiler
+      // allocates stack space for every case branch when no optimizations are
+      // enabled. https://github.com/apple/swift-protobuf/issues/1034
+      switch fieldNumber {
+      case 1: try { try decoder.decodeSingularStringField(value: &self.pseudonym) }()
+      case 2: try { try decoder.decodeSingularUInt64Field(value: &self.registeredSeq) }()
+      case 3: try { try decoder.decodeSingularStringField(value: &self.reason) }()
+      case 4: try { try decoder.decodeSingularUInt64Field(value: &self.redactedEvents) }()
+      default: break
+      }
+    }
+  }
+
+  func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    if !self.pseudonym.isEmpty {
+      try visitor.visitSingularStringField(value: self.pseudonym, fieldNumber: 1)
+    }
+    if self.registeredSeq != 0 {
+      try visitor.visitSingularUInt64Field(value: self.registeredSeq, fieldNumber: 2)
+    }
+    if !self.reason.isEmpty {
+      try visitor.visitSingularStringField(value: self.reason, fieldNumber: 3)
+    }
+    if self.redactedEvents != 0 {
+      try visitor.visitSingularUInt64Field(value: self.redactedEvents, fieldNumber: 4)
+    }
+    try unknownFields.traverse(visitor: &visitor)
+  }
+
+  static func ==(lhs: Topicledger_V1_Erased, rhs: Topicledger_V1_Erased) -> Bool {
+    if lhs.pseudonym != rhs.pseudonym {return false}
+    if lhs.registeredSeq != rhs.registeredSeq {return false}
+    if lhs.reason != rhs.reason {return false}
+    if lhs.redactedEvents != rhs.redactedEvents {return false}
     if lhs.unknownFields != rhs.unknownFields {return false}
     return true
   }

@@ -128,5 +128,10 @@ public struct InMemoryLedgerState: LedgerProjection, Sendable {
 
     public func pushesSettledThrough() -> UInt64 { pushesSettled }
 
+    public mutating func forget(_ instance: InstanceID, token: RegistrationToken) {
+        instanceIDs[token] = nil
+        apnsTokens[instance] = nil
+    }
+
     public mutating func settlePushes(through sendSeq: UInt64) { pushesSettled = sendSeq }
 }

@@ -55,6 +55,10 @@ public protocol LedgerProjection {
     mutating func pushesSettledThrough() throws -> UInt64
     /// Moves ``pushesSettledThrough()`` to `sendSeq` (the fold only ever moves it forward).
     mutating func settlePushes(through sendSeq: UInt64) throws
+
+    /// Forgets the instance's identifiers (an erasure; it is no longer registered): `token` no longer names
+    /// it, and no APNs token it held, now or before, is kept. Its id, its topic history and its pushes stay.
+    mutating func forget(_ instance: InstanceID, token: RegistrationToken) throws
 }
 
 /// The one definition of what each event does to subscription state.
@@ -73,15 +77,13 @@ public enum EventFold {
             }
         case .unregistered(let token, _):
             guard let instance = try state.instanceID(for: token), try state.isRegistered(instance) else { return }
-            for topic in try state.topics(of: instance) {
-                _ = try state.removeTopic(topic, from: instance, at: seq)
-            }
-            // An instance that leaves the universe leaves APNs too: a later registration under the token sets
-            // its own.
-            if try state.apnsToken(of: instance) != nil {
-                try state.setAPNsToken(nil, of: instance, at: seq)
-            }
-            try state.unregister(instance, at: seq)
+            try end(instance, at: seq, in: &state)
+        case .erased(let erasure):
+            // Every earlier event naming the device names its pseudonym by now (live, the erasure renamed it
+            // before appending this event; in a rebuild, the rewritten events did).
+            guard let instance = try state.instanceID(for: erasure.pseudonym) else { return }
+            if try state.isRegistered(instance) { try end(instance, at: seq, in: &state) }
+            try state.forget(instance, token: erasure.pseudonym)
         case .subscribed(let token, let topic, _):
             guard let instance = try state.instanceID(for: token), try state.isRegistered(instance),
                 let topicID = try state.topicID(for: topic, create: true)
@@ -124,5 +126,19 @@ public enum EventFold {
                 try state.settlePushes(through: progress.settledThrough)
             }
         }
+    }
+
+    /// The registration of `instance` ends at `seq`: it leaves every topic, APNs, and the universe.
+    private static func end<State: LedgerProjection>(_ instance: InstanceID, at seq: UInt64, in state: inout State)
+        throws
+    {
+        for topic in try state.topics(of: instance) {
+            _ = try state.removeTopic(topic, from: instance, at: seq)
+        }
+        // An instance that leaves the universe leaves APNs too: a later registration under the token sets its own.
+        if try state.apnsToken(of: instance) != nil {
+            try state.setAPNsToken(nil, of: instance, at: seq)
+        }
+        try state.unregister(instance, at: seq)
     }
 }

@@ -206,6 +206,7 @@ extension ConsoleRoutes {
             }
         case .pushProgress(let progress):
             tokens = progress.failures.map(\.token.rawValue) + (progress.throughToken.map { [$0.rawValue] } ?? [])
+        case .erased(let erasure): tokens = [erasure.pseudonym.rawValue]
         case .audience: break
         }
         if !token.isEmpty && !tokens.contains(token) { return false }

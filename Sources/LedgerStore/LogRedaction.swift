@@ -1,0 +1,193 @@
+#if canImport(Glibc)
+    import Glibc
+#elseif canImport(Darwin)
+    import Darwin
+#endif
+import LMDBKit
+import LedgerCore
+
+/// A device one erasure removes: its instance, its registration token, the pseudonym it takes and why.
+package struct ErasureTarget: Sendable {
+    package let instance: InstanceID
+    package let token: RegistrationToken
+    package let pseudonym: RegistrationToken
+    package let reason: String
+}
+
+/// What an erasure rewrote for one device: where it registered first, and how many events named it.
+package struct Redaction: Sendable, Equatable {
+    package var registeredSeq: UInt64 = 0
+    package var events: UInt64 = 0
+}
+
+/// Takes erased devices' identifiers out of the log and the projections, inside the erasing transaction.
+///
+/// Every record through the head that names a target's registration token (in any field, or in a sent
+/// message's JSON) or an APNs token the target held is rewritten: the event with the pseudonym in place of
+/// the token and zero bytes in place of the APNs token, encoded under ``EventCodec/redactedVersion``, after
+/// the record's *original* hash. The chain and the Merkle tree are over those hashes, so every checkpoint and
+/// proof stays valid; what `verify` can no longer do is recompute such a record's hash from its bytes
+/// (docs/event-format.md, "Erasure"). Then the target's instance is renamed: its `tokens` key and its record
+/// name the pseudonym, so that the `erased` event the appender adds next folds like any event naming it (it
+/// ends the registration and forgets the pseudonym and the APNs tokens: ``LedgerProjection/forget(_:token:)``).
+///
+/// The bytes replaced stay in LMDB's freed pages until the file is compacted, which the writer does before
+/// answering (``LMDBEnvironment/compact()``).
+enum LogRedaction {
+    static func redact(_ targets: [ErasureTarget], txn: LMDBTransaction, schema: LedgerSchema) throws -> [Redaction] {
+        var identifiers = Identifiers()
+        for (index, target) in targets.enumerated() {
+            identifiers.tokens[target.token.rawValue] = index
+            for held in try APNsTokenRecord.history(of: target.instance, txn: txn, schema: schema) {
+                identifiers.apnsTokens[held.token.bytes] = index
+            }
+        }
+        identifiers.pseudonyms = targets.map(\.pseudonym)
+        var redactions = Array(repeating: Redaction(), count: targets.count)
+        var rewritten: [(seq: UInt64, record: [UInt8])] = []
+        try txn.withCursor(schema.log) { cursor in
+            try cursor.forEach { entry in
+                guard entry.value.count > HashChain.hashSize else {
+                    throw StoreError(.corrupt, "a log record of \(entry.value.count) bytes")
+                }
+                let encoded = UnsafeRawBufferPointer(rebasing: entry.value[HashChain.hashSize...])
+                guard identifiers.mayBeNamed(in: encoded) else { return true }
+                let event = try EventCodec.decode(encoded)
+                var touched: [Int] = []
+                guard let redacted = identifiers.rewrite(event, touched: &touched) else { return true }
+                if case .registered(let token, _, _) = event.body, let index = identifiers.tokens[token.rawValue],
+                    redactions[index].registeredSeq == 0
+                {
+                    redactions[index].registeredSeq = event.seq
+                }
+                for index in Set(touched) { redactions[index].events += 1 }
+                rewritten.append(
+                    (event.seq, Array(entry.value[..<HashChain.hashSize]) + EventCodec.encodeRedacted(redacted)))
+                return true
+            }
+        }
+        for (seq, record) in rewritten { try txn.put(schema.log, key: seq, value: record) }
+        let projection = LMDBProjection(txn: txn, schema: schema)
+        for target in targets {
+            _ = try txn.delete(schema.tokens, key: NameKey(target.token.rawValue))
+            guard
+                try txn.put(
+                    schema.tokens, key: NameKey(target.pseudonym.rawValue), value: target.instance, flags: .noOverwrite)
+            else { throw StoreError(.corrupt, "a fresh pseudonym is taken") }
+            var record = try projection.record(of: target.instance)
+            record.token = target.pseudonym.rawValue
+            try txn.put(schema.instances, key: target.instance, value: record.encoded)
+        }
+        return redactions
+    }
+
+    /// The identifiers being erased, each with the index of its target.
+    struct Identifiers {
+        var tokens: [String: Int] = [:]
+        var apnsTokens: [[UInt8]: Int] = [:]
+        var pseudonyms: [RegistrationToken] = []
+
+        /// Below this many identifiers a record's bytes are searched for each before it is decoded; above
+        /// it every record is decoded and its fields looked up.
+        static let searchedIdentifiers = 8
+
+        /// Whether `encoded` may name an identifier: `false` only when it certainly does not.
+        func mayBeNamed(in encoded: UnsafeRawBufferPointer) -> Bool {
+            guard tokens.count + apnsTokens.count <= Self.searchedIdentifiers else { return true }
+            return tokens.keys.contains { Self.contains(encoded, Array($0.utf8)) }
+                || apnsTokens.keys.contains { Self.contains(encoded, $0) }
+        }
+
+        /// `event` with every identifier replaced, noting which targets it named; `nil` when it named none.
+        func rewrite(_ event: LedgerEvent, touched: inout [Int]) -> LedgerEvent? {
+            func renamed(_ token: RegistrationToken) -> RegistrationToken {
+                guard let index = tokens[token.rawValue] else { return token }
+                touched.append(index)
+                return pseudonyms[index]
+            }
+            var result = event
+            switch event.body {
+            case .registered(let token, let platform, let appID):
+                result.body = .registered(token: renamed(token), platform: platform, appID: appID)
+            case .unregistered(let token, let reason):
+                result.body = .unregistered(token: renamed(token), reason: reason)
+            case .subscribed(let token, let topic, let via):
+                result.body = .subscribed(token: renamed(token), topic: topic, via: via)
+            case .unsubscribed(let token, let topic, let via):
+                result.body = .unsubscribed(token: renamed(token), topic: topic, via: via)
+            case .acknowledged(let token, let through):
+                result.body = .acknowledged(token: renamed(token), through: through)
+            case .apnsTokenCleared(let token, let reason):
+                result.body = .apnsTokenCleared(token: renamed(token), reason: reason)
+            case .apnsTokenSet(let token, var apnsToken):
+                if let index = apnsTokens[apnsToken.bytes] {
+                    touched.append(index)
+                    // Zero bytes of the same length: a valid APNs token that names no device.
+                    apnsToken = (try? APNsDeviceToken(bytes: [UInt8](repeating: 0, count: apnsToken.bytes.count),
+                        sandbox: apnsToken.sandbox)) ?? apnsToken
+                }
+                result.body = .apnsTokenSet(token: renamed(token), apnsToken: apnsToken)
+            case .sent(var sent):
+                if case .token(let token) = sent.target { sent.target = .token(renamed(token)) }
+                for (token, index) in tokens {
+                    let needle = Array(token.utf8)
+                    guard Self.contains(sent.messageJSON, needle) else { continue }
+                    touched.append(index)
+                    sent.messageJSON = Self.replacing(needle, with: Array(pseudonyms[index].rawValue.utf8), in: sent.messageJSON)
+                }
+                result.body = .sent(sent)
+            case .pushProgress(var progress):
+                progress.throughToken = progress.throughToken.map(renamed)
+                progress.failures = progress.failures.map { failure in
+                    var failure = failure
+                    failure.token = renamed(failure.token)
+                    return failure
+                }
+                result.body = .pushProgress(progress)
+            case .audience, .erased:
+                return nil
+            }
+            return touched.isEmpty ? nil : result
+        }
+
+        /// Whether `needle` occurs in `haystack` (`memchr` for its first byte, then `memcmp`: Glibc's module
+        /// does not export `memmem`).
+        static func contains(_ haystack: UnsafeRawBufferPointer, _ needle: [UInt8]) -> Bool {
+            guard let first = needle.first, haystack.count >= needle.count, let base = haystack.baseAddress else {
+                return false
+            }
+            return needle.withUnsafeBytes { needleBytes in
+                var offset = 0
+                let last = haystack.count - needle.count
+                while offset <= last {
+                    guard let found = memchr(base + offset, Int32(first), last - offset + 1) else { return false }
+                    let position = base.distance(to: UnsafeRawPointer(found))
+                    if memcmp(base + position, needleBytes.baseAddress!, needle.count) == 0 { return true }
+                    offset = position + 1
+                }
+                return false
+            }
+        }
+
+        static func contains(_ haystack: [UInt8], _ needle: [UInt8]) -> Bool {
+            haystack.withUnsafeBytes { contains($0, needle) }
+        }
+
+        /// `bytes` with every occurrence of `needle` replaced by `replacement`.
+        static func replacing(_ needle: [UInt8], with replacement: [UInt8], in bytes: [UInt8]) -> [UInt8] {
+            var result: [UInt8] = []
+            result.reserveCapacity(bytes.count)
+            var index = 0
+            while index < bytes.count {
+                if index + needle.count <= bytes.count, bytes[index..<(index + needle.count)].elementsEqual(needle) {
+                    result += replacement
+                    index += needle.count
+                } else {
+                    result.append(bytes[index])
+                    index += 1
+                }
+            }
+            return result
+        }
+    }
+}
