@@ -95,7 +95,11 @@ extension LedgerCommand {
                 lines.append(
                     "recorded:   \(recorded.record.recipientCount), digest \(AuditJSON.hex(recorded.record.recipientDigest))"
                         + " (audience event at seq \(recorded.seq))")
-                lines.append("matches:    \(replay.matchesRecord ? "yes" : "NO")")
+                lines.append(
+                    "matches:    \(replay.matchesRecord ? "yes" : "NO")"
+                        + (replay.erasedRecipients > 0
+                            ? " (the count: \(replay.erasedRecipients) recipient(s) erased since, whose tokens the"
+                                + " digest was taken over)" : ""))
             } else {
                 lines.append("recorded:   none yet")
             }

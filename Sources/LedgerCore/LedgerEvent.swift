@@ -166,6 +166,14 @@ public struct Erasure: Sendable, Equatable {
         self.redactedEvents = redactedEvents
     }
 
+    /// Whether `token` has the shape of a pseudonym (`erased-` and 32 lowercase hex digits): such a token is never
+    /// registered, so that a pseudonym names only the device it replaced.
+    public static func isPseudonym(_ token: RegistrationToken) -> Bool {
+        let text = token.rawValue.utf8
+        guard text.count == 39, token.rawValue.hasPrefix("erased-") else { return false }
+        return text.dropFirst(7).allSatisfy { (48...57).contains($0) || (97...102).contains($0) }
+    }
+
     /// A fresh pseudonym: `erased-` and 32 random hex digits — never a token the server issues (those start
     /// with `c`–`f` and hold a `:`), and unlinkable to the token it replaces.
     public static func newPseudonym() -> RegistrationToken {

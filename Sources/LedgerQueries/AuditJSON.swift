@@ -24,6 +24,7 @@ public enum AuditJSON {
             recordedCount: replay.recorded.map { Int($0.record.recipientCount) },
             recordedDigest: replay.recorded.map { hex($0.record.recipientDigest) },
             audienceSeq: replay.recorded.map(\.seq), matchesRecord: replay.matchesRecord,
+            erasedRecipients: replay.erasedRecipients,
             acknowledgedCount: replay.acknowledgedCount,
             acknowledgedRecipients: recipients.indices.filter { replay.acknowledged[$0] }.map {
                 replay.recipients[$0].rawValue
@@ -101,6 +102,8 @@ public enum AuditJSON {
         public let recordedDigest: String?
         public let audienceSeq: UInt64?
         public let matchesRecord: Bool
+        /// Recipients erased since the send, listed by their pseudonyms (the digest then cannot be recomputed).
+        public let erasedRecipients: Int
         public let acknowledgedCount: Int
         public let acknowledgedRecipients: [String]
         /// Over every recipient, how their APNs pushes went (`nil` when none held an APNs token).
@@ -114,7 +117,7 @@ public enum AuditJSON {
 
         private enum CodingKeys: String, CodingKey {
             case name, messageId, seq, time, target, precedence, recipients, recipientCount, recipientDigest
-            case recordedCount, recordedDigest, audienceSeq, matchesRecord, acknowledgedCount
+            case recordedCount, recordedDigest, audienceSeq, matchesRecord, erasedRecipients, acknowledgedCount
             case acknowledgedRecipients, pushCounts, pushes, message, nextPageToken
         }
 
@@ -133,6 +136,7 @@ public enum AuditJSON {
             try container.encode(recordedDigest, forKey: .recordedDigest)
             try container.encode(audienceSeq, forKey: .audienceSeq)
             try container.encode(matchesRecord, forKey: .matchesRecord)
+            try container.encode(erasedRecipients, forKey: .erasedRecipients)
             try container.encode(acknowledgedCount, forKey: .acknowledgedCount)
             try container.encode(acknowledgedRecipients, forKey: .acknowledgedRecipients)
             try container.encodeIfPresent(pushCounts, forKey: .pushCounts)

@@ -76,6 +76,7 @@ extension Ledger {
         var expected: UInt64 = 1
         var previousHash = HashChain.genesis
         var previousTime = Int64.min
+        var erasures = ErasureAccount()
         var intact = true
         func problem(_ text: String) {
             intact = false
@@ -94,13 +95,22 @@ extension Ledger {
                     return true
                 }
                 let parts = try HashChain.split(record: entry.value)
+                let redacted = EventCodec.isRedacted(parts.encodedEvent)
+                // A record an erasure rewrote keeps the original's hash, which its bytes no longer give: the
+                // next record's hash (chained from it), the Merkle tree over the hashes and the `erased` event
+                // that accounts for it (``ErasureAccount``) are what vouch for it.
                 let computed = HashChain.hash(previous: previousHash, encodedEvent: parts.encodedEvent)
-                if !computed.elementsEqual(parts.hash) {
+                if !redacted, !computed.elementsEqual(parts.hash) {
                     problem("seq \(seq): hash mismatch: stored \(parts.hash.hexString), computed \(computed.hexString)")
                 }
                 previousHash = Array(parts.hash)
                 do {
                     let event = try EventCodec.decode(parts.encodedEvent)
+                    if redacted {
+                        erasures.noteRedacted(event)
+                    } else if case .erased(let erasure) = event.body {
+                        erasures.noteErasure(erasure, at: seq)
+                    }
                     if event.seq != seq { problem("seq \(seq): the event inside says seq \(event.seq)") }
                     if event.time.microseconds < previousTime { problem("seq \(seq): time goes backwards") }
                     previousTime = event.time.microseconds
@@ -119,6 +129,9 @@ extension Ledger {
                         : "events after seq \(expected - 1) are lost"))
         }
         if head.seq > 0 && head.hash != previousHash { problem("head hash does not match the hash of seq \(head.seq)") }
+        for text in erasures.problems() { problem(text) }
+        report.erasures = erasures.erasures
+        report.redactedEvents = erasures.redactedEvents
         return intact
     }
 

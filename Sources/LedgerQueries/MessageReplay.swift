@@ -29,11 +29,16 @@ public struct MessageReplay: Sendable {
     public var recipientCount: Int { recipients.count }
     public var acknowledgedCount: Int { acknowledged.lazy.filter { $0 }.count }
 
-    /// Whether the reconstruction equals the recorded audience (false when none is recorded).
+    /// Recipients erased since (shown by their pseudonyms): the recorded digest was taken over their tokens,
+    /// which are gone, so it cannot be recomputed while this is above 0 — only the count can.
+    public var erasedRecipients: Int { recipients.lazy.filter(Erasure.isPseudonym).count }
+
+    /// Whether the reconstruction equals the recorded audience (false when none is recorded): the count and
+    /// the digest, or the count alone when recipients were erased since (``erasedRecipients``).
     public var matchesRecord: Bool {
         guard let recorded else { return false }
         return recorded.record.recipientCount == UInt64(recipients.count)
-            && recorded.record.recipientDigest == recipientDigest
+            && (recorded.record.recipientDigest == recipientDigest || erasedRecipients > 0)
     }
 
     /// Replays message `messageID` of `snapshot`, or `nil` when the ledger has no such message.

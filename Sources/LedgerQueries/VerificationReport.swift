@@ -14,6 +14,11 @@ public struct VerificationReport: Sendable {
     public var sendsWithoutAudience = 0
     /// Recorded audiences recomputed and compared (with `checkAudiences`).
     public var audiencesChecked = 0
+    /// `erased` events in the log.
+    public var erasures = 0
+    /// Events whose identifiers an erasure removed: their records keep their hashes (chained and in the tree),
+    /// but their bytes no longer reproduce them.
+    public var redactedEvents = 0
 
     public var isSound: Bool { problems.isEmpty }
 }

@@ -164,9 +164,7 @@ package struct BulkProjection: AppenderProjection {
 
     package mutating func settlePushes(through sendSeq: UInt64) { pushesSettled = sendSeq }
 
-    package mutating func forget(_ instance: InstanceID, token: RegistrationToken) {
-        tokens[token.rawValue] = nil
-        lastToken = nil
+    package mutating func forgetAPNsTokens(of instance: InstanceID) {
         apnsTokens[instance] = nil
         closedAPNsTokens.removeAll { $0.instance == instance }
     }

@@ -34,6 +34,24 @@ struct DataFileIdentity: Equatable, Sendable {
     }
 }
 
+/// The identity of a writer's data file, adopted anew when the writer itself replaces the file (a compaction
+/// after an erasure: ``LMDBEnvironment/compact()``).
+final class DataFileWatch: Sendable {
+    let path: String
+    private let identity: LockedValue<DataFileIdentity?>
+
+    init(path: String) {
+        self.path = path
+        identity = LockedValue(DataFileIdentity(path: path))
+    }
+
+    /// Why the file at `path` is no longer the one this writer maps, or `nil` when it still is.
+    var problem: String? { identity.withLock { $0 }?.problem(at: path) }
+
+    /// Takes the file now at `path` as this writer's (it has just replaced it).
+    func adopt() { identity.withLock { $0 = DataFileIdentity(path: path) } }
+}
+
 /// Free space of the file system holding a path.
 enum FileSystemSpace {
     /// Bytes an unprivileged writer may still use on the file system of `path`, or `nil` if unknown.

@@ -210,8 +210,7 @@ package struct LMDBProjection: LedgerProjection {
         try txn.put(schema.pushProgress, key: PushRecords.settledKey, value: sendSeq)
     }
 
-    package func forget(_ instance: InstanceID, token: RegistrationToken) throws {
-        _ = try txn.delete(schema.tokens, key: NameKey(token.rawValue))
+    package func forgetAPNsTokens(of instance: InstanceID) throws {
         try APNsTokenRecord.forget(instance, txn: txn, schema: schema)
     }
 }

@@ -68,7 +68,7 @@ public final class Ledger: Sendable {
     package let logger: Logger
     private let writerLock: WriterLock?
     /// The data file this ledger mapped (writers only): see ``writeProblem``.
-    private let dataFile: DataFileIdentity?
+    private let dataFile: DataFileWatch?
     private let committer: GroupCommitter?
     private let audienceRecorder: AudienceRecorder?
     /// Recent audiences' recipient digests, for the audience recorder and ``recordAudiences(of:time:)``.
@@ -105,7 +105,7 @@ public final class Ledger: Sendable {
         self.schema = storage.schema
         self.writerLock = storage.writerLock
         let dataPath = storage.directory + "/data.mdb"
-        let dataFile = options.mode == .readWrite ? DataFileIdentity(path: dataPath) : nil
+        let dataFile = options.mode == .readWrite ? DataFileWatch(path: dataPath) : nil
         self.dataFile = dataFile
         self.options = options
         self.logger = logger
@@ -121,7 +121,7 @@ public final class Ledger: Sendable {
         }
         let committer = Self.startWriter(
             storage: storage, options: options, logger: logger, recorderSlot: slot, changes: changes,
-            fileProblem: { dataFile?.problem(at: dataPath) })
+            dataFile: dataFile)
         self.committer = committer
         if options.recordsAudiences && !options.forRebuild {
             let recorder = Self.startRecorder(
@@ -146,7 +146,7 @@ public final class Ledger: Sendable {
     private static func startWriter(
         storage: LedgerStorage, options: Options, logger: Logger,
         recorderSlot slot: LockedValue<AudienceRecorder?>, changes: TopicChangeTracker,
-        fileProblem: @escaping @Sendable () -> String?
+        dataFile: DataFileWatch?
     ) -> GroupCommitter {
         let limits = options.limits
         let clock = options.clock
@@ -157,7 +157,7 @@ public final class Ledger: Sendable {
             maximumBatchOperations: options.maximumBatchOperations, observer: options.commitObserver,
             state: WriterState()
         ) { [environment = storage.environment, schema = storage.schema, logger, slot] state, batch in
-            if let problem = fileProblem() {
+            if let problem = dataFile?.problem {
                 if !state.stopReported {
                     state.stopReported = true
                     logger.critical("ledger writes stopped", metadata: ["error": "\(problem)"])
@@ -167,6 +167,7 @@ public final class Ledger: Sendable {
             if state.owesCompaction {
                 do {
                     try environment.compact()
+                    dataFile?.adopt()
                     state.instances.forget()
                     state.owesCompaction = false
                     logger.notice("compacted the ledger's file after an earlier erasure")
@@ -190,7 +191,10 @@ public final class Ledger: Sendable {
             if batch.count == 1, batch[0].erases, case .success(let receipt) = results[0],
                 receipt.outcomes.contains(where: { $0.seq != nil })
             {
-                return [Self.compact(after: receipt, environment: environment, state: &state, logger: logger)]
+                return [
+                    Self.compact(
+                        after: receipt, environment: environment, dataFile: dataFile, state: &state, logger: logger)
+                ]
             }
             // Before the sends reach the recorder: a send's audience must never be taken as unchanged
             // across a change committed before it (``TopicChangeTracker``).
@@ -209,11 +213,13 @@ public final class Ledger: Sendable {
     /// fails the erasure stands (it is durable) but the request is told the file still holds the old bytes,
     /// and the writer compacts again before its next transaction (``WriterState/owesCompaction``).
     private static func compact(
-        after receipt: WriteReceipt, environment: LMDBEnvironment, state: inout WriterState, logger: Logger
+        after receipt: WriteReceipt, environment: LMDBEnvironment, dataFile: DataFileWatch?, state: inout WriterState,
+        logger: Logger
     ) -> Result<WriteReceipt, any Error> {
         let start = ContinuousClock.now
         do {
             try environment.compact()
+            dataFile?.adopt()
             state.instances.forget()
             state.owesCompaction = false
             logger.notice(
@@ -539,7 +545,7 @@ public final class Ledger: Sendable {
     }
 
     /// Why this ledger can no longer be written (its data file was deleted or replaced under it), or `nil`.
-    public var writeProblem: String? { dataFile?.problem(at: directory + "/data.mdb") }
+    public var writeProblem: String? { dataFile?.problem }
 
     /// Group-commit counters since the ledger was opened (zero for read-only ledgers).
     public var writerStatistics: WriterStatistics { committer?.currentStatistics ?? WriterStatistics() }

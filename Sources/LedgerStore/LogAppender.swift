@@ -107,6 +107,9 @@ package struct LogAppender<Projection: AppenderProjection, Sink: EventSink> {
     {
         switch operation {
         case .register(let token, let platform, let appID):
+            guard !Erasure.isPseudonym(token) else {
+                return .rejected(OperationRejection(.alreadyExists, "the token names an erased device"))
+            }
             if let instance = try projection.instanceID(for: token), try projection.isRegistered(instance) {
                 return .rejected(OperationRejection(.alreadyExists, "registration token is already registered"))
             }
@@ -206,7 +209,9 @@ package struct LogAppender<Projection: AppenderProjection, Sink: EventSink> {
         var erased = Set<InstanceID>()
         for (index, operation) in request.operations.enumerated() {
             guard case .erase(let token, let reason) = operation else { continue }
-            guard let instance = try projection.instanceID(for: token), erased.insert(instance).inserted else {
+            guard !Erasure.isPseudonym(token), let instance = try projection.instanceID(for: token),
+                erased.insert(instance).inserted
+            else {
                 outcomes[index] = .rejected(OperationRejection(.notFound, "registration token is not known to the ledger"))
                 continue
             }

@@ -1,8 +1,3 @@
-#if canImport(Glibc)
-    import Glibc
-#elseif canImport(Darwin)
-    import Darwin
-#endif
 import LMDBKit
 import LedgerCore
 
@@ -29,7 +24,7 @@ package struct Redaction: Sendable, Equatable {
 /// proof stays valid; what `verify` can no longer do is recompute such a record's hash from its bytes
 /// (docs/event-format.md, "Erasure"). Then the target's instance is renamed: its `tokens` key and its record
 /// name the pseudonym, so that the `erased` event the appender adds next folds like any event naming it (it
-/// ends the registration and forgets the pseudonym and the APNs tokens: ``LedgerProjection/forget(_:token:)``).
+/// ends the registration and forgets the APNs tokens: ``LedgerProjection/forgetAPNsTokens(of:)``).
 ///
 /// The bytes replaced stay in LMDB's freed pages until the file is compacted, which the writer does before
 /// answering (``LMDBEnvironment/compact()``).
@@ -94,8 +89,8 @@ enum LogRedaction {
         /// Whether `encoded` may name an identifier: `false` only when it certainly does not.
         func mayBeNamed(in encoded: UnsafeRawBufferPointer) -> Bool {
             guard tokens.count + apnsTokens.count <= Self.searchedIdentifiers else { return true }
-            return tokens.keys.contains { Self.contains(encoded, Array($0.utf8)) }
-                || apnsTokens.keys.contains { Self.contains(encoded, $0) }
+            return tokens.keys.contains { ByteSearch.contains(encoded, Array($0.utf8)) }
+                || apnsTokens.keys.contains { ByteSearch.contains(encoded, $0) }
         }
 
         /// `event` with every identifier replaced, noting which targets it named; `nil` when it named none.
@@ -131,9 +126,9 @@ enum LogRedaction {
                 if case .token(let token) = sent.target { sent.target = .token(renamed(token)) }
                 for (token, index) in tokens {
                     let needle = Array(token.utf8)
-                    guard Self.contains(sent.messageJSON, needle) else { continue }
+                    guard ByteSearch.contains(sent.messageJSON, needle) else { continue }
                     touched.append(index)
-                    sent.messageJSON = Self.replacing(needle, with: Array(pseudonyms[index].rawValue.utf8), in: sent.messageJSON)
+                    sent.messageJSON = ByteSearch.replacing(needle, with: Array(pseudonyms[index].rawValue.utf8), in: sent.messageJSON)
                 }
                 result.body = .sent(sent)
             case .pushProgress(var progress):
@@ -148,46 +143,6 @@ enum LogRedaction {
                 return nil
             }
             return touched.isEmpty ? nil : result
-        }
-
-        /// Whether `needle` occurs in `haystack` (`memchr` for its first byte, then `memcmp`: Glibc's module
-        /// does not export `memmem`).
-        static func contains(_ haystack: UnsafeRawBufferPointer, _ needle: [UInt8]) -> Bool {
-            guard let first = needle.first, haystack.count >= needle.count, let base = haystack.baseAddress else {
-                return false
-            }
-            return needle.withUnsafeBytes { needleBytes in
-                var offset = 0
-                let last = haystack.count - needle.count
-                while offset <= last {
-                    guard let found = memchr(base + offset, Int32(first), last - offset + 1) else { return false }
-                    let position = base.distance(to: UnsafeRawPointer(found))
-                    if memcmp(base + position, needleBytes.baseAddress!, needle.count) == 0 { return true }
-                    offset = position + 1
-                }
-                return false
-            }
-        }
-
-        static func contains(_ haystack: [UInt8], _ needle: [UInt8]) -> Bool {
-            haystack.withUnsafeBytes { contains($0, needle) }
-        }
-
-        /// `bytes` with every occurrence of `needle` replaced by `replacement`.
-        static func replacing(_ needle: [UInt8], with replacement: [UInt8], in bytes: [UInt8]) -> [UInt8] {
-            var result: [UInt8] = []
-            result.reserveCapacity(bytes.count)
-            var index = 0
-            while index < bytes.count {
-                if index + needle.count <= bytes.count, bytes[index..<(index + needle.count)].elementsEqual(needle) {
-                    result += replacement
-                    index += needle.count
-                } else {
-                    result.append(bytes[index])
-                    index += 1
-                }
-            }
-            return result
         }
     }
 }

@@ -187,10 +187,7 @@ struct MemoizedProjection: AppenderProjection {
 
     func settlePushes(through sendSeq: UInt64) throws { try stored.settlePushes(through: sendSeq) }
 
-    mutating func forget(_ instance: InstanceID, token: RegistrationToken) throws {
-        lastToken = nil
-        try stored.forget(instance, token: token)
-    }
+    func forgetAPNsTokens(of instance: InstanceID) throws { try stored.forgetAPNsTokens(of: instance) }
 
     mutating func redact(_ targets: [ErasureTarget]) throws -> [Redaction] {
         lastToken = nil

@@ -17,7 +17,7 @@ func randomEvent(seed: UInt64) -> LedgerEvent {
     let topic = try! TopicName(text("abcXYZ019-_.~%", 1...60))
     let via = SubscriptionChannel.allCases.randomElement(using: &random)!
     let body: LedgerEvent.Body
-    switch Int.random(in: 0..<10, using: &random) {
+    switch Int.random(in: 0..<11, using: &random) {
     case 0:
         body = .registered(
             token: token, platform: Bool.random(using: &random) ? text("iosandroidweb", 0...10) : nil,
@@ -58,6 +58,11 @@ func randomEvent(seed: UInt64) -> LedgerEvent {
                 throughToken: Bool.random(using: &random) ? token : nil, finished: Bool.random(using: &random),
                 expired: Bool.random(using: &random), failures: failures,
                 settledThrough: UInt64.random(in: 0...UInt64.max, using: &random)))
+    case 9:
+        body = .erased(
+            Erasure(
+                pseudonym: try! RegistrationToken("erased-" + text("0123456789abcdef", 32...32)), registeredSeq: UInt64.random(in: 0...UInt64.max, using: &random),
+                reason: text("GDPR Art. 17 é\n", 0...40), redactedEvents: UInt64.random(in: 0...UInt64.max, using: &random)))
     default:
         body = .audience(
             AudienceRecord(
@@ -172,16 +177,19 @@ struct EventCodecTests {
     }
 
     @Test("an event of another encoding version fails with a clear message")
-    func unsupportedVersion() {
+    func unsupportedVersion() throws {
         var encoded = EventCodec.encode(randomEvent(seed: 1))
-        encoded[0] = 2
+        encoded[0] = 3
         #expect {
             try EventCodec.decode(encoded)
         } throws: { error in
             guard let error = error as? LedgerCoreError else { return false }
-            return error.code == .unsupportedVersion && error.message.contains("version 2")
-                && error.message.contains("reads version 1")
+            return error.code == .unsupportedVersion && error.message.contains("version 3")
+                && error.message.contains("reads versions 1 and 2")
         }
+        // Version 2 is version 1 rewritten by an erasure: the same encoding, read the same way.
+        encoded[0] = EventCodec.redactedVersion
+        #expect(try EventCodec.decode(encoded) == randomEvent(seed: 1))
     }
 
     @Test("garbage bytes are a corrupt event, not a crash")

@@ -147,7 +147,8 @@ public enum EventCodec {
         guard version == formatVersion || version == redactedVersion else {
             throw LedgerCoreError(
                 .unsupportedVersion,
-                "event encoding version \(version) is not supported by this build (it reads version \(formatVersion))")
+                "event encoding version \(version) is not supported by this build (it reads versions \(formatVersion)"
+                    + " and \(redactedVersion))")
         }
         let body = UnsafeRawBufferPointer(rebasing: bytes.dropFirst())
         if let event = CanonicalEventDecoder.decode(body) { return event }

@@ -128,10 +128,7 @@ public struct InMemoryLedgerState: LedgerProjection, Sendable {
 
     public func pushesSettledThrough() -> UInt64 { pushesSettled }
 
-    public mutating func forget(_ instance: InstanceID, token: RegistrationToken) {
-        instanceIDs[token] = nil
-        apnsTokens[instance] = nil
-    }
+    public mutating func forgetAPNsTokens(of instance: InstanceID) { apnsTokens[instance] = nil }
 
     public mutating func settlePushes(through sendSeq: UInt64) { pushesSettled = sendSeq }
 }

@@ -56,9 +56,9 @@ public protocol LedgerProjection {
     /// Moves ``pushesSettledThrough()`` to `sendSeq` (the fold only ever moves it forward).
     mutating func settlePushes(through sendSeq: UInt64) throws
 
-    /// Forgets the instance's identifiers (an erasure; it is no longer registered): `token` no longer names
-    /// it, and no APNs token it held, now or before, is kept. Its id, its topic history and its pushes stay.
-    mutating func forget(_ instance: InstanceID, token: RegistrationToken) throws
+    /// Forgets every APNs token the instance held, now or before (an erasure; it is no longer registered).
+    /// Its id, its pseudonym (its token from now on), its topic history and its pushes stay.
+    mutating func forgetAPNsTokens(of instance: InstanceID) throws
 }
 
 /// The one definition of what each event does to subscription state.
@@ -80,10 +80,12 @@ public enum EventFold {
             try end(instance, at: seq, in: &state)
         case .erased(let erasure):
             // Every earlier event naming the device names its pseudonym by now (live, the erasure renamed it
-            // before appending this event; in a rebuild, the rewritten events did).
+            // before appending this event; in a rebuild, the rewritten events did). The pseudonym keeps naming
+            // the instance, for audits; an operation on it is refused like one on any unregistered token, and
+            // registering it again is refused (``Erasure/isPseudonym(_:)``).
             guard let instance = try state.instanceID(for: erasure.pseudonym) else { return }
             if try state.isRegistered(instance) { try end(instance, at: seq, in: &state) }
-            try state.forget(instance, token: erasure.pseudonym)
+            try state.forgetAPNsTokens(of: instance)
         case .subscribed(let token, let topic, _):
             guard let instance = try state.instanceID(for: token), try state.isRegistered(instance),
                 let topicID = try state.topicID(for: topic, create: true)

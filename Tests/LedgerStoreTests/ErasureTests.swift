@@ -1,0 +1,165 @@
+import Foundation
+import LedgerCore
+import LedgerQueries
+import LedgerStore
+import LedgerTestSupport
+import Testing
+
+/// Erasure through `Ledger.append`: the identifiers leave every file, the facts and every proof stay.
+@Suite("Erasure", .offThePool)
+struct ErasureTests {
+    private let erased = try! RegistrationToken("cAAAAAAAAAAAAAAAAAAAAA:APA91b-erase-me-0123456789abcdefghijklmnopqrstuvwxyz")
+    private let kept = try! RegistrationToken("dBBBBBBBBBBBBBBBBBBBBB:APA91b-keep-me-0123456789abcdefghijklmnopqrstuvwxyz")
+    private let apnsToken = try! APNsDeviceToken(bytes: (0..<32).map { UInt8(0xA0 + $0 % 16) }, sandbox: false)
+
+    private func request(_ operations: [LedgerOperation], actor: String = "admin") -> WriteRequest {
+        WriteRequest(actor: actor, requestID: UUID().uuidString, operations: operations)
+    }
+
+    /// Two devices with history: the one to erase is ios with an APNs token, on two topics, sent to by token
+    /// (its token also in the message's data) and by topic, acknowledged; the other shares a topic.
+    private func history(_ ledger: Ledger) async throws {
+        _ = try await ledger.append(
+            request([
+                .register(erased, platform: "ios", appID: "app"), .register(kept, platform: "android", appID: "app"),
+            ]))
+        _ = try await ledger.append(request([.setAPNsToken(erased, apnsToken)]))
+        for topic in ["news", "sports"] {
+            _ = try await ledger.append(request([.subscribe(erased, try TopicName(topic), via: .v1)]))
+        }
+        _ = try await ledger.append(request([.subscribe(kept, try TopicName("news"), via: .v1)]))
+        let json = Array("{\"token\":\"\(erased.rawValue)\",\"data\":{\"who\":\"\(erased.rawValue)\"}}".utf8)
+        _ = try await ledger.append(request([.send(.token(erased), precedence: .leftToRight, messageJSON: json)]))
+        _ = try await ledger.append(
+            request([.send(.topic(try TopicName("news")), precedence: .leftToRight, messageJSON: Array("{}".utf8))]))
+        ledger.waitForAudiences()
+        let head = try ledger.read { try $0.head().seq }
+        _ = try await ledger.append(request([.acknowledge(erased, through: head)], actor: "device"))
+    }
+
+    @Test("after an erasure no file holds the token or the APNs token; facts, the chain and the tree stay")
+    func erasure() async throws {
+        let directory = TemporaryDirectory()
+        defer { directory.remove() }
+        let ledger = try openTestLedger(directory)
+        try await history(ledger)
+        let before = try ledger.read { try $0.head().seq }
+        let oldRoot = try ledger.read { try $0.merkleTree(size: before).root() }
+        #expect(!IdentifierSearch.files(under: directory.path, holding: Array(erased.rawValue.utf8)).isEmpty)
+
+        let receipt = try await ledger.append(request([.erase(erased, reason: "GDPR Art. 17 request #7")]))
+        #expect(receipt.outcomes[0].seq == before + 1)
+        for identifier in [Array(erased.rawValue.utf8), apnsToken.bytes] {
+            #expect(IdentifierSearch.files(under: directory.path, holding: identifier) == [])
+        }
+        #expect(!IdentifierSearch.files(under: directory.path, holding: Array(kept.rawValue.utf8)).isEmpty)
+
+        // The erased event: who, why, the pseudonym, how many events it rewrote.
+        let event = try #require(try ledger.readLog { try $0.event(at: before + 1) })
+        guard case .erased(let erasure) = event.body else {
+            Issue.record("the last event is \(event.kind), not erased")
+            return
+        }
+        #expect(event.actor == "admin")
+        #expect(erasure.reason == "GDPR Art. 17 request #7")
+        #expect(erasure.registeredSeq == 1)
+        #expect(erasure.pseudonym.rawValue.hasPrefix("erased-"))
+        // registered, apnsTokenSet, 2 subscribed, the token send, the acknowledgement.
+        #expect(erasure.redactedEvents == 6)
+
+        // Every hash stays: the old tree is a prefix of the new one, its root unchanged.
+        let (newRoot, proof, sameOldRoot) = try ledger.read { snapshot in
+            let tree = try snapshot.merkleTree(size: before + 1)
+            return (try tree.root(), try tree.consistencyProof(from: before), try snapshot.merkleTree(size: before).root())
+        }
+        #expect(sameOldRoot == oldRoot)
+        #expect(
+            MerkleVerifier.verifyConsistency(
+                proof: proof, oldSize: before, newSize: before + 1, oldRoot: oldRoot, newRoot: newRoot))
+
+        // Verify is sound, and counts.
+        let report = try ledger.verify(checkAudiences: true)
+        #expect(report.problems == [])
+        #expect(report.erasures == 1 && report.redactedEvents == 6)
+
+        // The token names nothing: it is refused like any unknown token; sends skip the device.
+        let refused = try await ledger.append(request([.subscribe(erased, try TopicName("weather"), via: .v1)]))
+        #expect(refused.outcomes[0].rejection?.code == .notFound)
+        let again = try await ledger.append(request([.erase(erased, reason: "twice")]))
+        #expect(again.outcomes[0].rejection?.code == .notFound)
+        let members = try ledger.read { snapshot in
+            try snapshot.recipientTokens(snapshot.audience(of: .topic(try TopicName("news")), precedence: .leftToRight))
+        }
+        #expect(members == [kept])
+
+        // The replays of the sends before it keep their counts, and name the device by its pseudonym.
+        let replays = try ledger.read { snapshot in
+            var sends: [UInt64] = []
+            try snapshot.forEachEvent(from: 1, through: before) { event, _ in
+                if case .sent(let sent) = event.body { sends.append(sent.messageID) }
+                return true
+            }
+            return try sends.map { try #require(try MessageReplay.replay($0, in: snapshot)) }
+        }
+        #expect(replays.map(\.recipientCount) == [1, 2])
+        #expect(replays.map(\.erasedRecipients) == [1, 1])
+        #expect(replays.map(\.matchesRecord) == [true, true])
+        #expect(replays[0].recipients == [erasure.pseudonym])
+
+        ledger.close()
+    }
+
+    @Test("after a restart and more writes the files are still free of it, and the ledger still verifies")
+    func restart() async throws {
+        let directory = TemporaryDirectory()
+        defer { directory.remove() }
+        do {
+            let ledger = try openTestLedger(directory)
+            defer { ledger.close() }
+            try await history(ledger)
+            _ = try await ledger.append(request([.erase(erased, reason: "r")]))
+        }
+        let ledger = try openTestLedger(directory)
+        defer { ledger.close() }
+        _ = try await ledger.append(request([.subscribe(kept, try TopicName("weather"), via: .v1)]))
+        #expect(IdentifierSearch.files(under: directory.path, holding: Array(erased.rawValue.utf8)) == [])
+        #expect(try ledger.verify().problems == [])
+    }
+
+    @Test("a batch erases each known token once; unknown and repeated tokens are not found")
+    func batch() async throws {
+        let directory = TemporaryDirectory()
+        defer { directory.remove() }
+        let ledger = try openTestLedger(directory)
+        defer { ledger.close() }
+        try await history(ledger)
+        let unknown = try RegistrationToken("never-registered")
+        let receipt = try await ledger.append(
+            request([
+                .erase(erased, reason: "r"), .erase(unknown, reason: "r"), .erase(kept, reason: "r"),
+                .erase(erased, reason: "r"),
+            ]))
+        #expect(receipt.outcomes.map { $0.seq != nil } == [true, false, true, false])
+        #expect(receipt.outcomes[1].rejection?.code == .notFound)
+        for token in [erased, kept] {
+            #expect(IdentifierSearch.files(under: directory.path, holding: Array(token.rawValue.utf8)) == [])
+        }
+        let report = try ledger.verify()
+        #expect(report.problems == [])
+        #expect(report.erasures == 2)
+    }
+
+    @Test("a request that erases and does something else is refused whole")
+    func mixed() async throws {
+        let directory = TemporaryDirectory()
+        defer { directory.remove() }
+        let ledger = try openTestLedger(directory)
+        defer { ledger.close() }
+        try await history(ledger)
+        await #expect(throws: StoreError.self) {
+            _ = try await ledger.append(
+                request([.erase(erased, reason: "r"), .subscribe(kept, try TopicName("x"), via: .v1)]))
+        }
+        #expect(!IdentifierSearch.files(under: directory.path, holding: Array(erased.rawValue.utf8)).isEmpty)
+    }
+}
