@@ -113,3 +113,39 @@ extension KeyedDecodingContainer where Key == BodyKey {
         return text
     }
 }
+
+/// `POST …/registrations/{token}:erase`: `{"reason": "…"}`, and `POST …/registrations:batchErase`:
+/// `{"registrationTokens": ["…", …], "reason": "…"}` (`registration_tokens` too), at most
+/// ``maximumTokens`` tokens. The reason is required: it is what the log keeps of why.
+public struct ErasureBody: Decodable {
+    public static let maximumTokens = 1000
+    public static let maximumReasonBytes = 1024
+    public let reason: String
+    /// The batch's tokens (empty for the single-token route, whose token is in the path).
+    public let registrationTokens: [String]
+
+    public init(from decoder: any Decoder) throws {
+        let body = try decoder.container(keyedBy: BodyKey.self)
+        try body.refuseUnknown(["reason", "registrationTokens", "registration_tokens"])
+        guard let reason = try body.string("reason", maximumBytes: Self.maximumReasonBytes),
+            !reason.allSatisfy(\.isWhitespace)
+        else {
+            throw FCMError.invalidArgument("reason is required: why the device is erased", field: "reason")
+        }
+        self.reason = reason
+        let key = [BodyKey(stringValue: "registrationTokens"), BodyKey(stringValue: "registration_tokens")]
+            .first(where: body.contains)
+        guard let key else {
+            registrationTokens = []
+            return
+        }
+        guard let tokens = try? body.decode([String].self, forKey: key) else {
+            throw FCMError.invalidArgument("registrationTokens must be an array of strings", field: key.stringValue)
+        }
+        guard (1...Self.maximumTokens).contains(tokens.count) else {
+            throw FCMError.invalidArgument(
+                "registrationTokens must hold 1 to \(Self.maximumTokens) tokens", field: key.stringValue)
+        }
+        registrationTokens = tokens
+    }
+}

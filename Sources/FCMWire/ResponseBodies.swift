@@ -204,3 +204,33 @@ public struct AcknowledgedThrough: Encodable {
         self.acknowledgedThrough = acknowledgedThrough
     }
 }
+
+/// One erasure's answer: the pseudonym the device has from now on, the seq of its `erased` event and how
+/// many earlier events it rewrote — or, in a batch, why the token was not erased.
+public struct ErasureResult: Encodable {
+    public let pseudonym: String?
+    public let erasedAtSeq: String?
+    public let redactedEvents: String?
+    public let error: String?
+
+    public init(pseudonym: String, erasedAtSeq: UInt64, redactedEvents: UInt64) {
+        self.pseudonym = pseudonym
+        self.erasedAtSeq = String(erasedAtSeq)
+        self.redactedEvents = String(redactedEvents)
+        self.error = nil
+    }
+
+    public init(error: String) {
+        (pseudonym, erasedAtSeq, redactedEvents) = (nil, nil, nil)
+        self.error = error
+    }
+}
+
+/// `POST …/registrations:batchErase`'s answer: one result per token, in order.
+public struct ErasureResults: Encodable {
+    public let results: [ErasureResult]
+
+    public init(results: [ErasureResult]) {
+        self.results = results
+    }
+}

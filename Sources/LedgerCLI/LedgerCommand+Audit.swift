@@ -9,7 +9,33 @@ extension LedgerCommand {
     struct Audit: ParsableCommand {
         static let configuration = CommandConfiguration(
             abstract: "An instance's or a topic's history and its state at a moment (audit data: carries tokens).",
-            subcommands: [Instance.self, Topic.self])
+            subcommands: [Instance.self, Topic.self, Erasures.self])
+
+        struct Erasures: ParsableCommand {
+            static let configuration = CommandConfiguration(
+                abstract: "Every erasure: its seq and time, who erased, why, and the device's pseudonym.")
+
+            @OptionGroup var common: CommonOptions
+
+            func run() throws {
+                let ledger = try common.open(.readOnly)
+                let records = try ledger.read { try $0.erasures() }
+                switch common.format {
+                case .json:
+                    print(String(decoding: try AuditJSON.data(AuditJSON.Erasures(records)), as: UTF8.self))
+                case .text:
+                    print("\(records.count) erasure(s)")
+                    for record in records {
+                        // The reason is the eraser's text: quoted, never raw on a terminal.
+                        print(
+                            "  seq \(record.seq) \(record.time.rfc3339) \(record.erasure.pseudonym.rawValue)"
+                                + " by \(EventText.quoted(record.actor)), \(record.erasure.redactedEvents) event(s)"
+                                + " rewritten, registered at seq \(record.erasure.registeredSeq):"
+                                + " \(EventText.quoted(record.erasure.reason))")
+                    }
+                }
+            }
+        }
 
         struct Instance: ParsableCommand {
             static let configuration = CommandConfiguration(

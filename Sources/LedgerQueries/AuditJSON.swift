@@ -345,3 +345,35 @@ struct TimeLookup {
             untilTime: try interval.end.map { try time($0) })
     }
 }
+
+extension AuditJSON {
+    /// One erasure: `{"seq", "time", "actor", "reason", "pseudonym", "registeredSeq", "redactedEvents"}`.
+    public struct ErasureEntry: Encodable, Sendable {
+        public let seq: UInt64
+        public let time: String
+        public let actor: String
+        public let reason: String
+        public let pseudonym: String
+        public let registeredSeq: UInt64
+        public let redactedEvents: UInt64
+
+        public init(_ record: ErasureRecord) {
+            seq = record.seq
+            time = record.time.rfc3339
+            actor = record.actor
+            reason = record.erasure.reason
+            pseudonym = record.erasure.pseudonym.rawValue
+            registeredSeq = record.erasure.registeredSeq
+            redactedEvents = record.erasure.redactedEvents
+        }
+    }
+
+    /// `{"erasures": […]}`: the answer of `ledger audit erasures --format json` and `GET …/audit/erasures`.
+    public struct Erasures: Encodable, Sendable {
+        public let erasures: [ErasureEntry]
+
+        public init(_ records: [ErasureRecord]) {
+            erasures = records.map(ErasureEntry.init)
+        }
+    }
+}

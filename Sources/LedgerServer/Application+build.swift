@@ -176,6 +176,7 @@ public func buildRouter(
     TopicSubscriptionRoutes(server: server).register(on: router)
     InstanceIDRoutes(server: server).register(on: router)
     RegistrationRoutes(server: server).register(on: router)
+    ErasureRoutes(server: server).register(on: router)
     AuditRoutes(server: server).register(on: router)
     DeliveryRoutes(server: server).register(on: router)
     ProofRoutes(server: server).register(on: router)

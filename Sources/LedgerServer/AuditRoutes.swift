@@ -27,6 +27,9 @@ struct AuditRoutes {
         project.get("topics/:topic") { request, context in try await topic(request, context) }
         project.get("topics/:topic/history") { request, context in try await history(request, context) }
         project.get("events") { request, context in try await events(request, context) }
+        project.get("erasures") { _, context in
+            try JSONResponse.encoded(try context.ledger.read { AuditJSON.Erasures(try $0.erasures()) })
+        }
     }
 
     /// `GET …/audit/messages/{id}`: the replay of a message with its recipients paged in byte order.

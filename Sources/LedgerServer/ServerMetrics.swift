@@ -44,6 +44,23 @@ public final class ServerMetrics: Sendable {
         operationsCommitted.increment(by: Int64(operations))
     }
 
+    /// Counts the devices one erasure request erased (`ledger_erasures_total{kind="erased"}`) and how long it
+    /// took, the compaction of the file included.
+    func recordErasure(devices: Int, duration: Duration) {
+        registry.makeCounter(
+            name: "ledger_erasures_total", labels: [("kind", "erased")],
+            help: "Devices whose identifiers were erased (erased), or whose registrations expired (expired)"
+        ).increment(by: Int64(devices))
+        registry.makeDurationHistogram(
+            name: "ledger_erasure_duration_seconds",
+            buckets: [
+                .milliseconds(10), .milliseconds(50), .milliseconds(100), .milliseconds(250), .milliseconds(500),
+                .seconds(1), .seconds(2), .seconds(5), .seconds(10), .seconds(30),
+            ],
+            help: "Time of an erasure request: the rewrite of the events naming the devices and the compaction of the file"
+        ).record(duration)
+    }
+
     /// Counts one answered request.
     func recordRequest(route: String, method: String, status: Int) {
         registry.makeCounter(

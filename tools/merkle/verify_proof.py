@@ -144,17 +144,22 @@ def verify_note(note, key_line):
 
 def verify_message_proof(document, key_line):
     origin, size, root = verify_note(document["checkpoint"], key_line)
+    erased = 0
     for entry in document["entries"]:
         event = base64.b64decode(entry["event"], validate=True)
         previous, claimed = bytes.fromhex(entry["prevHash"]), bytes.fromhex(entry["hash"])
-        if hashlib.sha256(previous + event).digest() != claimed:
+        # An event an erasure rewrote (first byte 2) keeps the hash of the bytes it replaced: the tree vouches
+        # for that hash; its bytes are what is left after the erasure (docs/event-format.md, "Erasure").
+        if hashlib.sha256(previous + event).digest() != claimed and event[:1] != b"\x02":
             raise Refused(f"the {entry['kind']} event at seq {entry['seq']} does not hash to its chain hash")
+        erased += hashlib.sha256(previous + event).digest() != claimed
         if entry["leafIndex"] != entry["seq"] - 1:
             raise Refused("a leaf index is its seq minus one")
         proof = [base64.b64decode(p, validate=True) for p in entry["inclusionProof"]]
         if root_from_inclusion(proof, entry["leafIndex"], size, leaf_hash(claimed)) != root:
             raise Refused(f"the {entry['kind']} event at seq {entry['seq']} is not in the checkpoint's tree")
-    return f"{len(document['entries'])} events included in {origin} at size {size}"
+    note = f" ({erased} of them rewritten by an erasure: their hashes are in the tree, their bytes no longer give them)"
+    return f"{len(document['entries'])} events included in {origin} at size {size}" + (note if erased else "")
 
 
 def verify_consistency_proof(document, key_line):
