@@ -24,6 +24,8 @@ extension LedgerCommand {
                 out.field("events", number: report.events)
                 out.field("sendsWithoutAudience", number: report.sendsWithoutAudience)
                 out.field("audiencesChecked", number: report.audiencesChecked)
+                out.field("erasures", number: report.erasures)
+                out.field("redactedEvents", number: report.redactedEvents)
                 out.field(
                     "problems", raw: "[" + report.problems.map(JSONObjectWriter.quoted).joined(separator: ",") + "]")
                 print(out.finish())
@@ -32,6 +34,11 @@ extension LedgerCommand {
                     print(
                         "sound: \(report.events) events, hash chain intact, projections equal a rebuild"
                             + (audiences ? ", \(report.audiencesChecked) recorded audiences match a replay" : ""))
+                    if report.erasures > 0 {
+                        print(
+                            "erasures: \(report.erasures); \(report.redactedEvents) event(s) rewritten by them keep their"
+                                + " hashes (chained and in the tree) and are each accounted for by an erased event")
+                    }
                     if report.sendsWithoutAudience > 0 {
                         print(
                             "note: \(report.sendsWithoutAudience) send(s) have no audience event yet; a running server"
