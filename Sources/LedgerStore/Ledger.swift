@@ -138,6 +138,7 @@ public final class Ledger: Sendable {
         } else {
             self.audienceRecorder = nil
         }
+        if options.replication == nil && !options.forRebuild { try reapplyJournaledErasures() }
     }
 
     /// The single writer: each group-commit batch runs through ``commit(_:environment:schema:limits:moves:now:logger:)``;
@@ -218,6 +219,16 @@ public final class Ledger: Sendable {
     ) -> Result<WriteReceipt, any Error> {
         let start = ContinuousClock.now
         do {
+            try ErasureJournal.append(
+                try environment.read { txn in
+                    try Self.journalEntries(of: receipt, in: LedgerSnapshot(txn: txn, schema: LedgerSchema(txn)))
+                }, directory: environment.path)
+        } catch {
+            logger.critical(
+                "an erasure is recorded in the log but not in erasures.jsonl: a restore of an older backup would not apply it again",
+                metadata: ["error": "\(error)"])
+        }
+        do {
             try environment.compact()
             dataFile?.adopt()
             state.instances.forget()
@@ -243,6 +254,51 @@ public final class Ledger: Sendable {
                     "the erasure is recorded, but the ledger's file could not be compacted yet; it will be before the"
                         + " next write"))
         }
+    }
+
+    /// The journal lines of the erasures `receipt` appended.
+    private static func journalEntries(of receipt: WriteReceipt, in snapshot: LedgerSnapshot) throws
+        -> [ErasureJournal.Entry]
+    {
+        try receipt.outcomes.compactMap { outcome in
+            guard let seq = outcome.seq, let event = try snapshot.event(at: seq), case .erased(let erasure) = event.body,
+                let registeredHash = try snapshot.hash(at: erasure.registeredSeq)
+            else { return nil }
+            return ErasureJournal.Entry(
+                seq: seq, time: event.time.rfc3339, actor: event.actor, reason: erasure.reason,
+                pseudonym: erasure.pseudonym.rawValue, registeredSeq: erasure.registeredSeq,
+                registeredHash: Hex.encode(registeredHash))
+        }
+    }
+
+    /// Applies again, through the writer, each erasure of the journal that this file does not hold: a file
+    /// restored from a backup older than the erasure still names the device in its `registered` event (the
+    /// same event: its hash is the journal's). The device gets its pseudonym again, in an `erased` event by
+    /// `restore`. Called when a writer opens the ledger.
+    private func reapplyJournaledErasures() throws {
+        guard let committer else { return }
+        // An erasure applied again is journaled again: the first line of each device is its erasure.
+        var seen = Set<UInt64>()
+        let entries = ErasureJournal.read(directory: directory).filter { seen.insert($0.registeredSeq).inserted }
+        guard !entries.isEmpty else { return }
+        let operations: [LedgerOperation] = try read { snapshot in
+            try entries.compactMap { entry in
+                guard entry.registeredSeq > 0,
+                    let hash = try snapshot.hash(at: entry.registeredSeq), Hex.encode(hash) == entry.registeredHash,
+                    let event = try snapshot.event(at: entry.registeredSeq),
+                    case .registered(let token, _, _) = event.body, !Erasure.isPseudonym(token),
+                    let pseudonym = try? RegistrationToken(entry.pseudonym), Erasure.isPseudonym(pseudonym)
+                else { return nil }
+                return .erase(token, reason: "applied again after a restore: " + entry.reason, pseudonym: pseudonym)
+            }
+        }
+        guard !operations.isEmpty else { return }
+        let receipt = try committer.submitAndWait(
+            WriteRequest(actor: "restore", requestID: "erasures-journal", operations: operations)
+        ).get()
+        logger.notice(
+            "erasures recorded since this ledger's copy was made were applied again",
+            metadata: ["ledger.erasures": "\(receipt.outcomes.filter { $0.seq != nil }.count)"])
     }
 
     /// Computes each committed send's audience on its own thread and appends it through the writer.

@@ -34,8 +34,9 @@ public enum LedgerOperation: Sendable, Equatable {
     /// APNs token it held is rewritten with a fresh pseudonym in their place, an `erased` event is appended,
     /// and the token names nothing from then on. `.notFound` for a token the ledger does not know (never
     /// registered, or erased already). A request that erases does nothing else, and commits alone; the
-    /// ledger's file is compacted before it is answered (``Ledger/append(_:)``).
-    case erase(RegistrationToken, reason: String)
+    /// ledger's file is compacted before it is answered (``Ledger/append(_:)``). `pseudonym`, when given, is
+    /// the one to use (an erasure applied again after a restore: ``ErasureJournal``).
+    case erase(RegistrationToken, reason: String, pseudonym: RegistrationToken? = nil)
 }
 
 /// A group of operations from one request, appended together and sharing a request id.

@@ -208,7 +208,7 @@ package struct LogAppender<Projection: AppenderProjection, Sink: EventSink> {
         var positions: [Int] = []
         var erased = Set<InstanceID>()
         for (index, operation) in request.operations.enumerated() {
-            guard case .erase(let token, let reason) = operation else { continue }
+            guard case .erase(let token, let reason, let pseudonym) = operation else { continue }
             guard !Erasure.isPseudonym(token), let instance = try projection.instanceID(for: token),
                 erased.insert(instance).inserted
             else {
@@ -216,7 +216,8 @@ package struct LogAppender<Projection: AppenderProjection, Sink: EventSink> {
                 continue
             }
             targets.append(
-                ErasureTarget(instance: instance, token: token, pseudonym: Erasure.newPseudonym(), reason: reason))
+                ErasureTarget(
+                    instance: instance, token: token, pseudonym: pseudonym ?? Erasure.newPseudonym(), reason: reason))
             positions.append(index)
         }
         guard !targets.isEmpty else { return outcomes }

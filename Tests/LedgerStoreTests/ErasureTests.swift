@@ -126,6 +126,41 @@ struct ErasureTests {
         #expect(try ledger.verify().problems == [])
     }
 
+    @Test("a backup older than an erasure, restored, has the erasure applied again when a writer opens it")
+    func restoredBackup() async throws {
+        let directory = TemporaryDirectory()
+        defer { directory.remove() }
+        let backups = TemporaryDirectory()
+        defer { backups.remove() }
+        let pseudonym: RegistrationToken
+        do {
+            let ledger = try openTestLedger(directory)
+            defer { ledger.close() }
+            try await history(ledger)
+            try ledger.backup(to: backups.path)
+            let receipt = try await ledger.append(request([.erase(erased, reason: "ticket 9")]))
+            let event = try #require(try ledger.read { try $0.event(at: receipt.outcomes[0].seq!) })
+            guard case .erased(let erasure) = event.body else { throw StoreError(.corrupt, "no erased event") }
+            pseudonym = erasure.pseudonym
+            #expect(IdentifierSearch.files(under: backups.path, holding: Array(erased.rawValue.utf8)) != [])
+        }
+        // The operator restores the older copy: its data file over the ledger's, the journal left beside it.
+        let ledgerDirectory = directory.path + "/" + ProjectID.default.rawValue
+        #expect(FileManager.default.fileExists(atPath: ledgerDirectory + "/" + ErasureJournal.fileName))
+        try FileManager.default.removeItem(atPath: ledgerDirectory + "/data.mdb")
+        try FileManager.default.removeItem(atPath: ledgerDirectory + "/lock.mdb")
+        try FileManager.default.copyItem(
+            atPath: backups.path + "/" + ProjectID.default.rawValue + "/data.mdb", toPath: ledgerDirectory + "/data.mdb")
+        let ledger = try openTestLedger(directory)
+        defer { ledger.close() }
+        #expect(IdentifierSearch.files(under: directory.path, holding: Array(erased.rawValue.utf8)) == [])
+        #expect(IdentifierSearch.files(under: directory.path, holding: apnsToken.bytes) == [])
+        let erasures = try ledger.read { try $0.erasures() }
+        #expect(erasures.map(\.erasure.pseudonym) == [pseudonym])
+        #expect(erasures.map(\.actor) == ["restore"])
+        #expect(try ledger.verify().problems == [])
+    }
+
     @Test("a batch erases each known token once; unknown and repeated tokens are not found")
     func batch() async throws {
         let directory = TemporaryDirectory()
