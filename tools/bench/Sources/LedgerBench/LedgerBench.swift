@@ -31,7 +31,7 @@ struct LedgerBench: AsyncParsableCommand {
 
     @Option(
         help:
-            "Run only these workloads (comma-separated: append, rebuild, scan, audience, parse, message, import, http, resolve, replay, proofs, delivery, console, routing, peers; peers adds Redis and SQLite beside append and audience)."
+            "Run only these workloads (comma-separated: append, rebuild, scan, audience, parse, message, import, http, resolve, replay, erasure, proofs, delivery, console, routing, peers; peers adds Redis and SQLite beside append and audience)."
     )
     var only: String?
 
@@ -127,6 +127,14 @@ struct LedgerBench: AsyncParsableCommand {
                 try await ReplayWorkload(
                     instances: full ? 1_000_000 : 100_000, largeEvents: full ? 10_000_000 : 500_000, seed: seed,
                     scratch: scratch, ledgerBinary: ledgerBinary
+                ).run()
+            }
+        }
+        if wants("erasure") {
+            try await section("erasure") {
+                try await ErasureWorkload(
+                    instances: full ? 1_000_000 : 100_000, events: full ? 10_000_000 : 1_000_000, seed: seed,
+                    scratch: scratch
                 ).run()
             }
         }
