@@ -256,12 +256,38 @@ public final class Ledger: Sendable {
         }
     }
 
+    /// After a replicated block with `erased` events at `seqs` was applied (a follower): journals them and
+    /// compacts the file, as the leader did for its copy. A failure is logged; the writer compacts before its
+    /// next transaction in any case only on a leader, so a follower tries again at its next erasure.
+    func compactAfterErasures(at seqs: [UInt64]) {
+        do {
+            try ErasureJournal.append(
+                try read { try Self.journalEntries(of: seqs, in: $0) }, directory: directory)
+            try environment.compact()
+            dataFile?.adopt()
+            logger.notice(
+                "applied a replicated erasure to this copy and compacted its file",
+                metadata: ["ledger.erased": "\(seqs.count)"])
+        } catch {
+            logger.critical(
+                "a replicated erasure is applied, but the file could not be compacted or journaled",
+                metadata: ["error": "\(error)"])
+        }
+    }
+
     /// The journal lines of the erasures `receipt` appended.
     private static func journalEntries(of receipt: WriteReceipt, in snapshot: LedgerSnapshot) throws
         -> [ErasureJournal.Entry]
     {
-        try receipt.outcomes.compactMap { outcome in
-            guard let seq = outcome.seq, let event = try snapshot.event(at: seq), case .erased(let erasure) = event.body,
+        try journalEntries(of: receipt.outcomes.compactMap(\.seq), in: snapshot)
+    }
+
+    /// The journal lines of the `erased` events at `seqs`.
+    private static func journalEntries(of seqs: [UInt64], in snapshot: LedgerSnapshot) throws
+        -> [ErasureJournal.Entry]
+    {
+        try seqs.compactMap { seq in
+            guard let event = try snapshot.event(at: seq), case .erased(let erasure) = event.body,
                 let registeredHash = try snapshot.hash(at: erasure.registeredSeq)
             else { return nil }
             return ErasureJournal.Entry(

@@ -79,7 +79,7 @@ struct TokenPathRouterTests {
             "/v1/projects//demo-project/registrations/TOKEN/topicSubscriptions",
             "v1/projects/demo-project/registrations/TOKEN/topicSubscriptions",  // no leading slash
             "/v1/projects/demo-project/registrations/TOKEN/topicsubscriptions",  // another literal
-            "/v1/projects/demo-project/registrations/TOKEN",  // another route or none
+            "/v1/projects/demo-project/registrations/TOKEN/apnsToken/x",  // no route
             "/v1/projects/demo-project/registrations/\u{301}TOKEN/topicSubscriptions",  // "/\u{301}": one Character
             "/v1/projects/demo-project/registrations/TOKEN\u{301}/topicSubscriptions",  // not ASCII
             "/v1/projects/demo project/registrations/TOKEN/topicSubscriptions",  // a space

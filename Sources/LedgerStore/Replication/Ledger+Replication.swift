@@ -30,8 +30,9 @@ extension Ledger {
         guard !block.records.isEmpty else { return .alreadyApplied }
         let application: ReplicaApplication
         let sends: [UInt64]
+        let erasures: [UInt64]
         do {
-            (application, sends) = try environment.write { txn in
+            (application, sends, erasures) = try environment.write { txn in
                 let snapshot = try LedgerSnapshot(txn: txn, schema: schema)
                 let head = try snapshot.head()
                 guard block.firstSeq <= head.seq + 1 else {
@@ -48,7 +49,7 @@ extension Ledger {
                         throw StoreError(.corrupt, "replicated record at seq \(seq) differs from the one stored here")
                     }
                 }
-                if skip == block.records.count { return (ReplicaApplication.alreadyApplied, []) }
+                if skip == block.records.count { return (ReplicaApplication.alreadyApplied, [], []) }
                 let previous =
                     skip == 0 ? block.previousHash : Array(block.records[skip - 1].prefix(HashChain.hashSize))
                 guard previous == head.hash else {
@@ -63,20 +64,28 @@ extension Ledger {
         } catch {
             throw Ledger.storageError(error, directory: directory)
         }
+        if !erasures.isEmpty { compactAfterErasures(at: erasures) }
         if case .applied(let head) = application {
             notifyReplicated(through: head.seq, sends: sends)
         }
         return application
     }
 
-    /// Checks, stores and folds `records`, which follow `head`; returns the new head and the seqs of the sends.
+    /// Checks, stores and folds `records`, which follow `head`; returns the new head and the seqs of the sends
+    /// and of the erasures.
+    ///
+    /// An `erased` event is what the leader appended after rewriting its own copy's events that named the
+    /// device (``LogRedaction``): this copy rewrites its own the same way — the device found by the token of its
+    /// `registered` event, at the erasure's `registeredSeq`, and given the erasure's pseudonym — before the
+    /// event is folded. The file is compacted once the transaction commits.
     private static func appendReplicated(
         _ records: ArraySlice<[UInt8]>, after head: LedgerHead, txn: LMDBTransaction, schema: LedgerSchema,
         options: Options
-    ) throws -> (ReplicaApplication, [UInt64]) {
+    ) throws -> (ReplicaApplication, [UInt64], [UInt64]) {
         var projection = LMDBProjection(txn: txn, schema: schema)
         var head = head
         var sends: [UInt64] = []
+        var erasures: [UInt64] = []
         for record in records {
             let event = try record.withUnsafeBytes { bytes -> LedgerEvent in
                 let (hash, encoded) = try HashChain.split(record: bytes)
@@ -91,6 +100,10 @@ extension Ledger {
             guard event.time >= head.time else {
                 throw StoreError(.corrupt, "replicated event \(event.seq) goes back in time")
             }
+            if case .erased(let erasure) = event.body {
+                try redactReplicated(erasure, txn: txn, schema: schema)
+                erasures.append(event.seq)
+            }
             try txn.put(schema.log, key: event.seq, value: record, flags: .append)
             try MerkleStore.didAppend(seq: event.seq, txn: txn, schema: schema)
             try EventFold.apply(event, to: &projection)
@@ -101,6 +114,19 @@ extension Ledger {
             txn: txn, schema: schema, limit: options.limits.recentMembershipsBeforeMove,
             cursor: RecentMemberships.MoveCursor())
         try txn.put(schema.meta, key: MetaKey.head, value: head.encoded)
-        return (.applied(head: head), sends)
+        return (.applied(head: head), sends, erasures)
+    }
+
+    /// Rewrites this copy's events naming the device `erasure` erased (nothing when this copy has done so
+    /// already, or never held it).
+    private static func redactReplicated(_ erasure: Erasure, txn: LMDBTransaction, schema: LedgerSchema) throws {
+        let snapshot = LedgerSnapshot(txn: txn, schema: schema)
+        guard let registered = try snapshot.event(at: erasure.registeredSeq),
+            case .registered(let token, _, _) = registered.body, !Erasure.isPseudonym(token),
+            let instance = try snapshot.instanceID(of: token)
+        else { return }
+        _ = try LogRedaction.redact(
+            [ErasureTarget(instance: instance, token: token, pseudonym: erasure.pseudonym, reason: erasure.reason)],
+            txn: txn, schema: schema)
     }
 }
