@@ -519,7 +519,17 @@ final class ProjectReplica: Sendable {
         let below = try await node.etcd.range(
             keys.blocks(project), rangeEnd: Array(keys.block(project, firstSeq: floor + 1).utf8), keysOnly: true)
         guard below.kvs.count > 1, let keep = below.kvs.last else { return }
-        _ = try await node.etcd.txn(fenced(revision, [.deleteRange(keys.blocks(project), rangeEnd: Array(keep.key))]))
+        let deleted = try await node.etcd.txn(
+            fenced(revision, [.deleteRange(keys.blocks(project), rangeEnd: Array(keep.key))]))
+        // The trimmed blocks' values stay readable at older revisions until etcd's history is compacted past
+        // them: an erased device's token must not outlive the trimmed window there either.
+        guard deleted.succeeded else { return }
+        do {
+            try await node.etcd.compact(revision: deleted.header.revision)
+        } catch {
+            // Another node (or etcd's own auto-compaction) compacted further: nothing older is left.
+            logger.debug("etcd's history was not compacted", metadata: ["error": "\(error)"])
+        }
     }
 
     /// A transaction of `operations` that lands only while this node's election key is the one created at

@@ -11,8 +11,9 @@ import FCMWire
 ///   one ``ErasureResult`` per token, in order (`NOT_FOUND`, `INVALID_ARGUMENT`).
 ///
 /// A request answers once the erasure is durable and the ledger's file has been compacted, so that no file
-/// under the data directory holds the identifiers any more (``LedgerOperation/erase(_:reason:)``). Nothing
-/// here logs a token or the reason.
+/// under the data directory holds the identifiers any more (``LedgerOperation/erase(_:reason:pseudonym:)``).
+/// In a cluster the leader answers (a follower forwards) once etcd holds the `erased` event; each follower
+/// rewrites and compacts its own copy when it applies it. Nothing here logs a token or the reason.
 struct ErasureRoutes {
     let server: ServerContext
 
@@ -65,11 +66,6 @@ struct ErasureRoutes {
         _ tokens: [RegistrationToken], reason: String, _ request: Request, _ context: ProjectRequestContext
     ) async throws -> [ErasureResult] {
         let caller = context.caller
-        if server.ledgers.cluster != nil {
-            throw FCMError(
-                status: .notImplemented, googleStatus: "UNIMPLEMENTED", errorCode: "UNIMPLEMENTED",
-                message: "Erasure is not available in a cluster yet: a node's copy would keep what the leader erased.")
-        }
         // A reason that quotes a token would put it back in the log.
         if tokens.contains(where: { reason.contains($0.rawValue) }) {
             throw FCMError.invalidArgument("reason must not quote a registration token", field: "reason")

@@ -5,11 +5,14 @@ writes through every node, injects one fault, and ends with the same checks: eve
 is on every replica, the replicas' logs are identical (every seq and hash), and `ledger verify` is sound on
 each copy."""
 
+import base64
 import json
+import os
 import shutil
 import subprocess
 import time
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 
 import requests
 
@@ -371,4 +374,61 @@ def test_a_full_disk_stalls_a_follower_and_moves_the_leadership(small_disk_clust
     wait_until(lambda: ready(n1), 60, "n1 to be ready again once its disk has space")
     acknowledged = writers.stop()
     cluster.check(acknowledged)
+    cluster.verify_all()
+
+
+def _holders(directory, token):
+    """Files under `directory` that hold `token` as text, hex or base64."""
+    forms = {token.encode(), token.encode().hex().encode(), base64.b64encode(token.encode()).rstrip(b"=")}
+    found = []
+    for root, _, files in os.walk(directory):
+        for name in files:
+            content = Path(root, name).read_bytes()
+            found += [os.path.join(root, name) for form in forms if form in content]
+    return found
+
+
+def test_an_erasure_through_a_follower_leaves_no_copy_and_no_etcd_revision_holding_the_token(trimming_cluster):
+    cluster = trimming_cluster
+    leader = cluster.wait_for_leader()
+    follower = next(node for node_id, node in cluster.nodes.items() if node_id != leader)
+    erased = follower.register()
+    kept = [node.register() for node in cluster.nodes.values() for _ in range(3)]
+    assert erased and all(kept)
+    cluster.check([erased] + kept)
+    assert all(_holders(node.data, erased) for node in cluster.nodes.values())
+    old_revision = json.loads(subprocess.run(
+        ["etcdctl", "--endpoints", ",".join(cluster.etcd.endpoints), "get", "x", "--write-out", "json"],
+        capture_output=True, text=True, env={**os.environ, "ETCDCTL_API": "3"}, check=True).stdout)["header"][
+        "revision"]
+
+    reply = requests.post(f"{follower.base}/v1/projects/{PROJECT}/registrations/{erased}:erase",
+                          headers={"Authorization": f"Bearer {ADMIN}"}, json={"reason": "GDPR Art. 17"}, timeout=60)
+    assert reply.status_code == 200, reply.text
+    pseudonym = reply.json()["pseudonym"]
+    # More writes, so that etcd trims the blocks that named the device (10 events are kept past every replica).
+    after = [node.register() for node in cluster.nodes.values() for _ in range(10)]
+    events = cluster.check(kept + after)
+    wait_until(lambda: all(not _holders(node.data, erased) for node in cluster.nodes.values()), 30,
+               "every node's copy to be free of the token")
+    # Every copy holds the same log (the same hashes: the erasure kept them) and names the pseudonym.
+    for node in cluster.nodes.values():
+        erasures = requests.get(f"{node.base}/v1/projects/{PROJECT}/audit/erasures",
+                                headers={"Authorization": f"Bearer {AUDITOR}"}, timeout=10)
+        assert [entry["pseudonym"] for entry in erasures.json()["erasures"]] == [pseudonym]
+        assert node.events() == events
+
+    # etcd: the blocks that named it are trimmed, and its history compacted past them.
+    def etcd_forgot():
+        current = subprocess.run(
+            ["etcdctl", "--endpoints", ",".join(cluster.etcd.endpoints), "get", "--prefix",
+             f"/topicledger/projects/{PROJECT}/blocks/", "--write-out", "json"],
+            capture_output=True, text=True, env={**os.environ, "ETCDCTL_API": "3"}, check=True).stdout
+        old = subprocess.run(
+            ["etcdctl", "--endpoints", ",".join(cluster.etcd.endpoints), "get", "--prefix",
+             f"/topicledger/projects/{PROJECT}/blocks/", "--rev", str(old_revision)],
+            capture_output=True, text=True, env={**os.environ, "ETCDCTL_API": "3"})
+        held = any(erased.encode() in base64.b64decode(kv["value"]) for kv in json.loads(current).get("kvs", []))
+        return not held and old.returncode != 0 and "compacted" in old.stderr
+    wait_until(etcd_forgot, 30, "etcd to trim the blocks naming the device and compact its history")
     cluster.verify_all()

@@ -232,6 +232,16 @@ public final class EtcdClient: Sendable {
         }
     }
 
+    /// Discards etcd's history before `revision`: the values of keys deleted or overwritten before it can no
+    /// longer be read at an older revision. (Their bytes leave etcd's file at its next defragmentation.)
+    public func compact(revision: Int64) async throws {
+        var request = Etcdserverpb_CompactionRequest()
+        request.revision = revision
+        _ = try await withMember { [request] grpc, options in
+            try await Etcdserverpb_KV.Client(wrapping: grpc).compact(request, options: options)
+        }
+    }
+
     // MARK: Leases
 
     /// A new lease of `seconds`; returns its id and the TTL etcd granted.
