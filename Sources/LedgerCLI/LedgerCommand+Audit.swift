@@ -13,7 +13,7 @@ extension LedgerCommand {
 
         struct Erasures: ParsableCommand {
             static let configuration = CommandConfiguration(
-                abstract: "Every erasure: its seq and time, who erased, why, and the device's pseudonym.")
+                abstract: "Every erasure and expiry: its seq and time, who, why, and the device (an erased one by its pseudonym).")
 
             @OptionGroup var common: CommonOptions
 
@@ -24,14 +24,13 @@ extension LedgerCommand {
                 case .json:
                     print(String(decoding: try AuditJSON.data(AuditJSON.Erasures(records)), as: UTF8.self))
                 case .text:
-                    print("\(records.count) erasure(s)")
+                    print("\(records.count) erasure(s) and expiries")
                     for record in records {
                         // The reason is the eraser's text: quoted, never raw on a terminal.
+                        let rewritten = record.redactedEvents.map { ", \($0) event(s) rewritten" } ?? ""
                         print(
-                            "  seq \(record.seq) \(record.time.rfc3339) \(record.erasure.pseudonym.rawValue)"
-                                + " by \(EventText.quoted(record.actor)), \(record.erasure.redactedEvents) event(s)"
-                                + " rewritten, registered at seq \(record.erasure.registeredSeq):"
-                                + " \(EventText.quoted(record.erasure.reason))")
+                            "  seq \(record.seq) \(record.time.rfc3339) \(record.kind.rawValue) \(record.device.rawValue)"
+                                + " by \(EventText.quoted(record.actor))\(rewritten): \(EventText.quoted(record.reason))")
                     }
                 }
             }

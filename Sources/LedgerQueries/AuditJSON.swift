@@ -347,24 +347,27 @@ struct TimeLookup {
 }
 
 extension AuditJSON {
-    /// One erasure: `{"seq", "time", "actor", "reason", "pseudonym", "registeredSeq", "redactedEvents"}`.
+    /// One erasure or expiry: `{"kind", "seq", "time", "actor", "reason", "device"}`, and for an erasure
+    /// `"registeredSeq"` and `"redactedEvents"`. `device` is an erased device's pseudonym, an expired one's token.
     public struct ErasureEntry: Encodable, Sendable {
+        public let kind: String
         public let seq: UInt64
         public let time: String
         public let actor: String
         public let reason: String
-        public let pseudonym: String
-        public let registeredSeq: UInt64
-        public let redactedEvents: UInt64
+        public let device: String
+        public let registeredSeq: UInt64?
+        public let redactedEvents: UInt64?
 
         public init(_ record: ErasureRecord) {
+            kind = record.kind.rawValue
             seq = record.seq
             time = record.time.rfc3339
             actor = record.actor
-            reason = record.erasure.reason
-            pseudonym = record.erasure.pseudonym.rawValue
-            registeredSeq = record.erasure.registeredSeq
-            redactedEvents = record.erasure.redactedEvents
+            reason = record.reason
+            device = record.device.rawValue
+            registeredSeq = record.registeredSeq
+            redactedEvents = record.redactedEvents
         }
     }
 

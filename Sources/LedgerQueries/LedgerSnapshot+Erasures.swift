@@ -1,24 +1,52 @@
 import LedgerCore
 import LedgerStore
 
-/// One erasure as `ledger audit erasures` and `GET …/audit/erasures` list it: when, by whom, why, and the
-/// name the device has from then on. Nothing here identifies the device but its pseudonym.
+/// One erasure or expiry as `ledger audit erasures` and `GET …/audit/erasures` list them: when, by whom, why,
+/// and the device — by its pseudonym when erased, by its token when its registration expired (an expired
+/// device keeps its history under its token, like any unregistered one).
 public struct ErasureRecord: Sendable, Equatable {
-    /// The seq of the `erased` event.
+    public enum Kind: String, Sendable {
+        /// The device's identifiers were erased (an `erased` event).
+        case erased
+        /// Its registration expired after the project's `registrationExpiry` without activity (an `unregistered`
+        /// event by `expiry`, its reason starting with `expired`).
+        case expired
+    }
+
+    public var kind: Kind
+    /// The seq of the event.
     public var seq: UInt64
     public var time: LedgerTime
-    /// The credential that erased it.
+    /// The credential that erased it, or `expiry`.
     public var actor: String
-    public var erasure: Erasure
+    public var reason: String
+    /// The pseudonym of an erased device; the token of an expired one.
+    public var device: RegistrationToken
+    /// An erasure's: the seq of the device's first registration, and how many events it rewrote.
+    public var registeredSeq: UInt64?
+    public var redactedEvents: UInt64?
 }
 
 extension LedgerSnapshot {
-    /// Every erasure in the log, oldest first: one pass over the log (an audit question, not a hot path).
+    /// Every erasure and expiry in the log, oldest first: one pass over the log (an audit question, not a hot
+    /// path).
     public func erasures() throws -> [ErasureRecord] {
         var records: [ErasureRecord] = []
         try forEachEvent { event, _ in
-            if case .erased(let erasure) = event.body {
-                records.append(ErasureRecord(seq: event.seq, time: event.time, actor: event.actor, erasure: erasure))
+            switch event.body {
+            case .erased(let erasure):
+                records.append(
+                    ErasureRecord(
+                        kind: .erased, seq: event.seq, time: event.time, actor: event.actor, reason: erasure.reason,
+                        device: erasure.pseudonym, registeredSeq: erasure.registeredSeq,
+                        redactedEvents: erasure.redactedEvents))
+            case .unregistered(let token, let reason) where event.actor == "expiry" && reason.hasPrefix("expired"):
+                records.append(
+                    ErasureRecord(
+                        kind: .expired, seq: event.seq, time: event.time, actor: event.actor, reason: reason,
+                        device: token, registeredSeq: nil, redactedEvents: nil))
+            default:
+                break
             }
             return true
         }

@@ -21,7 +21,7 @@ struct AuditRoutes {
                 middleware: ProjectAuthentication(server: server, roles: [.auditor, .admin]))
         let project = audit.group(context: ProjectRequestContext.self)
         project.get("messages/:message") { request, context in try await replay(request, context) }
-        audit.group("instances/:token").add(middleware: RegistrationInPath())
+        audit.group("instances/:token").add(middleware: RegistrationInPath(activity: server.ledgers.activity))
             .group(context: RegistrationRequestContext.self)
             .get { request, context in try await instance(request, context) }
         project.get("topics/:topic") { request, context in try await topic(request, context) }

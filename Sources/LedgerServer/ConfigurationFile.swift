@@ -71,13 +71,25 @@ struct ConfigurationFile: Decodable {
         let clientApiKeys: [String]?
         let checkpoint: CheckpointSection?
         let apns: APNsSection?
+        let registrationExpiry: RegistrationExpiry?
 
         init(from decoder: any Decoder) throws {
             let path = decoder.configurationPath
             let container = try decoder.container(keyedBy: ConfigKey.self)
             try container.refuseUnknown(
-                ["adminKeys", "auditorKeys", "clientApiKeys", "checkpoint", "apns"],
-                "unknown key; expected adminKeys, auditorKeys, clientApiKeys, checkpoint or apns", path: path)
+                ["adminKeys", "auditorKeys", "clientApiKeys", "checkpoint", "apns", "registrationExpiry"],
+                "unknown key; expected adminKeys, auditorKeys, clientApiKeys, checkpoint, apns or registrationExpiry",
+                path: path)
+            let expiryField = "\(decoder.configurationField).registrationExpiry"
+            if container.contains(ConfigKey("registrationExpiry")) {
+                guard let text = try? container.decode(String.self, forKey: ConfigKey("registrationExpiry")) else {
+                    throw LedgerCoreError(
+                        .invalidArgument, field: expiryField, "expected a string such as \"270d\" or \"never\"")
+                }
+                registrationExpiry = try RegistrationExpiry(parsing: text, field: expiryField)
+            } else {
+                registrationExpiry = nil
+            }
             adminKeys = try container.strings("adminKeys", path: path)
             auditorKeys = try container.strings("auditorKeys", path: path)
             clientApiKeys = try container.strings("clientApiKeys", path: path)

@@ -22,7 +22,7 @@ struct DeliveryRoutes {
     func register(on router: TokenPathRouter) {
         let device = router.group("/v1/projects/:project/registrations/:token")
             .add(middleware: ProjectAuthentication(server: server, roles: [.client]))
-            .add(middleware: RegistrationInPath())
+            .add(middleware: RegistrationInPath(activity: server.ledgers.activity))
             .group(context: RegistrationRequestContext.self)
         device.get("messages") { request, context in try await poll(request, context) }
         device.get("messages:stream") { request, context in try await stream(request, context) }
@@ -63,7 +63,7 @@ struct DeliveryRoutes {
         let ledger = context.ledger
         let (instance, acknowledged, head) = try ledger.read { snapshot -> (InstanceID, UInt64, UInt64) in
             guard let instance = try snapshot.instanceID(of: token), try snapshot.isRegistered(instance) else {
-                throw FCMError.notFound(Self.unregistered)
+                throw FCMError.notFound(Self.unregistered, errorCode: "UNREGISTERED")
             }
             return (instance, try snapshot.acknowledgedThrough(instance), try snapshot.head().seq)
         }
@@ -98,7 +98,7 @@ struct DeliveryRoutes {
                 let generation = device.notifier.current
                 // Unregistered while waiting (the DELETE wakes it): 404, as a new poll would get.
                 guard let page = try inbox(device, instance, after: after) else {
-                    throw FCMError.notFound(Self.unregistered)
+                    throw FCMError.notFound(Self.unregistered, errorCode: "UNREGISTERED")
                 }
                 after = page.through
                 if !page.messages.isEmpty || ContinuousClock.now >= deadline || Task.isCancelled || stopping.isSet {

@@ -37,6 +37,10 @@ public final class LedgerRegistry: Sendable {
     private let state = Mutex(State())
     /// Opens ledgers and makes checkpoint signers (file I/O) off the cooperative pool.
     private let opener = SerialWorker<BlockingJob, Void>(name: "ledger-open")
+    /// Runs maintenance that reads or writes a whole ledger (expiry sweeps) off the cooperative pool.
+    private let maintenance = SerialWorker<BlockingJob, Void>(name: "ledger-maintenance")
+    /// The devices heard from since the last expiry sweep (``RegistrationExpirySweeper``).
+    let activity = ActivityTracker()
     private let configuration: ServerConfiguration
     private let logger: Logger
     /// The metrics every ledger's group commits are reported to.
@@ -66,6 +70,11 @@ public final class LedgerRegistry: Sendable {
                     project, from: peer, secret: secret, into: self.snapshotsDirectory)
                 try await self.replaceLedger(of: project, with: copy, keepingAside: keepAside)
             })
+    }
+
+    /// Runs `body` on the maintenance worker's thread.
+    func onWorker<Value: Sendable>(_ body: @escaping @Sendable () throws -> Value) async throws -> Value {
+        try await maintenance.perform(body)
     }
 
     /// The ledger of `project`, which must be one the server serves.

@@ -29,11 +29,12 @@ struct RegistrationRoutes {
                 if receipt.outcomes.contains(where: { $0.rejection != nil }) {
                     throw FCMError.unavailable("A fresh token collided with a registered one; try again.")
                 }
+                server.ledgers.activity.note(token, in: project)
                 return try JSONResponse.encoded(IssuedToken(token: token.rawValue))
             }
         router.group("/v1/projects/:project/registrations/:token")
             .add(middleware: ProjectAuthentication(server: server, roles: [.client, .admin]))
-            .add(middleware: RegistrationInPath())
+            .add(middleware: RegistrationInPath(activity: server.ledgers.activity))
             .group(context: RegistrationRequestContext.self)
             .delete { request, context in
                 let caller = context.caller
@@ -57,7 +58,7 @@ struct RegistrationRoutes {
             }
         let apns = router.group("/v1/projects/:project/registrations/:token/apnsToken")
             .add(middleware: ProjectAuthentication(server: server, roles: [.client, .admin]))
-            .add(middleware: RegistrationInPath())
+            .add(middleware: RegistrationInPath(activity: server.ledgers.activity))
             .group(context: RegistrationRequestContext.self)
         apns.put { request, context in
             let body = try await JSONBody.decode(

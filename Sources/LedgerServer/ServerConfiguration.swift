@@ -59,6 +59,11 @@ public struct ServerConfiguration: Sendable {
     public var checkpoints: [ProjectID: CheckpointSettings] = [:]
     /// The projects that push to Apple devices, and how (``APNsSettings``).
     public var apns: [ProjectID: APNsSettings] = [:]
+    /// Each project's `registrationExpiry`, where not FCM's 270 days (``expiry(of:)``).
+    var registrationExpiries: [ProjectID: RegistrationExpiry] = [:]
+
+    /// How long `project`'s registrations may stay silent before they expire.
+    func expiry(of project: ProjectID) -> RegistrationExpiry { registrationExpiries[project] ?? .fcm }
     /// This node's part in a cluster (the config file's `cluster`, completed by `ledger serve --node-id`,
     /// `--etcd` and `--advertise-url`); `nil`: one node, no etcd.
     public var cluster: ClusterConfiguration?
@@ -143,6 +148,7 @@ extension ServerConfiguration {
                 configuration.apns[project] = try APNsSettings(
                     section: apns.values, field: "\(path): projects.\(name).apns")
             }
+            if let expiry = section.registrationExpiry { configuration.registrationExpiries[project] = expiry }
         }
         if let limits = file.limits {
             try configuration.apply(limits: limits, path: path)

@@ -61,6 +61,14 @@ public final class ServerMetrics: Sendable {
         ).record(duration)
     }
 
+    /// Counts the registrations one expiry sweep expired (`ledger_erasures_total{kind="expired"}`).
+    func recordExpiry(devices: Int) {
+        registry.makeCounter(
+            name: "ledger_erasures_total", labels: [("kind", "expired")],
+            help: "Devices whose identifiers were erased (erased), or whose registrations expired (expired)"
+        ).increment(by: Int64(devices))
+    }
+
     /// Counts one answered request.
     func recordRequest(route: String, method: String, status: Int) {
         registry.makeCounter(

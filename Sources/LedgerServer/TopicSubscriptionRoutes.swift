@@ -15,13 +15,13 @@ struct TopicSubscriptionRoutes {
         let base: RouterPath = "/v1/projects/:project/registrations/:token/topicSubscriptions"
         let writes = router.group(base)
             .add(middleware: ProjectAuthentication(server: server, roles: [.admin, .client]))
-            .add(middleware: RegistrationInPath())
+            .add(middleware: RegistrationInPath(activity: server.ledgers.activity))
             .group(context: RegistrationRequestContext.self)
         writes.post { request, context in try await subscribe(request, context) }
         writes.delete(":topic") { request, context in try await unsubscribe(request, context) }
         let reads = router.group(base)
             .add(middleware: ProjectAuthentication(server: server, roles: [.admin, .client, .auditor]))
-            .add(middleware: RegistrationInPath())
+            .add(middleware: RegistrationInPath(activity: server.ledgers.activity))
             .group(context: RegistrationRequestContext.self)
         reads.get(":topic") { request, context in try await get(request, context) }
         reads.get { request, context in try await list(request, context) }
@@ -134,7 +134,9 @@ struct TopicSubscriptionRoutes {
     static func error(for rejection: OperationRejection) -> FCMError {
         switch rejection.code.kind {
         case .notFound:
-            return FCMError.notFound("Requested entity was not found: \(rejection.message).")
+            return FCMError.notFound(
+                "Requested entity was not found: \(rejection.message).",
+                errorCode: rejection.isUnregistered ? "UNREGISTERED" : "NOT_FOUND")
         case .alreadyExists:
             return FCMError(
                 status: .conflict, googleStatus: "ALREADY_EXISTS", errorCode: "ALREADY_EXISTS",

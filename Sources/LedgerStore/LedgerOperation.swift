@@ -114,6 +114,12 @@ public struct OperationRejection: Sendable, Equatable, CustomStringConvertible {
     }
 
     public var description: String { "\(code): \(message)" }
+
+    /// The refusal of an operation on a token that is not registered now (never, no longer, expired or erased).
+    public static let unregistered = OperationRejection(.notFound, "registration token is not registered")
+
+    /// Whether this is ``unregistered``: FCM's `UNREGISTERED` to a device, where other refusals are `NOT_FOUND`.
+    public var isUnregistered: Bool { self == Self.unregistered }
 }
 
 /// What became of one operation.

@@ -232,7 +232,7 @@ package struct LogAppender<Projection: AppenderProjection, Sink: EventSink> {
     }
 
     private static var unknownToken: OperationRejection {
-        OperationRejection(.notFound, "registration token is not registered")
+        OperationRejection.unregistered
     }
 
     private mutating func registeredInstance(_ token: RegistrationToken) throws -> InstanceID? {

@@ -156,7 +156,7 @@ struct ErasureTests {
         #expect(IdentifierSearch.files(under: directory.path, holding: Array(erased.rawValue.utf8)) == [])
         #expect(IdentifierSearch.files(under: directory.path, holding: apnsToken.bytes) == [])
         let erasures = try ledger.read { try $0.erasures() }
-        #expect(erasures.map(\.erasure.pseudonym) == [pseudonym])
+        #expect(erasures.map(\.device) == [pseudonym])
         #expect(erasures.map(\.actor) == ["restore"])
         #expect(try ledger.verify().problems == [])
     }

@@ -415,7 +415,7 @@ def test_an_erasure_through_a_follower_leaves_no_copy_and_no_etcd_revision_holdi
     for node in cluster.nodes.values():
         erasures = requests.get(f"{node.base}/v1/projects/{PROJECT}/audit/erasures",
                                 headers={"Authorization": f"Bearer {AUDITOR}"}, timeout=10)
-        assert [entry["pseudonym"] for entry in erasures.json()["erasures"]] == [pseudonym]
+        assert [entry["device"] for entry in erasures.json()["erasures"]] == [pseudonym]
         assert node.events() == events
 
     # etcd: the blocks that named it are trimmed, and its history compacted past them.

@@ -79,13 +79,13 @@ def test_delivery_refuses_bad_input_and_strangers(server, register):
         expect_rejected(server, "GET", path, headers={"Authorization": "Bearer owner"}, status=403,
                         code="SENDER_ID_MISMATCH")
         expect_rejected(server, "GET", path.replace(token, "never-registered"), headers=DEVICE, status=404,
-                        code="NOT_FOUND")
+                        code="UNREGISTERED")
     expect_rejected(server, "POST", base + "/messages:ack", body='{"through":"1"}', headers={}, status=401,
                     code="THIRD_PARTY_AUTH_ERROR")
     expect_rejected(server, "POST", base + "/messages:ack", body='{"through":"1"}',
                     headers={"Authorization": "Bearer auditor"}, status=403, code="SENDER_ID_MISMATCH")
     expect_rejected(server, "POST", base.replace(token, "never-registered") + "/messages:ack",
-                    body='{"through":"1"}', headers=DEVICE, status=404, code="NOT_FOUND")
+                    body='{"through":"1"}', headers=DEVICE, status=404, code="UNREGISTERED")
 
 
 def test_after_kill_9_and_restart_every_unacknowledged_message_is_delivered(contract):

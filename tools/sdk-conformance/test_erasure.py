@@ -134,10 +134,10 @@ def test_an_erased_device_leaves_no_identifier_and_every_proof_still_verifies(se
 
     # The erasure is an event and an audit entry: who, when, why, the pseudonym.
     erasures = requests.get(url(base, "/audit/erasures"), headers=AUDITOR, timeout=10).json()["erasures"]
-    assert [(e["pseudonym"], e["actor"], e["reason"], e["redactedEvents"]) for e in erasures] == [
-        (pseudonym, "admin", "GDPR Art. 17, ticket 4711", 6)]
+    assert [(e["kind"], e["device"], e["actor"], e["reason"], e["redactedEvents"]) for e in erasures] == [
+        ("erased", pseudonym, "admin", "GDPR Art. 17, ticket 4711", 6)]
     listed = cli(served, "audit", "erasures", "--format", "json")
-    assert listed.returncode == 0 and json.loads(listed.stdout)["erasures"][0]["pseudonym"] == pseudonym
+    assert listed.returncode == 0 and json.loads(listed.stdout)["erasures"][0]["device"] == pseudonym
 
     # The replays of the sends before it keep their counts and name the pseudonym.
     for message, count in ((by_token, 1), (by_topic, 2)):
