@@ -132,6 +132,31 @@ struct TopicOperationTests {
         }
     }
 
+    @Test(
+        "a registration the server no longer knows (erased, or expired: 404 UNREGISTERED) is replaced: a new token, heard through tokenUpdates, with the wanted topics subscribed again"
+    )
+    func replacedAfterUnregistered() async throws {
+        let server = LibraryServer()
+        try await server.run { admin in
+            let messaging = try Messaging(configuration: server.messagingConfiguration(port: admin.port))
+            let updates = messaging.tokenUpdates()
+            try await messaging.subscribe(toTopic: "news")
+            try await messaging.subscribe(toTopic: "sports")
+            let first = try #require(messaging.registrationToken)
+            let erased = try await admin.call(
+                .post, "/v1/projects/demo-project/registrations/\(first):erase", body: #"{"reason":"test"}"#)
+            #expect(erased.status == .ok)
+            await #expect(throws: MessagingError.unregistered) { _ = try await messaging.fetchMessages() }
+            let second = try await messaging.token()
+            #expect(second != first)
+            #expect(try await eventually { try await admin.topics(of: second) == ["news", "sports"] })
+            var heard = updates.makeAsyncIterator()
+            #expect(await heard.next() == first)
+            #expect(await heard.next() == second)
+            messaging.close()
+        }
+    }
+
     @Test("a front that calls every token unregistered gets new registrations with backoff, not in a tight loop")
     func unregisteredLoopBacksOff() async throws {
         let server = LibraryServer()
