@@ -36,6 +36,8 @@ final class ActivityTracker: Sendable {
 /// said once in the log at start.
 struct RegistrationExpirySweeper: Service {
     static let batch = 1000
+    /// Devices expired by one sweep at most; the next sweep takes the rest.
+    static let perSweep = 100_000
     static let reasonPrefix = "expired"
     let configuration: ServerConfiguration
     let ledgers: LedgerRegistry
@@ -69,20 +71,18 @@ struct RegistrationExpirySweeper: Service {
             let noted = ledgers.activity.take(project)
             try await ledgers.onWorker { try ledger.noteActivity(noted, at: now) }
             guard let seconds = expiry.seconds else { return }
+            // One read for the whole sweep (the stalest first, at most `perSweep`), then commits of `batch`.
+            let silent = try await ledgers.onWorker {
+                try ledger.silentRegistrations(before: now - seconds, limit: Self.perSweep)
+            }
             var expired = 0
-            while !Task.isCancelled {
-                let silent = try await ledgers.onWorker {
-                    try ledger.silentRegistrations(before: now - seconds, limit: Self.batch)
-                }
-                guard !silent.isEmpty else { break }
-                let operations: [LedgerOperation] = silent.map { device in
-                    .unregister(device.token, reason: Self.reason(lastActive: device.lastActive, expiry: expiry))
+            for start in stride(from: 0, to: silent.count, by: Self.batch) where !Task.isCancelled {
+                let operations: [LedgerOperation] = silent[start..<min(start + Self.batch, silent.count)].map {
+                    .unregister($0.token, reason: Self.reason(lastActive: $0.lastActive, expiry: expiry))
                 }
                 let receipt = try await ledger.append(
                     WriteRequest(actor: "expiry", requestID: "expiry-\(UUID().uuidString)", operations: operations))
-                let appended = receipt.outcomes.filter { $0.seq != nil }.count
-                expired += appended
-                if appended == 0 || silent.count < Self.batch { break }
+                expired += receipt.outcomes.filter { $0.seq != nil }.count
             }
             if expired > 0 {
                 ledgers.metrics.recordExpiry(devices: expired)

@@ -1,4 +1,5 @@
 import Foundation
+import LMDBKit
 import LedgerCore
 import LedgerStore
 

@@ -31,7 +31,7 @@ struct LedgerBench: AsyncParsableCommand {
 
     @Option(
         help:
-            "Run only these workloads (comma-separated: append, rebuild, scan, audience, parse, message, import, http, resolve, replay, erasure, proofs, delivery, console, routing, peers; peers adds Redis and SQLite beside append and audience)."
+            "Run only these workloads (comma-separated: append, rebuild, scan, audience, parse, message, import, http, resolve, replay, erasure, expiry, proofs, delivery, console, routing, peers; peers adds Redis and SQLite beside append and audience)."
     )
     var only: String?
 
@@ -135,6 +135,13 @@ struct LedgerBench: AsyncParsableCommand {
                 try await ErasureWorkload(
                     instances: full ? 1_000_000 : 100_000, events: full ? 10_000_000 : 1_000_000, seed: seed,
                     scratch: scratch
+                ).run()
+            }
+        }
+        if wants("expiry") {
+            try await section("expiry") {
+                try await ExpiryWorkload(
+                    silentDevices: 100_000, writes: full ? 8_000 : 2_000, seed: seed, scratch: scratch
                 ).run()
             }
         }
