@@ -138,6 +138,7 @@ public final class Ledger: Sendable {
         } else {
             self.audienceRecorder = nil
         }
+        try createActivityDatabase()
         if options.replication == nil && !options.forRebuild { try reapplyJournaledErasures() }
     }
 
