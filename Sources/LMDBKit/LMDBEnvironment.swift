@@ -130,7 +130,9 @@ public final class LMDBEnvironment: @unchecked Sendable {
         let data = path + "/data.mdb"
         unlink(scratch + "/data.mdb")
         rmdir(scratch)
-        guard mkdir(scratch, 0o700) == 0 else { throw LMDBError(code: LMDBError.Code(rawValue: errno), function: "mkdir(.compacting)") }
+        guard mkdir(scratch, 0o700) == 0 else {
+            throw LMDBError(code: LMDBError.Code(rawValue: errno), function: "mkdir(.compacting)")
+        }
         do {
             try LMDBError.check(mdb_env_copy2(handle, scratch, UInt32(MDB_CP_COMPACT)), "mdb_env_copy2")
             try Self.sync(scratch + "/data.mdb")
@@ -154,7 +156,8 @@ public final class LMDBEnvironment: @unchecked Sendable {
         let databases = openedDatabases
         pthread_mutex_unlock(databasesLock)
         var txn: OpaquePointer?
-        try LMDBError.check(mdb_txn_begin(handle, nil, options.readOnly ? UInt32(MDB_RDONLY) : 0, &txn), "mdb_txn_begin")
+        try LMDBError.check(
+            mdb_txn_begin(handle, nil, options.readOnly ? UInt32(MDB_RDONLY) : 0, &txn), "mdb_txn_begin")
         for database in databases {
             var dbi: MDB_dbi = 0
             let code = mdb_dbi_open(txn, database.name, database.flags, &dbi)
@@ -172,7 +175,9 @@ public final class LMDBEnvironment: @unchecked Sendable {
         let descriptor = open(path, O_RDONLY)
         guard descriptor >= 0 else { throw LMDBError(code: LMDBError.Code(rawValue: errno), function: "open(\(path))") }
         defer { close(descriptor) }
-        guard fsync(descriptor) == 0 else { throw LMDBError(code: LMDBError.Code(rawValue: errno), function: "fsync(\(path))") }
+        guard fsync(descriptor) == 0 else {
+            throw LMDBError(code: LMDBError.Code(rawValue: errno), function: "fsync(\(path))")
+        }
     }
 
     // MARK: Transactions

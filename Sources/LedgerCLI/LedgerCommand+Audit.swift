@@ -13,7 +13,9 @@ extension LedgerCommand {
 
         struct Erasures: ParsableCommand {
             static let configuration = CommandConfiguration(
-                abstract: "Every erasure and expiry: its seq and time, who, why, and the device (an erased one by its pseudonym).")
+                abstract:
+                    "Every erasure and expiry: its seq and time, who, why, and the device (an erased one by its pseudonym)."
+            )
 
             @OptionGroup var common: CommonOptions
 
@@ -30,7 +32,8 @@ extension LedgerCommand {
                         let rewritten = record.redactedEvents.map { ", \($0) event(s) rewritten" } ?? ""
                         print(
                             "  seq \(record.seq) \(record.time.rfc3339) \(record.kind.rawValue) \(record.device.rawValue)"
-                                + " by \(EventText.quoted(record.actor))\(rewritten): \(EventText.quoted(record.reason))")
+                                + " by \(EventText.quoted(record.actor))\(rewritten): \(EventText.quoted(record.reason))"
+                        )
                     }
                 }
             }

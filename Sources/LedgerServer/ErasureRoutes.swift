@@ -57,7 +57,9 @@ struct ErasureRoutes {
         let valid = tokens.compactMap { $0 }
         var erased = valid.isEmpty ? [] : try await erase(valid, reason: body.reason, request, context)
         erased.reverse()
-        let results = tokens.map { token in token == nil ? ErasureResult(error: "INVALID_ARGUMENT") : erased.removeLast() }
+        let results = tokens.map { token in
+            token == nil ? ErasureResult(error: "INVALID_ARGUMENT") : erased.removeLast()
+        }
         return try JSONResponse.encoded(ErasureResults(results: results))
     }
 
@@ -85,7 +87,8 @@ struct ErasureRoutes {
         for case let instance? in instances { notifier.wake(instance) }
         return try ledger.read { snapshot in
             try receipt.outcomes.map { outcome in
-                guard let seq = outcome.seq, let event = try snapshot.event(at: seq), case .erased(let erasure) = event.body
+                guard let seq = outcome.seq, let event = try snapshot.event(at: seq),
+                    case .erased(let erasure) = event.body
                 else { return ErasureResult(error: "NOT_FOUND") }
                 return ErasureResult(
                     pseudonym: erasure.pseudonym.rawValue, erasedAtSeq: seq, redactedEvents: erasure.redactedEvents)

@@ -57,7 +57,8 @@ public final class ServerMetrics: Sendable {
                 .milliseconds(10), .milliseconds(50), .milliseconds(100), .milliseconds(250), .milliseconds(500),
                 .seconds(1), .seconds(2), .seconds(5), .seconds(10), .seconds(30),
             ],
-            help: "Time of an erasure request: the rewrite of the events naming the devices and the compaction of the file"
+            help:
+                "Time of an erasure request: the rewrite of the events naming the devices and the compaction of the file"
         ).record(duration)
     }
 

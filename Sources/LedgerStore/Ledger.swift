@@ -174,7 +174,12 @@ public final class Ledger: Sendable {
                     state.owesCompaction = false
                     logger.notice("compacted the ledger's file after an earlier erasure")
                 } catch {
-                    return batch.map { _ in .failure(StoreError(.unavailable, "the ledger's file must be compacted after an erasure first, and cannot be: \(error)")) }
+                    return batch.map { _ in
+                        .failure(
+                            StoreError(
+                                .unavailable,
+                                "the ledger's file must be compacted after an erasure first, and cannot be: \(error)"))
+                    }
                 }
             }
             let results =

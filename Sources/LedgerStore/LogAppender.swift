@@ -212,7 +212,8 @@ package struct LogAppender<Projection: AppenderProjection, Sink: EventSink> {
             guard !Erasure.isPseudonym(token), let instance = try projection.instanceID(for: token),
                 erased.insert(instance).inserted
             else {
-                outcomes[index] = .rejected(OperationRejection(.notFound, "registration token is not known to the ledger"))
+                outcomes[index] = .rejected(
+                    OperationRejection(.notFound, "registration token is not known to the ledger"))
                 continue
             }
             targets.append(

@@ -118,8 +118,10 @@ enum LogRedaction {
                 if let index = apnsTokens[apnsToken.bytes] {
                     touched.append(index)
                     // Zero bytes of the same length: a valid APNs token that names no device.
-                    apnsToken = (try? APNsDeviceToken(bytes: [UInt8](repeating: 0, count: apnsToken.bytes.count),
-                        sandbox: apnsToken.sandbox)) ?? apnsToken
+                    apnsToken =
+                        (try? APNsDeviceToken(
+                            bytes: [UInt8](repeating: 0, count: apnsToken.bytes.count),
+                            sandbox: apnsToken.sandbox)) ?? apnsToken
                 }
                 result.body = .apnsTokenSet(token: renamed(token), apnsToken: apnsToken)
             case .sent(var sent):
@@ -128,7 +130,8 @@ enum LogRedaction {
                     let needle = Array(token.utf8)
                     guard ByteSearch.contains(sent.messageJSON, needle) else { continue }
                     touched.append(index)
-                    sent.messageJSON = ByteSearch.replacing(needle, with: Array(pseudonyms[index].rawValue.utf8), in: sent.messageJSON)
+                    sent.messageJSON = ByteSearch.replacing(
+                        needle, with: Array(pseudonyms[index].rawValue.utf8), in: sent.messageJSON)
                 }
                 result.body = .sent(sent)
             case .pushProgress(var progress):

@@ -61,8 +61,10 @@ func randomEvent(seed: UInt64) -> LedgerEvent {
     case 9:
         body = .erased(
             Erasure(
-                pseudonym: try! RegistrationToken("erased-" + text("0123456789abcdef", 32...32)), registeredSeq: UInt64.random(in: 0...UInt64.max, using: &random),
-                reason: text("GDPR Art. 17 é\n", 0...40), redactedEvents: UInt64.random(in: 0...UInt64.max, using: &random)))
+                pseudonym: try! RegistrationToken("erased-" + text("0123456789abcdef", 32...32)),
+                registeredSeq: UInt64.random(in: 0...UInt64.max, using: &random),
+                reason: text("GDPR Art. 17 é\n", 0...40),
+                redactedEvents: UInt64.random(in: 0...UInt64.max, using: &random)))
     default:
         body = .audience(
             AudienceRecord(

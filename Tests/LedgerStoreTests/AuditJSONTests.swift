@@ -19,7 +19,8 @@ struct AuditJSONTests {
             name: "projects/p/messages/7", messageId: "7", seq: 3, time: "2026-11-24T00:00:00.000000Z",
             target: AuditJSON.Target(.condition("'a' in topics")), precedence: "standard", recipients: ["t1"],
             recipientCount: 1, recipientDigest: "00", recordedCount: nil, recordedDigest: nil, audienceSeq: nil,
-            matchesRecord: false, erasedRecipients: 0, acknowledgedCount: 0, acknowledgedRecipients: [], pushCounts: nil, pushes: [],
+            matchesRecord: false, erasedRecipients: 0, acknowledgedCount: 0, acknowledgedRecipients: [],
+            pushCounts: nil, pushes: [],
             message: nil)
         let json = try object(replay)
         for key in ["recordedCount", "recordedDigest", "audienceSeq"] { #expect(json[key] is NSNull, "\(key)") }

@@ -8,8 +8,10 @@ import Testing
 /// Erasure through `Ledger.append`: the identifiers leave every file, the facts and every proof stay.
 @Suite("Erasure", .offThePool)
 struct ErasureTests {
-    private let erased = try! RegistrationToken("cAAAAAAAAAAAAAAAAAAAAA:APA91b-erase-me-0123456789abcdefghijklmnopqrstuvwxyz")
-    private let kept = try! RegistrationToken("dBBBBBBBBBBBBBBBBBBBBB:APA91b-keep-me-0123456789abcdefghijklmnopqrstuvwxyz")
+    private let erased = try! RegistrationToken(
+        "cAAAAAAAAAAAAAAAAAAAAA:APA91b-erase-me-0123456789abcdefghijklmnopqrstuvwxyz")
+    private let kept = try! RegistrationToken(
+        "dBBBBBBBBBBBBBBBBBBBBB:APA91b-keep-me-0123456789abcdefghijklmnopqrstuvwxyz")
     private let apnsToken = try! APNsDeviceToken(bytes: (0..<32).map { UInt8(0xA0 + $0 % 16) }, sandbox: false)
 
     private func request(_ operations: [LedgerOperation], actor: String = "admin") -> WriteRequest {
@@ -70,7 +72,9 @@ struct ErasureTests {
         // Every hash stays: the old tree is a prefix of the new one, its root unchanged.
         let (newRoot, proof, sameOldRoot) = try ledger.read { snapshot in
             let tree = try snapshot.merkleTree(size: before + 1)
-            return (try tree.root(), try tree.consistencyProof(from: before), try snapshot.merkleTree(size: before).root())
+            return (
+                try tree.root(), try tree.consistencyProof(from: before), try snapshot.merkleTree(size: before).root()
+            )
         }
         #expect(sameOldRoot == oldRoot)
         #expect(
@@ -150,7 +154,8 @@ struct ErasureTests {
         try FileManager.default.removeItem(atPath: ledgerDirectory + "/data.mdb")
         try FileManager.default.removeItem(atPath: ledgerDirectory + "/lock.mdb")
         try FileManager.default.copyItem(
-            atPath: backups.path + "/" + ProjectID.default.rawValue + "/data.mdb", toPath: ledgerDirectory + "/data.mdb")
+            atPath: backups.path + "/" + ProjectID.default.rawValue + "/data.mdb", toPath: ledgerDirectory + "/data.mdb"
+        )
         let ledger = try openTestLedger(directory)
         defer { ledger.close() }
         #expect(IdentifierSearch.files(under: directory.path, holding: Array(erased.rawValue.utf8)) == [])

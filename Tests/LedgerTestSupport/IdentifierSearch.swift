@@ -9,8 +9,10 @@ public enum IdentifierSearch {
         let base64 = Data(identifier).base64EncodedString()
         let unpadded = base64.trimmingCharacters(in: CharacterSet(charactersIn: "="))
         let urlSafe = unpadded.replacingOccurrences(of: "+", with: "-").replacingOccurrences(of: "/", with: "_")
-        return Set([identifier, Array(hex.utf8), Array(hex.uppercased().utf8), Array(unpadded.utf8), Array(urlSafe.utf8)])
-            .sorted { $0.count < $1.count }
+        return Set([
+            identifier, Array(hex.utf8), Array(hex.uppercased().utf8), Array(unpadded.utf8), Array(urlSafe.utf8),
+        ])
+        .sorted { $0.count < $1.count }
     }
 
     /// The files under `directory` (recursively, hidden ones too) holding any form of `identifier`, each as

@@ -17,19 +17,24 @@ struct ErasureWorkload {
         defer { try? FileManager.default.removeItem(atPath: directory) }
         defer { ledger.close() }
         var generator = SplitMix(seed: seed)
-        let tokens = try (0..<instances).map { try RegistrationToken("era-\($0 &* 2_654_435_761 % 1_000_003):APA91b\($0)") }
+        let tokens = try (0..<instances).map {
+            try RegistrationToken("era-\($0 &* 2_654_435_761 % 1_000_003):APA91b\($0)")
+        }
         var request = 0
         func append(_ operations: [LedgerOperation]) async throws -> WriteReceipt {
             request += 1
-            return try await ledger.append(WriteRequest(actor: "bench", requestID: "b\(request)", operations: operations))
+            return try await ledger.append(
+                WriteRequest(actor: "bench", requestID: "b\(request)", operations: operations))
         }
         for chunk in stride(from: 0, to: instances, by: 10_000) {
-            _ = try await append(tokens[chunk..<min(chunk + 10_000, instances)].map { .register($0, platform: nil, appID: nil) })
+            _ = try await append(
+                tokens[chunk..<min(chunk + 10_000, instances)].map { .register($0, platform: nil, appID: nil) })
         }
         // The device erased alone holds 2,000 topics; the batch's 1,000 devices 5 each.
         _ = try await append(try (0..<2000).map { .subscribe(tokens[0], try TopicName("own-\($0)"), via: .iid) })
         for device in 1...1000 {
-            _ = try await append(try (0..<5).map { .subscribe(tokens[device], try TopicName("filler-\($0)"), via: .iid) })
+            _ = try await append(
+                try (0..<5).map { .subscribe(tokens[device], try TopicName("filler-\($0)"), via: .iid) })
         }
         let fillers = try (0..<1000).map { try TopicName("filler-\($0)") }
         var head = try ledger.readLog { try $0.head().seq }
@@ -37,7 +42,8 @@ struct ErasureWorkload {
             let operations: [LedgerOperation] = (0..<10_000).map { _ in
                 let token = tokens[Int.random(in: 1001..<instances, using: &generator)]
                 let topic = fillers[Int.random(in: 0..<1000, using: &generator)]
-                return Bool.random(using: &generator) ? .subscribe(token, topic, via: .iid) : .unsubscribe(token, topic, via: .v1)
+                return Bool.random(using: &generator)
+                    ? .subscribe(token, topic, via: .iid) : .unsubscribe(token, topic, via: .v1)
             }
             _ = try await append(operations)
             head = try ledger.readLog { try $0.head().seq }
@@ -53,7 +59,8 @@ struct ErasureWorkload {
         let oneStart = ContinuousClock.now
         let one = try await append([.erase(tokens[0], reason: "bench")])
         let oneSeconds = (ContinuousClock.now - oneStart).seconds
-        guard let oneSeq = one.outcomes[0].seq, case .erased(let erasure)? = try ledger.read({ try $0.event(at: oneSeq) })?.body
+        guard let oneSeq = one.outcomes[0].seq,
+            case .erased(let erasure)? = try ledger.read({ try $0.event(at: oneSeq) })?.body
         else { throw BenchError("the erasure was refused") }
 
         let batchStart = ContinuousClock.now

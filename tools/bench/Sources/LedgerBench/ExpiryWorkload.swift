@@ -28,7 +28,8 @@ struct ExpiryWorkload {
         }
         let writers = try (0..<8).map { try RegistrationToken("writer-\($0):APA91b\($0)") }
         _ = try await ledger.append(
-            WriteRequest(actor: "bench", requestID: "w", operations: writers.map { .register($0, platform: nil, appID: nil) }))
+            WriteRequest(
+                actor: "bench", requestID: "w", operations: writers.map { .register($0, platform: nil, appID: nil) }))
 
         let quiet = try await latencies(ledger, writers: writers, round: 0)
         async let swept = sweep(ledger, before: now.microseconds / 1_000_000 - 270 * 86_400)
@@ -43,7 +44,7 @@ struct ExpiryWorkload {
                 notes: "8 writers × single subscriptions (\(writes) each run); the sweep took "
                     + "\(String(format: "%.1f", sweepSeconds)) s (one read, then commits of 1,000); p50 "
                     + "\(String(format: "%.2f", percentile(during, 0.5) * 1000)) ms during, "
-                    + "\(String(format: "%.2f", percentile(quiet, 0.5) * 1000)) ms without"),
+                    + "\(String(format: "%.2f", percentile(quiet, 0.5) * 1000)) ms without")
         ]
     }
 
@@ -57,7 +58,8 @@ struct ExpiryWorkload {
                         let topic = try TopicName("r\(round)-w\(index)-\(step)")
                         let start = ContinuousClock.now
                         _ = try await ledger.append(
-                            WriteRequest(actor: "bench", requestID: "x", operations: [.subscribe(token, topic, via: .v1)]))
+                            WriteRequest(
+                                actor: "bench", requestID: "x", operations: [.subscribe(token, topic, via: .v1)]))
                         seconds.append((ContinuousClock.now - start).seconds)
                     }
                     return seconds
