@@ -78,6 +78,34 @@ struct LedgerCLITests {
         #expect(range.stdout.split(separator: "\n").map { jsonObject($0)["seq"] as? Int } == [3, 4])
     }
 
+    @Test("erase: the token leaves every file, audit erasures lists it, verify counts it, a second erase fails")
+    func erase() async throws {
+        let data = TemporaryDirectory()
+        defer { data.remove() }
+        let token = "cERASEMEERASEME:APA91b-0123456789abcdefghijklmnopqrstuvwxyz"
+        let input = """
+            {"op":"register","token":"\(token)","time":1}
+            {"op":"register","token":"tok-kept-0123456789abcdefghijklmnop","time":1}
+            {"op":"subscribe","token":"\(token)","topic":"news","via":"iid","time":2}
+            """
+        #expect(try await ledger("import", "-", data: data, input: input + "\n").status == 0)
+        #expect(IdentifierSearch.files(under: data.path, holding: Array(token.utf8)) != [])
+        let erased = try await ledger("erase", "--token", token, "--reason", "GDPR Art. 17", data: data)
+        #expect(erased.status == 0, "\(erased.stderr)")
+        #expect(erased.stdout.contains("erased at seq 4 as erased-") && erased.stdout.contains("2 event(s) rewritten"))
+        #expect(IdentifierSearch.files(under: data.path, holding: Array(token.utf8)) == [])
+        let audit = try await ledger("audit", "erasures", "--format", "json", data: data)
+        let entry = try #require((jsonObject(Substring(audit.stdout))["erasures"] as? [[String: Any]])?.first)
+        #expect(entry["kind"] as? String == "erased" && entry["actor"] as? String == "cli")
+        #expect(entry["reason"] as? String == "GDPR Art. 17" && entry["registeredSeq"] as? Int == 1)
+        let verified = try await ledger("verify", data: data)
+        #expect(verified.status == 0 && verified.stdout.contains("erasures: 1; 2 event(s) rewritten"))
+        let again = try await ledger("erase", "--token", token, "--reason", "again", data: data)
+        #expect(again.status == 1 && again.stdout.contains("not known to the ledger"))
+        let quoting = try await ledger("erase", "--token", token, "--reason", "for \(token)", data: data)
+        #expect(quoting.status != 0 && quoting.stderr.contains("must not quote"))
+    }
+
     @Test("log --format text: one readable line per event; user input is quoted and cannot reach the terminal raw")
     func logAsText() async throws {
         let data = TemporaryDirectory()
