@@ -192,6 +192,13 @@ package struct LogAppender<Projection: AppenderProjection, Sink: EventSink> {
             return .appended(seq: try append(.apnsTokenCleared(token: token, reason: reason), request, time))
 
         case .recordPushProgress(let progress):
+            // Never a token the ledger no longer knows (a device erased while its pushes were under way): that
+            // would write it back into the log. The pusher names such a device by its pseudonym next time.
+            for token in (progress.throughToken.map { [$0] } ?? []) + progress.failures.map(\.token)
+            where try projection.instanceID(for: token) == nil {
+                return .rejected(
+                    OperationRejection(.notFound, "the push progress names a token the ledger does not know"))
+            }
             return .appended(seq: try append(.pushProgress(progress), request, time))
 
         case .erase:

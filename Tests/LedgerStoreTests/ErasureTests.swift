@@ -89,6 +89,16 @@ struct ErasureTests {
         // The token names nothing: it is refused like any unknown token; sends skip the device.
         let refused = try await ledger.append(request([.subscribe(erased, try TopicName("weather"), via: .v1)]))
         #expect(refused.outcomes[0].rejection?.code == .notFound)
+        // A pusher that took the device before the erasure cannot write its token back into the log.
+        let progress = try await ledger.append(
+            request(
+                [
+                    .recordPushProgress(
+                        PushProgress(
+                            sendSeq: 1, throughToken: erased, finished: false, expired: false, failures: [],
+                            settledThrough: 0))
+                ], actor: "apns"))
+        #expect(progress.outcomes[0].rejection?.code == .notFound)
         let again = try await ledger.append(request([.erase(erased, reason: "twice")]))
         #expect(again.outcomes[0].rejection?.code == .notFound)
         let members = try ledger.read { snapshot in

@@ -226,10 +226,16 @@ final class ProjectPusher: Sendable {
             let passed = window.through
             guard passed != nil || finished || !failures.isEmpty else { return }
             var operations: [LedgerOperation] = []
-            let current = try ledger.read { snapshot in
-                try failures.map { entry in
-                    try snapshot.instanceID(of: entry.failure.token).flatMap { try snapshot.apnsTokenHeld(by: $0) }
-                }
+            // A device erased since it was taken is named by its pseudonym now (its instance's token), and its
+            // failures are left out: the token it had must not come back into the log.
+            let (current, throughToken, known) = try ledger.read { snapshot in
+                (
+                    try failures.map { entry in
+                        try snapshot.instanceID(of: entry.failure.token).flatMap { try snapshot.apnsTokenHeld(by: $0) }
+                    },
+                    try passed.flatMap { try snapshot.token(of: $0.instance) },
+                    try failures.map { try snapshot.instanceID(of: $0.failure.token) != nil }
+                )
             }
             for (index, entry) in failures.enumerated() {
                 let held = current[index]
@@ -258,8 +264,9 @@ final class ProjectPusher: Sendable {
             operations.append(
                 .recordPushProgress(
                     PushProgress(
-                        sendSeq: seq, throughToken: passed?.token, finished: finished, expired: expired,
-                        failures: failures.map(\.failure), settledThrough: finished ? seq : settled)))
+                        sendSeq: seq, throughToken: throughToken, finished: finished, expired: expired,
+                        failures: zip(failures, known).filter(\.1).map(\.0.failure),
+                        settledThrough: finished ? seq : settled)))
             _ = try await ledger.append(
                 WriteRequest(actor: "apns", requestID: RequestID.random(), operations: operations))
             failures.removeAll()
