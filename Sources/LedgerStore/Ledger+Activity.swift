@@ -12,12 +12,6 @@ import LedgerCore
 extension Ledger {
     static let activityDatabase = "activity"
 
-    /// Creates the `activity` database if the ledger has none yet (a writer, when it opens the ledger): a read
-    /// transaction cannot open a database that does not exist without failing whole.
-    func createActivityDatabase() throws {
-        try environment.write { txn in _ = try txn.openDatabase(Self.activityDatabase, flags: [.create]) }
-    }
-
     /// Records that `tokens` were active at `seconds` (those the ledger does not know are passed over), in a
     /// write transaction of its own. A later time never moves back.
     public func noteActivity(_ tokens: [RegistrationToken], at seconds: Int64) throws {
@@ -49,7 +43,7 @@ extension Ledger {
     )] {
         try read { snapshot in
             let txn = snapshot.txn
-            // A writer creates it when it opens the ledger (``createActivityDatabase()``).
+            // A writer creates it when it opens the ledger (``LedgerStorage``).
             let activity: LMDBDatabase? = try txn.openDatabase(Self.activityDatabase)
             var silent: [(instance: InstanceID, since: UInt64, lastActive: Int64)] = []
             try txn.withCursor(schema.universe) { cursor in

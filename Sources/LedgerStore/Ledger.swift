@@ -138,7 +138,6 @@ public final class Ledger: Sendable {
         } else {
             self.audienceRecorder = nil
         }
-        try createActivityDatabase()
         if options.replication == nil && !options.forRebuild { try reapplyJournaledErasures() }
     }
 

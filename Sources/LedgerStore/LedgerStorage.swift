@@ -81,6 +81,9 @@ struct LedgerStorage {
                 try txn.put(schema.meta, key: MetaKey.project, value: project.rawValue)
             }
             try upgradeLayout(txn, schema)
+            // Not a projection, and not in ``LedgerSchema``: made here so that readers can open it (a read
+            // transaction cannot open a database that does not exist without failing whole).
+            _ = try txn.openDatabase(Ledger.activityDatabase, flags: [.create])
             return schema
         }
     }
