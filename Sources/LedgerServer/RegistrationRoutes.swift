@@ -96,7 +96,7 @@ struct RegistrationRoutes {
             WriteRequest(actor: caller.actor, requestID: request.ledgerRequestID, operations: [operation]),
             to: context.ledger)
         if let rejection = receipt.outcomes[0].rejection {
-            throw TopicSubscriptionRoutes.error(for: rejection)
+            throw TopicSubscriptionRoutes.error(for: rejection, to: caller.role)
         }
     }
 

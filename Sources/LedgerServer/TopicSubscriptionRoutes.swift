@@ -80,7 +80,7 @@ struct TopicSubscriptionRoutes {
         let receipt = try await server.append(
             WriteRequest(actor: caller.actor, requestID: request.ledgerRequestID, operations: [operation]),
             to: context.ledger)
-        if let rejection = receipt.outcomes[0].rejection { throw Self.error(for: rejection) }
+        if let rejection = receipt.outcomes[0].rejection { throw Self.error(for: rejection, to: caller.role) }
         return receipt
     }
 
@@ -130,13 +130,15 @@ struct TopicSubscriptionRoutes {
         return instance
     }
 
-    /// The FCM error for a store rejection: its `errorCode` is what the SDK reports as the reason.
-    static func error(for rejection: OperationRejection) -> FCMError {
+    /// The FCM error for a store rejection: its `errorCode` is what the SDK reports as the reason. A device
+    /// (`role` client) whose token is not registered is told `UNREGISTERED`, which its SDK answers with a new
+    /// registration; the backend (the Admin SDK) gets FCM's `NOT_FOUND` for the same.
+    static func error(for rejection: OperationRejection, to role: CredentialStore.Role) -> FCMError {
         switch rejection.code.kind {
         case .notFound:
             return FCMError.notFound(
                 "Requested entity was not found: \(rejection.message).",
-                errorCode: rejection.isUnregistered ? "UNREGISTERED" : "NOT_FOUND")
+                errorCode: rejection.isUnregistered && role == .client ? "UNREGISTERED" : "NOT_FOUND")
         case .alreadyExists:
             return FCMError(
                 status: .conflict, googleStatus: "ALREADY_EXISTS", errorCode: "ALREADY_EXISTS",

@@ -53,14 +53,14 @@ struct TopicManagementTests {
         }
     }
 
-    @Test("unknown token 404 UNREGISTERED, malformed token and bad topics 400 INVALID_ARGUMENT; nothing appended")
+    @Test("unknown token 404 NOT_FOUND, malformed token and bad topics 400 INVALID_ARGUMENT; nothing appended")
     func errors() async throws {
         try await TestServer().run { client in
             let token = try await client.registerDevice()
             let before = try await client.headSeq()
             let unknown = try await client.call(.post, base("unknown-token") + "?topicName=news", body: "{}")
             #expect(unknown.status == .notFound)
-            #expect(unknown.errorCode == "UNREGISTERED")
+            #expect(unknown.errorCode == "NOT_FOUND")
             let malformed = try await client.call(.post, base("bad%20token") + "?topicName=news", body: "{}")
             #expect(malformed.status == .badRequest)
             #expect(malformed.errorCode == "INVALID_ARGUMENT")

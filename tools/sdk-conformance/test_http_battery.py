@@ -217,7 +217,10 @@ def test_v1_topic_management_rejects_bad_tokens_and_bodies(server, register):
     expect_rejected(server, "POST", f"{base}/bad%20token/topicSubscriptions?topicName=a", body="{}",
                     headers=ADMIN, status=400, code="INVALID_ARGUMENT", field="registration token")
     expect_rejected(server, "POST", f"{base}/unknown-token/topicSubscriptions?topicName=a", body="{}",
-                    headers=ADMIN, status=404, code="UNREGISTERED")
+                    headers=ADMIN, status=404, code="NOT_FOUND")
+    # The device itself is told UNREGISTERED: its SDK registers again.
+    expect_rejected(server, "POST", f"{base}/unknown-token/topicSubscriptions?topicName=a", body="{}",
+                    headers={"x-goog-api-key": "dev-client-key"}, status=404, code="UNREGISTERED")
     token = register()
     expect_rejected(server, "POST", f"{base}/{token}/topicSubscriptions?topicName=a", body="{",
                     headers=ADMIN, status=400, code="INVALID_ARGUMENT")
