@@ -133,6 +133,8 @@ def test_an_erased_device_leaves_no_identifier_and_every_proof_still_verifies(se
     assert replay["recipients"] == [kept]
 
     # The erasure is an event and an audit entry: who, when, why, the pseudonym.
+    assert requests.get(url(base, "/audit/erasures"), headers=CLIENT, timeout=10).status_code == 403
+    assert requests.get(url(base, "/audit/erasures"), timeout=10).status_code == 401
     erasures = requests.get(url(base, "/audit/erasures"), headers=AUDITOR, timeout=10).json()["erasures"]
     assert [(e["kind"], e["device"], e["actor"], e["reason"], e["redactedEvents"]) for e in erasures] == [
         ("erased", pseudonym, "admin", "GDPR Art. 17, ticket 4711", 6)]
