@@ -46,6 +46,8 @@ struct RegistrationExpirySweeper: Service {
     func run() async {
         if ledgers.cluster != nil {
             logger.notice("registrations do not expire in a cluster (registrationExpiry is for a single node)")
+            // A service that returns ends the whole group: this one waits for the shutdown instead.
+            try? await gracefulShutdown()
             return
         }
         await cancelWhenGracefulShutdown {
