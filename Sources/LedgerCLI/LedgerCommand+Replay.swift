@@ -21,7 +21,10 @@ extension LedgerCommand {
 
         @OptionGroup var location: LedgerLocation
 
-        @Option(help: "Output format: text, json, or csv (the recipient list: a `token` header, one token per line).")
+        @Option(
+            help:
+                "Output format: text, json, or csv (the recipient list: a `token,device` header, one recipient per line)."
+        )
         var format: Format = .text
 
         @Option(help: "The message: its id or its name, projects/P/messages/ID.")
@@ -90,6 +93,10 @@ extension LedgerCommand {
                 "rule:       \(replay.precedence.rawValue)",
                 "recipients: \(replay.recipientCount), digest \(digest)"
                     + (naive ? " (recomputed by folding the log from seq 1)" : " (from the temporal index)"),
+                "digest of:  "
+                    + (replay.digestVersion == .devices
+                        ? "device numbers, ascending (version 2: `sort -n | sha256sum`)"
+                        : "tokens, byte order (version 1: `LC_ALL=C sort | sha256sum`)"),
             ]
             if let recorded = replay.recorded {
                 lines.append(
@@ -97,9 +104,10 @@ extension LedgerCommand {
                         + " (audience event at seq \(recorded.seq))")
                 lines.append(
                     "matches:    \(replay.matchesRecord ? "yes" : "NO")"
-                        + (replay.erasedRecipients > 0
-                            ? " (the count: \(replay.erasedRecipients) recipient(s) erased since, whose tokens the"
-                                + " digest was taken over)" : ""))
+                        + (replay.digestRecomputable
+                            ? ""
+                            : " (the count: \(replay.erasedRecipients) recipient(s) erased since, whose tokens this"
+                                + " version-1 digest was taken over)"))
             } else {
                 lines.append("recorded:   none yet")
             }
@@ -109,10 +117,11 @@ extension LedgerCommand {
                     "apns:       \(counts.accepted) accepted, \(counts.unregistered) unregistered, \(counts.failed) failed,"
                         + " \(counts.pending) pending, \(counts.expired) expired")
             }
-            lines.append("tokens (byte order):")
+            lines.append("tokens (byte order), each with its device number:")
             for (index, token) in replay.recipients.enumerated() {
                 lines.append(
-                    "  \(token.rawValue)" + (replay.acknowledged[index] ? "  (acknowledged)" : "")
+                    "  \(token.rawValue)  #\(replay.devices[index])"
+                        + (replay.acknowledged[index] ? "  (acknowledged)" : "")
                         + (replay.pushes[index].map { "  apns " + $0.summary } ?? ""))
             }
             return lines

@@ -24,6 +24,7 @@ extension LedgerCommand {
                 out.field("events", number: report.events)
                 out.field("sendsWithoutAudience", number: report.sendsWithoutAudience)
                 out.field("audiencesChecked", number: report.audiencesChecked)
+                out.field("audiencesCountOnly", number: report.audiencesCountOnly)
                 out.field("erasures", number: report.erasures)
                 out.field("redactedEvents", number: report.redactedEvents)
                 out.field(
@@ -34,6 +35,11 @@ extension LedgerCommand {
                     print(
                         "sound: \(report.events) events, hash chain intact, projections equal a rebuild"
                             + (audiences ? ", \(report.audiencesChecked) recorded audiences match a replay" : ""))
+                    if report.audiencesCountOnly > 0 {
+                        print(
+                            "note: \(report.audiencesCountOnly) of them were compared by count alone: their digests"
+                                + " (version 1) are over tokens of which one was erased since")
+                    }
                     if report.erasures > 0 {
                         print(
                             "erasures: \(report.erasures); \(report.redactedEvents) event(s) rewritten by them keep their"

@@ -37,6 +37,7 @@ public enum EventJSON {
             json.field("sendSeq", number: audience.sendSeq)
             json.field("recipientCount", number: audience.recipientCount)
             json.field("recipientDigest", hex: audience.recipientDigest)
+            json.field("digestVersion", number: UInt64(audience.digestVersion.rawValue))
         case .acknowledged(let token, let through):
             json.field("token", string: token.rawValue)
             json.field("throughSeq", number: through)

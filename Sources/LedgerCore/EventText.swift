@@ -31,6 +31,7 @@ public enum EventText {
                 ("messageId", String(audience.messageID)), ("sendSeq", String(audience.sendSeq)),
                 ("recipients", String(audience.recipientCount)),
                 ("digest", String(Hex.encode(audience.recipientDigest).prefix(12))),
+                ("digestVersion", String(audience.digestVersion.rawValue)),
             ]
         case .acknowledged(let token, let through):
             fields += [("token", token.rawValue), ("throughSeq", String(through))]

@@ -137,14 +137,20 @@ public struct AudienceRecord: Sendable, Equatable {
     /// The seq of the `sent` event.
     public var sendSeq: UInt64
     public var recipientCount: UInt64
-    /// SHA-256 over the recipients' tokens in byte order, each followed by `\n` (32 bytes).
+    /// SHA-256 over the recipients' device numbers or tokens, as `digestVersion` says (32 bytes).
     public var recipientDigest: [UInt8]
+    /// What `recipientDigest` is taken over (``RecipientDigest/Version``).
+    public var digestVersion: RecipientDigest.Version
 
-    public init(messageID: UInt64, sendSeq: UInt64, recipientCount: UInt64, recipientDigest: [UInt8]) {
+    public init(
+        messageID: UInt64, sendSeq: UInt64, recipientCount: UInt64, recipientDigest: [UInt8],
+        digestVersion: RecipientDigest.Version = .current
+    ) {
         self.messageID = messageID
         self.sendSeq = sendSeq
         self.recipientCount = recipientCount
         self.recipientDigest = recipientDigest
+        self.digestVersion = digestVersion
     }
 }
 

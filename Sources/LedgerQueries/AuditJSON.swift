@@ -19,8 +19,9 @@ public enum AuditJSON {
             name: "projects/\(project)/messages/\(replay.messageID)",
             messageId: String(replay.messageID), seq: replay.seq, time: replay.time.description,
             target: Target(replay.target), precedence: replay.precedence.rawValue,
-            recipients: recipients.map(\.rawValue), recipientCount: replay.recipientCount,
-            recipientDigest: hex(replay.recipientDigest),
+            recipients: recipients.map(\.rawValue), recipientDevices: recipients.indices.map { replay.devices[$0] },
+            recipientCount: replay.recipientCount, recipientDigest: hex(replay.recipientDigest),
+            digestVersion: Int(replay.digestVersion.rawValue), digestRecomputable: replay.digestRecomputable,
             recordedCount: replay.recorded.map { Int($0.record.recipientCount) },
             recordedDigest: replay.recorded.map { hex($0.record.recipientDigest) },
             audienceSeq: replay.recorded.map(\.seq), matchesRecord: replay.matchesRecord,
@@ -95,14 +96,20 @@ public enum AuditJSON {
         public let target: Target
         public let precedence: String
         public let recipients: [String]
+        /// The page's recipients' device numbers, in the order of `recipients`: what a version-2 digest is over.
+        public let recipientDevices: [UInt32]
         public let recipientCount: Int
         public let recipientDigest: String
+        /// What both digests are over: 2, the device numbers; 1, the tokens (``RecipientDigest/Version``).
+        public let digestVersion: Int
+        /// False when the digest is of version 1 and a recipient was erased since: only the count is compared.
+        public let digestRecomputable: Bool
         /// What the `audience` event recorded; `null` (not left out) before it is recorded.
         public let recordedCount: Int?
         public let recordedDigest: String?
         public let audienceSeq: UInt64?
         public let matchesRecord: Bool
-        /// Recipients erased since the send, listed by their pseudonyms (the digest then cannot be recomputed).
+        /// Recipients erased since the send, listed by their pseudonyms.
         public let erasedRecipients: Int
         public let acknowledgedCount: Int
         public let acknowledgedRecipients: [String]
@@ -116,8 +123,9 @@ public enum AuditJSON {
         public var nextPageToken: String?
 
         private enum CodingKeys: String, CodingKey {
-            case name, messageId, seq, time, target, precedence, recipients, recipientCount, recipientDigest
-            case recordedCount, recordedDigest, audienceSeq, matchesRecord, erasedRecipients, acknowledgedCount
+            case name, messageId, seq, time, target, precedence, recipients, recipientDevices, recipientCount
+            case recipientDigest, digestVersion, digestRecomputable, recordedCount, recordedDigest, audienceSeq,
+                matchesRecord, erasedRecipients, acknowledgedCount
             case acknowledgedRecipients, pushCounts, pushes, message, nextPageToken
         }
 
@@ -130,8 +138,11 @@ public enum AuditJSON {
             try container.encode(target, forKey: .target)
             try container.encode(precedence, forKey: .precedence)
             try container.encode(recipients, forKey: .recipients)
+            try container.encode(recipientDevices, forKey: .recipientDevices)
             try container.encode(recipientCount, forKey: .recipientCount)
             try container.encode(recipientDigest, forKey: .recipientDigest)
+            try container.encode(digestVersion, forKey: .digestVersion)
+            try container.encode(digestRecomputable, forKey: .digestRecomputable)
             try container.encode(recordedCount, forKey: .recordedCount)
             try container.encode(recordedDigest, forKey: .recordedDigest)
             try container.encode(audienceSeq, forKey: .audienceSeq)

@@ -55,11 +55,10 @@ extension Ledger {
             }
         }
         for messageID in recorded {
-            guard let replay = try MessageReplay.replay(messageID, in: snapshot), !replay.matchesRecord else {
-                report.audiencesChecked += 1
-                continue
-            }
             report.audiencesChecked += 1
+            guard let replay = try MessageReplay.replay(messageID, in: snapshot) else { continue }
+            if !replay.digestRecomputable { report.audiencesCountOnly += 1 }
+            guard !replay.matchesRecord else { continue }
             if report.problems.count < limit {
                 report.problems.append(
                     "message \(messageID) (sent at seq \(replay.seq)): its recorded audience "

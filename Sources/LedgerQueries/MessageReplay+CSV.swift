@@ -2,13 +2,15 @@ import LedgerCore
 import LedgerStore
 
 extension MessageReplay {
-    /// `ledger replay --format csv` and the console's download: a `token` header, then one recipient per line in
-    /// byte order, each written as a ``CSVCell`` (a token that begins with `-` as `"'-…"`, so that a spreadsheet
-    /// does not read it as a formula).
+    /// `ledger replay --format csv` and the console's download: a `token,device` header, then one recipient per
+    /// line in token byte order: its token written as a ``CSVCell`` (a token that begins with `-` as `"'-…"`, so
+    /// that a spreadsheet does not read it as a formula), and its device number (what a version-2 digest is over).
     public var csv: [UInt8] {
-        var out = Array("token\n".utf8)
-        for token in recipients {
+        var out = Array("token,device\n".utf8)
+        for (token, device) in zip(recipients, devices) {
             CSVCell.append(token.rawValue, to: &out)
+            out.append(UInt8(ascii: ","))
+            out.append(contentsOf: String(device).utf8)
             out.append(UInt8(ascii: "\n"))
         }
         return out

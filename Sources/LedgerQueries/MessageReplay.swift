@@ -14,10 +14,14 @@ public struct MessageReplay: Sendable {
     public var precedence: ConditionPrecedence
     /// The message as accepted (JSON).
     public var messageJSON: [UInt8]
-    /// The recipients' tokens in byte order.
+    /// The recipients' tokens in byte order (an erased recipient's pseudonym in its place).
     public var recipients: [RegistrationToken]
-    /// SHA-256 of `recipients`, each followed by `\n` (SPEC §2.4).
+    /// Per recipient (same order): its device number (``RecipientDigest/Version/devices``).
+    public var devices: [InstanceID]
+    /// The recipient digest of the reconstruction, in the version of the recorded audience (the current
+    /// version when none is recorded yet): of `devices`, or of `recipients`.
     public var recipientDigest: [UInt8]
+    public var digestVersion: RecipientDigest.Version
     /// The `audience` event recorded for the send and its seq, if recorded yet.
     public var recorded: (record: AudienceRecord, seq: UInt64)?
     /// Per recipient (same order): whether the device has acknowledged the message (its delivery cursor is
@@ -29,16 +33,19 @@ public struct MessageReplay: Sendable {
     public var recipientCount: Int { recipients.count }
     public var acknowledgedCount: Int { acknowledged.lazy.filter { $0 }.count }
 
-    /// Recipients erased since (shown by their pseudonyms): the recorded digest was taken over their tokens,
-    /// which are gone, so it cannot be recomputed while this is above 0 — only the count can.
+    /// Recipients erased since (shown by their pseudonyms).
     public var erasedRecipients: Int { recipients.lazy.filter(Erasure.isPseudonym).count }
 
+    /// Whether the digest could be recomputed: always for a version-2 digest (over device numbers, which an
+    /// erasure keeps); for a version-1 digest (over tokens) only while none of its recipients is erased.
+    public var digestRecomputable: Bool { digestVersion == .devices || erasedRecipients == 0 }
+
     /// Whether the reconstruction equals the recorded audience (false when none is recorded): the count and
-    /// the digest, or the count alone when recipients were erased since (``erasedRecipients``).
+    /// the digest, or the count alone when the digest is not recomputable (``digestRecomputable``).
     public var matchesRecord: Bool {
         guard let recorded else { return false }
         return recorded.record.recipientCount == UInt64(recipients.count)
-            && (recorded.record.recipientDigest == recipientDigest || erasedRecipients > 0)
+            && (recorded.record.recipientDigest == recipientDigest || !digestRecomputable)
     }
 
     /// Replays message `messageID` of `snapshot`, or `nil` when the ledger has no such message.
@@ -51,10 +58,12 @@ public struct MessageReplay: Sendable {
     {
         guard let (sendSeq, audienceSeq) = try snapshot.message(messageID) else { return nil }
         let (event, sent) = try snapshot.sentEvent(at: sendSeq)
-        let recipients =
+        let list =
             naive
             ? try naiveRecipients(of: sent, before: sendSeq, in: snapshot)
             : try snapshot.recipients(of: sent, at: sendSeq)
+        let recipients = list.map(\.token)
+        let devices = list.map(\.device)
         var recorded: (AudienceRecord, UInt64)?
         if let audienceSeq {
             guard let audienceEvent = try snapshot.event(at: audienceSeq),
@@ -64,30 +73,32 @@ public struct MessageReplay: Sendable {
             }
             recorded = (record, audienceSeq)
         }
-        let acknowledged = try recipients.map { token in
-            guard let instance = try snapshot.instanceID(of: token) else { return false }
-            return try snapshot.acknowledgedThrough(instance) >= sendSeq
-        }
+        let acknowledged = try devices.map { try snapshot.acknowledgedThrough($0) >= sendSeq }
         var pushes = [PushStatus?](repeating: nil, count: recipients.count)
         if try snapshot.holdsAPNsTokens() {
             let sendPushes = try snapshot.pushes(
                 ofSendAt: sendSeq, messageID: messageID, expiresAt: sent.iosExpiry(sentAt: event.time),
                 now: LedgerTime.now())
-            for (index, token) in recipients.enumerated() {
-                guard let instance = try snapshot.instanceID(of: token) else { continue }
-                pushes[index] = try snapshot.pushStatus(of: instance, token: token, in: sendPushes)
+            for (index, recipient) in list.enumerated() {
+                pushes[index] = try snapshot.pushStatus(of: recipient.device, token: recipient.token, in: sendPushes)
             }
         }
+        let version = recorded?.0.digestVersion ?? .current
+        let digest =
+            switch version {
+            case .devices: RecipientDigest.digest(ascendingDevices: devices.sorted())
+            case .tokens: RecipientDigest.digest(sortedTokens: recipients)
+            }
         return MessageReplay(
             messageID: messageID, seq: sendSeq, time: event.time, target: sent.target, precedence: sent.precedence,
-            messageJSON: sent.messageJSON, recipients: recipients,
-            recipientDigest: RecipientDigest.digest(sortedTokens: recipients), recorded: recorded,
-            acknowledged: acknowledged, pushes: pushes)
+            messageJSON: sent.messageJSON, recipients: recipients, devices: devices, recipientDigest: digest,
+            digestVersion: version, recorded: recorded, acknowledged: acknowledged, pushes: pushes)
     }
 
-    /// The naive path: events 1…S−1 folded in memory, then every registered instance tested.
+    /// The naive path: events 1…S−1 folded in memory, then every registered instance tested. Device numbers
+    /// are the in-memory fold's own instance ids.
     static func naiveRecipients(of sent: SentMessage, before sendSeq: UInt64, in snapshot: LedgerSnapshot) throws
-        -> [RegistrationToken]
+        -> [(token: RegistrationToken, device: InstanceID)]
     {
         var state = InMemoryLedgerState()
         if sendSeq > 1 {
@@ -106,6 +117,11 @@ public struct MessageReplay: Sendable {
             let condition = try Condition(parsing: text, precedence: sent.precedence)
             recipients = state.registeredTokens.filter { condition.isSatisfied(byTopics: state.topics(of: $0)) }
         }
-        return recipients.sorted()
+        return try recipients.sorted().map { token in
+            guard let device = state.instanceID(for: token) else {
+                throw StoreError(.corrupt, "the naive fold lists a recipient it has no instance for")
+            }
+            return (token, device)
+        }
     }
 }

@@ -14,6 +14,9 @@ public struct VerificationReport: Sendable {
     public var sendsWithoutAudience = 0
     /// Recorded audiences recomputed and compared (with `checkAudiences`).
     public var audiencesChecked = 0
+    /// Of those, audiences whose digest could not be recomputed — version 1, over tokens of which one was
+    /// erased since — and whose recipient count alone was compared.
+    public var audiencesCountOnly = 0
     /// `erased` events in the log.
     public var erasures = 0
     /// Events whose identifiers an erasure removed: their records keep their hashes (chained and in the tree),

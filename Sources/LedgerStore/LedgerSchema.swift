@@ -46,9 +46,11 @@ package struct LedgerSchema: Sendable {
     /// leaves instead of 16, so that most commits write no page of it; layout 7 adds `recentInstanceTopics`, keyed
     /// by instance; layout 8 replaces it with `recentMemberships`, keyed by partition and in seq order; layout 9
     /// adds `apnsTokens`, `apnsTokenHistory`, `pushProgress` and `pushFailures` (and the events that fill them,
-    /// which older builds cannot read).
+    /// which older builds cannot read); layout 10 changes no database but its log may hold what layout 9's builds
+    /// misread: rewritten records of erased devices (encoding version 2) and audiences whose recipient digest is
+    /// over device numbers (``RecipientDigest/Version/devices``).
     /// A writer opening an older ledger upgrades it in place (see ``LedgerStorage``).
-    static let layoutVersion: UInt32 = 9
+    static let layoutVersion: UInt32 = 10
 
     package let meta: LMDBDatabase
     package let log: LMDBDatabase

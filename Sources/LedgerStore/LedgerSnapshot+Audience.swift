@@ -46,30 +46,33 @@ extension LedgerSnapshot {
         }
     }
 
-    /// The registration tokens of `recipients` in byte order (the order of the recipient digest).
+    /// The registration tokens of `recipients` in byte order (the order of a version-1 recipient digest).
+    public func recipientTokens(_ recipients: InstanceSet) throws -> [RegistrationToken] {
+        try recipientList(recipients).map(\.token)
+    }
+
+    /// The members of `recipients` with their tokens, in token byte order (how replays list them).
     ///
     /// Small sets look each token up and sort; large ones walk the `tokens` database, which LMDB already
     /// keeps in byte order, and keep the members.
-    public func recipientTokens(_ recipients: InstanceSet) throws -> [RegistrationToken] {
+    public func recipientList(_ recipients: InstanceSet) throws -> [(token: RegistrationToken, device: InstanceID)] {
         let count = recipients.count
+        var list: [(token: RegistrationToken, device: InstanceID)] = []
+        list.reserveCapacity(count)
         if count * 16 < recipients.capacity {
-            var tokens: [RegistrationToken] = []
-            tokens.reserveCapacity(count)
             try recipients.forEach { instance in
                 guard let token = try token(of: instance) else {
                     throw StoreError(.corrupt, "instance \(instance) has no token")
                 }
-                tokens.append(token)
+                list.append((token, instance))
             }
-            tokens.sort()
-            return tokens
+            list.sort { $0.token < $1.token }
+            return list
         }
-        var tokens: [RegistrationToken] = []
-        tokens.reserveCapacity(count)
-        try forEachToken(of: recipients) { token in
-            tokens.append(RegistrationToken(trusted: String(decoding: token, as: UTF8.self)))
+        try forEachToken(of: recipients) { token, instance in
+            list.append((RegistrationToken(trusted: String(decoding: token, as: UTF8.self)), instance))
         }
-        return tokens
+        return list
     }
 
     /// Calls `body` with the token of each member of `recipients`, in byte order, straight from the `tokens`
@@ -77,17 +80,19 @@ extension LedgerSnapshot {
     ///
     /// Tokens longer than LMDB's key limit are stored under their hash (``NameKey``), and those keys sort
     /// before all others: they are collected and resolved first, then merged into the walk at their place.
-    private func forEachToken(of recipients: InstanceSet, _ body: (UnsafeRawBufferPointer) throws -> Void) throws {
-        var long: [[UInt8]] = []
+    private func forEachToken(
+        of recipients: InstanceSet, _ body: (UnsafeRawBufferPointer, InstanceID) throws -> Void
+    ) throws {
+        var long: [(token: [UInt8], instance: InstanceID)] = []
         var nextLong = 0
         var sorted = false
         func emitLong(before key: UnsafeRawBufferPointer?) throws {
             if !sorted {
-                long.sort { $0.lexicographicallyPrecedes($1) }
+                long.sort { $0.token.lexicographicallyPrecedes($1.token) }
                 sorted = true
             }
-            while nextLong < long.count, key.map({ long[nextLong].lexicographicallyPrecedes($0) }) ?? true {
-                try long[nextLong].withUnsafeBytes(body)
+            while nextLong < long.count, key.map({ long[nextLong].token.lexicographicallyPrecedes($0) }) ?? true {
+                try long[nextLong].token.withUnsafeBytes { try body($0, long[nextLong].instance) }
                 nextLong += 1
             }
         }
@@ -99,28 +104,35 @@ extension LedgerSnapshot {
                     guard let token = try token(of: instance) else {
                         throw StoreError(.corrupt, "instance \(instance) has no token")
                     }
-                    long.append(Array(token.rawValue.utf8))
+                    long.append((Array(token.rawValue.utf8), instance))
                     return true
                 }
                 try emitLong(before: entry.key)
-                try body(entry.key)
+                try body(entry.key, instance)
                 return true
             }
         }
         try emitLong(before: nil)
     }
 
-    /// The count and recipient digest of `recipients` — what an `audience` event records — without building
-    /// the token list when the set is large: the `tokens` database is already in byte order, so members'
-    /// keys are hashed straight from LMDB's pages.
-    public func recipientDigest(_ recipients: InstanceSet) throws -> (count: Int, digest: [UInt8]) {
+    /// The count and recipient digest of `recipients` in `version` — what an `audience` event records.
+    ///
+    /// Version 2 reads nothing: the device numbers are the set's members. Version 1, for large sets, hashes
+    /// members' keys straight from the `tokens` database's pages, which LMDB keeps in byte order.
+    public func recipientDigest(_ recipients: InstanceSet, version: RecipientDigest.Version = .current) throws
+        -> (count: Int, digest: [UInt8])
+    {
         let count = recipients.count
-        if count * 16 < recipients.capacity {
+        var builder = RecipientDigest.Builder()
+        switch version {
+        case .devices:
+            recipients.forEach { builder.add(device: $0) }
+        case .tokens where count * 16 < recipients.capacity:
             let tokens = try recipientTokens(recipients)
             return (tokens.count, RecipientDigest.digest(sortedTokens: tokens))
+        case .tokens:
+            try forEachToken(of: recipients) { token, _ in builder.add(rawToken: token) }
         }
-        var builder = RecipientDigest.Builder()
-        try forEachToken(of: recipients) { builder.add(rawToken: $0) }
         guard builder.count == count else {
             throw StoreError(.corrupt, "\(count) recipients but \(builder.count) of them have a token")
         }
@@ -142,10 +154,12 @@ extension LedgerSnapshot {
         return (event, sent)
     }
 
-    /// The recipients of `sent`, sent at `seq`, in token byte order: the audience in the state at `seq`,
-    /// computed from the temporal index.
-    public func recipients(of sent: SentMessage, at seq: UInt64) throws -> [RegistrationToken] {
-        try recipientTokens(audience(of: sent.target, precedence: sent.precedence, at: seq))
+    /// The recipients of `sent`, sent at `seq`, with their device numbers, in token byte order: the audience in
+    /// the state at `seq`, computed from the temporal index.
+    public func recipients(of sent: SentMessage, at seq: UInt64) throws
+        -> [(token: RegistrationToken, device: InstanceID)]
+    {
+        try recipientList(audience(of: sent.target, precedence: sent.precedence, at: seq))
     }
 
     /// The `audience` records of `sends`, each computed for the state at its send's seq; a send whose

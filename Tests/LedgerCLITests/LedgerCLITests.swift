@@ -53,7 +53,9 @@ struct LedgerCLITests {
         let audience = jsonObject(lines[6])
         #expect(audience["kind"] as? String == "audience")
         #expect(audience["sendSeq"] as? Int == 6 && audience["recipientCount"] as? Int == 1)
-        #expect(audience["recipientDigest"] as? String == sha256Hex("tokB\n"))
+        // tokB registered second: it is device 2, and the digest is over that number (version 2).
+        #expect(
+            audience["recipientDigest"] as? String == deviceDigestHex([2]) && audience["digestVersion"] as? Int == 2)
         #expect(audience["time"] as? String == "2026-03-04T10:00:00.000000Z")
         #expect(audience["messageId"] as? String == jsonObject(lines[5])["messageId"] as? String)
         var previousHash = String(repeating: "0", count: 64)
@@ -587,7 +589,7 @@ struct LedgerCLITests {
         let text = try await ledger("replay", "--message", id, data: data)
         #expect(text.status == 0, "\(text.stderr)")
         #expect(text.stdout.contains("matches:    yes"))
-        #expect(text.stdout.contains("  tokB\n"))
+        #expect(text.stdout.contains("  tokB  #2\n"))
         let json = try await ledger(
             "replay", "--message", "projects/demo-project/messages/\(id)", "--format", "json", data: data)
         let object = jsonObject(Substring(json.stdout.trimmingCharacters(in: .whitespacesAndNewlines)))
@@ -598,11 +600,12 @@ struct LedgerCLITests {
             #expect(object[key] != nil, "\(key)")
         }
         #expect(object["recipients"] as? [String] == ["tokB"] && object["seq"] as? Int == 6)
-        #expect(object["recipientDigest"] as? String == sha256Hex("tokB\n"))
+        #expect(object["recipientDigest"] as? String == deviceDigestHex([2]))
+        #expect(object["recipientDevices"] as? [Int] == [2] && object["digestRecomputable"] as? Bool == true)
         #expect(object["matchesRecord"] as? Bool == true)
         #expect(object["target"] as? [String: String] == ["condition": "'news' in topics"])
         let csv = try await ledger("replay", "--message", id, "--format", "csv", data: data)
-        #expect(csv.stdout == "token\ntokB\n")
+        #expect(csv.stdout == "token,device\ntokB,2\n")
         let naive = try await ledger("replay", "--message", id, "--naive", data: data)
         #expect(naive.status == 0 && naive.stdout.contains("recomputed by folding the log"))
 
@@ -711,7 +714,7 @@ struct LedgerCLILimitTests {
             "ledger", ["replay", "--message", messageID, "--format", "json", "--data", data.path])
         let answer = jsonObject(Substring(replay.stdout))
         #expect(answer["recipients"] as? [String] == [longToken])
-        #expect(answer["recipientDigest"] as? String == sha256Hex(longToken + "\n"))
+        #expect(answer["recipientDigest"] as? String == deviceDigestHex([1]))
         #expect(answer["matchesRecord"] as? Bool == true)
         #expect((jsonObject(Substring(stats.stdout))["mapBytes"] as? Int ?? 0) >= 8 << 20, "\(stats.stdout)")
         let rebuilt = try await runProduct("ledger", ["rebuild", "--data", data.path] + tiny)

@@ -71,7 +71,8 @@ func randomEvent(seed: UInt64) -> LedgerEvent {
                 messageID: UInt64.random(in: 1...UInt64(Int64.max), using: &random),
                 sendSeq: UInt64.random(in: 1...1_000_000, using: &random),
                 recipientCount: UInt64.random(in: 0...1_000_000, using: &random),
-                recipientDigest: (0..<32).map { _ in UInt8.random(in: 0...255, using: &random) }))
+                recipientDigest: (0..<32).map { _ in UInt8.random(in: 0...255, using: &random) },
+                digestVersion: Bool.random(using: &random) ? .devices : .tokens))
     }
     return LedgerEvent(
         seq: UInt64.random(in: 1...UInt64.max, using: &random),
@@ -343,5 +344,42 @@ struct APNsDeviceTokenTests {
         #expect {
             try EventCodec.decode(bytes)
         } throws: { ($0 as? LedgerCoreError)?.code == .corruptEvent }
+    }
+
+    @Test(
+        "an audience written before digest versions reads as version 1 and re-encodes to its own bytes; an unknown version is a corrupt event"
+    )
+    func audienceDigestVersions() throws {
+        var message = Topicledger_V1_Event()
+        message.seq = 9
+        var body = Topicledger_V1_Audience()
+        body.messageID = 42
+        body.sendSeq = 8
+        body.recipientCount = 2
+        body.recipientDigest = Data(repeating: 7, count: 32)
+        message.body = .audience(body)
+        let old = [EventCodec.formatVersion] + (try message.serializedBytes() as [UInt8])
+        let decoded = try EventCodec.decode(old)
+        guard case .audience(let record) = decoded.body else {
+            Issue.record("decoded as \(decoded.kind)")
+            return
+        }
+        #expect(record.digestVersion == .tokens)
+        #expect(EventCodec.encode(decoded) == old, "the hash of an old record stays reproducible")
+        var current = decoded
+        current.body = .audience(
+            AudienceRecord(messageID: 42, sendSeq: 8, recipientCount: 2, recipientDigest: record.recipientDigest))
+        guard case .audience(let again) = try EventCodec.decode(EventCodec.encode(current)).body else { return }
+        #expect(again.digestVersion == .devices)
+        for stored: UInt32 in [3, 99, UInt32.max] {
+            body.digestVersion = stored
+            message.body = .audience(body)
+            let bytes = [EventCodec.formatVersion] + (try message.serializedBytes() as [UInt8])
+            #expect {
+                try EventCodec.decode(bytes)
+            } throws: { error in
+                (error as? LedgerCoreError)?.code == .corruptEvent && "\(error)".contains("version \(stored)")
+            }
+        }
     }
 }

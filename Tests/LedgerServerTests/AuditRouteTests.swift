@@ -29,6 +29,7 @@ struct AuditRouteTests {
             let id = try #require((sent.json["name"] as? String)?.split(separator: "/").last)
             _ = try await client.headSeq()  // waits for the audience
             var pages: [[String]] = []
+            var devices: [Int] = []
             var pageToken: String?
             repeat {
                 let query = "?pageSize=2" + (pageToken.map { "&pageToken=\($0)" } ?? "")
@@ -36,6 +37,8 @@ struct AuditRouteTests {
                     .get, "\(Self.base)/messages/\(id)\(query)", headers: TestServer.Client.auditor)
                 #expect(reply.status == .ok, "\(reply.text)")
                 pages.append(reply.json["recipients"] as? [String] ?? [])
+                devices += reply.json["recipientDevices"] as? [Int] ?? []
+                #expect(reply.json["digestVersion"] as? Int == 2)
                 #expect(reply.json["recipientCount"] as? Int == 5)
                 #expect(reply.json["matchesRecord"] as? Bool == true)
                 #expect(reply.json["recipientDigest"] as? String == reply.json["recordedDigest"] as? String)
@@ -46,7 +49,9 @@ struct AuditRouteTests {
             let sorted = tokens.sorted { Array($0.utf8).lexicographicallyPrecedes(Array($1.utf8)) }
             #expect(pages.flatMap { $0 } == sorted)
             let digest = try await client.call(.get, "\(Self.base)/messages/\(id)", headers: TestServer.Client.admin)
-            #expect(digest.json["recipientDigest"] as? String == sha256Hex(sorted.map { $0 + "\n" }.joined()))
+            // Devices are numbered by first registration: the i-th registered is device i + 1.
+            #expect(devices == sorted.map { tokens.firstIndex(of: $0)! + 1 })
+            #expect(digest.json["recipientDigest"] as? String == deviceDigestHex(Array(1...5)))
             // Unknown, malformed, and the wrong credentials.
             let unknown = try await client.call(.get, "\(Self.base)/messages/12345", headers: TestServer.Client.auditor)
             #expect(unknown.status == .notFound)

@@ -116,7 +116,7 @@ struct ConsoleTests {
             #expect(!page.text.contains(tokens[2]))
             #expect(page.text.contains(#"class="badge ok""#))
             #expect(page.text.contains("1 of 2"))
-            let digest = sha256Hex(expected.map { $0 + "\n" }.joined())
+            let digest = deviceDigestHex([1, 2])  // the first two registered devices
             #expect(page.text.components(separatedBy: digest).count == 3, "replayed and recorded digest both shown")
             // User input is text, never markup.
             #expect(page.text.contains("&lt;script&gt;alert(1)&lt;/script&gt;"))
@@ -128,7 +128,8 @@ struct ConsoleTests {
                 "ledger", ["replay", "--data", server.directory.path, "--message", id, "--format", "csv"])
             #expect(cli.status == 0)
             #expect(csv.text == cli.stdout)
-            #expect(csv.text == "token\n" + expected.map { $0 + "\n" }.joined())
+            #expect(
+                csv.text == "token,device\n" + expected.map { "\($0),\(tokens.firstIndex(of: $0)! + 1)\n" }.joined())
 
             let missing = try await Self.get(client, "/console/messages/12345", cookie: cookie!)
             #expect(missing.status == .notFound && missing.text.contains("There is no message 12345"))

@@ -5,6 +5,8 @@ import LedgerTestSupport
 import PropertyBased
 import Testing
 
+@testable import LedgerQueries
+
 @Suite("Audience", .offThePool)
 struct AudienceTests {
     @Test("the store's audience at any seq equals brute force over the fold of the log up to that seq")
@@ -116,6 +118,45 @@ struct AudienceTests {
         #expect(builder.count == tokens.count)
         // Every byte is ASCII, so the text is the bytes.
         #expect(builder.finish().hexString == sha256Hex(String(decoding: whole, as: UTF8.self)))
+    }
+
+    @Test("a version-2 digest is sort -n | sha256sum of the device numbers, across buffer boundaries and at the ends")
+    func deviceDigest() {
+        // 0, 9, 10 and UInt32.max (every digit count), then enough numbers to fill several buffers.
+        let devices: [UInt32] = [0, 9, 10, 99, 100, UInt32.max - 1, UInt32.max] + (1_000_000..<1_040_000).map { $0 }
+        let sorted = devices.sorted()
+        let text = sorted.map { "\($0)\n" }.joined()
+        #expect(text.utf8.count > 4 * RecipientDigest.Builder.bufferSize)
+        #expect(RecipientDigest.digest(ascendingDevices: sorted).hexString == sha256Hex(text))
+        #expect(RecipientDigest.digest(ascendingDevices: []).hexString == sha256Hex(""))
+    }
+
+    @Test(
+        "a version-1 digest with an erased recipient cannot be recomputed: the count alone decides; version 2 always can"
+    )
+    func recomputability() throws {
+        let pseudonym = Erasure.newPseudonym()
+        let recipients = [RegistrationToken(trusted: "kept"), pseudonym].sorted()
+        func replay(_ version: RecipientDigest.Version, recorded digest: [UInt8], count: UInt64 = 2) -> MessageReplay {
+            MessageReplay(
+                messageID: 7, seq: 3, time: LedgerTime(microseconds: 0), target: .topic(try! TopicName("news")),
+                precedence: .leftToRight, messageJSON: [], recipients: recipients, devices: [1, 2],
+                recipientDigest: RecipientDigest.digest(ascendingDevices: [1, 2]), digestVersion: version,
+                recorded: (
+                    AudienceRecord(
+                        messageID: 7, sendSeq: 3, recipientCount: count, recipientDigest: digest,
+                        digestVersion: version), 4
+                ), acknowledged: [false, false], pushes: [nil, nil])
+        }
+        let other = [UInt8](repeating: 7, count: 32)
+        // Version 1, over a token that is gone: only the count is compared, and the replay says so.
+        #expect(replay(.tokens, recorded: other).matchesRecord)
+        #expect(!replay(.tokens, recorded: other).digestRecomputable)
+        #expect(!replay(.tokens, recorded: other, count: 3).matchesRecord)
+        // Version 2: the digest is compared, erased recipients or not.
+        #expect(replay(.devices, recorded: other).digestRecomputable)
+        #expect(!replay(.devices, recorded: other).matchesRecord)
+        #expect(replay(.devices, recorded: RecipientDigest.digest(ascendingDevices: [1, 2])).matchesRecord)
     }
 
     @Test("large audiences list tokens in byte order through the token index")

@@ -18,7 +18,8 @@ struct AuditJSONTests {
         let replay = AuditJSON.Replay(
             name: "projects/p/messages/7", messageId: "7", seq: 3, time: "2026-11-24T00:00:00.000000Z",
             target: AuditJSON.Target(.condition("'a' in topics")), precedence: "standard", recipients: ["t1"],
-            recipientCount: 1, recipientDigest: "00", recordedCount: nil, recordedDigest: nil, audienceSeq: nil,
+            recipientDevices: [4], recipientCount: 1, recipientDigest: "00", digestVersion: 2, digestRecomputable: true,
+            recordedCount: nil, recordedDigest: nil, audienceSeq: nil,
             matchesRecord: false, erasedRecipients: 0, acknowledgedCount: 0, acknowledgedRecipients: [],
             pushCounts: nil, pushes: [],
             message: nil)
@@ -29,7 +30,8 @@ struct AuditJSONTests {
         #expect(json["pushCounts"] == nil, "no recipient held an APNs token")
         #expect(json["pushes"] as? [Any] != nil)
         #expect(json["target"] as? [String: String] == ["condition": "'a' in topics"])
-        #expect(Set(json.keys).count == 17)
+        #expect(Set(json.keys).count == 20)
+        #expect(json["recipientDevices"] as? [Int] == [4] && json["digestVersion"] as? Int == 2)
         let text = String(decoding: try AuditJSON.data(replay), as: UTF8.self)
         #expect(text.hasPrefix(#"{"acknowledgedCount":0,"acknowledgedRecipients":[],"audienceSeq":null,"#))
         #expect(text.contains(#""name":"projects/p/messages/7""#))

@@ -1,4 +1,5 @@
 import Foundation
+import LMDBKit
 import LedgerCore
 import LedgerQueries
 import LedgerStore
@@ -119,8 +120,93 @@ struct ErasureTests {
         #expect(replays.map(\.erasedRecipients) == [1, 1])
         #expect(replays.map(\.matchesRecord) == [true, true])
         #expect(replays[0].recipients == [erasure.pseudonym])
+        // Their recorded digests re-prove: they are over device numbers, which the erasure kept (the device
+        // registered first is device 1), and the naive fold of the rewritten log gives the same.
+        #expect(replays.allSatisfy { $0.digestVersion == .devices && $0.digestRecomputable })
+        #expect(replays.allSatisfy { $0.recipientDigest == $0.recorded?.record.recipientDigest })
+        #expect(replays[0].devices == [1])
+        let naive = try ledger.read { snapshot in
+            try replays.map { try #require(try MessageReplay.replay($0.messageID, in: snapshot, naive: true)) }
+        }
+        #expect(naive.map(\.recipientDigest) == replays.map(\.recipientDigest))
+        #expect(naive.map(\.devices) == replays.map(\.devices))
 
         ledger.close()
+    }
+
+    @Test(
+        "a layout-9 ledger's version-1 audiences match after the upgrade; once a recipient is erased, by count alone, and verify counts them"
+    )
+    func legacyAudiences() async throws {
+        let directory = TemporaryDirectory()
+        defer { directory.remove() }
+        let news = try TopicName("news")
+        var message: UInt64 = 0
+        do {
+            // What layout 9 wrote: an audience over tokens, with no digest version.
+            let ledger = try openTestLedger(directory) { $0.recordsAudiences = false }
+            defer { ledger.close() }
+            _ = try await ledger.append(
+                request([
+                    .register(erased, platform: nil, appID: nil), .register(kept, platform: nil, appID: nil),
+                    .subscribe(erased, news, via: .v1), .subscribe(kept, news, via: .v1),
+                ]))
+            let sent = try await ledger.append(
+                request([.send(.topic(news), precedence: .leftToRight, messageJSON: Array("{}".utf8))]))
+            guard case .sent(let sendSeq, let messageID) = sent.outcomes[0] else {
+                Issue.record("not sent: \(sent.outcomes)")
+                return
+            }
+            message = messageID
+            let digest = RecipientDigest.digest(sortedTokens: [erased, kept].sorted())
+            let recorded = try await ledger.append(
+                request([
+                    .recordAudience(
+                        AudienceRecord(
+                            messageID: messageID, sendSeq: sendSeq, recipientCount: 2, recipientDigest: digest,
+                            digestVersion: .tokens))
+                ]))
+            #expect(recorded.outcomes[0].seq != nil)
+        }
+        do {
+            let environment = try LMDBEnvironment(path: directory.path + "/demo-project")
+            try environment.write { txn throws in
+                try txn.put(try txn.openDatabase("meta"), key: "layoutVersion", value: UInt32(9))
+            }
+        }
+        #expect {
+            try openTestLedger(directory, mode: .readOnly)
+        } throws: { error in
+            "\(error)".contains("store layout 9")
+        }
+        let ledger = try openTestLedger(directory)
+        defer { ledger.close() }
+        func replay() throws -> MessageReplay {
+            try #require(try ledger.read { try MessageReplay.replay(message, in: $0) })
+        }
+        let before = try replay()
+        #expect(before.digestVersion == .tokens && before.digestRecomputable && before.matchesRecord)
+        #expect(
+            Hex.encode(before.recipientDigest)
+                == sha256Hex([erased, kept].map { $0.rawValue + "\n" }.sorted().joined()))
+
+        _ = try await ledger.append(request([.erase(erased, reason: "r")]))
+        let after = try replay()
+        #expect(after.erasedRecipients == 1 && !after.digestRecomputable)
+        #expect(after.matchesRecord, "the count still matches")
+        let report = try ledger.verify(checkAudiences: true)
+        #expect(report.problems == [] && report.audiencesChecked == 1 && report.audiencesCountOnly == 1)
+        // A send from now on is recorded over device numbers.
+        _ = try await ledger.append(
+            request([.send(.topic(news), precedence: .leftToRight, messageJSON: Array("{}".utf8))]))
+        ledger.waitForAudiences()
+        let last = try ledger.read { snapshot -> AudienceRecord? in
+            let head = try snapshot.head().seq
+            guard case .audience(let record) = try snapshot.event(at: head)?.body else { return nil }
+            return record
+        }
+        #expect(
+            last?.digestVersion == .devices && last?.recipientDigest == RecipientDigest.digest(ascendingDevices: [2]))
     }
 
     @Test("after a restart and more writes the files are still free of it, and the ledger still verifies")

@@ -112,7 +112,7 @@ struct RecipientDigestMemoTests {
         #expect(memo.count == countBefore)
     }
 
-    @Test("through the ledger: every recorded audience matches a recomputation from the tokens, hits included")
+    @Test("through the ledger: every recorded audience matches a recomputation from the devices, hits included")
     func recordedDigestsMatchReplay() async throws {
         let directory = TemporaryDirectory()
         defer { directory.remove() }
@@ -176,7 +176,9 @@ struct RecipientDigestMemoTests {
             for (messageID, recipients) in expected {
                 let replay = try #require(try MessageReplay.replay(messageID, in: snapshot))
                 let recorded = try #require(replay.recorded?.record)
-                #expect(hex(recorded.recipientDigest) == sha256Hex(recipients.map { $0 + "\n" }.joined()))
+                // Tokens register in their order: `tokens[i]` is device i + 1.
+                let devices = recipients.map { token in tokens.firstIndex { $0.rawValue == token }! + 1 }
+                #expect(hex(recorded.recipientDigest) == deviceDigestHex(devices))
                 #expect(recorded.recipientCount == UInt64(recipients.count))
                 #expect(replay.matchesRecord)
                 digests.insert(hex(recorded.recipientDigest))

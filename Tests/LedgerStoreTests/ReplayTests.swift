@@ -59,9 +59,10 @@ private struct Model {
     }
 }
 
-/// The recipient digest computed the way SPEC §2.4 says, with the test's own SHA-256 helper.
-private func expectedDigest(_ tokens: [String]) -> String {
-    sha256Hex(tokens.map { $0 + "\n" }.joined())
+/// The version-2 recipient digest computed the way docs/event-format.md says, with the test's own SHA-256
+/// helper: the device numbers (`devices`: each token's first registration's ordinal) ascending, in decimal.
+private func expectedDigest(_ tokens: [String], devices: [String: Int]) -> String {
+    sha256Hex(tokens.map { devices[$0]! }.sorted().map { "\($0)\n" }.joined())
 }
 
 private func hex(_ bytes: [UInt8]) -> String { bytes.map { String(format: "%02x", $0) }.joined() }
@@ -81,7 +82,8 @@ struct ReplayTests {
         var model = Model()
         var expected: [UInt64: (recipients: [String], target: MessageTarget)] = [:]
         var sendSeqs: [UInt64: UInt64] = [:]
-        // Everyone registers first; then thousands of random changes interleaved with sends.
+        let devices = Dictionary(uniqueKeysWithValues: tokens.enumerated().map { ($1.rawValue, $0 + 1) })
+        // Everyone registers first (so a token's device number is its place in `tokens`); then thousands of random changes interleaved with sends.
         _ = try await ledger.append(
             WriteRequest(
                 actor: "test", requestID: "register-all",
@@ -137,7 +139,8 @@ struct ReplayTests {
             for (messageID, expectation) in expected {
                 let replay = try #require(try MessageReplay.replay(messageID, in: snapshot))
                 #expect(replay.recipients.map(\.rawValue) == expectation.recipients, "message \(messageID)")
-                #expect(hex(replay.recipientDigest) == expectedDigest(expectation.recipients))
+                #expect(hex(replay.recipientDigest) == expectedDigest(expectation.recipients, devices: devices))
+                #expect(replay.devices.map { Int($0) } == expectation.recipients.map { devices[$0]! })
                 #expect(replay.matchesRecord, "message \(messageID): \(String(describing: replay.recorded))")
                 #expect(replay.recorded?.record.recipientCount == UInt64(expectation.recipients.count))
             }

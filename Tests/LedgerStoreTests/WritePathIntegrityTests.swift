@@ -58,8 +58,16 @@ struct WritePathIntegrityTests {
         for (messageID, recipients) in zip(messageIDs, expected) {
             let replay = try #require(try ledger.read { try MessageReplay.replay(messageID, in: $0) })
             #expect(replay.recipients == recipients)
-            #expect(replay.recipientDigest == RecipientDigest.digest(sortedTokens: recipients))
+            // Everyone registered in order: `everyone[i]` is device i + 1.
+            let devices = recipients.map { everyone.firstIndex(of: $0)! + 1 }
+            #expect(replay.devices.map { Int($0) } == devices)
+            #expect(Hex.encode(replay.recipientDigest) == deviceDigestHex(devices))
             #expect(replay.matchesRecord)
+            // The version-1 digest walks the `tokens` database, long keys merged at their place in byte order.
+            var set = InstanceSet(capacity: everyone.count + 1)
+            for device in replay.devices { set.insert(device) }
+            let byTokens = try ledger.read { try $0.recipientDigest(set, version: .tokens) }
+            #expect(byTokens.digest == RecipientDigest.digest(sortedTokens: recipients))
         }
         try ledger.read { snapshot throws in
             let topics = try snapshot.topicsWithCounts()
@@ -145,7 +153,7 @@ struct WritePathIntegrityTests {
         let version = try environment.read { txn throws in
             try txn.value(in: try txn.openDatabase("meta"), forKey: "layoutVersion")
         }
-        #expect(version == [0, 0, 0, 9])
+        #expect(version == [0, 0, 0, 10])
         #expect(try upgraded.verify().isSound)
     }
 

@@ -231,6 +231,12 @@ public func sha256Hex(_ text: String) -> String {
     SHA256.hash(data: Array(text.utf8)).map { String(format: "%02x", $0) }.joined()
 }
 
+/// The version-2 recipient digest of `devices` as docs/event-format.md defines it (`sort -n | sha256sum` over
+/// the device numbers in decimal), computed with ``sha256Hex(_:)`` rather than the code under test.
+public func deviceDigestHex(_ devices: [Int]) -> String {
+    sha256Hex(devices.sorted().map { "\($0)\n" }.joined())
+}
+
 /// A tmpfs mounted for one test (root only).
 public struct TmpfsMount: Sendable {
     public let path: String

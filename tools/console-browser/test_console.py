@@ -105,7 +105,7 @@ def test_csv_download_equals_ledger_replay(scenario, browser):
     replay = ledger(scenario, "replay", "--message", scenario["condition"], "--format", "csv")
     assert replay.returncode == 0, replay.stderr
     assert csv == replay.stdout
-    assert csv.splitlines()[0] == "token" and len(csv.splitlines()) == 3
+    assert csv.splitlines()[0] == "token,device" and len(csv.splitlines()) == 3
 
 
 def test_a_devices_topics_at_a_past_time(scenario, browser):

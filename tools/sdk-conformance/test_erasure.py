@@ -5,6 +5,7 @@ who, when and why; the device is one pseudonym in replays and audits; every chec
 consistent with every later one and both proof verifiers accept the proofs of messages sent to it."""
 
 import base64
+import hashlib
 import json
 import os
 import subprocess
@@ -146,6 +147,11 @@ def test_an_erased_device_leaves_no_identifier_and_every_proof_still_verifies(se
         replay = requests.get(url(base, f"/audit/messages/{message}"), headers=AUDITOR, timeout=10).json()
         assert replay["recipientCount"] == count and pseudonym in replay["recipients"]
         assert replay["erasedRecipients"] == 1 and replay["matchesRecord"]
+        # The recorded digest re-proves: it is over device numbers, which the erasure kept.
+        assert replay["digestVersion"] == 2 and replay["digestRecomputable"]
+        assert replay["recipientDigest"] == replay["recordedDigest"]
+        assert hashlib.sha256("".join(f"{device}\n" for device in sorted(replay["recipientDevices"])).encode()
+                              ).hexdigest() == replay["recordedDigest"]
     audit = requests.get(url(base, f"/audit/instances/{pseudonym}"), headers=AUDITOR, timeout=10)
     assert audit.status_code == 200 and audit.json()["registrations"][0]["untilSeq"] is not None
 

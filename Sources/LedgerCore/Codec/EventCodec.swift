@@ -94,6 +94,8 @@ public enum EventCodec {
             body.sendSeq = audience.sendSeq
             body.recipientCount = audience.recipientCount
             body.recipientDigest = Data(audience.recipientDigest)
+            // Version 1 stays absent, so an audience of version 1 re-encodes to the bytes it was hashed as.
+            body.digestVersion = audience.digestVersion == .tokens ? 0 : audience.digestVersion.rawValue
             message.body = .audience(body)
         case .acknowledged(let token, let through):
             var body = Topicledger_V1_Acknowledged()
@@ -209,10 +211,14 @@ public enum EventCodec {
                     messageID: value.messageID, target: target, precedence: try ConditionPrecedence(value.precedence),
                     messageJSON: Array(value.messageJson)))
         case .audience(let value):
+            guard let version = RecipientDigest.Version(stored: value.digestVersion) else {
+                throw LedgerCoreError(
+                    .corruptEvent, "event \(message.seq): recipient digest version \(value.digestVersion) is unknown")
+            }
             body = .audience(
                 AudienceRecord(
                     messageID: value.messageID, sendSeq: value.sendSeq, recipientCount: value.recipientCount,
-                    recipientDigest: Array(value.recipientDigest)))
+                    recipientDigest: Array(value.recipientDigest), digestVersion: version))
         case .acknowledged(let value):
             body = .acknowledged(token: RegistrationToken(trusted: value.token), through: value.throughSeq)
         case .apnsTokenSet(let value):

@@ -451,8 +451,12 @@ nonisolated struct Topicledger_V1_Audience: Sendable {
 
   var recipientCount: UInt64 = 0
 
-  /// 32 bytes: SHA-256 over sorted tokens, each followed by '\n'
+  /// 32 bytes: SHA-256 over the recipients, as digest_version says
   var recipientDigest: Data = Data()
+
+  /// 0 (absent) or 1: over the tokens in byte order, each followed by '\n' (audiences before layout 10);
+  /// 2: over the device numbers (instance ids) in ascending order, each in decimal followed by '\n'.
+  var digestVersion: UInt32 = 0
 
   var unknownFields = SwiftProtobuf.UnknownStorage()
 
@@ -1053,7 +1057,7 @@ nonisolated extension Topicledger_V1_Sent: SwiftProtobuf.Message, SwiftProtobuf.
 
 nonisolated extension Topicledger_V1_Audience: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
   static let protoMessageName: String = _protobuf_package + ".Audience"
-  static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{3}message_id\0\u{3}send_seq\0\u{3}recipient_count\0\u{3}recipient_digest\0")
+  static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{3}message_id\0\u{3}send_seq\0\u{3}recipient_count\0\u{3}recipient_digest\0\u{3}digest_version\0")
 
   mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
     while let fieldNumber = try decoder.nextFieldNumber() {
@@ -1065,6 +1069,7 @@ nonisolated extension Topicledger_V1_Audience: SwiftProtobuf.Message, SwiftProto
       case 2: try { try decoder.decodeSingularUInt64Field(value: &self.sendSeq) }()
       case 3: try { try decoder.decodeSingularUInt64Field(value: &self.recipientCount) }()
       case 4: try { try decoder.decodeSingularBytesField(value: &self.recipientDigest) }()
+      case 5: try { try decoder.decodeSingularUInt32Field(value: &self.digestVersion) }()
       default: break
       }
     }
@@ -1083,6 +1088,9 @@ nonisolated extension Topicledger_V1_Audience: SwiftProtobuf.Message, SwiftProto
     if !self.recipientDigest.isEmpty {
       try visitor.visitSingularBytesField(value: self.recipientDigest, fieldNumber: 4)
     }
+    if self.digestVersion != 0 {
+      try visitor.visitSingularUInt32Field(value: self.digestVersion, fieldNumber: 5)
+    }
     try unknownFields.traverse(visitor: &visitor)
   }
 
@@ -1091,6 +1099,7 @@ nonisolated extension Topicledger_V1_Audience: SwiftProtobuf.Message, SwiftProto
     if lhs.sendSeq != rhs.sendSeq {return false}
     if lhs.recipientCount != rhs.recipientCount {return false}
     if lhs.recipientDigest != rhs.recipientDigest {return false}
+    if lhs.digestVersion != rhs.digestVersion {return false}
     if lhs.unknownFields != rhs.unknownFields {return false}
     return true
   }

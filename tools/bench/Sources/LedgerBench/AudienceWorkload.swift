@@ -69,6 +69,15 @@ struct AudienceWorkload {
                     notes:
                         "\(tokens.count) tokens in byte order; listing \(String(format: "%.1f", listTime * 1000)) ms,"
                         + " digest \(String(format: "%.1f", digestTime * 1000)) ms"))
+            // What the audience recorder hashes for this send: the device numbers (version 2) against the tokens
+            // walked from the `tokens` database in byte order (version 1, what layout 9 recorded).
+            let byDevices = try median(runs: 5) { _ = try snapshot.recipientDigest(recipients, version: .devices) }
+            let byTokens = try median(runs: 3) { _ = try snapshot.recipientDigest(recipients, version: .tokens) }
+            results.append(
+                BenchResult(
+                    name: "recorded audience digest over device numbers (v2)", unit: "ms", value: byDevices * 1000,
+                    baselineName: "over tokens walked from the index (v1)", baseline: byTokens * 1000,
+                    notes: "\(recipients.count) recipients; the members read beforehand"))
             let pastSeq = head / 2
             let pastTime = try median(runs: 5) { _ = try snapshot.audience(of: condition, at: pastSeq).count }
             results.append(
