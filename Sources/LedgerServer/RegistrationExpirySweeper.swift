@@ -1,5 +1,6 @@
 import Foundation
 import Logging
+import LedgerCluster
 import LedgerCore
 import LedgerStore
 import ServiceLifecycle
@@ -26,32 +27,41 @@ final class ActivityTracker: Sendable {
     }
 }
 
+extension LedgerRegistry {
+    /// Writes the activity noted for `project` since the last call into `ledger`'s `activity` database.
+    func recordActivity(of project: ProjectID, in ledger: Ledger) async throws {
+        let noted = activity.take(project)
+        guard !noted.isEmpty else { return }
+        let now = Int64(Date().timeIntervalSince1970)
+        try await onWorker { try ledger.noteActivity(noted, at: now) }
+    }
+}
+
 /// Expires registrations silent for longer than their project's `registrationExpiry` (FCM's 270 days by
 /// default): each sweep writes the activity noted since the last, then appends an `unregistered` event for
 /// every registered device last heard from before the cutoff, with the reason `expired` and its last
 /// activity — in requests of ``batch`` devices, each its own commit, so that a sweep of a hundred thousand
 /// devices interleaves with the other writes rather than holding the writer.
 ///
-/// Off in a cluster (a device's requests may be served by any node, and each node would know only its own):
-/// said once in the log at start.
+/// In a cluster a device's requests may be served by any replica of its project, and each replica notes only
+/// the activity it served: every node writes its own notes each sweep, and the project's leader, before it
+/// expires anyone, asks every other replica for the last activity of its candidates (``PeerActivity``). A
+/// candidate any replica heard from since the cutoff is spared (and its activity noted). When a replica does not
+/// answer, nobody is expired that sweep — silence cannot be told from a lost answer — which the log says once
+/// per streak and `ledger_expiry_sweeps_total{outcome="skipped"}` counts.
 struct RegistrationExpirySweeper: Service {
     static let batch = 1000
     /// Devices expired by one sweep at most; the next sweep takes the rest.
-    static let perSweep = 100_000
+    static let perSweep = PeerActivity.maximumDevices
     static let reasonPrefix = "expired"
     let configuration: ServerConfiguration
     let ledgers: LedgerRegistry
     let logger: Logger
 
     func run() async {
-        if ledgers.cluster != nil {
-            logger.notice("registrations do not expire in a cluster (registrationExpiry is for a single node)")
-            // A service that returns ends the whole group: this one waits for the shutdown instead.
-            try? await gracefulShutdown()
-            return
-        }
         await cancelWhenGracefulShutdown {
             var due: [ProjectID: ContinuousClock.Instant] = [:]
+            var skipping: Set<ProjectID> = []
             while !Task.isCancelled {
                 try? await Task.sleep(for: .seconds(1))
                 for project in configuration.credentials.projects.sorted(by: { $0.rawValue < $1.rawValue }) {
@@ -59,23 +69,62 @@ struct RegistrationExpirySweeper: Service {
                     let now = ContinuousClock.now
                     guard due[project].map({ $0 <= now }) ?? true else { continue }
                     due[project] = now + .seconds(expiry.sweepSeconds)
-                    await sweep(project, expiry: expiry)
+                    let outcome = await sweep(project, expiry: expiry)
+                    ledgers.metrics.recordExpirySweep(outcome)
+                    if case .skipped(let reason) = outcome, skipping.insert(project).inserted {
+                        logger.warning(
+                            "registrations are not expired while a replica cannot say which devices it heard from",
+                            metadata: ["ledger.project": "\(project)", "reason": "\(reason)"])
+                    } else if case .completed = outcome, skipping.remove(project) != nil {
+                        logger.notice(
+                            "every replica answers again: registrations expire again",
+                            metadata: ["ledger.project": "\(project)"])
+                    }
                 }
             }
         }
     }
 
+    /// What became of one sweep.
+    enum Outcome: Equatable {
+        /// Activity written, and silent registrations expired (if any, and if this node expires them).
+        case completed
+        /// Activity written; nobody expired: a replica did not say which devices it heard from.
+        case skipped(String)
+        case failed
+    }
+
     /// One sweep of `project`; failures are logged (the next sweep tries again).
-    func sweep(_ project: ProjectID, expiry: RegistrationExpiry) async {
+    func sweep(_ project: ProjectID, expiry: RegistrationExpiry) async -> Outcome {
+        let cluster = ledgers.cluster
+        if let cluster, !cluster.holds(project) {
+            _ = ledgers.activity.take(project)  // served nowhere here; nothing to keep
+            return .completed
+        }
         do {
             let ledger = try await ledgers.ledger(for: project)
+            try await ledgers.recordActivity(of: project, in: ledger)
+            guard let seconds = expiry.seconds, cluster?.isLeading(project) ?? true else { return .completed }
             let now = Int64(Date().timeIntervalSince1970)
-            let noted = ledgers.activity.take(project)
-            try await ledgers.onWorker { try ledger.noteActivity(noted, at: now) }
-            guard let seconds = expiry.seconds else { return }
+            let cutoff = now - seconds
             // One read for the whole sweep (the stalest first, at most `perSweep`), then commits of `batch`.
-            let silent = try await ledgers.onWorker {
-                try ledger.silentRegistrations(before: now - seconds, limit: Self.perSweep)
+            var silent = try await ledgers.onWorker {
+                try ledger.silentRegistrations(before: cutoff, limit: Self.perSweep)
+            }
+            if let cluster, !silent.isEmpty {
+                switch await heardElsewhere(project, of: silent.map(\.device), cluster: cluster) {
+                case .failure(let reason):
+                    return .skipped(reason.description)
+                case .success(let heard):
+                    let active = heard.filter { $0.value >= cutoff }
+                    try await ledgers.onWorker {
+                        try ledger.noteActivity(ofDevices: active.map { ($0.key, $0.value) })
+                    }
+                    silent = silent.compactMap { entry in
+                        guard active[entry.device] == nil else { return nil }
+                        return (entry.token, entry.device, max(entry.lastActive, heard[entry.device] ?? 0))
+                    }
+                }
             }
             var expired = 0
             for start in stride(from: 0, to: silent.count, by: Self.batch) where !Task.isCancelled {
@@ -92,11 +141,47 @@ struct RegistrationExpirySweeper: Service {
                     "registrations expired after their project's registrationExpiry without activity",
                     metadata: ["ledger.project": "\(project)", "ledger.expired": "\(expired)"])
             }
+            return .completed
         } catch {
             logger.error(
                 "a sweep for expired registrations failed; the next one tries again",
                 metadata: ["ledger.project": "\(project)", "error": "\(error)"])
+            return .failed
         }
+    }
+
+    /// The latest activity any other replica of `project` saw of `devices`, or why one did not answer.
+    private func heardElsewhere(_ project: ProjectID, of devices: [InstanceID], cluster: ClusterNode) async
+        -> Result<[InstanceID: Int64], SkipReason>
+    {
+        guard let secret = configuration.cluster?.peerSecret else {
+            return .failure(SkipReason("this node has no cluster.peerSecretFile to ask the other replicas with"))
+        }
+        let status: ClusterStatus
+        do {
+            status = try await cluster.status(of: [project])
+        } catch {
+            return .failure(SkipReason("etcd did not say which nodes hold the project"))
+        }
+        let urls = Dictionary(status.nodes.map { ($0.id, $0.url) }, uniquingKeysWith: { first, _ in first })
+        let others = (status.projects.first?.replicas ?? []).map(\.node).filter { $0 != cluster.nodeID }
+        var heard: [InstanceID: Int64] = [:]
+        for node in others {
+            guard let url = urls[node] else { return .failure(SkipReason("replica \(node) has no address")) }
+            do {
+                for entry in try await PeerActivity.ask(project, about: devices, at: url, secret: secret) {
+                    heard[entry.device] = max(heard[entry.device] ?? 0, entry.lastActive)
+                }
+            } catch {
+                return .failure(SkipReason("replica \(node) did not answer: \(error)"))
+            }
+        }
+        return .success(heard)
+    }
+
+    struct SkipReason: Error, CustomStringConvertible {
+        let description: String
+        init(_ description: String) { self.description = description }
     }
 
     /// `expired: no activity since <time> (registrationExpiry <n>s)`.

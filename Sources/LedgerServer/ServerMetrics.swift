@@ -70,6 +70,21 @@ public final class ServerMetrics: Sendable {
         ).increment(by: Int64(devices))
     }
 
+    /// Counts one expiry sweep by what became of it (`ledger_expiry_sweeps_total{outcome}`): `completed`,
+    /// `skipped` (a replica of a cluster did not say which devices it heard from: nobody expired) or `failed`.
+    func recordExpirySweep(_ outcome: RegistrationExpirySweeper.Outcome) {
+        let label =
+            switch outcome {
+            case .completed: "completed"
+            case .skipped: "skipped"
+            case .failed: "failed"
+            }
+        registry.makeCounter(
+            name: "ledger_expiry_sweeps_total", labels: [("outcome", label)],
+            help: "Registration expiry sweeps: completed, skipped (a replica did not answer: nobody expired), failed"
+        ).increment()
+    }
+
     /// Counts one answered request.
     func recordRequest(route: String, method: String, status: Int) {
         registry.makeCounter(

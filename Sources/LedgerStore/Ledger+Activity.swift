@@ -16,17 +16,54 @@ extension Ledger {
     /// write transaction of its own. A later time never moves back.
     public func noteActivity(_ tokens: [RegistrationToken], at seconds: Int64) throws {
         guard !tokens.isEmpty, seconds > 0 else { return }
+        try writeActivity { txn, activity in
+            let snapshot = LedgerSnapshot(txn: txn, schema: schema)
+            for case let instance? in try snapshot.instanceIDs(of: tokens) {
+                try Self.note(instance, at: UInt64(seconds), in: activity, txn: txn)
+            }
+        }
+    }
+
+    /// Records each device's (device number's) activity as another replica saw it; times ≤ 0 are passed over.
+    public func noteActivity(ofDevices devices: [(device: InstanceID, lastActive: Int64)]) throws {
+        guard devices.contains(where: { $0.lastActive > 0 }) else { return }
+        try writeActivity { txn, activity in
+            for (device, seconds) in devices where seconds > 0 {
+                try Self.note(device, at: UInt64(seconds), in: activity, txn: txn)
+            }
+        }
+    }
+
+    /// The last activity this copy knows of each of `devices` (device numbers), for those it knows any of.
+    public func lastActivity(ofDevices devices: [InstanceID]) throws -> [(device: InstanceID, lastActive: Int64)] {
+        try read { snapshot in
+            // A writer creates it when it opens the ledger (``LedgerStorage``).
+            let activity: LMDBDatabase? = try snapshot.txn.openDatabase(Self.activityDatabase)
+            guard let activity else { return [] }
+            return try devices.compactMap { device in
+                try snapshot.txn.withValue(in: activity, forKey: device) { $0?.loadBigEndianUInt64() }.map {
+                    (device, Int64(clamping: $0))
+                }
+            }
+        }
+    }
+
+    private static func note(
+        _ instance: InstanceID, at seconds: UInt64, in activity: LMDBDatabase, txn: LMDBTransaction
+    )
+        throws
+    {
+        let known = try txn.withValue(in: activity, forKey: instance) { $0?.loadBigEndianUInt64() } ?? 0
+        if seconds > known { try txn.put(activity, key: instance, value: seconds) }
+    }
+
+    private func writeActivity(_ body: (LMDBTransaction, LMDBDatabase) throws -> Void) throws {
         guard options.mode == .readWrite else {
             throw StoreError(.invalidArgument, "the ledger of \(project) is open read-only")
         }
         do {
             try environment.write { txn in
-                let activity = try txn.openDatabase(Self.activityDatabase, flags: [.create])
-                let snapshot = LedgerSnapshot(txn: txn, schema: schema)
-                for case let instance? in try snapshot.instanceIDs(of: tokens) {
-                    let known = try txn.withValue(in: activity, forKey: instance) { $0?.loadBigEndianUInt64() } ?? 0
-                    if UInt64(seconds) > known { try txn.put(activity, key: instance, value: UInt64(seconds)) }
-                }
+                try body(txn, try txn.openDatabase(Self.activityDatabase, flags: [.create]))
             }
         } catch let error as StoreError {
             throw error
@@ -39,7 +76,7 @@ extension Ledger {
     /// activity, the stalest first, at most `limit`. A device never heard from counts from the time of the
     /// registration it holds.
     public func silentRegistrations(before cutoff: Int64, limit: Int) throws -> [(
-        token: RegistrationToken, lastActive: Int64
+        token: RegistrationToken, device: InstanceID, lastActive: Int64
     )] {
         try read { snapshot in
             let txn = snapshot.txn
@@ -59,7 +96,7 @@ extension Ledger {
                     return true
                 }
             }
-            var result: [(token: RegistrationToken, lastActive: Int64)] = []
+            var result: [(token: RegistrationToken, device: InstanceID, lastActive: Int64)] = []
             for entry in silent {
                 // Never heard from: the registration's own time.
                 var lastActive = entry.lastActive
@@ -67,7 +104,7 @@ extension Ledger {
                     lastActive = event.time.microseconds / 1_000_000
                 }
                 guard lastActive < cutoff, let token = try snapshot.token(of: entry.instance) else { continue }
-                result.append((token, lastActive))
+                result.append((token, entry.instance, lastActive))
             }
             return Array(result.sorted { $0.lastActive < $1.lastActive }.prefix(limit))
         }

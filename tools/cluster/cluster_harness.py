@@ -167,9 +167,10 @@ class Node:
     """One `ledger serve` of the cluster."""
 
     def __init__(self, binary, root, node_id, etcd_endpoints, replicas=3, address="127.0.0.1", namespace=None,
-                 options=None, advertise=None, name=None):
+                 options=None, advertise=None, name=None, project_options=None):
         """`advertise`: the URL the node advertises (its own by default); `name`: its files' name (its id by
-        default: a second process under one id needs its own)."""
+        default: a second process under one id needs its own); `project_options`: more keys of every project's
+        configuration."""
         self.binary = binary
         self.node_id = node_id
         self.port = free_port()
@@ -186,7 +187,7 @@ class Node:
         self.config.write_text(json.dumps({
             "projects": {project: {"adminKeys": [sha(secrets(project)["admin"])],
                                    "auditorKeys": [sha(secrets(project)["auditor"])],
-                                   "clientApiKeys": [sha(secrets(project)["client"])]}
+                                   "clientApiKeys": [sha(secrets(project)["client"])], **(project_options or {})}
                          for project in (PROJECT, SECOND)},
             "limits": {"registrationsPerSecond": 1000000, "sendsPerMinute": 100000000,
                        "subscriptionChangesPerSecond": 1000000},
@@ -299,9 +300,12 @@ class Node:
 class Cluster:
     """etcd and the nodes, and the checks every case ends with."""
 
-    def __init__(self, binary, nodes=3, network=None, options=None, etcd_arguments=(), disks=None, replicas=3):
+    def __init__(self, binary, nodes=3, network=None, options=None, etcd_arguments=(), disks=None, replicas=3,
+                 project_options=None):
         """`disks`: node id → megabytes, for nodes whose data directory is a tmpfs of that size (``Disk``);
-        `replicas`: how many nodes hold each project."""
+        `replicas`: how many nodes hold each project; `project_options`: more keys of every project's
+        configuration."""
+        self.project_options = project_options
         self.root = Path(tempfile.mkdtemp(prefix="ledger-cluster-"))
         self.replicas = replicas
         self.binary = binary
@@ -337,11 +341,12 @@ class Cluster:
         replicas = replicas or self.replicas
         if self.network and node_id == self.network.node_id:
             node = Node(self.binary, self.root, node_id, self.etcd.endpoints, replicas=replicas,
-                        address=self.network.namespace_address, namespace=self.network.name, options=self.options)
+                        address=self.network.namespace_address, namespace=self.network.name, options=self.options,
+                        project_options=self.project_options)
         else:
             address = self.network.host_address if self.network else "127.0.0.1"
             node = Node(self.binary, self.root, node_id, self.etcd.endpoints, replicas=replicas, address=address,
-                        options=self.options)
+                        options=self.options, project_options=self.project_options)
         node.start()
         self.nodes[node_id] = node
         return node

@@ -49,6 +49,13 @@ def cluster():
 
 
 @pytest.fixture
+def expiring_cluster():
+    """A cluster whose projects expire registrations silent for 8 seconds."""
+    with stopped_afterwards(Cluster(os.environ["LEDGER_BIN"], project_options={"registrationExpiry": "8s"})) as running:
+        yield running.start()
+
+
+@pytest.fixture
 def cut_off_cluster():
     """A cluster whose n1 (the first leader) runs in a network namespace, to be cut off; skipped, with the
     reason, where namespaces cannot be made."""

@@ -432,3 +432,55 @@ def test_an_erasure_through_a_follower_leaves_no_copy_and_no_etcd_revision_holdi
         return not held and old.returncode != 0 and "compacted" in old.stderr
     wait_until(etcd_forgot, 30, "etcd to trim the blocks naming the device and compact its history")
     cluster.verify_all()
+
+
+def test_registrations_expire_in_a_cluster_by_the_activity_every_replica_saw(expiring_cluster):
+    """A device that polls a follower only is heard from by that follower alone; the leader, which expires, asks
+    every replica before it expires anyone: the silent device expires, the polling one stays."""
+    cluster = expiring_cluster
+    leader_id = cluster.wait_for_leader()
+    leader = cluster.nodes[leader_id]
+    follower = next(node for node_id, node in cluster.nodes.items() if node_id != leader_id)
+    active, silent = follower.register(), follower.register()
+    assert active and silent
+    client = {"x-goog-api-key": CLIENT}
+
+    def poll(token):
+        return requests.get(f"{follower.base}/v1/projects/{PROJECT}/registrations/{token}/messages", headers=client,
+                            timeout=10).status_code
+
+    wait_until(lambda: poll(active) == 200, 10, "the follower to apply the registration")
+    started = time.monotonic()
+    silent_gone = None
+    # Past twice the expiry: a leader that knew only its own activity would have expired the polling device.
+    while time.monotonic() - started < 20:
+        assert poll(active) == 200, "the device polling a follower was expired"
+        if silent_gone is None and requests.get(
+                f"{leader.base}/v1/projects/{PROJECT}/audit/instances/{silent}",
+                headers={"Authorization": f"Bearer {AUDITOR}"}, timeout=10).json()["registrations"][0].get("untilSeq"):
+            silent_gone = time.monotonic() - started
+        time.sleep(1)
+    assert silent_gone is not None and silent_gone >= 7, silent_gone
+    # Its token is unknown through every node once applied there; the expiry is an audited event.
+    for node in cluster.nodes.values():
+        wait_until(lambda: requests.get(f"{node.base}/v1/projects/{PROJECT}/registrations/{silent}/messages",
+                                        headers=client, timeout=10).status_code == 404, 10,
+                   f"{node.node_id} to refuse the expired token")
+    erasures = requests.get(f"{leader.base}/v1/projects/{PROJECT}/audit/erasures",
+                            headers={"Authorization": f"Bearer {AUDITOR}"}, timeout=10).json()["erasures"]
+    expired = {entry["device"]: entry for entry in erasures if entry["kind"] == "expired"}
+    assert silent in expired and active not in expired
+    assert expired[silent]["actor"] == "expiry" and expired[silent]["reason"].startswith("expired: no activity since")
+    metrics = requests.get(f"{leader.base}/metrics", timeout=10).text
+    assert 'ledger_expiry_sweeps_total{outcome="completed"}' in metrics
+    # A peer's activity route wants a peer's secret, and a body it can read.
+    route = f"{follower.base}/internal/v1/projects/{PROJECT}/activity"
+    assert requests.post(route, json={"devices": [1]}, timeout=10).status_code == 401
+    assert requests.post(route, headers={"Authorization": f"Bearer {ADMIN}"}, json={"devices": [1]},
+                         timeout=10).status_code == 401
+    peer = {"Authorization": "Bearer cluster-peer-secret"}
+    assert requests.post(route, headers=peer, data=b"{not json", timeout=10).status_code == 400
+    assert requests.post(route, headers=peer, json={"devices": [-1]}, timeout=10).status_code == 400
+    answer = requests.post(route, headers=peer, json={"devices": [1, 2, 4294967295]}, timeout=10)
+    assert answer.status_code == 200 and all(entry["lastActive"] > 0 for entry in answer.json()["lastActive"])
+    cluster.verify_all()

@@ -38,3 +38,46 @@ enum ClusterPeers {
         return path
     }
 }
+
+/// Between nodes: the last activity a replica saw of some devices, for the leader's expiry sweep
+/// (`POST /internal/v1/projects/{project}/activity`, with a peer secret as bearer). A device's requests may be
+/// served by any replica, so each knows only the activity it served; the leader asks every replica before it
+/// expires a device. Devices are named by their device numbers (the same on every replica), never by tokens.
+enum PeerActivity {
+    /// Devices asked about at most in one request (a sweep's candidates, ``RegistrationExpirySweeper/perSweep``).
+    static let maximumDevices = 100_000
+    /// The largest body: every device number at ten digits and a comma.
+    static let maximumBodyBytes = maximumDevices * 12 + 64
+
+    struct Query: Codable {
+        var devices: [UInt32]
+    }
+
+    struct Answer: Codable {
+        struct Entry: Codable {
+            var device: UInt32
+            var lastActive: Int64
+        }
+        var lastActive: [Entry]
+    }
+
+    static func path(_ project: ProjectID) -> String { "/internal/v1/projects/\(project.rawValue)/activity" }
+
+    /// The last activity the replica at `baseURL` knows of `devices`: those it knows any of.
+    static func ask(
+        _ project: ProjectID, about devices: [InstanceID], at baseURL: String, secret: String
+    ) async throws -> [(device: InstanceID, lastActive: Int64)] {
+        var request = HTTPClientRequest(url: baseURL + path(project))
+        request.method = .POST
+        request.headers.add(name: "Authorization", value: "Bearer \(secret)")
+        request.headers.add(name: "Content-Type", value: "application/json")
+        request.body = .bytes(ByteBuffer(bytes: try JSONEncoder().encode(Query(devices: devices))))
+        let response = try await ClusterForwarder.client.execute(request, timeout: .seconds(10))
+        guard response.status == .ok else {
+            throw StoreError(.unavailable, "the replica at \(baseURL) answered \(response.status.code)")
+        }
+        let body = try await response.body.collect(upTo: maximumDevices * 48 + 64)
+        let answer = try JSONDecoder().decode(Answer.self, from: Data(body.readableBytesView))
+        return answer.lastActive.map { ($0.device, $0.lastActive) }
+    }
+}

@@ -1,4 +1,5 @@
 import FCMWire
+import Foundation
 import Hummingbird
 import LedgerCluster
 import LedgerCore
@@ -29,21 +30,38 @@ enum ClusterRoutes {
             }
             return try JSONResponse.encoded(status)
         }
+        // The activity this replica saw of some devices, for the leader's expiry sweep (``PeerActivity``): what it
+        // noted since its last sweep is written first, so that nothing it served is missed.
+        router.post("/internal/v1/projects/:project/activity") { request, context in
+            let project = try holderForPeer(request, context: context, server: server)
+            let query: PeerActivity.Query
+            do {
+                let body = try await request.body.collect(upTo: PeerActivity.maximumBodyBytes)
+                query = try JSONDecoder().decode(PeerActivity.Query.self, from: Data(body.readableBytesView))
+            } catch {
+                throw FCMError.invalidArgument(
+                    "The body must be {\"devices\": [device numbers]}, at most \(PeerActivity.maximumDevices) of them.")
+            }
+            guard query.devices.count <= PeerActivity.maximumDevices else {
+                throw FCMError.invalidArgument(
+                    "At most \(PeerActivity.maximumDevices) devices may be asked about at once.")
+            }
+            let known: [(device: InstanceID, lastActive: Int64)]
+            do {
+                let ledger = try await server.ledgers.ledger(for: project)
+                try await server.ledgers.recordActivity(of: project, in: ledger)
+                known = try await server.ledgers.onWorker { try ledger.lastActivity(ofDevices: query.devices) }
+            } catch let error as StoreError {
+                throw FCMError.unavailable(
+                    "The activity of project \(project) cannot be read: \(LedgerRegistry.reason(error)).")
+            }
+            return try JSONResponse.encoded(
+                PeerActivity.Answer(lastActive: known.map { .init(device: $0.device, lastActive: $0.lastActive) }))
+        }
         // A consistent copy of a project's ledger, for a peer that must be seeded (docs/cluster.md): a peer
         // secret (cluster.peerKeys) as bearer, and only from a node that holds the project.
         router.get("/internal/v1/projects/:project/snapshot") { request, context in
-            guard let cluster = server.ledgers.cluster else {
-                throw FCMError.notFound("This server is not part of a cluster.")
-            }
-            guard let secret = request.bearerSecret,
-                CredentialStore.matches(secret, anyOf: cluster.configuration.peerKeys)
-            else {
-                throw FCMError.unauthenticated("A peer secret of cluster.peerKeys is required.")
-            }
-            let project = try context.parameters.project()
-            guard server.configuration.credentials.projects.contains(project), cluster.holds(project) else {
-                throw FCMError.notFound("This node holds no copy of project \(project).")
-            }
+            let project = try holderForPeer(request, context: context, server: server)
             let path: String
             do {
                 path = try await server.ledgers.snapshot(of: project)
@@ -60,5 +78,24 @@ enum ClusterRoutes {
             }
             return Response(status: .ok, headers: [.contentType: "application/octet-stream"], body: body)
         }
+    }
+
+    /// The project of an internal route's path, when a peer asks (a secret of cluster.peerKeys as bearer) and
+    /// this node holds a copy of it.
+    private static func holderForPeer(_ request: Request, context: LedgerRequestContext, server: ServerContext)
+        throws -> ProjectID
+    {
+        guard let cluster = server.ledgers.cluster else {
+            throw FCMError.notFound("This server is not part of a cluster.")
+        }
+        guard let secret = request.bearerSecret, CredentialStore.matches(secret, anyOf: cluster.configuration.peerKeys)
+        else {
+            throw FCMError.unauthenticated("A peer secret of cluster.peerKeys is required.")
+        }
+        let project = try context.parameters.project()
+        guard server.configuration.credentials.projects.contains(project), cluster.holds(project) else {
+            throw FCMError.notFound("This node holds no copy of project \(project).")
+        }
+        return project
     }
 }
