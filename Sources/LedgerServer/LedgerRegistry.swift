@@ -146,6 +146,12 @@ public final class LedgerRegistry: Sendable {
             do {
                 let ledger = try await self.ledger(for: project)
                 if let problem = ledger.writeProblem { problems.append("a project cannot be written: \(problem)") }
+                if ledger.compactionProblem != nil {
+                    // The error names files: it is in the log, not here.
+                    problems.append(
+                        "a project's file could not be compacted after an erasure: freed pages may still hold what was"
+                            + " erased (the server log says why; it is tried again before the next write)")
+                }
                 if state.withLock({ $0.signerProblems[project] != nil }) {
                     problems.append("a project cannot sign checkpoints: its signing key cannot be used")
                 }

@@ -77,6 +77,8 @@ public final class Ledger: Sendable {
     private let topicChanges: TopicChangeTracker
     /// The writer's reference to the recorder (cleared on close: the recorder appends through the writer).
     private let recorderSlot: LockedValue<AudienceRecorder?>
+    /// A compaction owed after an erasure (``compactionProblem``).
+    let compactionDebt = CompactionDebt()
 
     /// Opens the ledger of `project` under `dataDirectory`, creating it when opened for writing.
     ///
@@ -121,7 +123,7 @@ public final class Ledger: Sendable {
         }
         let committer = Self.startWriter(
             storage: storage, options: options, logger: logger, recorderSlot: slot, changes: changes,
-            dataFile: dataFile)
+            dataFile: dataFile, debt: compactionDebt)
         self.committer = committer
         if options.recordsAudiences && !options.forRebuild {
             let recorder = Self.startRecorder(
@@ -147,7 +149,7 @@ public final class Ledger: Sendable {
     private static func startWriter(
         storage: LedgerStorage, options: Options, logger: Logger,
         recorderSlot slot: LockedValue<AudienceRecorder?>, changes: TopicChangeTracker,
-        dataFile: DataFileWatch?
+        dataFile: DataFileWatch?, debt: CompactionDebt
     ) -> GroupCommitter {
         let limits = options.limits
         let clock = options.clock
@@ -165,14 +167,15 @@ public final class Ledger: Sendable {
                 }
                 return batch.map { _ in .failure(StoreError(.unavailable, problem)) }
             }
-            if state.owesCompaction {
+            if debt.problem != nil {
                 do {
                     try environment.compact()
                     dataFile?.adopt()
                     state.instances.forget()
-                    state.owesCompaction = false
+                    debt.settle()
                     logger.notice("compacted the ledger's file after an earlier erasure")
                 } catch {
+                    debt.owe(because: error)
                     return batch.map { _ in
                         .failure(
                             StoreError(
@@ -199,7 +202,8 @@ public final class Ledger: Sendable {
             {
                 return [
                     Self.compact(
-                        after: receipt, environment: environment, dataFile: dataFile, state: &state, logger: logger)
+                        after: receipt, environment: environment, dataFile: dataFile, state: &state, debt: debt,
+                        logger: logger)
                 ]
             }
             // Before the sends reach the recorder: a send's audience must never be taken as unchanged
@@ -217,10 +221,10 @@ public final class Ledger: Sendable {
     /// After an erasure commits, on the writer's thread: rewrites the file with its live pages only, so that no
     /// freed page keeps what was erased (``LMDBEnvironment/compact()``), and only then answers. When that
     /// fails the erasure stands (it is durable) but the request is told the file still holds the old bytes,
-    /// and the writer compacts again before its next transaction (``WriterState/owesCompaction``).
+    /// and the writer compacts again before its next transaction (``CompactionDebt``).
     private static func compact(
         after receipt: WriteReceipt, environment: LMDBEnvironment, dataFile: DataFileWatch?, state: inout WriterState,
-        logger: Logger
+        debt: CompactionDebt, logger: Logger
     ) -> Result<WriteReceipt, any Error> {
         let start = ContinuousClock.now
         do {
@@ -237,7 +241,7 @@ public final class Ledger: Sendable {
             try environment.compact()
             dataFile?.adopt()
             state.instances.forget()
-            state.owesCompaction = false
+            debt.settle()
             logger.notice(
                 "erased devices' identifiers and compacted the ledger's file",
                 metadata: [
@@ -252,7 +256,7 @@ public final class Ledger: Sendable {
                 what was erased until the next compaction
                 """,
                 metadata: ["error": "\(error)"])
-            state.owesCompaction = true
+            debt.owe(because: error)
             return .failure(
                 StoreError(
                     .unavailable,
@@ -262,23 +266,51 @@ public final class Ledger: Sendable {
     }
 
     /// After a replicated block with `erased` events at `seqs` was applied (a follower): journals them and
-    /// compacts the file, as the leader did for its copy. A failure is logged; the writer compacts before its
-    /// next transaction in any case only on a leader, so a follower tries again at its next erasure.
+    /// compacts the file, as the leader did for its copy. A failed compaction is owed (``compactionProblem``)
+    /// and tried again after the next block applied (``compactIfOwed()``).
     func compactAfterErasures(at seqs: [UInt64]) {
         do {
             try ErasureJournal.append(
                 try read { try Self.journalEntries(of: seqs, in: $0) }, directory: directory)
+        } catch {
+            logger.critical(
+                "a replicated erasure is applied but not in erasures.jsonl: a restore of an older backup would not apply it again",
+                metadata: ["error": "\(error)"])
+        }
+        do {
             try environment.compact()
             dataFile?.adopt()
+            compactionDebt.settle()
             logger.notice(
                 "applied a replicated erasure to this copy and compacted its file",
                 metadata: ["ledger.erased": "\(seqs.count)"])
         } catch {
+            compactionDebt.owe(because: error)
             logger.critical(
-                "a replicated erasure is applied, but the file could not be compacted or journaled",
+                """
+                a replicated erasure is applied, but this copy's file could not be compacted: freed pages may still \
+                hold what was erased until the next compaction, tried after the next block
+                """,
                 metadata: ["error": "\(error)"])
         }
     }
+
+    /// A follower's retry of a compaction owed after an erasure (``compactAfterErasures(at:)``).
+    func compactIfOwed() {
+        guard compactionDebt.problem != nil else { return }
+        do {
+            try environment.compact()
+            dataFile?.adopt()
+            compactionDebt.settle()
+            logger.notice("compacted this copy's file after an earlier erasure")
+        } catch {
+            compactionDebt.owe(because: error)
+        }
+    }
+
+    /// While a compaction is owed after an erasure: why the last one failed (for `/readyz`: freed pages of the
+    /// file may still hold what was erased).
+    public var compactionProblem: String? { compactionDebt.problem }
 
     /// The journal lines of the erasures `receipt` appended.
     private static func journalEntries(of receipt: WriteReceipt, in snapshot: LedgerSnapshot) throws

@@ -4,8 +4,6 @@ struct WriterState {
     var moveCursor = RecentMemberships.MoveCursor()
     /// What the writer knows about instances between transactions.
     var instances = WriterInstanceCache()
-    /// An erasure committed but its compaction failed: the writer compacts before anything else.
-    var owesCompaction = false
     /// The thread that encodes and chains a large transaction's events while the writer decides the next
     /// (``EventChainer``).
     let chainWorker = SerialWorker<BlockingJob, Void>(name: "ledger-chain")

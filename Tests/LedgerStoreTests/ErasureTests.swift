@@ -4,6 +4,7 @@ import LedgerCore
 import LedgerQueries
 import LedgerStore
 import LedgerTestSupport
+import Synchronization
 import Testing
 
 /// Erasure through `Ledger.append`: the identifiers leave every file, the facts and every proof stay.
@@ -209,6 +210,60 @@ struct ErasureTests {
             last?.digestVersion == .devices && last?.recipientDigest == RecipientDigest.digest(ascendingDevices: [2]))
     }
 
+    @Test(
+        "a compaction that fails after an erasure is owed: the ledger says so, writes wait for it, and it is made once it can be"
+    )
+    func owedCompaction() async throws {
+        let directory = TemporaryDirectory()
+        defer { directory.remove() }
+        let ledger = try openTestLedger(directory)
+        defer { ledger.close() }
+        try await history(ledger)
+        // A file where the compacting copy's directory goes: the copy cannot be made.
+        let blocker = ledger.directory + "/.compacting"
+        #expect(FileManager.default.createFile(atPath: blocker, contents: Data("x".utf8)))
+        await #expect(throws: StoreError.self) {
+            _ = try await ledger.append(request([.erase(erased, reason: "r")]))
+        }
+        #expect(ledger.compactionProblem != nil)
+        let head = try ledger.read { try $0.head().seq }
+        #expect(try ledger.read { try $0.event(at: head)?.kind } == .erased, "the erasure stands")
+        await #expect(throws: StoreError.self, "writes wait for the compaction") {
+            _ = try await ledger.append(request([.subscribe(kept, try TopicName("weather"), via: .v1)]))
+        }
+        try FileManager.default.removeItem(atPath: blocker)
+        _ = try await ledger.append(request([.subscribe(kept, try TopicName("weather"), via: .v1)]))
+        #expect(ledger.compactionProblem == nil)
+        #expect(IdentifierSearch.files(under: directory.path, holding: Array(erased.rawValue.utf8)) == [])
+    }
+
+    @Test("a follower whose compaction fails after a replicated erasure owes it, and makes it after the next block")
+    func followerOwedCompaction() async throws {
+        let leaderDirectory = TemporaryDirectory()
+        let followerDirectory = TemporaryDirectory()
+        defer {
+            leaderDirectory.remove()
+            followerDirectory.remove()
+        }
+        let gate = KeepingGate()
+        let leader = try openTestLedger(leaderDirectory) { $0.replication = gate }
+        defer { leader.close() }
+        let follower = try openTestLedger(followerDirectory) { $0.replication = KeepingGate() }
+        defer { follower.close() }
+        try await history(leader)
+        _ = try await leader.append(request([.erase(erased, reason: "r")]))
+        let blocker = follower.directory + "/.compacting"
+        #expect(FileManager.default.createFile(atPath: blocker, contents: Data("x".utf8)))
+        for block in gate.take() { _ = try follower.applyReplicated(block) }
+        #expect(follower.compactionProblem != nil)
+        try FileManager.default.removeItem(atPath: blocker)
+        _ = try await leader.append(request([.subscribe(kept, try TopicName("weather"), via: .v1)]))
+        for block in gate.take() { _ = try follower.applyReplicated(block) }
+        #expect(follower.compactionProblem == nil)
+        #expect(IdentifierSearch.files(under: followerDirectory.path, holding: Array(erased.rawValue.utf8)) == [])
+        #expect(try follower.read { try $0.head() } == leader.read { try $0.head() })
+    }
+
     @Test("after a restart and more writes the files are still free of it, and the ledger still verifies")
     func restart() async throws {
         let directory = TemporaryDirectory()
@@ -297,5 +352,21 @@ struct ErasureTests {
                 request([.erase(erased, reason: "r"), .subscribe(kept, try TopicName("x"), via: .v1)]))
         }
         #expect(!IdentifierSearch.files(under: directory.path, holding: Array(erased.rawValue.utf8)).isEmpty)
+    }
+}
+
+/// A gate that keeps the blocks it is given, as etcd would.
+private final class KeepingGate: ReplicationGate {
+    private let blocks = Mutex<[ReplicatedBlock]>([])
+
+    func replicate(_ block: ReplicatedBlock) throws { blocks.withLock { $0.append(block) } }
+
+    func confirmLeadership() throws {}
+
+    /// The blocks kept since the last call.
+    func take() -> [ReplicatedBlock] {
+        blocks.withLock { blocks in
+            defer { blocks = [] }; return blocks
+        }
     }
 }

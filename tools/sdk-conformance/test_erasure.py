@@ -209,3 +209,30 @@ def test_a_batch_erases_each_known_token_and_says_why_not_for_the_others(served)
     metrics = requests.get(f"{base}/metrics", timeout=10).text
     # (The first test's erasure was counted by the process it restarted.)
     assert 'ledger_erasures_total{kind="erased"} 2' in metrics and "ledger_erasure_duration_seconds_count" in metrics
+
+
+def test_a_compaction_that_cannot_be_made_is_a_readiness_reason_until_it_is(served):
+    base = served["base"]
+    device = register(base, platform="android")
+    # A file where the compacting copy's directory goes: the copy of the file cannot be made.
+    blocker = Path(served["data"]) / PROJECT / ".compacting"
+    blocker.write_text("in the way")
+    try:
+        reply = requests.post(url(base, f"/registrations/{device}:erase"), headers=ADMIN, json={"reason": "r"},
+                              timeout=60)
+        assert reply.status_code == 503 and reply.json()["error"]["status"] == "UNAVAILABLE", reply.text
+        assert "erasure is recorded" in reply.json()["error"]["message"]
+        ready = requests.get(f"{base}/readyz", timeout=10)
+        assert ready.status_code == 503
+        assert any("could not be compacted after an erasure" in reason for reason in ready.json()["reasons"])
+        assert str(blocker) not in ready.text and served["data"] not in ready.text
+        # Writes wait for the compaction; the erasure itself stands.
+        assert requests.post(url(base, "/registrations"), headers=CLIENT, json={"platform": "web"},
+                             timeout=10).status_code == 503
+        assert requests.get(url(base, f"/registrations/{device}/messages"), headers=CLIENT,
+                            timeout=10).status_code == 404
+    finally:
+        blocker.unlink()
+    register(base, platform="web")
+    assert requests.get(f"{base}/readyz", timeout=10).status_code == 200
+    assert holders(served["data"], device.encode()) == []

@@ -64,7 +64,7 @@ extension Ledger {
         } catch {
             throw Ledger.storageError(error, directory: directory)
         }
-        if !erasures.isEmpty { compactAfterErasures(at: erasures) }
+        if !erasures.isEmpty { compactAfterErasures(at: erasures) } else { compactIfOwed() }
         if case .applied(let head) = application {
             notifyReplicated(through: head.seq, sends: sends)
         }
