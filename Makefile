@@ -8,7 +8,7 @@ run:
 	swift build --product ledger
 	"$$(swift build --show-bin-path)/ledger" serve --data ./ledger-data
 
-# Builds everything once — an import of a target not declared as a dependency fails the build — and runs every test: Swift tests (fault injection included; the Merkle proofs are also
+# Builds everything once, checks that every target imports only the modules it declares (tools/check-imports.py), and runs every test: Swift tests (fault injection included; the Merkle proofs are also
 # checked by tools/merkle/verify_proof.py, which needs Python's `cryptography`), the firebase-admin SDK
 # conformance suite and the raw-HTTP battery against the built server (pip installs firebase-admin 7.7.0),
 # the same SDK and delivery suites over HTTPS with a test CA (HTTP/2, certificate reload and ledger-device over
@@ -32,6 +32,7 @@ test:
 	@tools/install-deps.sh
 	python3 -m pip install --quiet --disable-pip-version-check -r tools/merkle/requirements.txt
 	swift build --build-tests --explicit-target-dependency-import-check=error
+	python3 tools/check-imports.py
 	swift test --skip-build --skip "CancellationTests|LedgerServerTests|TopicLedgerMessagingTests"
 	swift test --skip-build --filter "LedgerServerTests|TopicLedgerMessagingTests" --skip CancellationTests
 	swift test --skip-build --filter CancellationTests

@@ -1,8 +1,10 @@
 // swift-tools-version: 6.1
 import PackageDescription
 
-// Dependencies point one way: LedgerCLI → LedgerServer → LedgerQueries → LedgerStore → LedgerCore and LMDBKit →
-// CLMDB; FCMWire → LedgerCore, used by LedgerQueries and LedgerServer (docs/architecture.md).
+// Dependencies point one way: LedgerCLI → LedgerServer → LedgerCluster and LedgerQueries → LedgerStore →
+// LedgerCore and LMDBKit → CLMDB; LedgerCluster → EtcdAPI (etcd's gRPC API, generated); FCMWire → LedgerCore, used
+// by LedgerQueries and LedgerServer (docs/architecture.md). Every module a target imports is one it declares here:
+// tools/check-imports.py fails `make test` otherwise (SwiftPM's own check accepts anything reachable).
 
 /// What the storage and the queries over it both use.
 let storageDependencies: [Target.Dependency] = [
@@ -191,6 +193,9 @@ let package = Package(
                 "LedgerCore",
                 "LedgerTestSupport",
                 .product(name: "PropertyBased", package: "swift-property-based"),
+                // EventCodecTests build stored events by hand; MerkleTreeTests hash with an independent SHA-256.
+                .product(name: "SwiftProtobuf", package: "swift-protobuf"),
+                .product(name: "Crypto", package: "swift-crypto"),
             ]
         ),
         .testTarget(
@@ -223,6 +228,7 @@ let package = Package(
                 "LedgerStore",
                 "LedgerQueries",
                 "LedgerCore",
+                "FCMWire",
                 "LMDBKit",
                 "LedgerTestSupport",
                 // ConsoleTests compare the console with `ledger replay`.
@@ -230,10 +236,12 @@ let package = Package(
                 // ConsoleViewTests render the console's templates.
                 .product(name: "Mustache", package: "swift-mustache"),
                 .product(name: "PropertyBased", package: "swift-property-based"),
+                .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "HummingbirdTesting", package: "hummingbird"),
                 .product(name: "HTTPTypes", package: "swift-http-types"),
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "Logging", package: "swift-log"),
             ]
         ),
         .testTarget(
@@ -248,9 +256,11 @@ let package = Package(
             dependencies: [
                 "TopicLedgerMessaging",
                 "LedgerServer",
+                "LedgerStore",
                 "LedgerTestSupport",
                 // DeviceCommandTests run the sample device.
                 "ledger-device",
+                .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "HummingbirdTesting", package: "hummingbird"),
                 .product(name: "HTTPTypes", package: "swift-http-types"),
                 .product(name: "NIOCore", package: "swift-nio"),

@@ -3,7 +3,6 @@ import Foundation
 import LedgerCore
 import LedgerStore
 import Logging
-import LMDBKit
 
 /// `ledger`: the TopicLedger command line.
 @main
@@ -64,7 +63,7 @@ struct LedgerLocation: ParsableArguments {
         var options = Ledger.Options(mode: mode)
         options.forRebuild = forRebuild
         options.recordsAudiences = recordsAudiences
-        if let initialMapSize { options.environment.mapSize = initialMapSize }
+        if let initialMapSize { options.initialMapBytes = initialMapSize }
         return try Ledger.open(dataDirectory: data, project: projectID, options: options, logger: logger)
     }
 }

@@ -75,15 +75,23 @@ public struct CheckpointKeeper: Sendable {
             data = Data()
         }
         return try data.split(separator: UInt8(ascii: "\n")).map { line in
-            guard let object = try? JSONSerialization.jsonObject(with: Data(line)) as? [String: Any],
-                let size = (object["size"] as? NSNumber)?.uint64Value, let note = object["note"] as? String
-            else { throw StoreError(.corrupt, "\(keptPath) holds a line that is not a kept checkpoint") }
-            return (size, note)
+            guard let kept = try? JSONDecoder().decode(KeptLine.self, from: Data(line)) else {
+                throw StoreError(.corrupt, "\(keptPath) holds a line that is not a kept checkpoint")
+            }
+            return (kept.size, kept.note)
         }
     }
 
+    /// One line of the kept checkpoints' file: `{"note":…,"size":…}`.
+    private struct KeptLine: Codable {
+        var note: String
+        var size: UInt64
+    }
+
     private func keep(size: UInt64, note: String) throws {
-        var line = try JSONSerialization.data(withJSONObject: ["size": size, "note": note], options: [.sortedKeys])
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.sortedKeys]
+        var line = try encoder.encode(KeptLine(note: note, size: size))
         line.append(UInt8(ascii: "\n"))
         let fd = openFile(keptPath, O_RDWR | O_CREAT | O_APPEND | O_CLOEXEC, 0o600)
         guard fd >= 0 else { throw StoreError(.unavailable, "cannot write \(keptPath): errno \(errno)") }

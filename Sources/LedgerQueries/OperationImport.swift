@@ -134,13 +134,11 @@ public enum OperationImport {
             operation = try sendOperation(fields, line: Data(buffer: bytes), fail: fail)
         case "setApnsToken":
             // `apnsSandbox` is a JSON bool, which the flat reader does not keep: such lines are read once more.
-            let object = try? JSONSerialization.jsonObject(with: Data(buffer: bytes)) as? [String: Any]
+            let object = (try? JSONValue(parsing: UnsafeRawBufferPointer(bytes)))?.object
             var sandbox = false
             if let value = object?["apnsSandbox"] {
-                guard let number = value as? NSNumber, JSONValue.isBoolean(number) else {
-                    throw fail("apnsSandbox must be true or false")
-                }
-                sandbox = number.boolValue
+                guard case .bool(let flag) = value else { throw fail("apnsSandbox must be true or false") }
+                sandbox = flag
             }
             let hex = try required(fields.apnsToken, "apnsToken")
             operation = .setAPNsToken(try token(), try wrap { try APNsDeviceToken(hex: hex, sandbox: sandbox) })
@@ -161,8 +159,8 @@ public enum OperationImport {
         return Line(operation: operation, actor: fields.actor ?? "import", requestID: fields.requestId, time: time)
     }
 
-    /// A send line's operation. Its `message` is read with `JSONSerialization` and written back with sorted
-    /// keys — sends are rare in an import, and the message is stored as JSON, not as a typed value.
+    /// A send line's operation. Its `message` is read as a ``JSONValue`` and stored as its JSON (keys sorted,
+    /// as the server stores a message it validated) — the message is stored as JSON, not as a typed value.
     private static func sendOperation(
         _ fields: LineFields, line: Data, fail: (String) -> LedgerCoreError
     ) throws -> LedgerOperation {
@@ -183,12 +181,10 @@ public enum OperationImport {
         guard let precedence = ConditionPrecedence(rawValue: precedenceText) else {
             throw fail("precedence must be left-to-right or standard")
         }
-        let object = try? JSONSerialization.jsonObject(with: line) as? [String: Any]
-        let message = object?["message"] ?? [String: Any]()
-        guard JSONSerialization.isValidJSONObject(message),
-            let json = try? JSONSerialization.data(withJSONObject: message, options: [.sortedKeys])
-        else { throw fail("message must be a JSON object") }
-        return .send(target, precedence: precedence, messageJSON: Array(json))
+        let object = (try? JSONValue(parsing: line))?.object
+        let message = object?["message"] ?? .object([:])
+        guard case .object = message else { throw fail("message must be a JSON object") }
+        return .send(target, precedence: precedence, messageJSON: message.json)
     }
 
     /// `body`'s value; a `LedgerCoreError` it throws comes out as the line's error (`fail`).

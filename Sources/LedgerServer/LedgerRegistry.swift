@@ -3,7 +3,6 @@ import Synchronization
 import LedgerCore
 import LedgerStore
 import Logging
-import LMDBKit
 import LedgerQueries
 import LedgerCluster
 
@@ -170,7 +169,7 @@ public final class LedgerRegistry: Sendable {
     private func openLedger(_ project: ProjectID) throws -> Ledger {
         var options = Ledger.Options()
         options.limits = configuration.limits
-        if let initialMapBytes = configuration.initialMapBytes { options.environment.mapSize = initialMapBytes }
+        if let initialMapBytes = configuration.initialMapBytes { options.initialMapBytes = initialMapBytes }
         options.commitObserver = { [metrics] requests, operations, duration in
             metrics.recordCommit(requests: requests, operations: operations, duration: duration)
         }
@@ -179,7 +178,7 @@ public final class LedgerRegistry: Sendable {
         options.replication = cluster?.gate(for: project)
         // In a cluster a commit is durable in etcd before LMDB commits, and a replica reads back from etcd what
         // a system crash undid here: one fsync per commit is enough (docs/cluster.md, "Guarantees").
-        options.environment.noMetaSync = cluster != nil
+        options.syncsMetaPage = cluster == nil
         let ledger = try Ledger.open(
             dataDirectory: configuration.dataDirectory, project: project, options: options, logger: logger)
         state.withLock { $0.ledgers[project] = ledger }

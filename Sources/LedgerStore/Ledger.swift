@@ -27,6 +27,17 @@ public final class Ledger: Sendable {
         /// A batch closes once it holds this many operations.
         public var maximumBatchOperations = 20_000
         public var environment = LMDBEnvironment.Options()
+        /// The size of the map the ledger's file is opened with (it doubles whenever it fills).
+        public var initialMapBytes: Int {
+            get { environment.mapSize }
+            set { environment.mapSize = newValue }
+        }
+        /// Whether a commit also syncs LMDB's meta page on its own (off: `MDB_NOMETASYNC`, one fsync per commit;
+        /// a cluster's node, whose commits are durable in etcd first, turns it off).
+        public var syncsMetaPage: Bool {
+            get { !environment.noMetaSync }
+            set { environment.noMetaSync = !newValue }
+        }
         /// Open for writing even though a rebuild was interrupted (only `rebuildProjections` should).
         public var forRebuild = false
         /// Called on the writer thread after each group commit with (requests, operations, duration):
