@@ -49,6 +49,7 @@ let package = Package(
         .package(url: "https://github.com/grpc/grpc-swift-2.git", from: "2.4.3"),
         .package(url: "https://github.com/grpc/grpc-swift-nio-transport.git", from: "2.9.2"),
         .package(url: "https://github.com/grpc/grpc-swift-protobuf.git", from: "2.4.1"),
+        .package(url: "https://github.com/apple/swift-async-algorithms.git", from: "1.1.4"),
     ],
     targets: [
         .systemLibrary(
@@ -110,6 +111,8 @@ let package = Package(
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "Crypto", package: "swift-crypto"),
+                // A watch's responses handed to its loop with back-pressure (`AsyncThrowingChannel`).
+                .product(name: "AsyncAlgorithms", package: "swift-async-algorithms"),
             ],
             exclude: ["Wire/replication_block.proto"]
         ),

@@ -218,53 +218,52 @@ final class ProjectReplica: Sendable {
         let leaderKey = keys.leader(project)
         let tailKey = keys.tail(project)
         let blocksPrefix = keys.blocks(project)
-        let parts = LockedValue<[UInt64: StoredBlock]>([:])
-        try await node.etcd.watch(prefix: keys.project(project), fromRevision: revision + 1) { [self] events, _ in
+        var parts: [UInt64: StoredBlock] = [:]
+        for try await response in node.etcd.watch(prefix: keys.project(project), fromRevision: revision + 1) {
             var tail: ReplicationTail?
-            for event in events where event.type == .put || String(decoding: event.kv.key, as: UTF8.self) == leaderKey {
+            for event in response.events
+            where event.type == .put || String(decoding: event.kv.key, as: UTF8.self) == leaderKey {
                 let key = String(decoding: event.kv.key, as: UTF8.self)
                 if key == leaderKey {
-                    if event.type == .delete { return false }
+                    if event.type == .delete { return }
                     state.withLock { $0.leader = String(decoding: event.kv.value, as: UTF8.self) }
                 } else if key == tailKey {
                     tail = try ReplicationTail(decoding: event.kv.value)
                     state.withLock { $0.progress.tail(tail?.seq ?? 0) }
                 } else if key.hasPrefix(blocksPrefix) {
                     let part = try StoredBlock(decoding: event.kv.value)
-                    parts.withLock { $0[part.block.firstSeq] = part }
+                    parts[part.block.firstSeq] = part
                 }
             }
-            if let tail { try await apply(parts: parts, through: tail, ledger) }
-            return true
+            if let tail { try await apply(parts: &parts, through: tail, ledger) }
         }
+        try Task.checkCancellation()
     }
 
     /// Applies the whole commits `parts` holds from the head on, through `tail`; catches up from etcd when
     /// one is missing.
-    private func apply(parts: LockedValue<[UInt64: StoredBlock]>, through tail: ReplicationTail, _ ledger: Ledger)
+    private func apply(parts: inout [UInt64: StoredBlock], through tail: ReplicationTail, _ ledger: Ledger)
         async throws
     {
         var head = try await applier.perform { try ledger.read { try $0.head() } }
         while head.seq < tail.seq {
-            let commit: ReplicatedBlock? = parts.withLock { parts in
-                var next = head.seq + 1
-                var commitParts: [StoredBlock] = []
-                while let part = parts[next], part.block.lastSeq <= tail.seq {
-                    commitParts.append(part)
-                    next = part.block.lastSeq + 1
-                    if let commit = StoredBlock.commit(of: commitParts) { return commit }
-                }
-                return nil
+            var next = head.seq + 1
+            var commitParts: [StoredBlock] = []
+            var commit: ReplicatedBlock?
+            while commit == nil, let part = parts[next], part.block.lastSeq <= tail.seq {
+                commitParts.append(part)
+                next = part.block.lastSeq + 1
+                commit = StoredBlock.commit(of: commitParts)
             }
             guard let commit else {
                 // A part the watch did not bring (it began after it was written): read it from etcd.
-                parts.withLock { $0.removeAll() }
+                parts.removeAll()
                 try await catchUp(ledger)
                 return
             }
             head = try await apply(commit, to: ledger)
             let through = head.seq
-            parts.withLock { parts in parts = parts.filter { $0.key > through } }
+            parts = parts.filter { $0.key > through }
         }
         guard head.seq != tail.seq || head.hash == tail.hash else {
             throw forked(.headDiffers(head: head.seq, tail: tail))
@@ -487,9 +486,11 @@ final class ProjectReplica: Sendable {
         // The key may have gone between the campaign and the watch's start.
         let (current, _) = try await node.etcd.get(key)
         guard current?.createRevision == revision else { return }
-        try await node.etcd.watch(prefix: key, fromRevision: start) { events, _ in
-            !events.contains { $0.type == .delete || $0.kv.createRevision != revision }
+        for try await response in node.etcd.watch(prefix: key, fromRevision: start)
+        where response.events.contains(where: { $0.type == .delete || $0.kv.createRevision != revision }) {
+            break
         }
+        try Task.checkCancellation()
         logger.notice("this node no longer leads project", metadata: ["ledger.project": "\(project)"])
     }
 

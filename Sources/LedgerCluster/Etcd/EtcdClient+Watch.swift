@@ -1,3 +1,4 @@
+import AsyncAlgorithms
 import EtcdAPI
 import Foundation
 import GRPCCore
@@ -10,46 +11,96 @@ public struct WatchCompacted: Error, Sendable, CustomStringConvertible {
     public var description: String { "the watched revision was compacted (through \(compactRevision))" }
 }
 
+/// One response of a watch: its events, and the revision they bring the watcher to.
+public struct WatchResponse: Sendable {
+    public var events: [Mvccpb_Event]
+    public var revision: Int64
+}
+
+/// A watch's responses, in order, as an `AsyncSequence`: iterate it, and the watch lasts as long as the
+/// iteration does. Leaving the loop (or cancelling the iterating task) ends the watch; its errors are thrown
+/// from the loop.
+///
+/// Back-pressured: the gRPC stream is read only as fast as the loop takes responses (an `AsyncThrowingChannel`
+/// hands each one over), so a replica that applies slowly holds etcd's stream rather than a growing buffer.
+public struct EtcdWatch: AsyncSequence, Sendable {
+    public typealias Element = WatchResponse
+
+    let start: @Sendable (AsyncThrowingChannel<WatchResponse, any Error>) async -> Void
+
+    public struct AsyncIterator: AsyncIteratorProtocol {
+        /// Ends the watch when the last copy of the iterator goes.
+        fileprivate final class Watch: Sendable {
+            let channel = AsyncThrowingChannel<WatchResponse, any Error>()
+            let task: Task<Void, Never>
+
+            init(start: @escaping @Sendable (AsyncThrowingChannel<WatchResponse, any Error>) async -> Void) {
+                let channel = self.channel
+                task = Task { await start(channel) }
+            }
+
+            deinit { task.cancel() }
+        }
+
+        fileprivate let watch: Watch
+        fileprivate var responses: AsyncThrowingChannel<WatchResponse, any Error>.AsyncIterator
+
+        public mutating func next() async throws -> WatchResponse? { try await responses.next() }
+    }
+
+    public func makeAsyncIterator() -> AsyncIterator {
+        let watch = AsyncIterator.Watch(start: start)
+        return AsyncIterator(watch: watch, responses: watch.channel.makeAsyncIterator())
+    }
+}
+
 extension EtcdClient {
-    /// Watches every key under `prefix` from `revision`, handing each batch of events (with the revision
-    /// they bring the watcher to) to `handle`, until `handle` returns `false`, the task is cancelled, or the
-    /// watch fails.
+    /// Watches every key under `prefix` from `revision`: each response with its events and the revision they
+    /// bring the watcher to, until the loop over it ends or the watch fails.
     ///
     /// The watch asks its member to have a leader (etcd's `WithRequireLeader`): a member cut off from the
     /// others ends it instead of going quiet. It asks for progress notifications too, so a quiet prefix
     /// still advances the revision.
     ///
-    /// - Throws: ``WatchCompacted`` when `revision` is compacted; ``EtcdError`` or the gRPC error when the
-    ///   member fails (the caller watches again, on whichever member answers).
-    public func watch(
-        prefix: String, fromRevision revision: Int64,
-        _ handle: @escaping @Sendable ([Mvccpb_Event], Int64) async throws -> Bool
-    ) async throws {
+    /// The loop throws ``WatchCompacted`` when `revision` is compacted; ``EtcdError`` or the gRPC error when
+    /// the member fails (the caller watches again, on whichever member answers).
+    public func watch(prefix: String, fromRevision revision: Int64) -> EtcdWatch {
         var create = Etcdserverpb_WatchCreateRequest()
         create.key = Data(prefix.utf8)
         create.rangeEnd = Data(Self.prefixEnd(prefix))
         create.startRevision = revision
         create.progressNotify = true
         let request = Etcdserverpb_WatchRequest.with { $0.createRequest = create }
-        try await withWatchMember { grpc, options in
-            try await Etcdserverpb_Watch.Client(wrapping: grpc).watch(
-                metadata: ["hasleader": "true"], options: options
-            ) { writer in
-                try await writer.write(request)
-                // Keep the request stream open for as long as the watch lasts.
-                try await Task.sleep(for: .seconds(1 << 40))
-            } onResponse: { response in
-                for try await message in response.messages {
-                    if message.compactRevision > 0 {
-                        throw WatchCompacted(compactRevision: message.compactRevision)
+        return EtcdWatch { [self] channel in
+            do {
+                try await withWatchMember { grpc, options in
+                    // The request stream stays open until the responses end: closing it would end the watch.
+                    let (ended, end) = AsyncStream<Never>.makeStream()
+                    try await Etcdserverpb_Watch.Client(wrapping: grpc).watch(
+                        metadata: ["hasleader": "true"], options: options
+                    ) { writer in
+                        try await writer.write(request)
+                        for await _ in ended {}
+                    } onResponse: { response in
+                        defer { end.finish() }
+                        for try await message in response.messages {
+                            if message.compactRevision > 0 {
+                                throw WatchCompacted(compactRevision: message.compactRevision)
+                            }
+                            if message.canceled {
+                                throw EtcdError("etcd cancelled a watch: \(message.cancelReason)")
+                            }
+                            if message.created && message.events.isEmpty { continue }
+                            await channel.send(WatchResponse(events: message.events, revision: message.header.revision))
+                            // The loop over the watch has ended.
+                            if Task.isCancelled { return }
+                        }
+                        throw EtcdError("etcd ended a watch")
                     }
-                    if message.canceled {
-                        throw EtcdError("etcd cancelled a watch: \(message.cancelReason)")
-                    }
-                    if message.created && message.events.isEmpty { continue }
-                    guard try await handle(message.events, message.header.revision) else { return }
                 }
-                throw EtcdError("etcd ended a watch")
+                channel.finish()
+            } catch {
+                channel.fail(error)
             }
         }
     }
