@@ -90,6 +90,8 @@ public final class Ledger: Sendable {
     private let recorderSlot: LockedValue<AudienceRecorder?>
     /// A compaction owed after an erasure (``compactionProblem``).
     let compactionDebt = CompactionDebt()
+    /// Tasks waiting for the head to reach a seq (``waitForHead(_:upTo:)``).
+    private let headWaiters: HeadWaiters
 
     /// Opens the ledger of `project` under `dataDirectory`, creating it when opened for writing.
     ///
@@ -124,9 +126,11 @@ public final class Ledger: Sendable {
         self.logger = logger
         let slot = LockedValue<AudienceRecorder?>(nil)
         self.recorderSlot = slot
-        let changes = TopicChangeTracker(
-            head: try storage.environment.read { try LedgerSnapshot(txn: $0, schema: storage.schema).head().seq })
+        let head = try storage.environment.read { try LedgerSnapshot(txn: $0, schema: storage.schema).head().seq }
+        let changes = TopicChangeTracker(head: head)
         self.topicChanges = changes
+        let headWaiters = HeadWaiters(head: head)
+        self.headWaiters = headWaiters
         guard options.mode == .readWrite else {
             self.committer = nil
             self.audienceRecorder = nil
@@ -134,7 +138,7 @@ public final class Ledger: Sendable {
         }
         let committer = Self.startWriter(
             storage: storage, options: options, logger: logger, recorderSlot: slot, changes: changes,
-            dataFile: dataFile, debt: compactionDebt)
+            dataFile: dataFile, debt: compactionDebt, headWaiters: headWaiters)
         self.committer = committer
         if options.recordsAudiences && !options.forRebuild {
             let recorder = Self.startRecorder(
@@ -160,7 +164,7 @@ public final class Ledger: Sendable {
     private static func startWriter(
         storage: LedgerStorage, options: Options, logger: Logger,
         recorderSlot slot: LockedValue<AudienceRecorder?>, changes: TopicChangeTracker,
-        dataFile: DataFileWatch?, debt: CompactionDebt
+        dataFile: DataFileWatch?, debt: CompactionDebt, headWaiters: HeadWaiters
     ) -> GroupCommitter {
         let limits = options.limits
         let clock = options.clock
@@ -208,6 +212,7 @@ public final class Ledger: Sendable {
                         facts: state.instances, chainWorker: state.chainWorker, gate: gate, now: clock(),
                         logger: logger)
                 }
+            if let last = Self.lastSeq(in: results) { headWaiters.advance(to: last) }
             if batch.count == 1, batch[0].erases, case .success(let receipt) = results[0],
                 receipt.outcomes.contains(where: { $0.seq != nil })
             {
@@ -434,7 +439,17 @@ public final class Ledger: Sendable {
     /// its sends handed to the send observer.
     func notifyReplicated(through seq: UInt64, sends: [UInt64]) {
         topicChanges.noteChangesOfEveryTopic(through: seq)
+        headWaiters.advance(to: seq)
         if !sends.isEmpty { options.sendObserver?(sends) }
+    }
+
+    /// Waits until the head is at or past `seq` — committed here, or applied from the cluster's log — and returns
+    /// `true`; `false` when `timeout` runs out (or the task is cancelled) first. Woken by the commit or the
+    /// applied block that reaches it, not by polling.
+    public func waitForHead(_ seq: UInt64, upTo timeout: Duration) async -> Bool {
+        // What is stored now counts, whatever wrote it.
+        if let head = try? readLog({ try $0.head().seq }) { headWaiters.advance(to: head) }
+        return await headWaiters.wait(for: seq, upTo: timeout)
     }
 
     /// Blocks until every send committed so far has its `audience` event (or its recording failed and was

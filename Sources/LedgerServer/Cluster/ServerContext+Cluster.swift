@@ -40,15 +40,11 @@ extension ServerContext {
         guard let seq = UInt64(text) else {
             throw FCMError.invalidArgument("x-ledger-min-seq must be a seq (a whole number), not \(text.prefix(30))")
         }
-        let deadline = ContinuousClock.now + .seconds(5)
-        while try ledger.read({ try $0.head().seq }) < seq {
-            guard ContinuousClock.now < deadline else {
-                var error = FCMError.unavailable(
-                    "This node's replica has not reached seq \(seq) within 5 seconds; retry, or read from the leader.")
-                error.headers[.retryAfter] = "1"
-                throw error
-            }
-            try await Task.sleep(for: .milliseconds(5))
+        guard await ledger.waitForHead(seq, upTo: .seconds(5)) else {
+            var error = FCMError.unavailable(
+                "This node's replica has not reached seq \(seq) within 5 seconds; retry, or read from the leader.")
+            error.headers[.retryAfter] = "1"
+            throw error
         }
     }
 
