@@ -51,7 +51,8 @@ public final class ClusterNode: Service, Sendable {
         state.withLock { state in
             if let gate = state.gates[project] { return gate }
             let gate = ReplicaGate(
-                project: project.rawValue, waitLimit: .seconds(Int64(max(2, configuration.leaseSeconds))))
+                project: project.rawValue, waitLimit: .seconds(Int64(max(2, configuration.leaseSeconds))),
+                routing: context.routing)
             state.gates[project] = gate
             return gate
         }
@@ -90,6 +91,15 @@ public final class ClusterNode: Service, Sendable {
             return .unavailable("project \(project)'s leader \(leaderID) is not reachable")
         }
         return .forward(url: url)
+    }
+
+    /// A generation of what routes requests (leaders, this node's leaderships, the live members): it rises at
+    /// each change. Read it, decide, then ``waitForRoutingChange(after:upTo:)`` to be told of the next change.
+    public var routingGeneration: UInt64 { context.routing.level }
+
+    /// Returns `true` once the routing changed after `generation`, `false` after `timeout` (or when cancelled).
+    public func waitForRoutingChange(after generation: UInt64, upTo timeout: Duration) async -> Bool {
+        await context.routing.wait(for: generation + 1, upTo: timeout)
     }
 
     /// Whether this node leads `project` now (work done once per project: pushes, checkpoints, sweeps).
@@ -330,14 +340,21 @@ public final class ClusterNode: Service, Sendable {
                 guard let member = try? Topicledger_Cluster_ClusterMember(serializedBytes: kv.value) else { continue }
                 members[member.id] = member.url
             }
-            context.membership.withLock { $0.members = members }
+            let membersChanged = context.membership.withLock { membership in
+                defer { membership.members = members }
+                return membership.members != members
+            }
             var leaders: [ProjectID: String] = [:]
             for project in projects {
                 if let value = try await context.etcd.get(context.keys.leader(project)).value {
                     leaders[project] = String(decoding: value.value, as: UTF8.self)
                 }
             }
-            state.withLock { $0.leaders = leaders }
+            let leadersChanged = state.withLock { state in
+                defer { state.leaders = leaders }
+                return state.leaders != leaders
+            }
+            if membersChanged || leadersChanged { context.routing.bump() }
         } catch {
             context.logger.debug("cluster membership could not be read", metadata: ["error": "\(error)"])
         }

@@ -1,4 +1,5 @@
 import LedgerCore
+import LedgerStore
 import Logging
 import Synchronization
 
@@ -21,6 +22,9 @@ final class ClusterNodeContext: Sendable {
     let keys: ClusterKeys
     let logger: Logger
     let membership = Mutex(Membership())
+    /// Raised whenever what routes a request may change — a project's leader, this node's leadership, the live
+    /// members — so that a wait on the route (a forwarded request, the APNs pusher) is told, not polled.
+    let routing = Watermark()
     /// Replaces a project's ledger with a peer's copy: (project, the peer's URL, whether the replaced copy is
     /// kept aside — a fork, which is evidence — rather than discarded).
     typealias Reseeder = @Sendable (ProjectID, String, Bool) async throws -> Void

@@ -121,13 +121,22 @@ final class ProjectReplica: Sendable {
         }
     }
 
+    /// Records the project's leader as this replica last saw it; a change raises the node's routing watermark.
+    private func noteLeader(_ leader: String?) {
+        let changed = state.withLock { state in
+            defer { state.leader = leader }
+            return state.leader != leader
+        }
+        if changed { node.routing.bump() }
+    }
+
     /// One pass: catch up, then lead or follow until that ends.
     private func cycle(_ ledger: Ledger) async throws {
         let revision = try await catchUp(ledger)
         let (leaderValue, _) = try await node.etcd.get(keys.leader(project))
         if let leaderValue {
             let leader = String(decoding: leaderValue.value, as: UTF8.self)
-            state.withLock { $0.leader = leader }
+            noteLeader(leader)
             if leader == node.nodeID && leaderValue.lease == node.currentLease() {
                 try await lead(ledger, revision: leaderValue.createRevision)
             } else {
@@ -135,7 +144,7 @@ final class ProjectReplica: Sendable {
             }
             return
         }
-        state.withLock { $0.leader = nil }
+        noteLeader(nil)
         if let won = try await campaign() {
             try await lead(ledger, revision: won)
         }
@@ -226,7 +235,7 @@ final class ProjectReplica: Sendable {
                 let key = String(decoding: event.kv.key, as: UTF8.self)
                 if key == leaderKey {
                     if event.type == .delete { return }
-                    state.withLock { $0.leader = String(decoding: event.kv.value, as: UTF8.self) }
+                    noteLeader(String(decoding: event.kv.value, as: UTF8.self))
                 } else if key == tailKey {
                     tail = try ReplicationTail(decoding: event.kv.value)
                     state.withLock { $0.progress.tail(tail?.seq ?? 0) }
@@ -380,7 +389,7 @@ final class ProjectReplica: Sendable {
     /// Leads as the holder of the election key created at `revision`: catches up, drops unfinished parts,
     /// opens the gate, then writes the blocks the writer hands over until the leadership is lost.
     private func lead(_ ledger: Ledger, revision: Int64) async throws {
-        state.withLock { $0.leader = node.nodeID }
+        noteLeader(node.nodeID)
         let readAt = try await catchUp(ledger)
         let head = try await applier.perform { try ledger.read { try $0.head() } }
         let tail = ReplicationTail(seq: head.seq, hash: head.hash)

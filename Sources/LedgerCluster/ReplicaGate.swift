@@ -37,9 +37,13 @@ final class ReplicaGate: ReplicationGate {
     /// How long the writer waits for etcd before it gives up on a block.
     let waitLimit: Duration
 
-    init(project: String, waitLimit: Duration) {
+    /// Raised at each change of role (``ClusterNodeContext/routing``).
+    private let routing: Watermark
+
+    init(project: String, waitLimit: Duration, routing: Watermark = Watermark()) {
         self.project = project
         self.waitLimit = waitLimit
+        self.routing = routing
     }
 
     var currentRole: Role { state.withLock { $0.role } }
@@ -56,19 +60,21 @@ final class ReplicaGate: ReplicationGate {
             return state.jobs
         }
         previous?.finish()
+        routing.bump()
         return jobs
     }
 
     /// Refuses writes from now on (blocks queued and not begun are refused as well).
     func follow() {
-        let jobs = state.withLock { state in
+        let jobs = state.withLock { state -> (AsyncStream<Job>.Continuation?, Role) in
             defer {
                 state.role = .following
                 state.jobs = nil
             }
-            return state.jobs
+            return (state.jobs, state.role)
         }
-        jobs?.finish()
+        jobs.0?.finish()
+        if case .leading = jobs.1 { routing.bump() }
     }
 
     /// Whether the ledger failed to commit a block etcd took while this node led (and forgets it): see

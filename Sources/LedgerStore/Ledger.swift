@@ -91,7 +91,7 @@ public final class Ledger: Sendable {
     /// A compaction owed after an erasure (``compactionProblem``).
     let compactionDebt = CompactionDebt()
     /// Tasks waiting for the head to reach a seq (``waitForHead(_:upTo:)``).
-    private let headWaiters: HeadWaiters
+    private let headWaiters: Watermark
 
     /// Opens the ledger of `project` under `dataDirectory`, creating it when opened for writing.
     ///
@@ -129,7 +129,7 @@ public final class Ledger: Sendable {
         let head = try storage.environment.read { try LedgerSnapshot(txn: $0, schema: storage.schema).head().seq }
         let changes = TopicChangeTracker(head: head)
         self.topicChanges = changes
-        let headWaiters = HeadWaiters(head: head)
+        let headWaiters = Watermark(head)
         self.headWaiters = headWaiters
         guard options.mode == .readWrite else {
             self.committer = nil
@@ -164,7 +164,7 @@ public final class Ledger: Sendable {
     private static func startWriter(
         storage: LedgerStorage, options: Options, logger: Logger,
         recorderSlot slot: LockedValue<AudienceRecorder?>, changes: TopicChangeTracker,
-        dataFile: DataFileWatch?, debt: CompactionDebt, headWaiters: HeadWaiters
+        dataFile: DataFileWatch?, debt: CompactionDebt, headWaiters: Watermark
     ) -> GroupCommitter {
         let limits = options.limits
         let clock = options.clock

@@ -45,6 +45,24 @@ struct ReplicaGateTests {
         }
     }
 
+    @Test("a change of role raises the routing watermark, so that waits on the route are told, not polled")
+    func roleChangesAreAnnounced() async {
+        let routing = Watermark()
+        let gate = ReplicaGate(project: "shop", waitLimit: .seconds(1), routing: routing)
+        let before = routing.level
+        async let told = routing.wait(for: before + 1, upTo: .seconds(30))
+        try? await Task.sleep(for: .milliseconds(20))
+        _ = gate.lead(revision: 5, tail: ReplicationTail(seq: 0, hash: HashChain.genesis))
+        let announced = await told
+        #expect(announced && gate.isLeading)
+        let leading = routing.level
+        gate.follow()
+        #expect(routing.level == leading + 1)
+        gate.follow()  // following already: nothing changed, nothing announced
+        #expect(routing.level == leading + 1)
+        #expect(await routing.wait(for: leading + 2, upTo: .milliseconds(50)) == false)
+    }
+
     @Test("a block extending the last one etcd took passes; one that does not is refused as a lost commit")
     func lostCommit() async throws {
         try await Self.leading(answering: .success(())) { gate in

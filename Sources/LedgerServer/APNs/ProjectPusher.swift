@@ -138,11 +138,15 @@ final class ProjectPusher: Sendable {
         var lastError: String?
         let commits = ledgers.delivery(for: project).sendsCommitted
         while !Task.isCancelled {
-            // In a cluster, the project's leader pushes; a new one resumes from the progress in the log.
-            if let cluster = ledgers.cluster, !cluster.isLeading(project) {
-                position = nil
-                try? await Task.sleep(for: .milliseconds(500))
-                continue
+            // In a cluster, the project's leader pushes; a new one resumes from the progress in the log. A
+            // follower waits to be told of a change of leadership (and looks again at least every 5 s).
+            if let cluster = ledgers.cluster {
+                let generation = cluster.routingGeneration
+                if !cluster.isLeading(project) {
+                    position = nil
+                    _ = await cluster.waitForRoutingChange(after: generation, upTo: .seconds(5))
+                    continue
+                }
             }
             do {
                 let ledger = try await ledgers.ledger(for: project)

@@ -2,6 +2,7 @@ import AsyncHTTPClient
 import FCMWire
 import HTTPTypes
 import Hummingbird
+import LedgerCluster
 import NIOCore
 import NIOHTTP1
 import Synchronization
@@ -50,18 +51,25 @@ struct ClusterForwarder: Sendable {
         "content-length", HTTPField.Name.ledgerForwardedBy.canonicalName, HTTPField.Name.ledgerPeer.canonicalName,
     ]
 
-    /// Forwards `request` to the node at `baseURL` for as long as `stillThere` says that node serves it
-    /// (checked every 200 ms): when it stops (the leader died and another was elected), the request is given
-    /// up with 503. AsyncHTTPClient would otherwise go on trying to connect to a dead node until the
-    /// request's deadline (async-http-client#743).
+    /// Forwards `request` to the node at `baseURL` for as long as `stillThere` says that node serves it —
+    /// asked again at each change of `cluster`'s routing (``ClusterNode/waitForRoutingChange(after:upTo:)``), and
+    /// at least every 5 s: when it stops (the leader died and another was elected), the request is given up with
+    /// 503. AsyncHTTPClient would otherwise go on trying to connect to a dead node until the request's deadline
+    /// (async-http-client#743).
     func forward(
-        _ request: Request, to baseURL: String, while stillThere: @escaping @Sendable () -> Bool
+        _ request: Request, to baseURL: String, in cluster: ClusterNode,
+        while stillThere: @escaping @Sendable () -> Bool
     ) async throws -> Response {
         try await withThrowingTaskGroup(of: Response?.self) { group in
             group.addTask { try await self.forward(request, to: baseURL) }
             group.addTask {
-                while stillThere() { try await Task.sleep(for: .milliseconds(200)) }
-                return nil
+                while true {
+                    // The generation is read before the route is: a change in between is still waited for.
+                    let generation = cluster.routingGeneration
+                    guard stillThere() else { return nil }
+                    _ = await cluster.waitForRoutingChange(after: generation, upTo: .seconds(5))
+                    try Task.checkCancellation()
+                }
             }
             defer { group.cancelAll() }
             guard let response = try await group.next() ?? nil else {

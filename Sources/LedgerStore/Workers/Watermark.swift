@@ -1,18 +1,20 @@
 import Synchronization
 
-/// Tasks waiting for a ledger's head to reach a seq (a read that names the seq of an earlier write,
-/// `x-ledger-min-seq`): the writer tells it each commit's last seq, a replica each applied block's, and the
-/// waiters whose seq is reached resume — a notification, not a poll of the head.
+/// A level that only rises, and the tasks waiting for it to reach theirs: a notification, not a poll.
+///
+/// A ledger's head (``Ledger/waitForHead(_:upTo:)``: the writer raises it after each commit, a replica after
+/// each applied block) and a cluster node's routing (a generation raised whenever a leader or a member
+/// changes, which a forwarded request and the APNs pusher wait on) are watermarks.
 ///
 /// Thread-safe; nothing is awaited or blocked on inside its lock.
-final class HeadWaiters: Sendable {
+public final class Watermark: Sendable {
     private struct Waiter {
-        let seq: UInt64
+        let level: UInt64
         let continuation: CheckedContinuation<Bool, Never>
     }
 
     private struct State {
-        var head: UInt64
+        var level: UInt64
         var nextID = 0
         var waiters: [Int: Waiter] = [:]
         /// Waits that timed out or were cancelled before their continuation was stored.
@@ -21,25 +23,34 @@ final class HeadWaiters: Sendable {
 
     private let state: Mutex<State>
 
-    init(head: UInt64) {
-        state = Mutex(State(head: head))
+    public init(_ level: UInt64 = 0) {
+        state = Mutex(State(level: level))
     }
 
-    /// The head reached `seq`: wakes every waiter for a seq at or below it.
-    func advance(to seq: UInt64) {
+    /// The level now.
+    public var level: UInt64 { state.withLock { $0.level } }
+
+    /// Raises the level to `level` (a lower one changes nothing) and wakes every waiter for a level at or below it.
+    public func advance(to level: UInt64) {
         let woken = state.withLock { state -> [Waiter] in
-            guard seq > state.head else { return [] }
-            state.head = seq
-            let ready = state.waiters.filter { $0.value.seq <= seq }
+            guard level > state.level else { return [] }
+            state.level = level
+            let ready = state.waiters.filter { $0.value.level <= level }
             for id in ready.keys { state.waiters[id] = nil }
             return Array(ready.values)
         }
         for waiter in woken { waiter.continuation.resume(returning: true) }
     }
 
-    /// Returns `true` once the head is at or past `seq` (at once if it is), `false` after `timeout` or when the
+    /// Raises the level by one: something changed.
+    public func bump() {
+        let level = state.withLock { $0.level }
+        advance(to: level + 1)
+    }
+
+    /// Returns `true` once the level is at or past `level` (at once if it is), `false` after `timeout` or when the
     /// task is cancelled first.
-    func wait(for seq: UInt64, upTo timeout: Duration) async -> Bool {
+    public func wait(for level: UInt64, upTo timeout: Duration) async -> Bool {
         let id = state.withLock { state -> Int in
             defer { state.nextID += 1 }
             return state.nextID
@@ -53,9 +64,9 @@ final class HeadWaiters: Sendable {
             let reached = await withTaskCancellationHandler {
                 await withCheckedContinuation { continuation in
                     let answer = state.withLock { state -> Bool? in
-                        if state.head >= seq { return true }
+                        if state.level >= level { return true }
                         if state.abandoned.remove(id) != nil { return false }
-                        state.waiters[id] = Waiter(seq: seq, continuation: continuation)
+                        state.waiters[id] = Waiter(level: level, continuation: continuation)
                         return nil
                     }
                     if let answer { continuation.resume(returning: answer) }
