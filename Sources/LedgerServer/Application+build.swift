@@ -159,7 +159,7 @@ public func buildRouter(
             body: ResponseBody(byteBuffer: ByteBuffer(bytes: ledgers.metrics.exposition())))
     }
     router.group("/v1/projects/:project")
-        .add(middleware: ProjectAuthentication(server: server, roles: [.admin, .auditor]))
+        .projectRoutes(server, roles: [.admin, .auditor])
         .group(context: ProjectRequestContext.self)
         .get("metrics") { _, context in
             let statistics = try context.ledger.readLog { try $0.statistics() }

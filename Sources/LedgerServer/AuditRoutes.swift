@@ -17,8 +17,7 @@ struct AuditRoutes {
 
     func register(on router: TokenPathRouter) {
         let audit = router.group("/v1/projects/:project/audit")
-            .add(
-                middleware: ProjectAuthentication(server: server, roles: [.auditor, .admin]))
+            .projectRoutes(server, roles: [.auditor, .admin])
         let project = audit.group(context: ProjectRequestContext.self)
         project.get("messages/:message") { request, context in try await replay(request, context) }
         audit.group("instances/:token").add(middleware: RegistrationInPath(activity: server.ledgers.activity))

@@ -21,7 +21,7 @@ struct DeliveryRoutes {
 
     func register(on router: TokenPathRouter) {
         let device = router.group("/v1/projects/:project/registrations/:token")
-            .add(middleware: ProjectAuthentication(server: server, roles: [.client]))
+            .projectRoutes(server, roles: [.client])
             .add(middleware: RegistrationInPath(activity: server.ledgers.activity))
             .group(context: RegistrationRequestContext.self)
         device.get("messages") { request, context in try await poll(request, context) }

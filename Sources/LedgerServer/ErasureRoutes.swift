@@ -19,7 +19,7 @@ struct ErasureRoutes {
 
     func register(on router: TokenPathRouter) {
         let project = router.group("/v1/projects/:project")
-            .add(middleware: ProjectAuthentication(server: server, roles: [.admin]))
+            .projectRoutes(server, roles: [.admin])
             .group(context: ProjectRequestContext.self)
         project.post("registrations:batchErase") { request, context in try await batch(request, context) }
         project.post("registrations/:token") { request, context in try await single(request, context) }

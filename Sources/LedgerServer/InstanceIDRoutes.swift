@@ -9,17 +9,15 @@ struct InstanceIDRoutes {
     let server: ServerContext
 
     func register(on router: TokenPathRouter) {
-        let iid = router.group("/iid").add(middleware: InstanceIDAuthentication(server: server))
+        let iid = router.group("/iid").instanceIDRoutes(server, roles: [.admin])
             .group(context: ProjectRequestContext.self)
         iid.post("v1:batchAdd") { request, context in try await batch(request, context, subscribe: true) }
         iid.post("v1:batchRemove") { request, context in try await batch(request, context, subscribe: false) }
         iid.post("v1/:token/rel/topics/:topic") { request, context in try await relate(request, context) }
         // Reading an instance's subscriptions is also the auditor's (docs/server.md).
-        router.group("/iid").add(
-            middleware: InstanceIDAuthentication(server: server, roles: [.admin, .auditor])
-        )
-        .group(context: ProjectRequestContext.self)
-        .get("info/:token") { request, context in try await info(request, context) }
+        router.group("/iid").instanceIDRoutes(server, roles: [.admin, .auditor])
+            .group(context: ProjectRequestContext.self)
+            .get("info/:token") { request, context in try await info(request, context) }
     }
 
     private static let invalid = InstanceIDError(status: .badRequest, code: "INVALID_ARGUMENT")

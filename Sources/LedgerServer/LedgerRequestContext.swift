@@ -35,7 +35,9 @@ struct RouteSetupError: Error, CustomStringConvertible {
 
 /// Authenticates the caller of a `/v1/projects/{project}/…` route for that project with one of `roles`
 /// (401 without a valid credential, 403 for another project's or a role that may not call the route).
-/// Then opens the project's ledger (503 UNAVAILABLE when it cannot be served).
+/// Then opens the project's ledger (503 UNAVAILABLE when it cannot be served). The second of a project
+/// route's middlewares (``RouterGroup/projectRoutes(_:roles:)``): a request another node serves has been sent
+/// there already (``ClusterRouting``).
 struct ProjectAuthentication: RouterMiddleware {
     typealias Context = LedgerRequestContext
     let server: ServerContext
@@ -47,17 +49,15 @@ struct ProjectAuthentication: RouterMiddleware {
         var context = context
         let project = try context.parameters.project()
         let caller = try server.configuration.credentials.authorize(request, project: project, roles: roles)
-        if let answer = try await server.answerElsewhere(request, project: caller.project) { return answer }
         context.caller = caller
-        let ledger = try await server.ledger(for: caller.project)
-        context.ledger = ledger
-        try await server.awaitMinimumSeq(of: request, in: ledger)
-        return server.stampingSeq(try await next(request, context), of: ledger, for: request)
+        context.ledger = try await server.ledger(for: caller.project)
+        return try await next(request, context)
     }
 }
 
 /// Authenticates an admin bearer on the Instance ID routes, whose paths name no project: the credential
-/// does (errors in the Instance ID shape). Then opens that project's ledger.
+/// does (errors in the Instance ID shape). Then opens that project's ledger. The second of their middlewares
+/// (``RouterGroup/instanceIDRoutes(_:roles:)``).
 struct InstanceIDAuthentication: RouterMiddleware {
     typealias Context = LedgerRequestContext
     let server: ServerContext
@@ -68,26 +68,9 @@ struct InstanceIDAuthentication: RouterMiddleware {
     {
         var context = context
         let caller = try server.configuration.credentials.authorizeBearer(request, roles: roles)
-        if let answer = try await Self.inInstanceIDShape({
-            try await server.answerElsewhere(request, project: caller.project)
-        }) {
-            return answer
-        }
         context.caller = caller
-        let ledger = try await server.ledger(for: caller.project)
-        context.ledger = ledger
-        try await Self.inInstanceIDShape { try await server.awaitMinimumSeq(of: request, in: ledger) }
-        return server.stampingSeq(try await next(request, context), of: ledger, for: request)
-    }
-
-    /// Runs `body`, answering its Google-shaped 4xx refusals in the Instance ID shape (`{"error": "STATUS"}`);
-    /// 5xx stay in the Google shape, as on every Instance ID route (docs/openapi.yaml).
-    private static func inInstanceIDShape<T>(_ body: () async throws -> T) async throws -> T {
-        do {
-            return try await body()
-        } catch let error as FCMError where error.status.kind == .clientError {
-            throw InstanceIDError(status: error.status, code: error.googleStatus)
-        }
+        context.ledger = try await server.ledger(for: caller.project)
+        return try await next(request, context)
     }
 }
 

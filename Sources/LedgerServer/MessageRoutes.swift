@@ -8,13 +8,11 @@ struct MessageRoutes {
     let server: ServerContext
 
     func register(on router: TokenPathRouter) {
-        router.group("/v1/projects/:project").add(
-            middleware: ProjectAuthentication(server: server, roles: [.admin])
-        )
-        .group(context: ProjectRequestContext.self)
-        .post("messages:send") { request, context in try await send(request, context) }
+        router.group("/v1/projects/:project").projectRoutes(server, roles: [.admin])
+            .group(context: ProjectRequestContext.self)
+            .post("messages:send") { request, context in try await send(request, context) }
         router.group("/v1/projects/:project")
-            .add(middleware: ProjectAuthentication(server: server, roles: [.admin, .auditor]))
+            .projectRoutes(server, roles: [.admin, .auditor])
             .group(context: ProjectRequestContext.self)
             .get("topics") { request, context in try await listTopics(request, context) }
     }

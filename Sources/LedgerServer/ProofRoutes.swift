@@ -21,9 +21,7 @@ struct ProofRoutes {
 
     func register(on router: TokenPathRouter) {
         let project = router.group("/v1/projects/:project")
-            .add(
-                middleware: ProjectAuthentication(server: server, roles: [.auditor, .admin])
-            )
+            .projectRoutes(server, roles: [.auditor, .admin])
             .group(context: ProjectRequestContext.self)
         project.get("ledger:checkpoint") { _, context in try await checkpoint(context) }
         project.get("ledger:consistency") { request, context in try await consistency(request, context) }

@@ -10,7 +10,7 @@ struct RegistrationRoutes {
 
     func register(on router: TokenPathRouter) {
         router.group("/v1/projects/:project/registrations")
-            .add(middleware: ProjectAuthentication(server: server, roles: [.client]))
+            .projectRoutes(server, roles: [.client])
             .group(context: ProjectRequestContext.self)
             .post { request, context in
                 let caller = context.caller
@@ -33,7 +33,7 @@ struct RegistrationRoutes {
                 return try JSONResponse.encoded(IssuedToken(token: token.rawValue))
             }
         router.group("/v1/projects/:project/registrations/:token")
-            .add(middleware: ProjectAuthentication(server: server, roles: [.client, .admin]))
+            .projectRoutes(server, roles: [.client, .admin])
             .add(middleware: RegistrationInPath(activity: server.ledgers.activity))
             .group(context: RegistrationRequestContext.self)
             .delete { request, context in
@@ -57,7 +57,7 @@ struct RegistrationRoutes {
                 return try JSONResponse.encoded(EmptyBody())
             }
         let apns = router.group("/v1/projects/:project/registrations/:token/apnsToken")
-            .add(middleware: ProjectAuthentication(server: server, roles: [.client, .admin]))
+            .projectRoutes(server, roles: [.client, .admin])
             .add(middleware: RegistrationInPath(activity: server.ledgers.activity))
             .group(context: RegistrationRequestContext.self)
         apns.put { request, context in

@@ -14,13 +14,13 @@ struct TopicSubscriptionRoutes {
     func register(on router: TokenPathRouter) {
         let base: RouterPath = "/v1/projects/:project/registrations/:token/topicSubscriptions"
         let writes = router.group(base)
-            .add(middleware: ProjectAuthentication(server: server, roles: [.admin, .client]))
+            .projectRoutes(server, roles: [.admin, .client])
             .add(middleware: RegistrationInPath(activity: server.ledgers.activity))
             .group(context: RegistrationRequestContext.self)
         writes.post { request, context in try await subscribe(request, context) }
         writes.delete(":topic") { request, context in try await unsubscribe(request, context) }
         let reads = router.group(base)
-            .add(middleware: ProjectAuthentication(server: server, roles: [.admin, .client, .auditor]))
+            .projectRoutes(server, roles: [.admin, .client, .auditor])
             .add(middleware: RegistrationInPath(activity: server.ledgers.activity))
             .group(context: RegistrationRequestContext.self)
         reads.get(":topic") { request, context in try await get(request, context) }

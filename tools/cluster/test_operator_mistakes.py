@@ -134,6 +134,19 @@ def test_through_a_follower_every_answer_is_the_leaders(cluster):
         assert answers[0].json() == answers[1].json()
     assert not error_lines(follower.log_path.read_text()[logged:])
 
+    # Routing comes before authentication: a write through a follower is authenticated once, by the leader
+    # that serves it (a wrong key is refused there, with the leader's answer).
+    def refused_sends(node):
+        lines = requests.get(f"{node.base}/metrics", timeout=10).text.splitlines()
+        return sum(float(line.rsplit(" ", 1)[1]) for line in lines
+                   if line.startswith("ledger_http_requests_total{") and "messages:send" in line
+                   and 'status="401"' in line)
+    before = refused_sends(leader)
+    wrong = requests.post(f"{follower.base}/v1/projects/{PROJECT}/messages:send",
+                          headers={"Authorization": "Bearer not-a-key"}, json={"message": {"topic": "a"}}, timeout=10)
+    assert wrong.status_code == 401 and wrong.json()["error"]["status"] == "UNAUTHENTICATED"
+    assert refused_sends(leader) == before + 1
+
     # /v1/cluster: a key sees the projects it is a key of, and no other.
     def projects_seen(secret):
         response = requests.get(f"{follower.base}/v1/cluster", headers={"Authorization": f"Bearer {secret}"},
