@@ -171,7 +171,7 @@ let package = Package(
         .target(
             name: "LedgerTestSupport",
             dependencies: [
-                "LedgerStore", "LedgerCore", .product(name: "Logging", package: "swift-log"),
+                "LedgerStore", "LedgerCore", "LMDBKit", .product(name: "Logging", package: "swift-log"),
                 .product(name: "Crypto", package: "swift-crypto"),
             ],
             path: "Tests/LedgerTestSupport"

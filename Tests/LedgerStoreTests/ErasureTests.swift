@@ -1,5 +1,4 @@
 import Foundation
-import LMDBKit
 import LedgerCore
 import LedgerQueries
 import LedgerStore
@@ -169,17 +168,7 @@ struct ErasureTests {
                 ]))
             #expect(recorded.outcomes[0].seq != nil)
         }
-        do {
-            let environment = try LMDBEnvironment(path: directory.path + "/demo-project")
-            try environment.write { txn throws in
-                try txn.put(try txn.openDatabase("meta"), key: "layoutVersion", value: UInt32(9))
-            }
-        }
-        #expect {
-            try openTestLedger(directory, mode: .readOnly)
-        } throws: { error in
-            "\(error)".contains("store layout 9")
-        }
+        try makeOlderLayout(9, in: directory)
         let ledger = try openTestLedger(directory)
         defer { ledger.close() }
         func replay() throws -> MessageReplay {

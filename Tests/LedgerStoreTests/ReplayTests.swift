@@ -370,16 +370,7 @@ struct LayoutUpgradeTests {
             ledger.close()
         }
         // Make it what layout 1 was: no `sends` index, version 1.
-        let environment = try LMDBEnvironment(path: directory.path + "/demo-project")
-        try environment.write { txn throws in
-            try txn.clear(try txn.openDatabase("sends"))
-            try txn.put(try txn.openDatabase("meta"), key: "layoutVersion", value: UInt32(1))
-        }
-        #expect {
-            try openTestLedger(directory, mode: .readOnly)
-        } throws: { error in
-            "\(error)".contains("store layout 1")
-        }
+        try makeOlderLayout(1, in: directory) { txn in try txn.clear(try txn.openDatabase("sends")) }
         let upgraded = try openTestLedger(directory)
         defer { upgraded.close() }
         let inbox = try upgraded.read { snapshot in

@@ -136,22 +136,14 @@ struct WritePathIntegrityTests {
                     ]))
             ledger.close()
         }
-        let environment = try LMDBEnvironment(path: directory.path + "/demo-project")
-        try environment.write { txn throws in
-            try txn.put(try txn.openDatabase("meta"), key: "layoutVersion", value: UInt32(2))
-        }
-        #expect {
-            try openTestLedger(directory, mode: .readOnly)
-        } throws: { error in
-            "\(error)".contains("store layout 2")
-        }
+        try makeOlderLayout(2, in: directory)
         let upgraded = try openTestLedger(directory)
         defer { upgraded.close() }
         let receipt = try await upgraded.append(
             WriteRequest(actor: "t", requestID: "long", operations: [.subscribe(token, Self.longTopic, via: .v1)]))
         #expect(receipt.outcomes.first?.seq == 3)
-        let version = try environment.read { txn throws in
-            try txn.value(in: try txn.openDatabase("meta"), forKey: "layoutVersion")
+        let version = try upgraded.read { snapshot in
+            try snapshot.txn.value(in: try snapshot.txn.openDatabase("meta"), forKey: "layoutVersion")
         }
         #expect(version == [0, 0, 0, 10])
         #expect(try upgraded.verify().isSound)
