@@ -14,10 +14,10 @@ run:
 # the same SDK and delivery suites over HTTPS with a test CA (HTTP/2, certificate reload and ledger-device over
 # HTTPS in test_https.py, which adds the test CA to the system trust store for its run: URLSession on Linux trusts
 # nothing else), samples/topicledger.service checked by systemd-analyze verify, the APNs stand-in's own tests
-# (tools/apns-standin: HTTP/2, provider tokens, Apple's documented replies) and the APNs provider through `ledger
-# serve` against it, the cluster suite (tools/cluster: three etcd members and three nodes on loopback, tmpfs mounts for full disks, and a
+# (IntegrationTests/apns-standin: HTTP/2, provider tokens, Apple's documented replies) and the APNs provider through `ledger
+# serve` against it, the cluster suite (IntegrationTests/cluster: three etcd members and three nodes on loopback, tmpfs mounts for full disks, and a
 # network namespace for a node cut off; apt installs etcd-server, etcd-client and iptables), the seeds scenario, the audit console in headless chromium (apt installs chromium and
-# chromium-driver, pip selenium; screenshots to tools/console-browser/screenshots, ignored: `make screenshots`
+# chromium-driver, pip selenium; screenshots to IntegrationTests/console-browser/screenshots, ignored: `make screenshots`
 # refreshes the ones in docs/console), schemathesis against docs/openapi.yaml (30 s), and
 # the libFuzzer targets (15 s each, an unoptimized build: it builds in half the time of a release one, which is most
 # of this step). The Swift tests
@@ -36,13 +36,13 @@ test:
 	swift test --skip-build --skip "CancellationTests|LedgerServerTests|TopicLedgerMessagingTests"
 	swift test --skip-build --filter "LedgerServerTests|TopicLedgerMessagingTests" --skip CancellationTests
 	swift test --skip-build --filter CancellationTests
-	tools/sdk-conformance/run.sh "$$(swift build --show-bin-path)/ledger"
-	tools/deploy/verify-unit.sh "$$(swift build --show-bin-path)/ledger"
-	tools/apns-standin/run.sh "$$(swift build --show-bin-path)/ledger"
-	tools/cluster/run.sh "$$(swift build --show-bin-path)/ledger"
+	IntegrationTests/sdk-conformance/run.sh "$$(swift build --show-bin-path)/ledger"
+	IntegrationTests/deploy/verify-unit.sh "$$(swift build --show-bin-path)/ledger"
+	IntegrationTests/apns-standin/run.sh "$$(swift build --show-bin-path)/ledger"
+	IntegrationTests/cluster/run.sh "$$(swift build --show-bin-path)/ledger"
 	samples/seeds-scenario.sh
-	tools/console-browser/run.sh "$$(swift build --show-bin-path)/ledger"
-	tools/schemathesis/run.sh "$$(swift build --show-bin-path)/ledger" 30
+	IntegrationTests/console-browser/run.sh "$$(swift build --show-bin-path)/ledger"
+	IntegrationTests/schemathesis/run.sh "$$(swift build --show-bin-path)/ledger" 30
 	FUZZ_CONFIG=debug tools/fuzz/run.sh 15
 
 # Loads the sample operations into ./ledger-data once (no server needed) and verifies the ledger.
@@ -71,4 +71,4 @@ format-lint:
 screenshots:
 	@tools/install-deps.sh
 	swift build --product ledger
-	CONSOLE_SCREENSHOTS="$$(pwd)/docs/console" tools/console-browser/run.sh "$$(swift build --show-bin-path)/ledger"
+	CONSOLE_SCREENSHOTS="$$(pwd)/docs/console" IntegrationTests/console-browser/run.sh "$$(swift build --show-bin-path)/ledger"

@@ -10,7 +10,7 @@ import Testing
 /// The APNs provider's pure parts: the provider token's rules (Apple's 50-minute reuse, 20-minute floor, the
 /// token kept across restarts), every documented reply mapped to what the provider does, and the window that
 /// turns out-of-order outcomes into recorded progress. Pushing itself is tested through `ledger serve` against
-/// the stand-in (tools/apns-standin/test_ledger_apns.py).
+/// the stand-in (IntegrationTests/apns-standin/test_ledger_apns.py).
 @Suite("APNs provider")
 struct APNsProviderTests {
     /// A clock tests move by hand.

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """The APNs fan-out benchmark: one topic send to N devices with APNs tokens, pushed by `ledger serve` (release
-build) to the APNs stand-in (tools/apns-standin), against h2load driving the same stand-in with the same request
+build) to the APNs stand-in (IntegrationTests/apns-standin), against h2load driving the same stand-in with the same request
 in the same run. Also: p50/p99 from the send's acknowledgement to the stand-in's receipt at 10,000 devices, and the
 server's RSS before and during the fan-out.
 
@@ -29,7 +29,7 @@ from pathlib import Path
 import httpx
 
 HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE.parent / "apns-standin"))
+sys.path.insert(0, str(HERE.parents[1] / "IntegrationTests" / "apns-standin"))
 from apns_harness import CLIENT, TOPIC, Ledger, StandIn, device_token, provider_token  # noqa: E402
 
 

@@ -1,4 +1,4 @@
--- Device registration: POST …/registrations with the client key of tools/cluster's project `shop`. Every request
+-- Device registration: POST …/registrations with the client key of IntegrationTests/cluster's project `shop`. Every request
 -- appends one event (a new registration), so every answer is a durable append.
 request = function()
   return wrk.format("POST", "/v1/projects/shop/registrations",

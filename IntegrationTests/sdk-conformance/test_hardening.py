@@ -1,6 +1,6 @@
 """Hardening through `ledger serve`: a slow request body cannot hold a connection, one secret cannot hold two
 roles, a checkpoint key others can read stops the server at start, and a fresh project's first checkpoint
-is signed. (The console's findings are in tools/console-browser/test_console_hardening.py.)"""
+is signed. (The console's findings are in IntegrationTests/console-browser/test_console_hardening.py.)"""
 
 import hashlib
 import http.client

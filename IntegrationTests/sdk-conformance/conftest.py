@@ -37,7 +37,7 @@ def contract():
         yield checker
     if os.environ.get("LEDGER_CONTRACT_COVERAGE") == "0":
         return  # a pass over some files only (run.sh's HTTPS pass): the full pass checks the coverage
-    # A single node answers the cluster's routes 404: their 2xx is the cluster suite's to exercise (tools/cluster
+    # A single node answers the cluster's routes 404: their 2xx is the cluster suite's to exercise (IntegrationTests/cluster
     # checks its responses against the same contract).
     missing_success = sorted(
         (template, method) for template, method in checker.operations()

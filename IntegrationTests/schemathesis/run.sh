@@ -2,10 +2,10 @@
 # Property-based API testing: schemathesis (PyPI) generates requests from docs/openapi.yaml and sends them to a
 # fresh `ledger serve`; every response must be no 5xx and match the contract (status, content type, schema,
 # headers). Afterwards `ledger verify` must find the ledger sound.
-#   tools/schemathesis/run.sh LEDGER_BINARY [SECONDS]      default 60 s of generation
+#   IntegrationTests/schemathesis/run.sh LEDGER_BINARY [SECONDS]      default 60 s of generation
 set -euo pipefail
 cd "$(dirname "$0")/../.."
-binary="${1:?usage: tools/schemathesis/run.sh LEDGER_BINARY [SECONDS]}"
+binary="${1:?usage: IntegrationTests/schemathesis/run.sh LEDGER_BINARY [SECONDS]}"
 seconds="${2:-60}"
 python3 -m pip install --quiet --disable-pip-version-check "schemathesis==4.32.5"
 data=$(mktemp -d)
@@ -24,7 +24,7 @@ started=$(date +%s)
 status=0
 # From the scratch directory: schemathesis keeps its cache (.schemathesis/) in the working directory.
 root=$(pwd)
-(cd "$data" && schemathesis --config-file "$root/tools/schemathesis/schemathesis.toml" run "$root/docs/openapi.yaml" --url "$base" \
+(cd "$data" && schemathesis --config-file "$root/IntegrationTests/schemathesis/schemathesis.toml" run "$root/docs/openapi.yaml" --url "$base" \
     -H "Authorization: Bearer owner" -H "x-goog-api-key: dev-client-key" --max-time "$seconds" \
     -c not_a_server_error,status_code_conformance,content_type_conformance,response_schema_conformance,response_headers_conformance \
     --no-color > "$data/schemathesis.log" 2>&1) || status=$?

@@ -2,7 +2,7 @@
 # Checks samples/topicledger.service with `systemd-analyze verify`: every setting known to this systemd, the
 # commands it runs present and executable. The unit runs /usr/local/bin/ledger, so the built binary stands there
 # for the check (a symlink made and removed here when nothing is there already).
-#   tools/deploy/verify-unit.sh LEDGER_BINARY
+#   IntegrationTests/deploy/verify-unit.sh LEDGER_BINARY
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 binary="$(realpath "${1:?usage: verify-unit.sh LEDGER_BINARY}")"

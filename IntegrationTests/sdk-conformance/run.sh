@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # SDK conformance: drives the built `ledger serve` with the official firebase-admin 7.7.0 SDK, then
 # checks that `ledger verify` passes on the server's data; then the SDK and delivery suites over HTTPS.
-#   tools/sdk-conformance/run.sh [LEDGER_BINARY]
+#   IntegrationTests/sdk-conformance/run.sh [LEDGER_BINARY]
 set -euo pipefail
 cd "$(dirname "$0")"
 binary="${1:-$(cd ../.. && swift build --show-bin-path)/ledger}"

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The APNs stand-in's own tests (it must answer as Apple documents before anything is tested against it), then
 # the APNs provider through `ledger serve` against it (test_ledger_apns.py).
-#   tools/apns-standin/run.sh [LEDGER_BINARY [PYTEST_ARGUMENTS…]]
+#   IntegrationTests/apns-standin/run.sh [LEDGER_BINARY [PYTEST_ARGUMENTS…]]
 set -euo pipefail
 cd "$(dirname "$0")"
 binary="${1:-$(cd ../.. && swift build --show-bin-path)/ledger}"

@@ -20,7 +20,7 @@ PROJECT = "demo-project"
 ADMIN = {"Authorization": "Bearer owner"}
 CLIENT = {"x-goog-api-key": "dev-client-key"}
 HOSTILE = "<script>alert(1)</script>"
-# Where each test's screenshot goes: tools/console-browser/screenshots/ (ignored by git), or the directory
+# Where each test's screenshot goes: IntegrationTests/console-browser/screenshots/ (ignored by git), or the directory
 # CONSOLE_SCREENSHOTS names (`make screenshots` refreshes the ones docs/compliance.md shows, in docs/console/).
 SCREENSHOTS = pathlib.Path(
     os.environ.get("CONSOLE_SCREENSHOTS") or pathlib.Path(__file__).resolve().parent / "screenshots")

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # The audit console in a real browser: Debian's headless chromium and chromium-driver, driven by selenium,
-# against the built `ledger serve` loaded with a scenario. Screenshots go to tools/console-browser/screenshots/
+# against the built `ledger serve` loaded with a scenario. Screenshots go to IntegrationTests/console-browser/screenshots/
 # (ignored), or to $CONSOLE_SCREENSHOTS (`make screenshots` sets it to docs/console).
-#   tools/console-browser/run.sh [LEDGER_BINARY [PYTEST_ARGUMENTS…]]
+#   IntegrationTests/console-browser/run.sh [LEDGER_BINARY [PYTEST_ARGUMENTS…]]
 set -euo pipefail
 cd "$(dirname "$0")"
 binary="${1:-$(cd ../.. && swift build --show-bin-path)/ledger}"

@@ -43,7 +43,7 @@ def _hash(secret):
 
 
 class StandIn:
-    """tools/apns-standin/standin.py on free ports, with its own CA and team key."""
+    """IntegrationTests/apns-standin/standin.py on free ports, with its own CA and team key."""
 
     def __init__(self, directory, max_streams=1000, token_update_interval=1200, team_key=None, summary_only=False):
         self.directory = Path(directory)

@@ -2,7 +2,7 @@
 # The cluster suite: three etcd members and three `ledger serve` nodes on loopback, and the faults of
 # docs/cluster.md (kill -9 of the leader, a paused leader, an etcd member lost, a node down and back, a node
 # joining, a node cut off by network namespaces).
-#   tools/cluster/run.sh [LEDGER_BINARY] [pytest arguments]
+#   IntegrationTests/cluster/run.sh [LEDGER_BINARY] [pytest arguments]
 set -euo pipefail
 cd "$(dirname "$0")"
 binary="${1:-$(cd ../.. && swift build --show-bin-path)/ledger}"

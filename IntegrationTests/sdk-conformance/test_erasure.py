@@ -18,7 +18,7 @@ import requests
 
 from conftest import CLIENT_KEY, PROJECT, restart_server, start_server, stop_and_verify
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "merkle"))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "tools" / "merkle"))
 import verify_proof  # noqa: E402
 
 ADMIN = {"Authorization": "Bearer owner"}

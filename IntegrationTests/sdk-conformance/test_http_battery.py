@@ -352,7 +352,7 @@ def test_audit_api_answers_the_auditor_and_refuses_the_rest(server, register):
 def test_proofs_verify_with_the_independent_verifier(server, register):
     """Signed checkpoint, message proof and consistency proof over HTTP, each checked by tools/merkle's Python
     verifier with the key `ledger checkpoint --public-key` prints; tampering is refused."""
-    sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1] / "merkle"))
+    sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[2] / "tools" / "merkle"))
     import verify_proof
 
     token = register()
