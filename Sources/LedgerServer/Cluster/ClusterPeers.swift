@@ -44,9 +44,11 @@ enum ClusterPeers {
 /// served by any replica, so each knows only the activity it served; the leader asks every replica before it
 /// expires a device. Devices are named by their device numbers (the same on every replica), never by tokens.
 enum PeerActivity {
-    /// Devices asked about at most in one request (a sweep's candidates, ``RegistrationExpirySweeper/perSweep``).
+    /// Devices a sweep asks about (``RegistrationExpirySweeper/perSweep``), and the most one request may name.
     static let maximumDevices = 100_000
-    /// The largest body: every device number at ten digits and a comma.
+    /// Devices the sweeper names in one request: 110 KB at most, far below any request body limit.
+    static let batch = 10_000
+    /// The largest body the route reads: every device number at ten digits and a comma.
     static let maximumBodyBytes = maximumDevices * 12 + 64
 
     struct Query: Codable {

@@ -169,8 +169,12 @@ struct RegistrationExpirySweeper: Service {
         for node in others {
             guard let url = urls[node] else { return .failure(SkipReason("replica \(node) has no address")) }
             do {
-                for entry in try await PeerActivity.ask(project, about: devices, at: url, secret: secret) {
-                    heard[entry.device] = max(heard[entry.device] ?? 0, entry.lastActive)
+                // In requests of `PeerActivity.batch` devices: far below any request body limit.
+                for start in stride(from: 0, to: devices.count, by: PeerActivity.batch) {
+                    let batch = Array(devices[start..<min(start + PeerActivity.batch, devices.count)])
+                    for entry in try await PeerActivity.ask(project, about: batch, at: url, secret: secret) {
+                        heard[entry.device] = max(heard[entry.device] ?? 0, entry.lastActive)
+                    }
                 }
             } catch {
                 return .failure(SkipReason("replica \(node) did not answer: \(error)"))
