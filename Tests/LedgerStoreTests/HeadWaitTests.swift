@@ -56,4 +56,15 @@ struct HeadWaitTests {
         let reached = await next
         #expect(reached)
     }
+
+    @Test("a watermark's bumps from many tasks at once each raise it by one")
+    func concurrentBumps() async {
+        let mark = Watermark()
+        await withTaskGroup(of: Void.self) { group in
+            for _ in 0..<2_000 { group.addTask { mark.bump() } }
+        }
+        #expect(mark.level == 2_000)
+        mark.advance(to: 10)
+        #expect(mark.level == 2_000, "a lower level changes nothing")
+    }
 }

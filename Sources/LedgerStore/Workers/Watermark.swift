@@ -32,7 +32,18 @@ public final class Watermark: Sendable {
 
     /// Raises the level to `level` (a lower one changes nothing) and wakes every waiter for a level at or below it.
     public func advance(to level: UInt64) {
+        raise { max($0, level) }
+    }
+
+    /// Raises the level by one, in one step however many raise it at once: something changed.
+    public func bump() {
+        raise { $0 + 1 }
+    }
+
+    /// Sets the level to `next(level)` under the lock, and resumes, outside it, the waiters it reaches.
+    private func raise(_ next: (UInt64) -> UInt64) {
         let woken = state.withLock { state -> [Waiter] in
+            let level = next(state.level)
             guard level > state.level else { return [] }
             state.level = level
             let ready = state.waiters.filter { $0.value.level <= level }
@@ -40,12 +51,6 @@ public final class Watermark: Sendable {
             return Array(ready.values)
         }
         for waiter in woken { waiter.continuation.resume(returning: true) }
-    }
-
-    /// Raises the level by one: something changed.
-    public func bump() {
-        let level = state.withLock { $0.level }
-        advance(to: level + 1)
     }
 
     /// Returns `true` once the level is at or past `level` (at once if it is), `false` after `timeout` or when the
