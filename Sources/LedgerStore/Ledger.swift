@@ -184,13 +184,10 @@ public final class Ledger: Sendable {
             }
             if debt.problem != nil {
                 do {
-                    try environment.compact()
-                    dataFile?.adopt()
+                    try Self.compactFile(environment, dataFile: dataFile, debt: debt)
                     state.instances.forget()
-                    debt.settle()
                     logger.notice("compacted the ledger's file after an earlier erasure")
                 } catch {
-                    debt.owe(because: error)
                     return batch.map { _ in
                         .failure(
                             StoreError(
@@ -254,10 +251,8 @@ public final class Ledger: Sendable {
                 metadata: ["error": "\(error)"])
         }
         do {
-            try environment.compact()
-            dataFile?.adopt()
+            try compactFile(environment, dataFile: dataFile, debt: debt)
             state.instances.forget()
-            debt.settle()
             logger.notice(
                 "erased devices' identifiers and compacted the ledger's file",
                 metadata: [
@@ -272,7 +267,6 @@ public final class Ledger: Sendable {
                 what was erased until the next compaction
                 """,
                 metadata: ["error": "\(error)"])
-            debt.owe(because: error)
             return .failure(
                 StoreError(
                     .unavailable,
@@ -294,14 +288,11 @@ public final class Ledger: Sendable {
                 metadata: ["error": "\(error)"])
         }
         do {
-            try environment.compact()
-            dataFile?.adopt()
-            compactionDebt.settle()
+            try Self.compactFile(environment, dataFile: dataFile, debt: compactionDebt)
             logger.notice(
                 "applied a replicated erasure to this copy and compacted its file",
                 metadata: ["ledger.erased": "\(seqs.count)"])
         } catch {
-            compactionDebt.owe(because: error)
             logger.critical(
                 """
                 a replicated erasure is applied, but this copy's file could not be compacted: freed pages may still \
@@ -313,14 +304,24 @@ public final class Ledger: Sendable {
 
     /// A follower's retry of a compaction owed after an erasure (``compactAfterErasures(at:)``).
     func compactIfOwed() {
-        guard compactionDebt.problem != nil else { return }
+        guard compactionDebt.problem != nil,
+            (try? Self.compactFile(environment, dataFile: dataFile, debt: compactionDebt)) != nil
+        else { return }
+        logger.notice("compacted this copy's file after an earlier erasure")
+    }
+
+    /// Rewrites the file with its live pages only (``LMDBEnvironment/compact()``) and adopts the new file's
+    /// identity; `debt` is settled, or owed the error, which is rethrown.
+    private static func compactFile(_ environment: LMDBEnvironment, dataFile: DataFileWatch?, debt: CompactionDebt)
+        throws
+    {
         do {
             try environment.compact()
             dataFile?.adopt()
-            compactionDebt.settle()
-            logger.notice("compacted this copy's file after an earlier erasure")
+            debt.settle()
         } catch {
-            compactionDebt.owe(because: error)
+            debt.owe(because: error)
+            throw error
         }
     }
 

@@ -112,7 +112,7 @@ struct RegistrationExpirySweeper: Service {
                 try ledger.silentRegistrations(before: cutoff, limit: Self.perSweep)
             }
             if let cluster, !silent.isEmpty {
-                switch await heardElsewhere(project, of: silent.map(\.device), cluster: cluster) {
+                switch await heardElsewhere(project, of: silent.map(\.device), cluster: cluster, now: now) {
                 case .failure(let reason):
                     return .skipped(reason.description)
                 case .success(let heard):
@@ -150,8 +150,9 @@ struct RegistrationExpirySweeper: Service {
         }
     }
 
-    /// The latest activity any other replica of `project` saw of `devices`, or why one did not answer.
-    private func heardElsewhere(_ project: ProjectID, of devices: [InstanceID], cluster: ClusterNode) async
+    /// The latest activity any other replica of `project` saw of `devices` (a time past `now`, from a replica
+    /// whose clock runs ahead, counts as `now`), or why one did not answer.
+    private func heardElsewhere(_ project: ProjectID, of devices: [InstanceID], cluster: ClusterNode, now: Int64) async
         -> Result<[InstanceID: Int64], SkipReason>
     {
         guard let secret = configuration.cluster?.peerSecret else {
@@ -173,7 +174,7 @@ struct RegistrationExpirySweeper: Service {
                 for start in stride(from: 0, to: devices.count, by: PeerActivity.batch) {
                     let batch = Array(devices[start..<min(start + PeerActivity.batch, devices.count)])
                     for entry in try await PeerActivity.ask(project, about: batch, at: url, secret: secret) {
-                        heard[entry.device] = max(heard[entry.device] ?? 0, entry.lastActive)
+                        heard[entry.device] = max(heard[entry.device] ?? 0, min(entry.lastActive, now))
                     }
                 }
             } catch {
