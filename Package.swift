@@ -3,8 +3,9 @@ import PackageDescription
 
 // Dependencies point one way: LedgerCLI → LedgerServer → LedgerCluster and LedgerQueries → LedgerStore →
 // LedgerCore and LMDBKit → CLMDB; LedgerCluster → EtcdAPI (etcd's gRPC API, generated); FCMWire → LedgerCore, used
-// by LedgerQueries and LedgerServer (docs/architecture.md). Every module a target imports is one it declares here:
-// tools/check-imports.py fails `make test` otherwise (SwiftPM's own check accepts anything reachable).
+// by LedgerQueries and LedgerServer; APNsWire (no ledger types), used by LedgerServer (docs/architecture.md).
+// Every module a target imports is one it declares here: tools/check-imports.py fails `make test` otherwise
+// (SwiftPM's own check accepts anything reachable).
 
 /// What the storage and the queries over it both use.
 let storageDependencies: [Target.Dependency] = [
@@ -27,6 +28,7 @@ let package = Package(
         .library(name: "LedgerQueries", targets: ["LedgerQueries"]),
         .library(name: "LedgerStore", targets: ["LedgerStore"]),
         .library(name: "FCMWire", targets: ["FCMWire"]),
+        .library(name: "APNsWire", targets: ["APNsWire"]),
         .library(name: "LedgerCore", targets: ["LedgerCore"]),
         .library(name: "LMDBKit", targets: ["LMDBKit"]),
     ],
@@ -77,6 +79,20 @@ let package = Package(
             name: "FCMWire",
             dependencies: ["LedgerCore", .product(name: "HTTPTypes", package: "swift-http-types")]
         ),
+        // The APNs wire: the HTTP/2 client over a few connections, the provider token (ES256 JWT), and every
+        // documented answer mapped to an outcome. No ledger types: LedgerServer's pusher drives it.
+        .target(
+            name: "APNsWire",
+            dependencies: [
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOHTTP1", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "NIOSSL", package: "swift-nio-ssl"),
+                .product(name: "NIOHTTP2", package: "swift-nio-http2"),
+            ]
+        ),
         // Storage: the LMDB environment, the log, the single writer and the projections.
         .target(
             name: "LedgerStore",
@@ -124,6 +140,7 @@ let package = Package(
                 "LedgerQueries",
                 "LedgerCore",
                 "FCMWire",
+                "APNsWire",
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "HummingbirdCore", package: "hummingbird"),
                 .product(name: "HummingbirdHTTP2", package: "hummingbird"),
@@ -138,7 +155,6 @@ let package = Package(
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOHTTP1", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
-                .product(name: "NIOHTTP2", package: "swift-nio-http2"),
                 .product(name: "NIOHTTPTypes", package: "swift-nio-extras"),
                 .product(name: "Mustache", package: "swift-mustache"),
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
@@ -209,6 +225,10 @@ let package = Package(
                 "LedgerTestSupport",
                 .product(name: "PropertyBased", package: "swift-property-based"),
             ]
+        ),
+        .testTarget(
+            name: "APNsWireTests",
+            dependencies: ["APNsWire", "LedgerTestSupport", .product(name: "Crypto", package: "swift-crypto")]
         ),
         .testTarget(
             name: "LedgerStoreTests",

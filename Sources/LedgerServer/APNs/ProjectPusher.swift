@@ -4,6 +4,7 @@ import LedgerStore
 import Logging
 import Synchronization
 import FCMWire
+import APNsWire
 import LedgerQueries
 import LedgerCluster
 

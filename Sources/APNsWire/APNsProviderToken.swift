@@ -15,12 +15,12 @@ import Synchronization
 /// would get 429 `TooManyProviderTokenUpdates` from APNs for the rest of the 20 minutes.
 ///
 /// - Note: Thread-safe. Never log a token: it is a credential for an hour.
-final class APNsProviderToken: Sendable {
+public final class APNsProviderToken: Sendable {
     static let reuseSeconds: Double = 50 * 60
     static let minimumRenewalSeconds: Double = 20 * 60
 
-    let teamID: String
-    let keyID: String
+    public let teamID: String
+    public let keyID: String
     /// Where the current token is kept across restarts (`nil`: nowhere).
     let store: String?
     /// Seconds since 1970 (tests move it).
@@ -35,7 +35,7 @@ final class APNsProviderToken: Sendable {
         var minted = 0
     }
 
-    init(
+    public init(
         teamID: String, keyID: String, key: sending P256.Signing.PrivateKey, store: String? = nil,
         now: @escaping @Sendable () -> Double = { Date().timeIntervalSince1970 }
     ) {
@@ -88,7 +88,7 @@ final class APNsProviderToken: Sendable {
     }
 
     /// The token to send now: the last one while it is under 50 minutes old, else a new one.
-    func current() throws -> String {
+    public func current() throws -> String {
         let time = now()
         let (token, minted) = try state.withLock { state -> (String, Kept?) in
             if let token = state.token, time - state.issuedAt < Self.reuseSeconds { return (token, nil) }
@@ -109,14 +109,14 @@ final class APNsProviderToken: Sendable {
 
     /// APNs answered `ExpiredProviderToken` to `token`: the next ``current()`` mints a new one (if no other
     /// request has already replaced it).
-    func dropExpired(_ token: String) {
+    public func dropExpired(_ token: String) {
         state.withLock { state in
             if state.token == token { state.token = nil }
         }
     }
 
     /// How many tokens were minted so far.
-    var mintedCount: Int { state.withLock { $0.minted } }
+    public var mintedCount: Int { state.withLock { $0.minted } }
 
     private func mint(issuedAt: Double, with key: P256.Signing.PrivateKey) throws -> String {
         // Team and key ids are 10 characters of [A-Z0-9] (checked when the configuration is read): nothing in

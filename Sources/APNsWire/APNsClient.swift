@@ -5,22 +5,35 @@ import NIOSSL
 import Synchronization
 
 /// One push: the device, the request headers APNs reads, and the payload.
-struct APNsPush: Sendable {
+public struct APNsPush: Sendable {
     /// The device token, hex.
-    var deviceToken: String
+    public var deviceToken: String
     /// `apns-push-type`: `alert` or `background`.
-    var pushType: String
+    public var pushType: String
     /// `apns-priority`: 10 (at once) for alerts, 5 for background pushes.
-    var priority: Int
+    public var priority: Int
     /// When the message stops being worth delivering (seconds since 1970): `apns-expiration`, and the end of
     /// this provider's retries.
-    var expiresAt: Double
+    public var expiresAt: Double
     /// `apns-collapse-id` (at most 64 bytes).
-    var collapseID: String?
+    public var collapseID: String?
     /// `apns-id`: stable for one message and one device, so that APNs (and an audit) recognise a retry.
-    var apnsID: UUID
+    public var apnsID: UUID
     /// The JSON payload (at most 4096 bytes).
-    var payload: [UInt8]
+    public var payload: [UInt8]
+
+    public init(
+        deviceToken: String, pushType: String, priority: Int, expiresAt: Double, collapseID: String?, apnsID: UUID,
+        payload: [UInt8]
+    ) {
+        self.deviceToken = deviceToken
+        self.pushType = pushType
+        self.priority = priority
+        self.expiresAt = expiresAt
+        self.collapseID = collapseID
+        self.apnsID = apnsID
+        self.payload = payload
+    }
 }
 
 /// Sends pushes to one APNs endpoint over a few HTTP/2 connections (``APNsConnection``), authenticated by an
@@ -34,11 +47,17 @@ struct APNsPush: Sendable {
 /// - everything else is final.
 ///
 /// - Note: Thread-safe. Never logs device tokens, provider tokens or payloads.
-final class APNsClient: Sendable {
-    struct Backoff: Sendable {
-        var initial: Double = 1
-        var maximum: Double = 300
-        var jitter: Double = 0.3
+public final class APNsClient: Sendable {
+    public struct Backoff: Sendable {
+        public var initial: Double = 1
+        public var maximum: Double = 300
+        public var jitter: Double = 0.3
+
+        public init(initial: Double = 1, maximum: Double = 300, jitter: Double = 0.3) {
+            self.initial = initial
+            self.maximum = maximum
+            self.jitter = jitter
+        }
 
         /// Seconds before attempt `failures + 1`.
         func delay(afterFailures failures: Int) -> Double {
@@ -47,9 +66,9 @@ final class APNsClient: Sendable {
         }
     }
 
-    let endpoint: String
-    let topic: String
-    let providerToken: APNsProviderToken
+    public let endpoint: String
+    public let topic: String
+    public let providerToken: APNsProviderToken
     private let host: String
     private let port: Int
     private let tls: NIOSSLContext
@@ -79,7 +98,7 @@ final class APNsClient: Sendable {
     ///   - topic: the app's bundle id (`apns-topic`).
     ///   - additionalTrustRoots: roots trusted beside the system's (the config's `caFile`).
     ///   - connections: how many HTTP/2 connections requests are spread over.
-    init(
+    public init(
         endpoint: String, topic: String, providerToken: APNsProviderToken,
         additionalTrustRoots: [NIOSSLCertificate] = [], connections: Int = 2, backoff: Backoff = Backoff(),
         now: @escaping @Sendable () -> Double = { Date().timeIntervalSince1970 }, logger: Logger,
@@ -107,7 +126,7 @@ final class APNsClient: Sendable {
     }
 
     /// Sends `push` until APNs gives a final answer or the push expires.
-    func send(_ push: APNsPush) async -> APNsOutcome {
+    public func send(_ push: APNsPush) async -> APNsOutcome {
         var failures = 0
         var lastReason = "not sent"
         var renewedAfterExpiry = false
@@ -180,13 +199,13 @@ final class APNsClient: Sendable {
 
     /// How long requests have gone unanswered (a timeout, a connection that never opened) since APNs last
     /// answered; `nil` when it answers, or has not been asked since it last did.
-    var silence: Duration? { unansweredSince.withLock { $0 }.map { .now - $0 } }
+    public var silence: Duration? { unansweredSince.withLock { $0 }.map { .now - $0 } }
 
     /// Forgets the requests that went unanswered: nothing is owed now.
-    func idle() { unansweredSince.withLock { $0 = nil } }
+    public func idle() { unansweredSince.withLock { $0 = nil } }
 
     /// Closes every connection.
-    func shutdown() async {
+    public func shutdown() async {
         let held = slots.withLock { state in
             defer { state.slots = state.slots.map { _ in .empty } }
             return state.slots
@@ -281,7 +300,7 @@ final class APNsClient: Sendable {
 }
 
 /// An APNs client that cannot be made (a malformed endpoint, TLS settings NIOSSL refuses).
-struct APNsClientError: Error, CustomStringConvertible {
-    let description: String
-    init(_ description: String) { self.description = description }
+public struct APNsClientError: Error, CustomStringConvertible {
+    public let description: String
+    public init(_ description: String) { self.description = description }
 }

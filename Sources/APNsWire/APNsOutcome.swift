@@ -2,7 +2,7 @@ import Foundation
 
 /// What became of one push, as APNs answered it ("Handling notification responses from APNs"), in the terms
 /// the provider acts on.
-enum APNsOutcome: Sendable, Equatable {
+public enum APNsOutcome: Sendable, Equatable {
     /// 200: APNs took it; `apnsID` names it in Apple's records.
     case accepted(apnsID: String)
     /// 410 `Unregistered` (or `ExpiredToken`): the token is no longer valid for the topic, since `since`
