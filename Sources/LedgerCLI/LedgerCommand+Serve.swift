@@ -192,16 +192,9 @@ extension LedgerCommand {
             logger.logLevel = .info
             var configuration = try configuration()
             configuration.maximumConnections = connectionCap(configuration, logger: logger)
-            let cluster: ClusterNode?
+            let ledgers: LedgerRegistry
             do {
-                cluster = try configuration.cluster.map {
-                    try ClusterNode(configuration: $0, projects: configuration.credentials.projects, logger: logger)
-                }
-            } catch {
-                throw InputError("\(error)")
-            }
-            let ledgers = LedgerRegistry(configuration: configuration, logger: logger, cluster: cluster)
-            do {
+                ledgers = try LedgerRegistry(configuration: configuration, logger: logger)
                 try ledgers.checkCheckpointKeys()
                 try configuration.loadAPNsCredentials()
             } catch {
@@ -220,7 +213,7 @@ extension LedgerCommand {
                     """)
             }
             try await withThrowingDiscardingTaskGroup { group in
-                if let cluster {
+                if let cluster = ledgers.cluster {
                     // The connections to etcd live as long as the node; the membership is claimed before the
                     // server answers anything, and a live holder of this node's id or URL stops it here.
                     group.addTask { try await cluster.runConnections() }

@@ -7,9 +7,12 @@ import ServiceLifecycle
 import SwiftProtobuf
 import Synchronization
 
-/// This node's part in a cluster (docs/cluster.md): its membership under an etcd lease, a replica of each
-/// project placement gives it (``ProjectReplica``), and where each project's requests are served
-/// (``route(_:isWrite:)``).
+/// This node's part in a cluster (docs/cluster.md): its membership under an etcd lease (``EtcdSession``), a
+/// replica of each project placement gives it (``ProjectReplica``), and where each project's requests are
+/// served (``route(_:isWrite:)``).
+///
+/// Made in this order, each given what it needs at init: the ``ReplicaGates``, then the server's ledgers opened
+/// with them (a ``ReplicaHost``), then the node over both.
 ///
 /// A `Service`: `ledger serve` runs it beside the HTTP server. At shutdown it stops its replicas and revokes
 /// its lease, so that its leaderships pass at once instead of when the lease would expire.
@@ -17,11 +20,9 @@ import Synchronization
 /// - Note: Thread-safe.
 public final class ClusterNode: Service, Sendable {
     private struct State {
-        var gates: [ProjectID: ReplicaGate] = [:]
         var replicas: [ProjectID: ProjectReplica] = [:]
         /// Each project's leader, as last read from etcd.
         var leaders: [ProjectID: String] = [:]
-        var ledgers: (@Sendable (ProjectID) async throws -> Ledger)?
         /// The alarms etcd raised, as last read (`NOSPACE`, `CORRUPT`).
         var alarms: [String] = []
     }
@@ -29,55 +30,38 @@ public final class ClusterNode: Service, Sendable {
     public let configuration: ClusterConfiguration
     public let projects: Set<ProjectID>
     let context: ClusterNodeContext
+    private let gates: ReplicaGates
     private let state = Mutex(State())
 
+    /// - Parameters:
+    ///   - gates: the gates the host opened the ledgers with.
+    ///   - host: the server that holds the ledgers of `projects`.
     /// - Throws: ``EtcdError`` when the configuration cannot be used.
-    public init(configuration: ClusterConfiguration, projects: Set<ProjectID>, logger: Logger) throws {
+    public init(
+        configuration: ClusterConfiguration, projects: Set<ProjectID>, gates: ReplicaGates, host: any ReplicaHost,
+        logger: Logger
+    ) throws {
         if let problem = configuration.problem { throw EtcdError(problem) }
         self.configuration = configuration
         self.projects = projects
         let etcd = try EtcdClient(
             endpoints: configuration.etcdEndpoints,
             callTimeout: .milliseconds(max(500, configuration.leaseSeconds * 1000 / 3)))
-        context = ClusterNodeContext(configuration: configuration, etcd: etcd, logger: logger)
+        self.gates = gates
+        context = ClusterNodeContext(
+            configuration: configuration, etcd: etcd, routing: gates.routing, host: host, logger: logger)
     }
 
     public var nodeID: String { configuration.nodeID }
-
-    /// The gate the ledger of `project` must be opened with (``Ledger/Options/replication``).
-    public func gate(for project: ProjectID) -> any ReplicationGate { replicaGate(for: project) }
-
-    private func replicaGate(for project: ProjectID) -> ReplicaGate {
-        state.withLock { state in
-            if let gate = state.gates[project] { return gate }
-            let gate = ReplicaGate(
-                project: project.rawValue, waitLimit: .seconds(Int64(max(2, configuration.leaseSeconds))),
-                routing: context.routing)
-            state.gates[project] = gate
-            return gate
-        }
-    }
-
-    /// Where the node's replicas get their project's ledger (the server's registry), and how one is replaced
-    /// by a peer's copy when etcd no longer holds what it lacks, or it forked: `reseed(project, peerURL,
-    /// keepAside)`, where `keepAside` asks that the replaced copy be moved aside rather than discarded. Call
-    /// before ``run()``.
-    public func attach(
-        ledgers: @escaping @Sendable (ProjectID) async throws -> Ledger,
-        reseed: @escaping @Sendable (ProjectID, String, Bool) async throws -> Void
-    ) {
-        state.withLock { $0.ledgers = ledgers }
-        context.setReseeder(reseed)
-    }
 
     // MARK: Routing
 
     /// Where a request for `project` is served: a write by the leader, a read by any holder (this node
     /// when it holds the project and its replica is sound).
     public func route(_ project: ProjectID, isWrite: Bool) -> ClusterRoute {
-        let (gate, replica, leader) = state.withLock { ($0.gates[project], $0.replicas[project], $0.leaders[project]) }
+        let (replica, leader) = state.withLock { ($0.replicas[project], $0.leaders[project]) }
         if isWrite {
-            if gate?.isLeading == true { return .local }
+            if gates.isLeading(project) { return .local }
         } else if let replica, replica.status.caughtUp, !replica.status.replicaState.isStalled {
             return .local
         }
@@ -103,9 +87,7 @@ public final class ClusterNode: Service, Sendable {
     }
 
     /// Whether this node leads `project` now (work done once per project: pushes, checkpoints, sweeps).
-    public func isLeading(_ project: ProjectID) -> Bool {
-        state.withLock { $0.gates[project] }?.isLeading == true
-    }
+    public func isLeading(_ project: ProjectID) -> Bool { gates.isLeading(project) }
 
     /// Whether this node holds a replica of `project`.
     public func holds(_ project: ProjectID) -> Bool { state.withLock { $0.replicas[project] != nil } }
@@ -113,7 +95,7 @@ public final class ClusterNode: Service, Sendable {
     /// Why this node cannot serve fully, for `/readyz` (empty when it can).
     public var readinessProblems: [String] {
         var problems: [String] = []
-        if let problem = context.membership.withLock({ $0.problem }) {
+        if let problem = context.session.problem {
             problems.append("this node's cluster membership is held by another process: \(problem)")
         } else if context.currentLease() == 0 {
             problems.append("this node has no etcd lease (is etcd reachable?)")
@@ -166,9 +148,7 @@ public final class ClusterNode: Service, Sendable {
     /// - Throws: ``MembershipTaken`` naming the holder when a live process holds the id or the URL.
     public func join() async throws {
         do {
-            let lease = try await claimMembership(patience: .seconds(2 * Int64(configuration.leaseSeconds) + 1))
-            context.membership.withLock { $0.lease = lease }
-            context.logger.notice("this node joined the cluster", metadata: ["cluster.lease": "\(lease)"])
+            try await context.session.open()
         } catch let taken as MembershipTaken {
             throw taken
         } catch {
@@ -178,62 +158,15 @@ public final class ClusterNode: Service, Sendable {
     }
 
     public func run() async throws {
-        try await withThrowingTaskGroup(of: Void.self) { group in
-            group.addTask { await self.keepMembership() }
+        await withTaskGroup(of: Void.self) { group in
+            group.addTask { await self.context.session.keep(whenLost: { self.gates.followAll() }) }
             group.addTask { await self.placeReplicas() }
             try? await gracefulShutdown()
-            await stopReplicas()
-            let lease = context.currentLease()
-            if lease != 0 { try? await context.etcd.revokeLease(lease) }
+            // Every replica stops: its gate refuses from now on, and the lease's end hands its leaderships on.
+            gates.followAll()
+            await context.session.close()
             group.cancelAll()
             context.etcd.close()
-        }
-    }
-
-    /// Renews the node's lease (from ``join()``) a few times per TTL; when it is lost (expired, or etcd
-    /// unreachable for a whole TTL), every leadership here ends and the membership is claimed again under a new
-    /// lease — which fails, and is retried, while another process holds this node's id or URL.
-    private func keepMembership() async {
-        let ttl = Int64(configuration.leaseSeconds)
-        var lastProblem: String?
-        while !Task.isCancelled {
-            do {
-                var lease = context.currentLease()
-                if lease == 0 {
-                    let patience = Duration.seconds(2 * ttl + 1)
-                    lease = try await claimMembership(patience: patience)
-                    context.membership.withLock {
-                        $0.lease = lease
-                        $0.problem = nil
-                    }
-                    lastProblem = nil
-                    context.logger.notice("this node joined the cluster", metadata: ["cluster.lease": "\(lease)"])
-                }
-                // Until the lease is gone, or no renewal was answered for a whole TTL (what etcd then does
-                // with it is unknown here, so this node acts as if it expired).
-                try await context.etcd.keepAlive(
-                    lease, every: .milliseconds(max(200, ttl * 1000 / 3)), deadline: .seconds(ttl), renewed: {})
-            } catch is CancellationError {
-                return
-            } catch {
-                let problem = "\(error)"
-                if error is MembershipTaken { context.membership.withLock { $0.problem = problem } }
-                if problem != lastProblem {
-                    lastProblem = problem
-                    context.logger.error(
-                        "this node cannot be a member of the cluster", metadata: ["error": "\(problem)"])
-                }
-            }
-            if Task.isCancelled { return }
-            let lost = context.membership.withLock { membership in
-                defer { membership.lease = 0 }
-                return membership.lease
-            }
-            // Its keys go with it, if etcd still has it: the membership is claimed again at once.
-            if lost != 0 { try? await context.etcd.revokeLease(lost) }
-            for gate in state.withLock({ Array($0.gates.values) }) { gate.follow() }
-            context.logger.warning("this node lost its etcd lease; its leaderships have ended")
-            try? await Task.sleep(for: .milliseconds(200))
         }
     }
 
@@ -249,14 +182,12 @@ public final class ClusterNode: Service, Sendable {
                     lastAlarmCheck = .now
                     await refreshAlarms()
                 }
-                let ledgers = state.withLock { $0.ledgers }
-                if let ledgers, context.currentLease() != 0 {
+                if context.currentLease() != 0 {
                     for project in projects.sorted(by: { $0.rawValue < $1.rawValue }) {
                         let held = context.holders(of: project).contains(nodeID)
                         if held, stops[project] == nil {
                             let replica = ProjectReplica(
-                                project: project, gate: replicaGate(for: project), node: context,
-                                ledger: { try await ledgers(project) })
+                                project: project, gate: gates.replicaGate(for: project), node: context)
                             state.withLock { $0.replicas[project] = replica }
                             let (stopped, stop) = AsyncStream.makeStream(of: Void.self)
                             stops[project] = stop
@@ -285,53 +216,6 @@ public final class ClusterNode: Service, Sendable {
         }
     }
 
-    /// Grants a lease and creates, under it, this node's membership record and its advertise URL's claim, each
-    /// only if absent (one transaction); tries again for `patience` while another lease holds either, then
-    /// throws ``MembershipTaken`` naming the holder. Never deletes or replaces another node's record.
-    private func claimMembership(patience: Duration) async throws -> Int64 {
-        let keys = context.keys
-        let memberKey = keys.member(nodeID)
-        let urlKey = keys.advertiser(configuration.advertiseURL)
-        var member = Topicledger_Cluster_ClusterMember()
-        member.id = nodeID
-        member.url = configuration.advertiseURL
-        let value: [UInt8] = try member.serializedBytes()
-        let deadline = ContinuousClock.now + patience
-        while true {
-            let (lease, _) = try await context.etcd.grantLease(seconds: Int64(configuration.leaseSeconds))
-            var request = Etcdserverpb_TxnRequest()
-            request.compare = [.createRevision(of: memberKey, equals: 0), .createRevision(of: urlKey, equals: 0)]
-            request.success = [.put(memberKey, value, lease: lease), .put(urlKey, Array(nodeID.utf8), lease: lease)]
-            request.failure = [.range(memberKey), .range(urlKey)]
-            let response: Etcdserverpb_TxnResponse
-            do {
-                response = try await context.etcd.txn(request)
-            } catch {
-                try? await context.etcd.revokeLease(lease)
-                throw error
-            }
-            if response.succeeded { return lease }
-            try? await context.etcd.revokeLease(lease)
-            let holder = response.responses.first?.responseRange.kvs.first.flatMap {
-                try? Topicledger_Cluster_ClusterMember(serializedBytes: $0.value)
-            }
-            let urlHolder = response.responses.last?.responseRange.kvs.first.map {
-                String(decoding: $0.value, as: UTF8.self)
-            }
-            guard ContinuousClock.now < deadline else {
-                throw MembershipTaken(
-                    nodeID: nodeID, advertiseURL: configuration.advertiseURL, holderURL: holder?.url,
-                    urlHolder: urlHolder)
-            }
-            try await Task.sleep(for: .milliseconds(250))
-        }
-    }
-
-    /// Stops every replica (at shutdown): their gates refuse from now on.
-    private func stopReplicas() async {
-        for gate in state.withLock({ Array($0.gates.values) }) { gate.follow() }
-    }
-
     private func refreshMembership() async {
         do {
             let response = try await context.etcd.list(prefix: context.keys.members)
@@ -340,10 +224,7 @@ public final class ClusterNode: Service, Sendable {
                 guard let member = try? Topicledger_Cluster_ClusterMember(serializedBytes: kv.value) else { continue }
                 members[member.id] = member.url
             }
-            let membersChanged = context.membership.withLock { membership in
-                defer { membership.members = members }
-                return membership.members != members
-            }
+            let membersChanged = context.setMembers(members)
             var leaders: [ProjectID: String] = [:]
             for project in projects {
                 if let value = try await context.etcd.get(context.keys.leader(project)).value {

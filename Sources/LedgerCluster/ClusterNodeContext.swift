@@ -3,49 +3,50 @@ import LedgerStore
 import Logging
 import Synchronization
 
-/// What every replica of a node shares: the etcd client, the key layout, the node's lease and the live
-/// members.
+/// What every replica of a node shares: the etcd client, the key layout, the node's session (its lease), the
+/// live members, the routing watermark and the server that holds the ledgers.
 ///
 /// - Note: Thread-safe.
 final class ClusterNodeContext: Sendable {
-    struct Membership: Sendable {
-        /// The lease the node's keys hang on (0 before the first is granted).
-        var lease: Int64 = 0
-        /// The live members: id → advertised URL.
-        var members: [String: String] = [:]
-        /// Why this node's membership could not be claimed again (``MembershipTaken``), or `nil`.
-        var problem: String?
-    }
-
     let configuration: ClusterConfiguration
     let etcd: EtcdClient
     let keys: ClusterKeys
     let logger: Logger
-    let membership = Mutex(Membership())
-    /// Raised whenever what routes a request may change — a project's leader, this node's leadership, the live
-    /// members — so that a wait on the route (a forwarded request, the APNs pusher) is told, not polled.
-    let routing = Watermark()
-    /// Replaces a project's ledger with a peer's copy: (project, the peer's URL, whether the replaced copy is
-    /// kept aside — a fork, which is evidence — rather than discarded).
-    typealias Reseeder = @Sendable (ProjectID, String, Bool) async throws -> Void
-    private let reseederSlot = Mutex<Reseeder?>(nil)
+    let session: EtcdSession
+    /// Raised whenever what routes a request may change (``ReplicaGates/routing``).
+    let routing: Watermark
+    /// The server that holds this node's ledgers.
+    let host: any ReplicaHost
+    /// The live members: id → advertised URL.
+    private let liveMembers = Mutex<[String: String]>([:])
 
-    func reseeder() -> Reseeder? { reseederSlot.withLock { $0 } }
-    func setReseeder(_ reseeder: @escaping Reseeder) { reseederSlot.withLock { $0 = reseeder } }
-
-    init(configuration: ClusterConfiguration, etcd: EtcdClient, logger: Logger) {
+    init(
+        configuration: ClusterConfiguration, etcd: EtcdClient, routing: Watermark, host: any ReplicaHost,
+        logger: Logger
+    ) {
         self.configuration = configuration
         self.etcd = etcd
         self.keys = ClusterKeys(prefix: configuration.keyPrefix)
         self.logger = logger
+        self.routing = routing
+        self.host = host
+        session = EtcdSession(configuration: configuration, etcd: etcd, keys: keys, logger: logger)
     }
 
     var nodeID: String { configuration.nodeID }
 
-    func currentLease() -> Int64 { membership.withLock { $0.lease } }
+    func currentLease() -> Int64 { session.lease }
 
     /// The live members' ids and URLs.
-    var members: [String: String] { membership.withLock { $0.members } }
+    var members: [String: String] { liveMembers.withLock { $0 } }
+
+    /// Records the live members as last read; whether they changed.
+    func setMembers(_ members: [String: String]) -> Bool {
+        liveMembers.withLock { current in
+            defer { current = members }
+            return current != members
+        }
+    }
 
     /// The nodes that hold `project` now (``Placement``), this one counted as live.
     func holders(of project: ProjectID) -> [String] {

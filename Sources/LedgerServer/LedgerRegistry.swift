@@ -6,36 +6,25 @@ import Logging
 import LedgerQueries
 import LedgerCluster
 
-/// The open ledger of each served project, opened on first use and closed at shutdown.
-///
-/// Opening a ledger (LMDB's open, the layout check, the audience recorder's first look) blocks on the disk,
-/// so it runs on a ``SerialWorker`` of the registry, never on a thread of Swift's cooperative pool: one
-/// project at a time, each opened once.
+/// What the server keeps per project beside its routes: the open ledgers and their devices' wake-ups
+/// (``OpenLedgers``), the checkpoint signers, the APNs pushers' reports, the devices heard from, and this node's
+/// part in a cluster.
 ///
 /// - Note: Thread-safe.
 public final class LedgerRegistry: Sendable {
     private struct State {
-        var ledgers: [ProjectID: Ledger] = [:]
-        var deliveries: [ProjectID: DeliveryState] = [:]
         var signers: [ProjectID: CheckpointSigner] = [:]
         /// Why a project's checkpoint signer could not be made, when the last try failed.
         var signerProblems: [ProjectID: String] = [:]
         /// Each pushing project's APNs state, as its pusher last reported it.
         var apnsStates: [ProjectID: APNsState] = [:]
-        /// Projects that could not be opened: why, and when it was last tried (tried again after a second).
-        var refusals: [ProjectID: (error: StoreError, at: ContinuousClock.Instant)] = [:]
-
-        mutating func delivery(for project: ProjectID) -> DeliveryState {
-            if let delivery = deliveries[project] { return delivery }
-            let delivery = DeliveryState(project: project)
-            deliveries[project] = delivery
-            return delivery
-        }
     }
 
     private let state = Mutex(State())
-    /// Opens ledgers and makes checkpoint signers (file I/O) off the cooperative pool.
-    private let opener = SerialWorker<BlockingJob, Void>(name: "ledger-open")
+    /// Each served project's open ledger.
+    public let opened: OpenLedgers
+    /// Opens checkpoint keys and signs checkpoints (file I/O) off the cooperative pool.
+    private let signing = SerialWorker<BlockingJob, Void>(name: "ledger-checkpoints")
     /// Runs maintenance that reads or writes a whole ledger (expiry sweeps) off the cooperative pool.
     private let maintenance = SerialWorker<BlockingJob, Void>(name: "ledger-maintenance")
     /// The devices heard from since the last expiry sweep (``RegistrationExpirySweeper``).
@@ -48,81 +37,42 @@ public final class LedgerRegistry: Sendable {
     /// This node's part in a cluster (``ServerConfiguration/cluster``); `nil` for a node of its own.
     public let cluster: ClusterNode?
 
-    public init(
-        configuration: ServerConfiguration, logger: Logger, metrics: ServerMetrics = ServerMetrics(),
-        cluster: ClusterNode? = nil
-    ) {
+    /// Made in the order each part needs the one before: in a cluster, the gates (``ReplicaGates``), then the
+    /// ledgers opened with them (``OpenLedgers``), then the node given both (``ClusterNode``).
+    ///
+    /// - Throws: ``EtcdError`` when the cluster's configuration cannot be used.
+    public init(configuration: ServerConfiguration, logger: Logger, metrics: ServerMetrics = ServerMetrics()) throws {
         self.configuration = configuration
         self.logger = logger
         self.metrics = metrics
-        self.cluster = cluster
-        cluster?.attach(
-            ledgers: { [weak self] project in
-                guard let self else { throw StoreError(.unavailable, "the server is stopping") }
-                return try await self.ledger(for: project)
-            },
-            reseed: { [weak self] project, peer, keepAside in
-                guard let self, let secret = configuration.cluster?.peerSecret else {
-                    throw StoreError(.unavailable, "this node has no cluster.peerSecretFile to ask its peers with")
-                }
-                let copy = try await ClusterPeers.download(
-                    project, from: peer, secret: secret, into: self.snapshotsDirectory)
-                try await self.replaceLedger(of: project, with: copy, keepingAside: keepAside)
-            })
+        let gates = configuration.cluster.map(ReplicaGates.init)
+        opened = OpenLedgers(configuration: configuration, logger: logger, metrics: metrics, gates: gates)
+        if let cluster = configuration.cluster, let gates {
+            self.cluster = try ClusterNode(
+                configuration: cluster, projects: configuration.credentials.projects, gates: gates, host: opened,
+                logger: logger)
+        } else {
+            cluster = nil
+        }
     }
+
+    /// The ledger of `project`, which must be one the server serves (``OpenLedgers/ledger(for:)``).
+    ///
+    /// - Throws: `StoreError`.
+    public func ledger(for project: ProjectID) async throws -> Ledger { try await opened.ledger(for: project) }
+
+    /// What delivery shares across `project`'s devices (``OpenLedgers/delivery(for:)``).
+    func delivery(for project: ProjectID) -> DeliveryState { opened.delivery(for: project) }
+
+    /// The ledgers opened so far.
+    public func openLedgers() -> [ProjectID: Ledger] { opened.openLedgers() }
+
+    /// Finishes queued writes of every ledger, and closes them.
+    public func closeAll() { opened.closeAll() }
 
     /// Runs `body` on the maintenance worker's thread.
     func onWorker<Value: Sendable>(_ body: @escaping @Sendable () throws -> Value) async throws -> Value {
         try await maintenance.perform(body)
-    }
-
-    /// The ledger of `project`, which must be one the server serves.
-    ///
-    /// A project whose ledger cannot be opened (locked by another process, damaged, unreadable) is refused:
-    /// the reason is logged once, loudly, each request gets the same `StoreError` for a second, then opening
-    /// is tried again.
-    ///
-    /// - Throws: `StoreError`.
-    public func ledger(for project: ProjectID) async throws -> Ledger {
-        if let ledger = try openedLedger(project) { return ledger }
-        return try await opener.perform { [self] in
-            // Another request may have opened it while this one waited for the opener.
-            if let ledger = try openedLedger(project) { return ledger }
-            return try open(project)
-        }
-    }
-
-    /// The ledger of `project` when it is open; `nil` when it is to be opened; throws a recent refusal.
-    private func openedLedger(_ project: ProjectID) throws -> Ledger? {
-        try state.withLock { state in
-            if let ledger = state.ledgers[project] { return ledger }
-            if let refusal = state.refusals[project], ContinuousClock.now - refusal.at < .seconds(1) {
-                throw refusal.error
-            }
-            return nil
-        }
-    }
-
-    /// Opens the ledger of `project` (on the opener's thread), or records why it cannot be.
-    private func open(_ project: ProjectID) throws -> Ledger {
-        do {
-            let ledger = try openLedger(project)
-            if state.withLock({ $0.refusals.removeValue(forKey: project) }) != nil {
-                logger.notice("ledger of project is served again", metadata: ["ledger.project": "\(project)"])
-            }
-            return ledger
-        } catch let error as StoreError {
-            let previous = state.withLock { state in
-                defer { state.refusals[project] = (error, .now) }
-                return state.refusals[project]?.error.message
-            }
-            if previous != error.message {
-                logger.critical(
-                    "the ledger of a project cannot be served; its requests get 503 UNAVAILABLE",
-                    metadata: ["ledger.project": "\(project)", "error": "\(error)"])
-            }
-            throw error
-        }
     }
 
     /// Why a project cannot be served, for clients: the kind of problem, no file paths.
@@ -166,41 +116,6 @@ public final class LedgerRegistry: Sendable {
         return problems
     }
 
-    private func openLedger(_ project: ProjectID) throws -> Ledger {
-        var options = Ledger.Options()
-        options.limits = configuration.limits
-        if let initialMapBytes = configuration.initialMapBytes { options.initialMapBytes = initialMapBytes }
-        options.commitObserver = { [metrics] requests, operations, duration in
-            metrics.recordCommit(requests: requests, operations: operations, duration: duration)
-        }
-        let delivery = self.delivery(for: project)
-        options.sendObserver = { [delivery] seqs in delivery.notify(seqs: seqs) }
-        options.replication = cluster?.gate(for: project)
-        // In a cluster a commit is durable in etcd before LMDB commits, and a replica reads back from etcd what
-        // a system crash undid here: one fsync per commit is enough (docs/cluster.md, "Guarantees").
-        options.syncsMetaPage = cluster == nil
-        let ledger = try Ledger.open(
-            dataDirectory: configuration.dataDirectory, project: project, options: options, logger: logger)
-        state.withLock { $0.ledgers[project] = ledger }
-        // Weak: a closed ledger must be released (it holds the project's writer lock).
-        delivery.notifier.connect { [weak ledger, sends = delivery.sends] seqs in
-            guard let ledger else { throw StoreError(.unavailable, "the ledger is closed") }
-            return try ledger.read { snapshot in try seqs.map { try sends.send(at: $0, in: snapshot).audience } }
-        }
-        return ledger
-    }
-
-    /// What delivery shares across `project`'s devices: the wake-up of waiting devices and the prepared
-    /// recent sends.
-    func delivery(for project: ProjectID) -> DeliveryState {
-        state.withLock { $0.delivery(for: project) }
-    }
-
-    /// Every project's delivery state made so far (``DeliverySweeper``).
-    func deliveries() -> [DeliveryState] {
-        state.withLock { Array($0.deliveries.values) }
-    }
-
     /// The checkpoint signer of `project` (its key made on first use: ``CheckpointKeeper``).
     ///
     /// A key that cannot be used (readable by others, not a signing key, another name) is logged once, with
@@ -209,10 +124,10 @@ public final class LedgerRegistry: Sendable {
     /// - Throws: `StoreError`, whose message may name the key's path: not for clients.
     func checkpoints(for project: ProjectID) async throws -> CheckpointSigner {
         if let signer = state.withLock({ $0.signers[project] }) { return signer }
-        return try await opener.perform { [self] in try makeSigner(project) }
+        return try await signing.perform { [self] in try makeSigner(project) }
     }
 
-    /// Opens `project`'s checkpoint key (on the opener's thread), or records why it cannot be used.
+    /// Opens `project`'s checkpoint key (on the signing worker's thread), or records why it cannot be used.
     private func makeSigner(_ project: ProjectID) throws -> CheckpointSigner {
         if let signer = state.withLock({ $0.signers[project] }) { return signer }
         do {
@@ -253,7 +168,6 @@ public final class LedgerRegistry: Sendable {
         }
     }
 
-    /// The ledgers opened so far.
     /// What a project's APNs pusher reports: why APNs refuses it or does not answer (`nil`: neither), whether
     /// APNs has not answered for ``ProjectPusher/silenceLimit``, and the pushes it owes.
     struct APNsState: Sendable {
@@ -279,110 +193,12 @@ public final class LedgerRegistry: Sendable {
         }
     }
 
-    public func openLedgers() -> [ProjectID: Ledger] {
-        state.withLock { $0.ledgers }
-    }
-
-    /// Finishes queued writes of every ledger, and closes them.
-    public func closeAll() {
-        let ledgers = state.withLock { state in
-            defer { state.ledgers.removeAll() }
-            return state.ledgers
-        }
-        for ledger in ledgers.values { ledger.close() }
-    }
-
-    // MARK: Seeding replicas (a cluster)
-
-    /// Where copies made for peers (and downloaded from them) are kept: on the data directory's file system, so
-    /// a downloaded copy is renamed into place.
-    var snapshotsDirectory: String { (configuration.dataDirectory as NSString).appendingPathComponent(".snapshots") }
-
-    /// A consistent copy of `project`'s ledger for a peer that must be seeded (``ClusterRoutes``): the path of
-    /// its `data.mdb`, in a directory of its own. Copies more than an hour old are removed at the next one.
-    func snapshot(of project: ProjectID) async throws -> String {
-        let ledger = try await self.ledger(for: project)
-        let root = snapshotsDirectory
-        return try await opener.perform {
-            let files = FileManager.default
-            try files.createDirectory(
-                atPath: root, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
-            for old in (try? files.contentsOfDirectory(atPath: root)) ?? [] {
-                let path = root + "/" + old
-                let modified = (try? files.attributesOfItem(atPath: path))?[.modificationDate] as? Date
-                if let modified, modified.timeIntervalSinceNow < -3600 { try? files.removeItem(atPath: path) }
-            }
-            let directory = root + "/" + UUID().uuidString
-            try files.createDirectory(
-                atPath: directory, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
-            try ledger.backup(to: directory)
-            return directory + "/" + project.rawValue + "/data.mdb"
-        }
-    }
-
-    /// Moves the ledger file at `path` to a directory of its own under `<data>/.quarantine/`; its new path.
-    private func quarantine(_ path: String, of project: ProjectID) throws -> String {
-        let stamp = ISO8601DateFormatter().string(from: Date()).replacingOccurrences(of: ":", with: "")
-        let directory = (configuration.dataDirectory as NSString).appendingPathComponent(
-            ".quarantine/\(project.rawValue)-\(stamp)-\(UUID().uuidString.prefix(8))")
-        try FileManager.default.createDirectory(
-            atPath: directory, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
-        let aside = directory + "/data.mdb"
-        guard rename(path, aside) == 0 else {
-            throw StoreError(.unavailable, "cannot move a forked copy aside: \(String(cString: strerror(errno)))")
-        }
-        return aside
-    }
-
-    /// Removes the copy whose `data.mdb` is at `path` (``snapshot(of:)``), once it has been sent.
-    func removeSnapshot(at path: String) {
-        let copy = ((path as NSString).deletingLastPathComponent as NSString).deletingLastPathComponent
-        guard (copy as NSString).deletingLastPathComponent == snapshotsDirectory else { return }
-        try? FileManager.default.removeItem(atPath: copy)
-    }
-
-    /// Replaces `project`'s ledger with the `data.mdb` at `copy` (a peer's): checks that it opens as a ledger of
-    /// this project, closes the open one, and renames the copy into place; the next use opens it. With
-    /// `keepingAside`, the replaced ledger is moved to `<data>/.quarantine/<project>-<time>/` first (a fork:
-    /// evidence), and the path logged.
-    func replaceLedger(of project: ProjectID, with copy: String, keepingAside: Bool = false) async throws {
-        let dataDirectory = configuration.dataDirectory
-        let copyDirectory = ((copy as NSString).deletingLastPathComponent as NSString).deletingLastPathComponent
-        try await opener.perform { [self, logger] in
-            let check = try Ledger.open(
-                dataDirectory: copyDirectory, project: project, options: Ledger.Options(mode: .readOnly),
-                logger: logger)
-            let head = try check.read { try $0.head().seq }
-            check.close()
-            let directory = (dataDirectory as NSString).appendingPathComponent(project.rawValue)
-            let replaced = state.withLock { $0.ledgers.removeValue(forKey: project) }
-            replaced?.close()
-            try FileManager.default.createDirectory(
-                atPath: directory, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
-            if keepingAside, FileManager.default.fileExists(atPath: directory + "/data.mdb") {
-                let aside = try quarantine(directory + "/data.mdb", of: project)
-                logger.error(
-                    "a forked copy of a project's ledger was moved aside; this node is seeded from a peer",
-                    metadata: ["ledger.project": "\(project)", "ledger.path": "\(aside)"])
-            }
-            guard rename(copy, directory + "/data.mdb") == 0 else {
-                throw StoreError(
-                    .unavailable, "cannot move the peer's copy into place: \(String(cString: strerror(errno)))")
-            }
-            unlink(directory + "/lock.mdb")
-            try? FileManager.default.removeItem(atPath: copyDirectory)
-            logger.notice(
-                "the ledger of a project was replaced by a peer's copy",
-                metadata: ["ledger.project": "\(project)", "ledger.head": "\(head)"])
-        }
-    }
-
-    /// `signer`'s latest checkpoint of `ledger` (``CheckpointSigner/latest(of:)``), on the registry's worker: a new
+    /// `signer`'s latest checkpoint of `ledger` (``CheckpointSigner/latest(of:)``), on the signing worker: a new
     /// one appends its note to the kept list and syncs the file, which is no work for the cooperative pool.
     func latestCheckpoint(of ledger: Ledger, signedBy signer: CheckpointSigner) async throws -> (
         checkpoint: Checkpoint, note: String
     ) {
-        try await opener.perform { try signer.latest(of: ledger) }
+        try await signing.perform { try signer.latest(of: ledger) }
     }
 
     /// Signs a last checkpoint of every open ledger whose log grew since its last one (the server's
@@ -394,7 +210,7 @@ public final class LedgerRegistry: Sendable {
         for (project, ledger) in openLedgers() {
             do {
                 let signer = try await checkpoints(for: project)
-                try await opener.perform { try signer.signIfGrown(ledger) }
+                try await signing.perform { try signer.signIfGrown(ledger) }
             } catch {
                 logger.error(
                     "could not sign the shutdown checkpoint",

@@ -274,7 +274,7 @@ struct DeliveryTests {
         var configuration = ServerConfiguration.development
         configuration.dataDirectory = directory.path
         configuration.port = 0
-        let ledgers = LedgerRegistry(configuration: configuration, logger: quietLogger)
+        let ledgers = try LedgerRegistry(configuration: configuration, logger: quietLogger)
         defer { ledgers.closeAll() }
         let app = buildApplication(configuration: configuration, ledgers: ledgers, logger: quietLogger)
         try await app.test(.live) { client in
@@ -349,7 +349,7 @@ struct DeliveryTests {
         var configuration = ServerConfiguration.development
         configuration.dataDirectory = directory.path
         configuration.port = 0
-        let ledgers = LedgerRegistry(configuration: configuration, logger: quietLogger)
+        let ledgers = try LedgerRegistry(configuration: configuration, logger: quietLogger)
         defer { ledgers.closeAll() }
         let app = buildApplication(configuration: configuration, ledgers: ledgers, logger: quietLogger)
         try await app.test(.live) { client in
@@ -411,7 +411,7 @@ struct DeliveryTests {
         configuration.dataDirectory = directory.path
         let tokenBox = Box()
         do {
-            let ledgers = LedgerRegistry(configuration: configuration, logger: quietLogger)
+            let ledgers = try LedgerRegistry(configuration: configuration, logger: quietLogger)
             let app = Application(
                 router: buildRouter(configuration: configuration, ledgers: ledgers),
                 services: [DeliverySweeper(ledgers: ledgers)])
@@ -429,7 +429,7 @@ struct DeliveryTests {
             }
             ledgers.closeAll()
         }
-        let ledgers = LedgerRegistry(configuration: configuration, logger: quietLogger)
+        let ledgers = try LedgerRegistry(configuration: configuration, logger: quietLogger)
         defer { ledgers.closeAll() }
         let app = Application(
             router: buildRouter(configuration: configuration, ledgers: ledgers),

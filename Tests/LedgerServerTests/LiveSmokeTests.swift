@@ -18,7 +18,7 @@ struct LiveSmokeTests {
         var configuration = ServerConfiguration.development
         configuration.dataDirectory = directory.path
         configuration.port = 0
-        let ledgers = LedgerRegistry(configuration: configuration, logger: quietLogger)
+        let ledgers = try LedgerRegistry(configuration: configuration, logger: quietLogger)
         let app = buildApplication(configuration: configuration, ledgers: ledgers, logger: quietLogger)
         try await app.test(.live) { client in
             let registered = try await client.execute(

@@ -22,7 +22,7 @@ struct TestServer {
     /// Runs `body` with a client; returns after the ledgers are closed.
     func run(_ body: @escaping @Sendable (Client) async throws -> Void) async throws {
         defer { directory.remove() }
-        let ledgers = LedgerRegistry(configuration: configuration, logger: quietLogger)
+        let ledgers = try LedgerRegistry(configuration: configuration, logger: quietLogger)
         defer { ledgers.closeAll() }
         let app = Application(
             router: buildRouter(configuration: configuration, ledgers: ledgers),

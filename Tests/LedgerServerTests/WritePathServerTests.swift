@@ -97,7 +97,7 @@ struct WritePathServerTests {
         defer { directory.remove() }
         var configuration = ServerConfiguration.development
         configuration.dataDirectory = directory.path
-        let ledgers = LedgerRegistry(configuration: configuration, logger: quietLogger)
+        let ledgers = try LedgerRegistry(configuration: configuration, logger: quietLogger)
         defer { ledgers.closeAll() }
         let router = buildRouter(configuration: configuration, ledgers: ledgers, logger: quietLogger)
         router.get("/test-only/failure") { _, _ -> Response in throw UnexpectedFailure() }

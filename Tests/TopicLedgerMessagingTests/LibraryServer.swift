@@ -38,7 +38,7 @@ struct LibraryServer {
     /// Runs `body` with the port and an admin client; returns after the ledgers are closed.
     func run(_ body: @escaping @Sendable (Admin) async throws -> Void) async throws {
         defer { directory.remove() }
-        let ledgers = LedgerRegistry(configuration: configuration, logger: quietLogger)
+        let ledgers = try LedgerRegistry(configuration: configuration, logger: quietLogger)
         defer { ledgers.closeAll() }
         let router = buildRouter(configuration: configuration, ledgers: ledgers, logger: quietLogger)
         let app = Application(

@@ -64,16 +64,16 @@ enum ClusterRoutes {
             let project = try holderForPeer(request, context: context, server: server)
             let path: String
             do {
-                path = try await server.ledgers.snapshot(of: project)
+                path = try await server.ledgers.opened.snapshot(of: project)
             } catch let error as StoreError {
                 throw FCMError.unavailable(
                     "A copy of project \(project) cannot be made: \(LedgerRegistry.reason(error)).")
             }
             let file = try await FileIO(threadPool: .singleton).loadFile(path: path, context: context)
             // The copy goes once it has been sent (or the sending failed); a response never written leaves it to
-            // the sweep of copies over an hour old (``LedgerRegistry/snapshot(of:)``).
+            // the sweep of copies over an hour old (``OpenLedgers/snapshot(of:)``).
             let body = ResponseBody(contentLength: file.contentLength) { writer in
-                defer { server.ledgers.removeSnapshot(at: path) }
+                defer { server.ledgers.opened.removeSnapshot(at: path) }
                 try await file.write(writer)
             }
             return Response(status: .ok, headers: [.contentType: "application/octet-stream"], body: body)

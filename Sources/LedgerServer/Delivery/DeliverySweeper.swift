@@ -22,7 +22,7 @@ public struct DeliverySweeper: Service {
             while !Task.isCancelled {
                 try? await Task.sleep(for: DeliveryNotifier.sweepInterval)
                 let now = ContinuousClock.now
-                for delivery in ledgers.deliveries() { delivery.notifier.sweep(now: now) }
+                for delivery in ledgers.opened.deliveries() { delivery.notifier.sweep(now: now) }
             }
         }
     }

@@ -17,7 +17,7 @@ enum RoutingWorkload {
         configuration.dataDirectory = directory.path
         let logger = Logger(label: "bench") { _ in SwiftLogNoOpLogHandler() }
         let router = buildRouter(
-            configuration: configuration, ledgers: LedgerRegistry(configuration: configuration, logger: logger),
+            configuration: configuration, ledgers: try LedgerRegistry(configuration: configuration, logger: logger),
             logger: logger)
         let table = TokenPathResponder(routes: router.byteMatchedRoutes(), fallback: router.router.buildResponder())
         let builder = RouterPathTrieBuilder<String>()

@@ -1,0 +1,141 @@
+import EtcdAPI
+import LedgerCore
+import LedgerStore
+import Logging
+
+/// A project's log in etcd as its leader writes it, every write fenced on the leadership (``ProjectElection``):
+/// the takeover, each group commit's block, and the trimming of blocks every replica has applied.
+struct LeaderLog: Sendable {
+    let project: ProjectID
+    /// The election key's create revision: the leadership this log is written under.
+    let revision: Int64
+    private let node: ClusterNodeContext
+    private let election: ProjectElection
+
+    init(election: ProjectElection, revision: Int64, node: ClusterNodeContext) {
+        project = election.project
+        self.revision = revision
+        self.node = node
+        self.election = election
+    }
+
+    private var keys: ClusterKeys { node.keys }
+    private var logger: Logger { node.logger }
+
+    /// Takes the log over at `tail`, this node's head after catching up: a log that began before the cluster
+    /// (a single node's, copied to every node) gets its first tail; the parts past the tail, of a commit a
+    /// deposed leader did not finish (never acknowledged), are dropped. `false` when the leadership was lost.
+    func takeOver(at tail: ReplicationTail) async throws -> Bool {
+        if tail.seq > 0, try await node.etcd.get(keys.tail(project)).value == nil {
+            let name = election.fenced(
+                revision, [.put(keys.tail(project), tail.encoded)],
+                alsoIf: [.version(of: keys.tail(project), equals: 0)])
+            guard try await node.etcd.txn(name).succeeded else { return false }
+        }
+        let drop = election.fenced(
+            revision,
+            [
+                .deleteRange(
+                    keys.block(project, firstSeq: tail.seq + 1), rangeEnd: EtcdClient.prefixEnd(keys.blocks(project)))
+            ])
+        return try await node.etcd.txn(drop).succeeded
+    }
+
+    /// Writes each block the gate hands over, fenced on the election key and on the tail it extends, until one
+    /// is refused or the stream ends.
+    func write(_ jobs: AsyncStream<ReplicaGate.Job>) async throws {
+        for await job in jobs {
+            guard job.revision == revision else {
+                job.complete(.failure(ReplicationRefusal(.notLeader, "the leadership changed")))
+                continue
+            }
+            let result = await write(job)
+            job.complete(result)
+            if case .failure(let refusal) = result {
+                logger.warning(
+                    "a block was not replicated; this node stops leading until it has read the log again",
+                    metadata: ["ledger.project": "\(project)", "reason": "\(refusal.message)"])
+                return
+            }
+        }
+    }
+
+    /// One job: each part of its block in one transaction; the last one moves the tail.
+    private func write(_ job: ReplicaGate.Job) async -> Result<Void, ReplicationRefusal> {
+        let leaderKey = keys.leader(project)
+        let tailKey = keys.tail(project)
+        let tailIs: Etcdserverpb_Compare =
+            job.previousTail.seq == 0 && job.previousTail.hash == HashChain.genesis
+            ? .version(of: tailKey, equals: 0) : .value(of: tailKey, equals: job.previousTail.encoded)
+        do {
+            if job.block.records.isEmpty {
+                return try await node.etcd.txn(election.fenced(job.revision, [])).succeeded
+                    ? .success(()) : .failure(ReplicationRefusal(.notLeader, "this node no longer leads \(project)"))
+            }
+            let parts = job.block.split(maximumBytes: node.configuration.maximumBlockBytes)
+            let end = ReplicationTail(seq: job.block.lastSeq, hash: job.block.lastHash)
+            for (index, part) in parts.enumerated() {
+                let stored = StoredBlock(block: part, commitLastSeq: job.block.lastSeq, leader: node.nodeID)
+                var request = election.fenced(
+                    job.revision, [.put(keys.block(project, firstSeq: part.firstSeq), try stored.encoded())],
+                    alsoIf: [tailIs])
+                if index == parts.count - 1 { request.success.append(.put(tailKey, end.encoded)) }
+                request.failure = [.range(leaderKey), .range(tailKey)]
+                let response = try await node.etcd.txn(request)
+                if response.succeeded { continue }
+                // Refused: the election key is not ours any more, or the tail moved — perhaps by this very
+                // transaction, tried again on another member after the first answered too late.
+                let leader = response.responses.first?.responseRange.kvs.first
+                guard leader?.createRevision == job.revision else {
+                    return .failure(ReplicationRefusal(.notLeader, "this node no longer leads project \(project)"))
+                }
+                let tail = try response.responses.last?.responseRange.kvs.first.map {
+                    try ReplicationTail(decoding: $0.value)
+                }
+                if index == parts.count - 1, tail == end { continue }
+                return .failure(ReplicationRefusal(.staleTail, "the log of project \(project) moved in the cluster"))
+            }
+            return .success(())
+        } catch {
+            return .failure(ReplicationRefusal(.clusterUnavailable, "etcd: \(error)"))
+        }
+    }
+
+    /// Every second while `gate` leads: trims the blocks every replica has applied beyond the retention, below
+    /// the head `head` reads.
+    func maintain(gate: ReplicaGate, head: @Sendable () async throws -> LedgerHead) async throws {
+        while true {
+            try await Task.sleep(for: .seconds(1))
+            guard gate.isLeading else { return }
+            try await trim(head: try await head())
+        }
+    }
+
+    /// Deletes the blocks below the lowest seq every holder has applied and below the retention, keeping the
+    /// last block that begins at or before it.
+    private func trim(head: LedgerHead) async throws {
+        let applied = try await node.etcd.appliedPositions(of: project, keys: keys)
+        var lowest = head.seq
+        for holder in node.holders(of: project) {
+            // A holder that has not reported keeps everything.
+            guard let position = applied[holder] else { return }
+            lowest = min(lowest, position.seq)
+        }
+        guard lowest > node.configuration.retainedEvents else { return }
+        let floor = min(lowest, head.seq - node.configuration.retainedEvents)
+        let below = try await node.etcd.range(
+            keys.blocks(project), rangeEnd: Array(keys.block(project, firstSeq: floor + 1).utf8), keysOnly: true)
+        guard below.kvs.count > 1, let keep = below.kvs.last else { return }
+        let deleted = try await node.etcd.txn(
+            election.fenced(revision, [.deleteRange(keys.blocks(project), rangeEnd: Array(keep.key))]))
+        // The trimmed blocks' values stay readable at older revisions until etcd's history is compacted past
+        // them: an erased device's token must not outlive the trimmed window there either.
+        guard deleted.succeeded else { return }
+        do {
+            try await node.etcd.compact(revision: deleted.header.revision)
+        } catch {
+            // Another node (or etcd's own auto-compaction) compacted further: nothing older is left.
+            logger.debug("etcd's history was not compacted", metadata: ["error": "\(error)"])
+        }
+    }
+}
