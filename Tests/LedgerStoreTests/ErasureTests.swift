@@ -1,10 +1,11 @@
 import Foundation
 import LedgerCore
 import LedgerQueries
-import LedgerStore
 import LedgerTestSupport
 import Synchronization
 import Testing
+
+@testable import LedgerStore
 
 /// Erasure through `Ledger.append`: the identifiers leave every file, the facts and every proof stay.
 @Suite("Erasure", .offThePool)

@@ -1,5 +1,4 @@
 import LedgerStore
-import LMDBKit
 import LedgerCore
 
 /// One instance's history and its state at a moment (`ledger audit instance`, the audit API).

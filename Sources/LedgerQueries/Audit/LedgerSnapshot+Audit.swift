@@ -1,5 +1,4 @@
 import LedgerStore
-import LMDBKit
 import LedgerCore
 
 extension LedgerSnapshot {
@@ -8,18 +7,13 @@ extension LedgerSnapshot {
     public func instanceAudit(_ token: RegistrationToken, at seq: UInt64? = nil) throws -> InstanceAudit? {
         guard let instance = try instanceID(of: token), let info = try self.instance(instance) else { return nil }
         let at = try seq ?? head().seq
-        var registrations: [HeldInterval] = []
-        try forEachClosedInterval(in: schema.universeHistory, key: universeKey, of: instance) {
-            registrations.append($0)
-        }
+        var registrations = try closedRegistrations(of: instance)
         if let since = info.registeredSince { registrations.append(HeldInterval(start: since, end: nil)) }
         var subscriptions: [(topic: TopicID, interval: HeldInterval)] = []
-        try RecentMemberships.forEachMembership(of: instance, txn: txn, schema: schema) { topic, since in
+        try forEachCurrentTopic(of: instance) { topic, since in
             subscriptions.append((topic, HeldInterval(start: since, end: nil)))
         }
-        try forEachInterval(current: nil, history: schema.instanceTopicHistory, key: instance) {
-            subscriptions.append(($0, $1))
-        }
+        try forEachEndedTopic(of: instance) { subscriptions.append(($0, $1)) }
         var names: [TopicID: TopicName] = [:]
         for (topic, _) in subscriptions where names[topic] == nil { names[topic] = try topicName(of: topic) }
         let named = try subscriptions.map { subscription in
@@ -39,7 +33,7 @@ extension LedgerSnapshot {
             deliveries: try deliveries(
                 to: token, instance: instance, registrations: registrations, subscriptions: named, through: at,
                 acknowledgedThrough: acknowledgedThrough),
-            apnsTokens: try APNsTokenRecord.history(of: instance, txn: txn, schema: schema),
+            apnsTokens: try apnsTokenHistory(of: instance),
             acknowledgedThrough: acknowledgedThrough)
     }
 
@@ -57,17 +51,7 @@ extension LedgerSnapshot {
         let now = LedgerTime.now()
         for registration in registrations.sorted(by: { $0.start < $1.start }) where registration.start <= through {
             let last = min(through, (registration.end ?? .max) - 1)
-            var seqs: [UInt64] = []
-            try txn.withCursor(schema.sends) { cursor in
-                var entry = try cursor.seek(registration.start)
-                while let current = entry {
-                    let seq = current.key.loadBigEndianUInt64()
-                    guard seq <= last else { break }
-                    seqs.append(seq)
-                    entry = try cursor.next()
-                }
-            }
-            for seq in seqs {
+            for seq in try sendSeqs(from: registration.start, through: last) {
                 let (event, sent) = try sentEvent(at: seq)
                 let topics = Set(subscriptions.filter { $0.interval.contains(seq) }.map(\.topic))
                 let reached: Bool
@@ -106,8 +90,7 @@ extension LedgerSnapshot {
         guard let id = try topicID(of: topic) else { return nil }
         let at = try seq ?? head().seq
         var changes: [(seq: UInt64, delta: Int)] = []
-        try forEachInterval(current: schema.topicMembers, history: schema.topicMemberHistory, key: id) {
-            _, interval in
+        try forEachMembership(of: id) { _, interval in
             changes.append((interval.start, 1))
             if let end = interval.end { changes.append((end, -1)) }
         }
@@ -127,47 +110,5 @@ extension LedgerSnapshot {
         return TopicAudit(
             topic: topic, at: at, subscriberCount: members.count,
             members: includeMembers ? try recipientTokens(members) : nil, history: history)
-    }
-
-    /// Calls `body` with every interval under `key`: open ones from `current` (none when `nil`: the caller reads
-    /// them elsewhere), closed ones from `history`.
-    private func forEachInterval(
-        current: LMDBDatabase?, history: LMDBDatabase, key: UInt32, _ body: (UInt32, HeldInterval) throws -> Void
-    ) throws {
-        if let current {
-            try txn.withCursor(current) { cursor in
-                try cursor.forEachValueChunk(of: key) { chunk in
-                    for offset in stride(from: 0, to: chunk.count, by: StoredMembership.size) {
-                        let membership = StoredMembership(chunk, at: offset)
-                        try body(membership.id, HeldInterval(start: membership.since, end: nil))
-                    }
-                    return true
-                }
-            }
-        }
-        try txn.withCursor(history) { cursor in
-            try cursor.forEachValueChunk(of: key) { chunk in
-                for offset in stride(from: 0, to: chunk.count, by: StoredInterval.size) {
-                    let interval = StoredInterval(chunk, at: offset)
-                    try body(interval.id, HeldInterval(start: interval.start, end: interval.end))
-                }
-                return true
-            }
-        }
-    }
-
-    /// Calls `body` with the closed intervals of `id` under `key` of a history database whose values begin
-    /// with the id (`id ‖ start ‖ end`), oldest first.
-    func forEachClosedInterval(
-        in history: LMDBDatabase, key: UInt32, of id: UInt32, _ body: (HeldInterval) throws -> Void
-    ) throws {
-        try txn.withCursor(history) { cursor in
-            var entry = try cursor.seek(key, value: intervalValue(id, start: 0, end: 0))
-            while let value = entry?.value, StoredInterval(value).id == id {
-                let interval = StoredInterval(value)
-                try body(HeldInterval(start: interval.start, end: interval.end))
-                entry = try cursor.nextDuplicate()
-            }
-        }
     }
 }

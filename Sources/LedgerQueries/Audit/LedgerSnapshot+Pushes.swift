@@ -1,5 +1,4 @@
 import LedgerStore
-import LMDBKit
 import LedgerCore
 import FCMWire
 
@@ -54,33 +53,18 @@ public struct PushProgressState: Sendable, Equatable {
 }
 
 extension LedgerSnapshot {
-    /// Whether any instance holds, or ever held, an APNs token: when none does, no send has APNs recipients.
-    public func holdsAPNsTokens() throws -> Bool {
-        try txn.count(schema.apnsTokens) > 0 || txn.count(schema.apnsTokenHistory) > 0
-    }
-
-    /// Every send at or before this seq has finished its pushes (0: none recorded).
-    public func pushesSettledThrough() throws -> UInt64 {
-        try PushRecords.settledThrough(txn: txn, schema: schema)
-    }
-
     /// The last progress recorded for the pushes of the send at `sendSeq` (`nil`: none yet).
     public func pushProgress(ofSendAt sendSeq: UInt64) throws -> PushProgressState? {
-        try PushRecords.progress(of: sendSeq, txn: txn, schema: schema).last.map {
+        try pushProgressRecords(ofSendAt: sendSeq).last.map {
             PushProgressState(through: $0.through, finished: $0.finished, expired: $0.expired, seq: $0.seq)
         }
     }
 
     /// The seqs of the sends after `seq`, oldest first, at most `limit` of them.
     public func sendSeqs(after seq: UInt64, limit: Int) throws -> [UInt64] {
-        var seqs: [UInt64] = []
-        try txn.withCursor(schema.sends) { cursor in
-            try cursor.forEach(from: seq &+ 1) { entry in
-                seqs.append(entry.key.loadBigEndianUInt64())
-                return seqs.count < limit
-            }
-        }
-        return seqs.filter { $0 > seq }
+        // After the last seq there is nothing (`seq &+ 1` would wrap to 0).
+        guard seq < .max else { return [] }
+        return try sendSeqs(from: seq + 1, limit: limit)
     }
 
     /// The recorded pushes of the send at `sendSeq` (message `messageID`), read once for all its recipients.
@@ -89,7 +73,7 @@ extension LedgerSnapshot {
     public func pushes(ofSendAt sendSeq: UInt64, messageID: UInt64, expiresAt: LedgerTime, now: LedgerTime) throws
         -> SendPushes
     {
-        let progress = try PushRecords.progress(of: sendSeq, txn: txn, schema: schema)
+        let progress = try pushProgressRecords(ofSendAt: sendSeq)
         var times: [UInt64: LedgerTime] = [:]
         for entry in progress {
             guard let event = try event(at: entry.seq) else {
@@ -110,7 +94,7 @@ extension LedgerSnapshot {
         guard let apnsToken = try apnsToken(of: instance, at: pushes.sendSeq) else { return nil }
         var status = PushStatus(
             state: .pending, apnsToken: apnsToken, apnsID: APNsPushID.string(messageID: pushes.messageID, token: token))
-        if let failure = try PushRecords.failure(of: pushes.sendSeq, instance: instance, txn: txn, schema: schema) {
+        if let failure = try pushFailure(ofSendAt: pushes.sendSeq, instance: instance) {
             status.state = failure.kind == .unregistered ? .unregistered : .failed
             status.status = failure.status
             status.reason = failure.reason

@@ -1,6 +1,5 @@
 import LedgerStore
 import Foundation
-import LMDBKit
 import LedgerCore
 
 /// What `verify` found.

@@ -1,7 +1,6 @@
 import LedgerStore
 import Foundation
 import Synchronization
-import LMDBKit
 import LedgerCore
 import FCMWire
 

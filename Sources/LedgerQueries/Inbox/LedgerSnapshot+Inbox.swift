@@ -1,16 +1,10 @@
 import LedgerStore
 import Foundation
 import Synchronization
-import LMDBKit
 import LedgerCore
 import FCMWire
 
 extension LedgerSnapshot {
-    /// The device's delivery cursor: every message sent at or before this seq is acknowledged (0: none).
-    public func acknowledgedThrough(_ instance: InstanceID) throws -> UInt64 {
-        try LMDBProjection(txn: txn, schema: schema).acknowledgedThrough(instance)
-    }
-
     /// The device's inbox — a pure function of the log: the sends after `cursor` whose audience (the state at
     /// their own seq) contains `instance`, oldest first, without those expired at `now`, at most `limit`.
     ///
@@ -28,7 +22,7 @@ extension LedgerSnapshot {
         var from = max(cursor, firstRegistration > 0 ? firstRegistration - 1 : 0) + 1
         // A device back after a long time: skip what has expired for everyone (one binary search, only then).
         // The first send's time comes from the cache when it is there, as it is for a streaming device.
-        if let first = try txn.withCursor(schema.sends, { try $0.seek(from)?.key.loadBigEndianUInt64() }),
+        if let first = try sendSeqs(from: from, limit: 1).first,
             let sentAt = try cache.cached(at: first)?.time ?? event(at: first)?.time,
             now.microseconds.addingClamped(-defaultMessageLifetime) > sentAt.microseconds
         {
@@ -90,14 +84,7 @@ extension LedgerSnapshot {
     private func forEachSendBatch(from start: UInt64, _ body: ([UInt64]) throws -> Bool) throws {
         var from = start
         while true {
-            var batch: [UInt64] = []
-            try txn.withCursor(schema.sends) { sendCursor in
-                var entry = try sendCursor.seek(from)
-                while let current = entry, batch.count < 512 {
-                    batch.append(current.key.loadBigEndianUInt64())
-                    entry = try sendCursor.next()
-                }
-            }
+            let batch = try sendSeqs(from: from, limit: 512)
             guard let last = batch.last else { return }
             guard try body(batch), last < UInt64.max else { return }
             from = last + 1
@@ -106,10 +93,8 @@ extension LedgerSnapshot {
 
     /// The seq of the instance's first registration, if it was ever registered.
     func firstRegistration(of instance: InstanceID) throws -> UInt64? {
-        var first = try LMDBProjection(txn: txn, schema: schema).registeredSince(instance)
-        try forEachClosedInterval(in: schema.universeHistory, key: universeKey, of: instance) { interval in
-            first = min(first ?? .max, interval.start)
-        }
+        var first = try registeredSince(instance)
+        for interval in try closedRegistrations(of: instance) { first = min(first ?? .max, interval.start) }
         return first
     }
 }

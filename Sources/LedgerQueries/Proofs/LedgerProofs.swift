@@ -1,6 +1,5 @@
 import LedgerStore
 import Foundation
-import LMDBKit
 import LedgerCore
 
 /// The proofs an auditor checks alone (docs/compliance.md): a message's `sent` and `audience` events with

@@ -1,6 +1,5 @@
 import LedgerStore
 import LedgerCore
-import LMDBKit
 
 /// Who a past message was addressed to, reconstructed from the ledger, beside what was recorded when it
 /// was sent (`ledger replay`, the audit API).

@@ -10,7 +10,7 @@ public struct HeldAPNsToken: Sendable, Equatable {
 /// How `apnsTokens` and `apnsTokenHistory` store APNs device tokens (``LedgerSchema``): the token held now
 /// under the instance (`since ‖ sandbox ‖ token`), a token no longer held under the instance and its start
 /// (`end ‖ sandbox ‖ token`).
-package enum APNsTokenRecord {
+enum APNsTokenRecord {
     /// `seq ‖ sandbox ‖ token`: the value of either database (`seq` is the start now, the end in history).
     static func value(_ token: APNsDeviceToken, seq: UInt64) -> [UInt8] {
         var bytes = ByteWriter(capacity: 9 + token.bytes.count)
@@ -51,7 +51,7 @@ package enum APNsTokenRecord {
     }
 
     /// Every token `instance` has held, oldest first (the one held now last, with no end).
-    package static func history(of instance: InstanceID, txn: LMDBTransaction, schema: LedgerSchema) throws
+    static func history(of instance: InstanceID, txn: LMDBTransaction, schema: LedgerSchema) throws
         -> [HeldAPNsToken]
     {
         var records: [HeldAPNsToken] = []

@@ -6,20 +6,20 @@ import LedgerCore
 /// Besides current state it maintains the temporal index: when a membership or registration ends, its
 /// `[start, end)` seq interval moves to a history database, so state at any seq is answered from the
 /// instance's or topic's own entries.
-package struct LMDBProjection: LedgerProjection {
+struct LMDBProjection: LedgerProjection {
     let txn: LMDBTransaction
     let schema: LedgerSchema
 
-    package init(txn: LMDBTransaction, schema: LedgerSchema) {
+    init(txn: LMDBTransaction, schema: LedgerSchema) {
         self.txn = txn
         self.schema = schema
     }
 
-    package func instanceID(for token: RegistrationToken) throws -> InstanceID? {
+    func instanceID(for token: RegistrationToken) throws -> InstanceID? {
         try NameIndex.instanceID(of: token, txn: txn, schema: schema)
     }
 
-    package func createInstance(for token: RegistrationToken) throws -> InstanceID {
+    func createInstance(for token: RegistrationToken) throws -> InstanceID {
         let id = InstanceID(try txn.count(schema.instances) + 1)
         guard try txn.put(schema.tokens, key: NameKey(token.rawValue), value: id, flags: .noOverwrite) else {
             throw StoreError(.corrupt, "the key of a new registration token is taken")
@@ -29,12 +29,12 @@ package struct LMDBProjection: LedgerProjection {
         return id
     }
 
-    package func isRegistered(_ instance: InstanceID) throws -> Bool {
+    func isRegistered(_ instance: InstanceID) throws -> Bool {
         try registeredSince(instance) != nil
     }
 
     /// The seq of the registration in force, or `nil`.
-    package func registeredSince(_ instance: InstanceID) throws -> UInt64? {
+    func registeredSince(_ instance: InstanceID) throws -> UInt64? {
         guard let entry = try txn.cursor(schema.universe).seek(universeKey, value: membershipValue(instance, since: 0)),
             StoredMembership(entry.value).id == instance
         else { return nil }
@@ -48,7 +48,7 @@ package struct LMDBProjection: LedgerProjection {
         return record
     }
 
-    package func register(_ instance: InstanceID, platform: String?, appID: String?, at seq: UInt64) throws {
+    func register(_ instance: InstanceID, platform: String?, appID: String?, at seq: UInt64) throws {
         var record = try record(of: instance)
         record.platform = platform ?? ""
         record.appID = appID ?? ""
@@ -56,13 +56,13 @@ package struct LMDBProjection: LedgerProjection {
         try txn.put(schema.universe, key: universeKey, value: membershipValue(instance, since: seq))
     }
 
-    package func unregister(_ instance: InstanceID, at seq: UInt64) throws {
+    func unregister(_ instance: InstanceID, at seq: UInt64) throws {
         guard let since = try registeredSince(instance) else { return }
         try txn.delete(schema.universe, key: universeKey, value: membershipValue(instance, since: since))
         try txn.put(schema.universeHistory, key: universeKey, value: intervalValue(instance, start: since, end: seq))
     }
 
-    package func topicID(for topic: TopicName, create: Bool) throws -> TopicID? {
+    func topicID(for topic: TopicName, create: Bool) throws -> TopicID? {
         if let id = try NameIndex.topicID(of: topic, txn: txn, schema: schema) { return id }
         guard create else { return nil }
         let id = TopicID(try txn.count(schema.topicNames) + 1)
@@ -72,7 +72,7 @@ package struct LMDBProjection: LedgerProjection {
     }
 
     /// The instance's current topics, ascending: from both of the instance side's databases.
-    package func topics(of instance: InstanceID) throws -> [TopicID] {
+    func topics(of instance: InstanceID) throws -> [TopicID] {
         var topics: [TopicID] = []
         try RecentMemberships.forEachMembership(of: instance, txn: txn, schema: schema) { topic, _ in
             topics.append(topic)
@@ -106,13 +106,13 @@ package struct LMDBProjection: LedgerProjection {
         }
     }
 
-    package func addTopic(_ topic: TopicID, to instance: InstanceID, at seq: UInt64) throws -> Bool {
+    func addTopic(_ topic: TopicID, to instance: InstanceID, at seq: UInt64) throws -> Bool {
         guard try subscribedSince(topic, instance: instance) == nil else { return false }
         try putMembership(topic, instance: instance, at: seq)
         return true
     }
 
-    package func removeTopic(_ topic: TopicID, from instance: InstanceID, at seq: UInt64) throws -> Bool {
+    func removeTopic(_ topic: TopicID, from instance: InstanceID, at seq: UInt64) throws -> Bool {
         guard let since = try subscribedSince(topic, instance: instance) else { return false }
         try endMembership(topic, instance: instance, since: since, at: seq)
         return true
@@ -141,7 +141,7 @@ package struct LMDBProjection: LedgerProjection {
         return wasRecent
     }
 
-    package func recordSend(messageID: UInt64, at seq: UInt64) throws {
+    func recordSend(messageID: UInt64, at seq: UInt64) throws {
         try txn.put(schema.messages, key: messageID, value: MessageState(sendSeq: seq, audienceSeq: 0).encoded)
         try txn.put(schema.sends, key: seq, value: messageID)
     }
@@ -161,24 +161,24 @@ package struct LMDBProjection: LedgerProjection {
         }
     }
 
-    package func recordAudience(messageID: UInt64, at seq: UInt64) throws {
+    func recordAudience(messageID: UInt64, at seq: UInt64) throws {
         guard let sendSeq = try messageState(messageID)?.sendSeq else { return }
         try txn.put(schema.messages, key: messageID, value: MessageState(sendSeq: sendSeq, audienceSeq: seq).encoded)
     }
 
-    package func acknowledgedThrough(_ instance: InstanceID) throws -> UInt64 {
+    func acknowledgedThrough(_ instance: InstanceID) throws -> UInt64 {
         try txn.withValue(in: schema.acknowledged, forKey: instance) { $0?.loadBigEndianUInt64() } ?? 0
     }
 
-    package func setAcknowledged(_ instance: InstanceID, through: UInt64) throws {
+    func setAcknowledged(_ instance: InstanceID, through: UInt64) throws {
         try txn.put(schema.acknowledged, key: instance, value: through)
     }
 
-    package func apnsToken(of instance: InstanceID) throws -> APNsDeviceToken? {
+    func apnsToken(of instance: InstanceID) throws -> APNsDeviceToken? {
         try APNsTokenRecord.current(of: instance, txn: txn, schema: schema)?.token
     }
 
-    package func setAPNsToken(_ token: APNsDeviceToken?, of instance: InstanceID, at seq: UInt64) throws {
+    func setAPNsToken(_ token: APNsDeviceToken?, of instance: InstanceID, at seq: UInt64) throws {
         try APNsTokenRecord.set(token, of: instance, at: seq, txn: txn, schema: schema)
     }
 
@@ -188,7 +188,7 @@ package struct LMDBProjection: LedgerProjection {
         return platform.isEmpty ? nil : platform
     }
 
-    package func recordPushProgress(sendSeq: UInt64, through: InstanceID, finished: Bool, expired: Bool, at seq: UInt64)
+    func recordPushProgress(sendSeq: UInt64, through: InstanceID, finished: Bool, expired: Bool, at seq: UInt64)
         throws
     {
         try txn.put(
@@ -196,21 +196,21 @@ package struct LMDBProjection: LedgerProjection {
             value: PushRecords.progressValue(through: through, finished: finished, expired: expired))
     }
 
-    package func recordPushFailure(sendSeq: UInt64, instance: InstanceID, failure: PushFailure, at seq: UInt64) throws {
+    func recordPushFailure(sendSeq: UInt64, instance: InstanceID, failure: PushFailure, at seq: UInt64) throws {
         try txn.put(
             schema.pushFailures, key: PushRecords.failureKey(sendSeq, instance),
             value: PushRecords.failureValue(failure, at: seq))
     }
 
-    package func pushesSettledThrough() throws -> UInt64 {
+    func pushesSettledThrough() throws -> UInt64 {
         try PushRecords.settledThrough(txn: txn, schema: schema)
     }
 
-    package func settlePushes(through sendSeq: UInt64) throws {
+    func settlePushes(through sendSeq: UInt64) throws {
         try txn.put(schema.pushProgress, key: PushRecords.settledKey, value: sendSeq)
     }
 
-    package func forgetAPNsTokens(of instance: InstanceID) throws {
+    func forgetAPNsTokens(of instance: InstanceID) throws {
         try APNsTokenRecord.forget(instance, txn: txn, schema: schema)
     }
 }

@@ -51,7 +51,7 @@ package enum PushRecords {
     }
 
     /// Every progress event of the send at `sendSeq`, oldest first.
-    package static func progress(of sendSeq: UInt64, txn: LMDBTransaction, schema: LedgerSchema) throws -> [State] {
+    static func progress(of sendSeq: UInt64, txn: LMDBTransaction, schema: LedgerSchema) throws -> [State] {
         var states: [State] = []
         try txn.withCursor(schema.pushProgress) { cursor in
             try cursor.forEach(from: key(sendSeq, 0)) { entry in
@@ -70,7 +70,7 @@ package enum PushRecords {
     }
 
     /// A recipient's failed push, with the seq of the event that recorded it.
-    package static func failure(of sendSeq: UInt64, instance: InstanceID, txn: LMDBTransaction, schema: LedgerSchema)
+    static func failure(of sendSeq: UInt64, instance: InstanceID, txn: LMDBTransaction, schema: LedgerSchema)
         throws
         -> (kind: PushFailure.Kind, status: UInt16, reason: String, seq: UInt64)?
     {
@@ -87,7 +87,7 @@ package enum PushRecords {
         }
     }
 
-    package static func settledThrough(txn: LMDBTransaction, schema: LedgerSchema) throws -> UInt64 {
+    static func settledThrough(txn: LMDBTransaction, schema: LedgerSchema) throws -> UInt64 {
         try txn.withValue(in: schema.pushProgress, forKey: settledKey) { $0?.loadBigEndianUInt64() } ?? 0
     }
 }

@@ -62,7 +62,7 @@ package enum RecentMemberships {
 
     /// Calls `body` with each current membership of `instance` — topic and the seq it began at — from
     /// `instanceTopics` (ascending by topic) and then from its partition of `recentMemberships` (in seq order).
-    package static func forEachMembership(
+    static func forEachMembership(
         of instance: InstanceID, txn: LMDBTransaction, schema: LedgerSchema,
         _ body: (_ topic: TopicID, _ since: UInt64) throws -> Void
     ) throws {

@@ -57,21 +57,21 @@ package struct LedgerSchema: Sendable {
     let tokens: LMDBDatabase
     let instances: LMDBDatabase
     let universe: LMDBDatabase
-    package let universeHistory: LMDBDatabase
+    let universeHistory: LMDBDatabase
     let topicIDs: LMDBDatabase
     let topicNames: LMDBDatabase
     package let instanceTopics: LMDBDatabase
     package let recentMemberships: LMDBDatabase
-    package let topicMembers: LMDBDatabase
-    package let instanceTopicHistory: LMDBDatabase
-    package let topicMemberHistory: LMDBDatabase
+    let topicMembers: LMDBDatabase
+    let instanceTopicHistory: LMDBDatabase
+    let topicMemberHistory: LMDBDatabase
     package let messages: LMDBDatabase
     package let sends: LMDBDatabase
     let acknowledged: LMDBDatabase
     let merkle: LMDBDatabase
-    package let apnsTokens: LMDBDatabase
-    package let apnsTokenHistory: LMDBDatabase
-    package let pushProgress: LMDBDatabase
+    let apnsTokens: LMDBDatabase
+    let apnsTokenHistory: LMDBDatabase
+    let pushProgress: LMDBDatabase
     let pushFailures: LMDBDatabase
 
     /// Every database derived from the log, in a fixed order (what `rebuild` clears and `verify` compares).
@@ -166,7 +166,7 @@ struct ByteWriter {
 }
 
 /// The single key of the `universe` and `universeHistory` databases.
-package let universeKey = UInt32(0)
+let universeKey = UInt32(0)
 
 /// `id ‖ seq` — a current-state entry (`instanceTopics`, `topicMembers`, `universe`).
 @inline(__always)
@@ -179,7 +179,7 @@ package func membershipValue(_ id: UInt32, since: UInt64) -> PackedBytes {
 
 /// `id ‖ start ‖ end` — a closed interval (`instanceTopicHistory`, `topicMemberHistory`, `universeHistory`).
 @inline(__always)
-package func intervalValue(_ id: UInt32, start: UInt64, end: UInt64) -> PackedBytes {
+func intervalValue(_ id: UInt32, start: UInt64, end: UInt64) -> PackedBytes {
     var bytes = PackedBytes()
     bytes.append(id)
     bytes.append(start)

@@ -3,12 +3,12 @@ import LMDBKit
 // The fixed-size values of the ledger's databases (see ``LedgerSchema``), each read and written in one place.
 
 /// A current-state entry of `instanceTopics`, `topicMembers` and `universe`: `id u32 ‖ since u64`.
-package struct StoredMembership: Equatable {
-    package static let size = 12
+struct StoredMembership: Equatable {
+    static let size = 12
     /// The other side of the pair: the topic (in `instanceTopics`) or the instance.
-    package var id: UInt32
+    var id: UInt32
     /// The seq of the event that began it.
-    package var since: UInt64
+    var since: UInt64
 
     init(id: UInt32, since: UInt64) {
         self.id = id
@@ -16,7 +16,7 @@ package struct StoredMembership: Equatable {
     }
 
     /// Reads the entry at `offset` of a run of entries (a page of duplicate values).
-    package init(_ bytes: UnsafeRawBufferPointer, at offset: Int = 0) {
+    init(_ bytes: UnsafeRawBufferPointer, at offset: Int = 0) {
         id = bytes.loadBigEndianUInt32(at: offset)
         since = bytes.loadBigEndianUInt64(at: offset + 4)
     }
@@ -26,13 +26,13 @@ package struct StoredMembership: Equatable {
 
 /// A closed interval of `instanceTopicHistory`, `topicMemberHistory` and `universeHistory`:
 /// `id u32 ‖ start u64 ‖ end u64`, held after applying event `start` and no longer after `end`.
-package struct StoredInterval: Equatable {
-    package static let size = 20
-    package var id: UInt32
-    package var start: UInt64
-    package var end: UInt64
+struct StoredInterval: Equatable {
+    static let size = 20
+    var id: UInt32
+    var start: UInt64
+    var end: UInt64
 
-    package init(_ bytes: UnsafeRawBufferPointer, at offset: Int = 0) {
+    init(_ bytes: UnsafeRawBufferPointer, at offset: Int = 0) {
         id = bytes.loadBigEndianUInt32(at: offset)
         start = bytes.loadBigEndianUInt64(at: offset + 4)
         end = bytes.loadBigEndianUInt64(at: offset + 12)

@@ -9,21 +9,21 @@ import LedgerCore
 /// "pseudonym", "registeredSeq", "registeredHash"}` — the seq of its first `registered` event and that
 /// event's chain hash (which an erasure keeps), by which an older copy's record is recognised as the same
 /// device's.
-package enum ErasureJournal {
-    package struct Entry: Codable, Equatable, Sendable {
-        package var seq: UInt64
-        package var time: String
-        package var actor: String
-        package var reason: String
-        package var pseudonym: String
-        package var registeredSeq: UInt64
-        package var registeredHash: String
+enum ErasureJournal {
+    struct Entry: Codable, Equatable, Sendable {
+        var seq: UInt64
+        var time: String
+        var actor: String
+        var reason: String
+        var pseudonym: String
+        var registeredSeq: UInt64
+        var registeredHash: String
     }
 
-    package static let fileName = "erasures.jsonl"
+    static let fileName = "erasures.jsonl"
 
     /// Appends `entries` and syncs the file (created 0600).
-    package static func append(_ entries: [Entry], directory: String) throws {
+    static func append(_ entries: [Entry], directory: String) throws {
         guard !entries.isEmpty else { return }
         let path = directory + "/" + fileName
         let descriptor = open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0o600)
@@ -46,7 +46,7 @@ package enum ErasureJournal {
 
     /// The entries of the journal in `directory` (none when there is no journal). A line that does not read
     /// (a torn last line after a crash) is skipped.
-    package static func read(directory: String) -> [Entry] {
+    static func read(directory: String) -> [Entry] {
         guard let data = FileManager.default.contents(atPath: directory + "/" + fileName) else { return [] }
         let decoder = JSONDecoder()
         return data.split(separator: UInt8(ascii: "\n")).compactMap { try? decoder.decode(Entry.self, from: $0) }
