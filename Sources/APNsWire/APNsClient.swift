@@ -107,10 +107,10 @@ public final class APNsClient: Sendable {
         guard let url = URLComponents(string: endpoint), url.scheme == "https", let host = url.host, !host.isEmpty
         else { throw APNsClientError("an APNs endpoint is https://host[:port]: \(endpoint)") }
         self.endpoint = endpoint
-        self.host = host
-        port = url.port ?? 443
         self.topic = topic
         self.providerToken = providerToken
+        self.host = host
+        port = url.port ?? 443
         self.backoff = backoff
         self.now = now
         self.logger = logger

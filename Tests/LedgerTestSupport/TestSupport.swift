@@ -63,6 +63,18 @@ public func openTestLedger(
     return try Ledger.open(dataDirectory: directory.path, project: project, options: options, logger: quietLogger)
 }
 
+/// Runs `body` with a new ledger in a temporary directory (``openTestLedger(_:project:mode:configure:)``), then
+/// closes the ledger and removes the directory.
+public func withTestLedger<Value>(
+    configure: (inout Ledger.Options) -> Void = { _ in }, _ body: (Ledger) async throws -> Value
+) async throws -> Value {
+    let directory = TemporaryDirectory()
+    defer { directory.remove() }
+    let ledger = try openTestLedger(directory, configure: configure)
+    defer { ledger.close() }
+    return try await body(ledger)
+}
+
 /// Random requests over a small pool of tokens and topics, so that every kind of event and every
 /// interesting state (re-subscribe, unsubscribe of absent topics, unregister, re-register) occurs.
 public struct RandomHistory {

@@ -12,13 +12,13 @@ final class ClusterNodeContext: Sendable {
     let etcd: EtcdClient
     let keys: ClusterKeys
     let logger: Logger
+    /// The live members: id → advertised URL.
+    private let liveMembers = Mutex<[String: String]>([:])
     let session: EtcdSession
     /// Raised whenever what routes a request may change (``ReplicaGates/routing``).
     let routing: Watermark
     /// The server that holds this node's ledgers.
     let host: any ReplicaHost
-    /// The live members: id → advertised URL.
-    private let liveMembers = Mutex<[String: String]>([:])
 
     init(
         configuration: ClusterConfiguration, etcd: EtcdClient, routing: Watermark, host: any ReplicaHost,
