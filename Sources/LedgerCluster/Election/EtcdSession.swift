@@ -1,4 +1,5 @@
 import EtcdAPI
+import LedgerStore
 import Logging
 import SwiftProtobuf
 import Synchronization
@@ -20,12 +21,15 @@ final class EtcdSession: Sendable {
     private let configuration: ClusterConfiguration
     private let etcd: EtcdClient
     private let keys: ClusterKeys
+    /// Raised when the lease is granted or lost: placement and routing depend on it.
+    private let changes: Watermark
     private let logger: Logger
 
-    init(configuration: ClusterConfiguration, etcd: EtcdClient, keys: ClusterKeys, logger: Logger) {
+    init(configuration: ClusterConfiguration, etcd: EtcdClient, keys: ClusterKeys, routing: Watermark, logger: Logger) {
         self.configuration = configuration
         self.etcd = etcd
         self.keys = keys
+        changes = routing
         self.logger = logger
     }
 
@@ -44,6 +48,7 @@ final class EtcdSession: Sendable {
     func open() async throws {
         let lease = try await claim()
         state.withLock { $0.lease = lease }
+        changes.bump()
         logger.notice("this node joined the cluster", metadata: ["cluster.lease": "\(lease)"])
     }
 
@@ -58,6 +63,7 @@ final class EtcdSession: Sendable {
                 if lease == 0 {
                     let lease = try await claim()
                     state.withLock { $0 = State(lease: lease, problem: nil) }
+                    changes.bump()
                     lastProblem = nil
                     logger.notice("this node joined the cluster", metadata: ["cluster.lease": "\(lease)"])
                 }
@@ -82,6 +88,7 @@ final class EtcdSession: Sendable {
             }
             // Its keys go with it, if etcd still has it: the membership is claimed again at once.
             if ended != 0 { try? await etcd.revokeLease(ended) }
+            changes.bump()
             lost()
             logger.warning("this node lost its etcd lease; its leaderships have ended")
             try? await Task.sleep(for: .milliseconds(200))

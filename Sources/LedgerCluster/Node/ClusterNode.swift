@@ -160,6 +160,8 @@ public final class ClusterNode: Service, Sendable {
     public func run() async throws {
         await withTaskGroup(of: Void.self) { group in
             group.addTask { await self.context.session.keep(whenLost: { self.gates.followAll() }) }
+            group.addTask { await self.followMembers() }
+            for project in projects { group.addTask { await self.followLeader(of: project) } }
             group.addTask { await self.placeReplicas() }
             try? await gracefulShutdown()
             // Every replica stops: its gate refuses from now on, and the lease's end hands its leaderships on.
@@ -170,19 +172,21 @@ public final class ClusterNode: Service, Sendable {
         }
     }
 
-    /// Every half second: reads the members and each project's leader, and runs a replica of each project
-    /// placement gives this node (stopping those it no longer holds).
+    /// Runs a replica of each project placement gives this node (stopping those it no longer holds): again at
+    /// each change of the routing — the members, a leader, this node's lease — and at least every 5 s, when it
+    /// also reads etcd's alarms.
     private func placeReplicas() async {
         await withTaskGroup(of: Void.self) { group in
             var stops: [ProjectID: AsyncStream<Void>.Continuation] = [:]
             var lastAlarmCheck = ContinuousClock.now - .seconds(10)
             while !Task.isCancelled {
-                await refreshMembership()
-                if ContinuousClock.now - lastAlarmCheck > .seconds(5) {
+                let generation = context.routing.level
+                if ContinuousClock.now - lastAlarmCheck >= .seconds(5) {
                     lastAlarmCheck = .now
                     await refreshAlarms()
                 }
-                if context.currentLease() != 0 {
+                // Placement counts the live members: none is placed before they have been read once.
+                if context.currentLease() != 0, context.membersRead {
                     for project in projects.sorted(by: { $0.rawValue < $1.rawValue }) {
                         let held = context.holders(of: project).contains(nodeID)
                         if held, stops[project] == nil {
@@ -209,36 +213,74 @@ public final class ClusterNode: Service, Sendable {
                         }
                     }
                 }
-                try? await Task.sleep(for: .milliseconds(500))
+                _ = await context.routing.wait(for: generation + 1, upTo: .seconds(5))
             }
             for stop in stops.values { stop.finish() }
             group.cancelAll()
         }
     }
 
-    private func refreshMembership() async {
-        do {
-            let response = try await context.etcd.list(prefix: context.keys.members)
-            var members: [String: String] = [:]
-            for kv in response.kvs {
-                guard let member = try? Topicledger_Cluster_ClusterMember(serializedBytes: kv.value) else { continue }
-                members[member.id] = member.url
-            }
-            let membersChanged = context.setMembers(members)
-            var leaders: [ProjectID: String] = [:]
-            for project in projects {
-                if let value = try await context.etcd.get(context.keys.leader(project)).value {
-                    leaders[project] = String(decoding: value.value, as: UTF8.self)
+    /// Follows the live members: reads them, then watches their keys and reads them again at each change (a
+    /// node that joined, a lease that ended). A change raises the routing watermark, which wakes placement.
+    private func followMembers() async {
+        while !Task.isCancelled {
+            do {
+                let revision = try await readMembers()
+                for try await _ in context.etcd.watch(prefix: context.keys.members, fromRevision: revision + 1) {
+                    _ = try await readMembers()
                 }
+            } catch is CancellationError {
+                return
+            } catch {
+                context.logger.debug("cluster membership could not be read", metadata: ["error": "\(error)"])
             }
-            let leadersChanged = state.withLock { state in
-                defer { state.leaders = leaders }
-                return state.leaders != leaders
-            }
-            if membersChanged || leadersChanged { context.routing.bump() }
-        } catch {
-            context.logger.debug("cluster membership could not be read", metadata: ["error": "\(error)"])
+            try? await Task.sleep(for: .milliseconds(500))
         }
+    }
+
+    /// Reads the live members; the revision read at.
+    private func readMembers() async throws -> Int64 {
+        let response = try await context.etcd.list(prefix: context.keys.members)
+        var members: [String: String] = [:]
+        for kv in response.kvs {
+            guard let member = try? Topicledger_Cluster_ClusterMember(serializedBytes: kv.value) else { continue }
+            members[member.id] = member.url
+        }
+        if context.setMembers(members) { context.routing.bump() }
+        return response.header.revision
+    }
+
+    /// Follows `project`'s election key, for routing on a node that holds no replica of it: reads it, then
+    /// watches it. A change raises the routing watermark.
+    private func followLeader(of project: ProjectID) async {
+        let key = context.keys.leader(project)
+        while !Task.isCancelled {
+            do {
+                let (value, revision) = try await context.etcd.get(key)
+                setLeader(value.map { String(decoding: $0.value, as: UTF8.self) }, of: project)
+                for try await response in context.etcd.watch(prefix: key, fromRevision: revision + 1) {
+                    for event in response.events {
+                        setLeader(
+                            event.type == .delete ? nil : String(decoding: event.kv.value, as: UTF8.self), of: project)
+                    }
+                }
+            } catch is CancellationError {
+                return
+            } catch {
+                context.logger.debug(
+                    "a project's leader could not be read",
+                    metadata: ["ledger.project": "\(project)", "error": "\(error)"])
+            }
+            try? await Task.sleep(for: .milliseconds(500))
+        }
+    }
+
+    private func setLeader(_ leader: String?, of project: ProjectID) {
+        let changed = state.withLock { state in
+            defer { state.leaders[project] = leader }
+            return state.leaders[project] != leader
+        }
+        if changed { context.routing.bump() }
     }
 
     private func refreshAlarms() async {

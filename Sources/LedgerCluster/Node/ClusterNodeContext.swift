@@ -12,8 +12,8 @@ final class ClusterNodeContext: Sendable {
     let etcd: EtcdClient
     let keys: ClusterKeys
     let logger: Logger
-    /// The live members: id → advertised URL.
-    private let liveMembers = Mutex<[String: String]>([:])
+    /// The live members: id → advertised URL; `nil` until they have been read once.
+    private let liveMembers = Mutex<[String: String]?>(nil)
     let session: EtcdSession
     /// Raised whenever what routes a request may change (``ReplicaGates/routing``).
     let routing: Watermark
@@ -30,7 +30,7 @@ final class ClusterNodeContext: Sendable {
         self.logger = logger
         self.routing = routing
         self.host = host
-        session = EtcdSession(configuration: configuration, etcd: etcd, keys: keys, logger: logger)
+        session = EtcdSession(configuration: configuration, etcd: etcd, keys: keys, routing: routing, logger: logger)
     }
 
     var nodeID: String { configuration.nodeID }
@@ -38,7 +38,10 @@ final class ClusterNodeContext: Sendable {
     func currentLease() -> Int64 { session.lease }
 
     /// The live members' ids and URLs.
-    var members: [String: String] { liveMembers.withLock { $0 } }
+    var members: [String: String] { liveMembers.withLock { $0 } ?? [:] }
+
+    /// Whether the live members have been read since the node started.
+    var membersRead: Bool { liveMembers.withLock { $0 != nil } }
 
     /// Records the live members as last read; whether they changed.
     func setMembers(_ members: [String: String]) -> Bool {
