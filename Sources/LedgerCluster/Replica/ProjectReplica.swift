@@ -52,7 +52,7 @@ final class ProjectReplica: Sendable {
             do {
                 let ledger = try await node.host.ledger(for: project)
                 try await withThrowingTaskGroup(of: Void.self) { group in
-                    group.addTask { try await self.reportProgress(ledger) }
+                    group.addTask { try await self.reporter.reportProgress { try await self.head(of: ledger) } }
                     group.addTask { try await self.cycle(ledger) }
                     // The cycle ends (the reporter never does); the next one begins with a new reporter.
                     _ = try await group.next()
@@ -135,7 +135,7 @@ final class ProjectReplica: Sendable {
         let tail = try ReplicationTail(decoding: tailValue.value)
         reporter.update { $0.progress.tail(tail.seq) }
         if tail.seq < head.seq {
-            throw forked(.pastTail(head: head.seq, tail: tail.seq))
+            throw reseeder.forked(.pastTail(head: head.seq, tail: tail.seq))
         }
         // The parts read of a commit not yet whole, and the seq the next part must begin at.
         var pending: [StoredBlock] = []
@@ -148,18 +148,19 @@ final class ProjectReplica: Sendable {
                 keys.block(project, firstSeq: next), rangeEnd: EtcdClient.prefixEnd(keys.blocks(project)),
                 limit: perRange, revision: revision)
             guard !response.kvs.isEmpty else {
-                throw try await behindOrForked(head: head.seq, firstHeld: tail.seq + 1, revision: revision)
+                throw try await reseeder.behindOrForked(head: head.seq, firstHeld: tail.seq + 1, revision: revision)
             }
             for kv in response.kvs {
                 let part = try StoredBlock(decoding: kv.value)
                 guard part.block.firstSeq == next else {
                     // No part begins after this replica's head: etcd no longer holds those seqs (a peer's copy
                     // must seed it), or the head is not at the end of one of the cluster's commits (a fork).
-                    throw try await behindOrForked(head: head.seq, firstHeld: part.block.firstSeq, revision: revision)
+                    throw try await reseeder.behindOrForked(
+                        head: head.seq, firstHeld: part.block.firstSeq, revision: revision)
                 }
                 guard part.block.lastSeq <= tail.seq else { break }
                 if part.block.firstSeq == head.seq + 1, part.block.previousHash != head.hash {
-                    throw forked(.notFollowed(head: head.seq))
+                    throw reseeder.forked(.notFollowed(head: head.seq))
                 }
                 pending.append(part)
                 next = part.block.lastSeq + 1
@@ -175,7 +176,7 @@ final class ProjectReplica: Sendable {
             }
         }
         guard head.seq == tail.seq, head.hash == tail.hash else {
-            throw forked(.headDiffers(head: head.seq, tail: tail))
+            throw reseeder.forked(.headDiffers(head: head.seq, tail: tail))
         }
         reporter.update {
             $0.damage = nil
@@ -241,7 +242,7 @@ final class ProjectReplica: Sendable {
             parts = parts.filter { $0.key > through }
         }
         guard head.seq != tail.seq || head.hash == tail.hash else {
-            throw forked(.headDiffers(head: head.seq, tail: tail))
+            throw reseeder.forked(.headDiffers(head: head.seq, tail: tail))
         }
         reporter.noteApplied(head)
     }
@@ -254,29 +255,6 @@ final class ProjectReplica: Sendable {
         }
         reporter.update { $0.stalled = nil }
         return head
-    }
-
-    /// Why no block of etcd's begins right after `head`: a block that holds `head + 1` (beginning before it)
-    /// means the head is not where any of the cluster's commits ends — a fork; otherwise the log was trimmed
-    /// past it, and etcd's log begins at `firstHeld`.
-    private func behindOrForked(head: UInt64, firstHeld: UInt64, revision: Int64) async throws -> any Error {
-        let before = try await node.etcd.range(
-            keys.blocks(project), rangeEnd: Array(keys.block(project, firstSeq: head + 2).utf8), limit: 1,
-            revision: revision, descending: true)
-        if let kv = before.kvs.first {
-            let block = try StoredBlock(decoding: kv.value).block
-            if block.firstSeq <= head + 1, block.lastSeq >= head + 1 {
-                return forked(.insideCommit(head: head, of: block))
-            }
-        }
-        return ReplicaBehind(head: head, firstHeld: firstHeld)
-    }
-
-    /// Marks the replica damaged by `fork` (it is not served, and `/readyz` says so until a peer's copy replaces
-    /// it) and returns the error to throw.
-    private func forked(_ fork: ReplicaForked) -> ReplicaForked {
-        _ = reporter.damaged(fork.reason)
-        return fork
     }
 
     // MARK: Leading
@@ -319,17 +297,5 @@ final class ProjectReplica: Sendable {
         guard case .leading(let revision, _) = role else { return }
         gate.follow()
         await election.resign(revision: revision)
-    }
-
-    // MARK: Progress
-
-    /// Every half second, writes the applied seq to etcd when it changed.
-    private func reportProgress(_ ledger: Ledger) async throws {
-        while true {
-            try await Task.sleep(for: .milliseconds(500))
-            let head = try await head(of: ledger)
-            reporter.noteApplied(head)
-            try? await reporter.reportApplied(head)
-        }
     }
 }

@@ -94,6 +94,16 @@ final class ReplicaReporter: Sendable {
         }
     }
 
+    /// Every half second, until cancelled: notes the head `head` reads, and writes it to etcd when it changed.
+    func reportProgress(head: @Sendable () async throws -> LedgerHead) async throws {
+        while true {
+            try await Task.sleep(for: .milliseconds(500))
+            let head = try await head()
+            noteApplied(head)
+            try? await reportApplied(head)
+        }
+    }
+
     /// Writes the applied seq and head hash to etcd (under the node's lease) when the seq changed since the
     /// last report, or that report is ten seconds old.
     func reportApplied(_ head: LedgerHead) async throws {

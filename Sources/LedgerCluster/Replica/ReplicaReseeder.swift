@@ -1,9 +1,11 @@
+import EtcdAPI
 import LedgerCore
+import LedgerStore
 import Logging
 
-/// Replaces a project replica's ledger with a peer's copy when etcd cannot bring it up to date: the log was
-/// trimmed past its head (``ReplicaBehind``), or it forked (``ReplicaForked``, whose copy is kept aside as
-/// evidence). The copy comes from the live peer that has applied the most of the project, through the server
+/// Tells why etcd cannot bring a project replica up to date — the log was trimmed past its head
+/// (``ReplicaBehind``), or it forked (``ReplicaForked``, whose copy is kept aside as evidence) — and replaces its
+/// ledger with a peer's copy. The copy comes from the live peer that has applied the most of the project, through the server
 /// that holds the ledgers (``ReplicaHost/reseed(_:fromPeer:keepingAside:)``).
 struct ReplicaReseeder: Sendable {
     let project: ProjectID
@@ -39,5 +41,28 @@ struct ReplicaReseeder: Sendable {
             _ = reporter.damaged("\(reason), and it could not be re-seeded: \(error)")
             try? await Task.sleep(for: .seconds(2))
         }
+    }
+
+    /// Why no block of etcd's begins right after `head`: a block that holds `head + 1` (beginning before it)
+    /// means the head is not where any of the cluster's commits ends — a fork; otherwise the log was trimmed
+    /// past it, and etcd's log begins at `firstHeld`.
+    func behindOrForked(head: UInt64, firstHeld: UInt64, revision: Int64) async throws -> any Error {
+        let before = try await node.etcd.range(
+            keys.blocks(project), rangeEnd: Array(keys.block(project, firstSeq: head + 2).utf8), limit: 1,
+            revision: revision, descending: true)
+        if let kv = before.kvs.first {
+            let block = try StoredBlock(decoding: kv.value).block
+            if block.firstSeq <= head + 1, block.lastSeq >= head + 1 {
+                return forked(.insideCommit(head: head, of: block))
+            }
+        }
+        return ReplicaBehind(head: head, firstHeld: firstHeld)
+    }
+
+    /// Marks the replica damaged by `fork` (it is not served, and `/readyz` says so until a peer's copy replaces
+    /// it) and returns the error to throw.
+    func forked(_ fork: ReplicaForked) -> ReplicaForked {
+        _ = reporter.damaged(fork.reason)
+        return fork
     }
 }
