@@ -83,6 +83,9 @@ class StandIn:
     def requests(self):
         return httpx.get(self.control + "/requests").json()
 
+    def stats(self):
+        return httpx.get(self.control + "/stats").json()
+
     def script(self, token, replies, sticky=False):
         response = httpx.post(self.control + "/script", json={"token": token, "replies": replies, "sticky": sticky})
         assert response.status_code == 200, response.text

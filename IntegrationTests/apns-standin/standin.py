@@ -27,7 +27,8 @@ Scripting and inspection go through a plain-HTTP control port on loopback (`--co
   POST /goaway   sends GOAWAY on every open connection (NO_ERROR) and closes them
   POST /reset    forgets scripts, records and provider-token history
   GET  /requests the recorded requests as a JSON list
-  GET  /stats    {"count", "statuses", "first", "last"} (and "times", every answer's time, with ?times=1);
+  GET  /stats    {"count", "statuses", "first", "last", "connectionsOpened", "resets"} (and "times", every
+                 answer's time, with ?times=1);
                  with --summary-only nothing else is recorded (benchmarks)
   GET  /healthz  200 once both ports listen
 
@@ -83,6 +84,8 @@ class State:
         self.times = []  # with --summary-only, each answer's time instead of its record
         self.token_updates = {}  # kid -> (last new JWT, when it was first seen)
         self.connections = set()
+        self.opened = 0  # connections accepted since the last reset
+        self.resets = 0  # streams the provider reset (RST_STREAM) since the last reset
         self.loop = None
 
     def reset(self):
@@ -92,6 +95,8 @@ class State:
             self.token_updates.clear()
             self.statuses.clear()
             self.times.clear()
+            self.opened = 0
+            self.resets = 0
 
     def scripted_reply(self, token):
         with self.lock:
@@ -156,6 +161,29 @@ class Connection:
         self.streams = {}
         self.unusable = False
         self.opened = False
+        # The provider's bytes, read as frames for what h2 does not report: an RST_STREAM for a stream already
+        # closed (which h2 drops without an event) counts as a reset too.
+        self.frames = bytearray()
+        self.preface = len(b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n")
+
+    def count_resets(self, data):
+        self.frames += data
+        if self.preface:
+            skipped = min(self.preface, len(self.frames))
+            del self.frames[:skipped]
+            self.preface -= skipped
+        resets, offset, frames = 0, 0, self.frames
+        while len(frames) - offset >= 9:
+            length = int.from_bytes(frames[offset:offset + 3], "big")
+            if len(frames) - offset < 9 + length:
+                break
+            if frames[offset + 3] == 0x3:  # RST_STREAM
+                resets += 1
+            offset += 9 + length
+        del frames[:offset]
+        if resets:
+            with self.state.lock:
+                self.state.resets += resets
 
     async def run(self):
         self.h2.initiate_connection()
@@ -167,6 +195,8 @@ class Connection:
                 data = await self.reader.read(65536)
                 if not data:
                     break
+                if not self.state.args.summary_only:  # the benchmark's stand-in keeps to the wire
+                    self.count_resets(data)
                 for event in self.h2.receive_data(data):
                     await self.handle(event)
                 await self.flush()
@@ -305,7 +335,8 @@ def control_server(state, port):
                 with state.lock:
                     times = state.times if state.args.summary_only else [r["time"] for r in state.requests]
                     document = {"count": sum(state.statuses.values()), "statuses": dict(state.statuses),
-                                "first": times[0] if times else None, "last": times[-1] if times else None}
+                                "first": times[0] if times else None, "last": times[-1] if times else None,
+                                "connectionsOpened": state.opened, "resets": state.resets}
                     if self.path.endswith("times=1"):
                         document["times"] = list(times)
                 self.reply(200, document)
@@ -349,6 +380,8 @@ async def main(args):
     async def accept(reader, writer):
         connection = Connection(state, reader, writer)
         state.connections.add(connection)
+        with state.lock:
+            state.opened += 1
         await connection.run()
 
     server = await asyncio.start_server(accept, "127.0.0.1", args.port, ssl=context)

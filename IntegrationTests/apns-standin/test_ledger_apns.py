@@ -259,6 +259,23 @@ def test_after_goaway_pushes_go_out_on_a_new_connection(world):
     _wait_outcomes(ledger, _message_id(sent), _settled)
 
 
+def test_each_push_stream_is_ended_by_the_answer_never_reset_and_one_connection_carries_the_fan_out(world):
+    # A provider that resets its streams (RST_STREAM) after their answers is a rapid-reset client to a server that
+    # limits resets (CVE-2023-44487): nghttpd ended the connection with GOAWAY after about a thousand, and every
+    # push under way waited a second's backoff.
+    standin, ledger, _ = world
+    tokens = [ledger.register(device_token(100 + i)) for i in range(60)]
+    ledger.batch_add(tokens, "resets")
+    standin.reset()
+    sent = ledger.send({"topic": "resets", "notification": {"title": "no resets"}})
+    _, counts = _wait_outcomes(ledger, _message_id(sent), _settled)
+    assert counts["accepted"] == 60
+    time.sleep(0.3)  # a reset would follow the last answer
+    stats = standin.stats()
+    assert stats["resets"] == 0, stats
+    assert stats["connectionsOpened"] <= 2, stats  # the production client's connections, at most
+
+
 def test_a_send_whose_ios_payload_is_over_4096_bytes_is_refused_and_appends_nothing(world):
     standin, ledger, _ = world
     token = ledger.register(device_token(8))

@@ -1,6 +1,7 @@
 import Foundation
 import Logging
 import NIOCore
+import NIOPosix
 import NIOSSL
 import Synchronization
 
@@ -82,6 +83,9 @@ public final class APNsClient: Sendable {
     private let unansweredSince = Mutex<ContinuousClock.Instant?>(nil)
     /// Connections, each slot connected on first use and again after it closes or goes away.
     private let slots: Mutex<Slots>
+    /// The event loops the slots' connections run on, one after another: each connection's HTTP/2 and TLS work
+    /// on a thread of its own where there are threads enough (`next()` could put both on one).
+    private let loops: [any EventLoop]
 
     private struct Slots {
         enum Slot {
@@ -123,13 +127,104 @@ public final class APNsClient: Sendable {
         }
         self.tls = try NIOSSLContext(configuration: tls)
         slots = Mutex(Slots(slots: Array(repeating: .empty, count: max(1, connections))))
+        loops = Array(MultiThreadedEventLoopGroup.singleton.makeIterator())
     }
 
     /// Sends `push` until APNs gives a final answer or the push expires.
-    public func send(_ push: APNsPush) async -> APNsOutcome {
+    public func send(_ push: APNsPush) async -> APNsOutcome { await send(push, after: nil) }
+
+    /// What a push's first attempt, made in a batch, came to when it needs another (``send(_:after:)``).
+    private enum FirstAttempt {
+        /// No answer, or one that asks to try again later: the next attempt waits its backoff.
+        case failed(reason: String)
+        /// `ExpiredProviderToken`: again at once, with a new token.
+        case tokenRenewed
+    }
+
+    /// Sends `pushes` together — one hop to a connection's event loop, one resumption when they have all answered
+    /// (``APNsConnection/send(batch:timeout:)``) — and returns their outcomes in order. A push whose answer asks for
+    /// another attempt, or that got none, goes on alone with the rules of ``send(_:)``, as if its first attempt
+    /// had been made there.
+    public func send(_ pushes: [APNsPush]) async -> [APNsOutcome] {
+        guard pushes.count > 1 else { return pushes.isEmpty ? [] : [await send(pushes[0])] }
+        if Task.isCancelled { return pushes.map { _ in .interrupted } }
+        var outcomes = [APNsOutcome?](repeating: nil, count: pushes.count)
+        var again: [(index: Int, after: FirstAttempt?)] = []
+        let live = pushes.indices.filter { now() < pushes[$0].expiresAt }
+        do {
+            let token = try providerToken.current()
+            unansweredSince.withLock { $0 = $0 ?? .now }
+            let connection = try await self.connection()
+            let responses = await connection.send(
+                batch: live.map { index in
+                    APNsConnection.Request(
+                        path: "/3/device/\(pushes[index].deviceToken)", headers: headers(pushes[index], token: token),
+                        body: pushes[index].payload)
+                })
+            var answered = false
+            var renew = false
+            var reconnect = false
+            for (index, response) in zip(live, responses) {
+                guard case .success(let response) = response else {
+                    if case .failure(let error) = response, (error as? APNsConnection.StreamFailed)?.timedOut == true {
+                        attemptTimedOut()
+                        again.append((index, .failed(reason: "no answer in time")))
+                    } else if case .failure(let error) = response {
+                        again.append((index, .failed(reason: "\(type(of: error))")))
+                    }
+                    continue
+                }
+                answered = true
+                switch APNsReply(status: response.status, body: response.body).action {
+                case .done(.accepted):
+                    outcomes[index] = .accepted(apnsID: response.apnsID ?? pushes[index].apnsID.uuidString)
+                case .done(let outcome): outcomes[index] = outcome
+                case .retry(let reason): again.append((index, .failed(reason: reason)))
+                case .renewProviderToken:
+                    renew = true
+                    again.append((index, .tokenRenewed))
+                case .reconnectLater:
+                    reconnect = true
+                    again.append((index, .failed(reason: "TooManyProviderTokenUpdates")))
+                }
+            }
+            if answered { unansweredSince.withLock { $0 = nil } }
+            if renew { providerToken.dropExpired(token) }
+            if renew || reconnect { retire(connection) }
+        } catch {
+            // No token or no connection: each push goes through the single path, which reports why.
+            again = live.map { ($0, nil) }
+        }
+        for index in pushes.indices where !live.contains(index) {
+            outcomes[index] = .expired(lastReason: "not sent")
+        }
+        if !again.isEmpty {
+            await withTaskGroup(of: (Int, APNsOutcome).self) { group in
+                for (index, first) in again {
+                    group.addTask { (index, await self.send(pushes[index], after: first)) }
+                }
+                for await (index, outcome) in group { outcomes[index] = outcome }
+            }
+        }
+        return outcomes.map { $0 ?? .interrupted }
+    }
+
+    /// Sends `push` until APNs gives a final answer or the push expires; when its first attempt was made in a batch,
+    /// `first` says what came of it.
+    private func send(_ push: APNsPush, after first: FirstAttempt?) async -> APNsOutcome {
         var failures = 0
         var lastReason = "not sent"
         var renewedAfterExpiry = false
+        switch first {
+        case .none: break
+        case .tokenRenewed: renewedAfterExpiry = true
+        case .failed(let reason):
+            lastReason = reason
+            failures = 1
+            if let stop = await wait(afterFailures: failures, before: push.expiresAt, lastReason: lastReason) {
+                return stop
+            }
+        }
         while true {
             if now() >= push.expiresAt { return .expired(lastReason: lastReason) }
             if Task.isCancelled { return .interrupted }
@@ -145,7 +240,9 @@ public final class APNsClient: Sendable {
             do {
                 connection = try await self.connection()
                 response = try await connection.send(
-                    path: "/3/device/\(push.deviceToken)", headers: headers(push, token: token), body: push.payload)
+                    APNsConnection.Request(
+                        path: "/3/device/\(push.deviceToken)", headers: headers(push, token: token),
+                        body: push.payload))
                 unansweredSince.withLock { $0 = nil }
             } catch {
                 // No connection, GOAWAY, RST_STREAM, a timeout: the push may not have arrived.
@@ -245,7 +342,7 @@ public final class APNsClient: Sendable {
             case .connected(let connection) where connection.isUsable:
                 return .ready(connection)
             case .connected, .empty:
-                let future = APNsConnection.connect(host: host, port: port, tls: tls)
+                let future = APNsConnection.connect(host: host, port: port, tls: tls, on: loops[index % loops.count])
                 state.slots[index] = .connecting(future)
                 return .pending(index: index, future)
             }

@@ -33,7 +33,8 @@ struct APNsReply: Sendable, Equatable {
             let reason: String?
             let timestamp: Int64?
         }
-        let decoded = body.isEmpty ? nil : try? JSONDecoder().decode(Body.self, from: Data(body))
+        // APNs answers 200 with no body: whatever came with one is not read (a relay may echo the request).
+        let decoded = status == 200 || body.isEmpty ? nil : try? JSONDecoder().decode(Body.self, from: Data(body))
         reason = decoded?.reason
         timestamp = decoded?.timestamp
     }

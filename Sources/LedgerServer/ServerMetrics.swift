@@ -16,6 +16,13 @@ public final class ServerMetrics: Sendable {
     private let batchOperations: ValueHistogram
     private let commitDuration: DurationHistogram
     private let operationsCommitted: Counter
+    /// `ledger_apns_pushes_total` by each final outcome a push has (``recordPush(outcome:duration:)``), made once:
+    /// a fan-out records one per push.
+    private let pushOutcomes: [String: Counter]
+    private let pushDuration: DurationHistogram
+
+    /// The final outcomes of a push.
+    static let pushOutcomeNames = ["accepted", "unregistered", "bad_device_token", "rejected", "expired"]
 
     public init() {
         batchRequests = registry.makeValueHistogram(
@@ -34,6 +41,19 @@ public final class ServerMetrics: Sendable {
         operationsCommitted = registry.makeCounter(
             name: "ledger_operations_committed_total",
             help: "Operations in committed transactions (each appends one event unless rejected)")
+        var pushOutcomes: [String: Counter] = [:]
+        for outcome in Self.pushOutcomeNames {
+            pushOutcomes[outcome] = registry.makeCounter(
+                name: "ledger_apns_pushes_total", labels: [("outcome", outcome)], help: "APNs pushes by final outcome")
+        }
+        self.pushOutcomes = pushOutcomes
+        pushDuration = registry.makeDurationHistogram(
+            name: "ledger_apns_push_duration_seconds",
+            buckets: [
+                .milliseconds(5), .milliseconds(10), .milliseconds(25), .milliseconds(50), .milliseconds(100),
+                .milliseconds(250), .milliseconds(500), .seconds(1), .seconds(5), .seconds(30), .seconds(300),
+            ],
+            help: "Time from a push's first attempt to its final outcome")
     }
 
     /// Records one group commit (the store's commit observer).
@@ -108,18 +128,11 @@ public final class ServerMetrics: Sendable {
     /// Counts one push with its final outcome (`accepted`, `unregistered`, `bad_device_token`, `rejected`,
     /// `expired`) and records how long it took, retries included.
     func recordPush(outcome: String, duration: Duration) {
-        registry.makeCounter(
-            name: "ledger_apns_pushes_total", labels: [("outcome", outcome)],
-            help: "APNs pushes by final outcome"
-        ).increment()
-        registry.makeDurationHistogram(
-            name: "ledger_apns_push_duration_seconds",
-            buckets: [
-                .milliseconds(5), .milliseconds(10), .milliseconds(25), .milliseconds(50), .milliseconds(100),
-                .milliseconds(250), .milliseconds(500), .seconds(1), .seconds(5), .seconds(30), .seconds(300),
-            ],
-            help: "Time from a push's first attempt to its final outcome"
-        ).record(duration)
+        (pushOutcomes[outcome]
+            ?? registry.makeCounter(
+                name: "ledger_apns_pushes_total", labels: [("outcome", outcome)], help: "APNs pushes by final outcome"))
+            .increment()
+        pushDuration.record(duration)
     }
 
     /// Counts one push attempt APNs left unanswered in time (`outcome="timeout"`); it is tried again until its

@@ -24,6 +24,9 @@ import LedgerCluster
 /// - Note: Never logs device tokens, registration tokens or payloads.
 final class ProjectPusher: Sendable {
     static let maximumInFlight = 256
+    /// Pushes handed to APNs together (``APNsClient/send(_:)-([APNsPush])``): one hop to a connection and one
+    /// resumption for them all, rather than one each.
+    static let pushBatch = 32
     static let progressBatch = 1000
     /// How long a push waits before trying again after APNs refused the project's provider token.
     static let invalidTokenRetry: Duration = .seconds(60)
@@ -191,7 +194,7 @@ final class ProjectPusher: Sendable {
         ledgers.reportAPNs(state, for: project)
     }
 
-    /// What one push came to, for the progress record.
+    /// What one push came to, for the progress record (``APNsOutcome/interrupted`` until it has been sent).
     private struct Finished {
         var instance: InstanceID
         var token: RegistrationToken
@@ -279,8 +282,26 @@ final class ProjectPusher: Sendable {
             lastRecord = .now
         }
 
-        try await withThrowingTaskGroup(of: Finished.self) { group in
+        try await withThrowingTaskGroup(of: [Finished].self) { group in
             var inFlight = 0
+            /// Pushes taken and not handed to APNs yet, for each client (production, sandbox).
+            var pending: [Bool: [(recipient: Finished, push: APNsPush)]] = [:]
+            func launch(sandboxed: Bool) {
+                guard let batch = pending.removeValue(forKey: sandboxed), !batch.isEmpty else { return }
+                let client = sandboxed ? sandbox : production
+                group.addTask { [self] in
+                    let outcomes = await send(batch.map(\.push), with: client)
+                    return zip(batch, outcomes).map { taken, outcome in
+                        var finished = taken.recipient
+                        finished.outcome = outcome
+                        return finished
+                    }
+                }
+            }
+            func launchAll() {
+                launch(sandboxed: false)
+                launch(sandboxed: true)
+            }
             func settle(_ finished: Finished) {
                 inFlight -= 1
                 switch finished.outcome {
@@ -342,8 +363,9 @@ final class ProjectPusher: Sendable {
                         window.take(instance, token: token, done: true)
                         continue
                     }
+                    if inFlight >= Self.maximumInFlight { launchAll() }
                     while inFlight >= Self.maximumInFlight, let finished = try await group.next() {
-                        settle(finished)
+                        finished.forEach(settle)
                     }
                     if stopped || expired { break issuing }
                     window.take(instance, token: token)
@@ -355,20 +377,21 @@ final class ProjectPusher: Sendable {
                         expiresAt: Double(expiresAt.microseconds) / 1_000_000,
                         collapseID: delivery.collapseKey.flatMap { $0.utf8.count <= 64 ? $0 : nil },
                         apnsID: APNsPushID.uuid(messageID: messageID, token: token), payload: delivery.payloadJSON)
-                    let client = apnsToken.sandbox ? sandbox : production
-                    group.addTask { [self] in
-                        Finished(
-                            instance: instance, token: token, apnsToken: apnsToken,
-                            outcome: await self.send(push, with: client))
-                    }
+                    let recipient = Finished(
+                        instance: instance, token: token, apnsToken: apnsToken, outcome: .interrupted)
+                    pending[apnsToken.sandbox, default: []].append((recipient, push))
+                    if pending[apnsToken.sandbox]?.count ?? 0 >= Self.pushBatch { launch(sandboxed: apnsToken.sandbox) }
                     if outcomesSinceRecord >= Self.progressBatch || ContinuousClock.now - lastRecord > .seconds(1) {
                         try await record(finished: false)
                     }
                 }
+                // What this read took goes out before the next read.
+                launchAll()
                 let owed = max(0, unwalked) + window.open
                 failing.withLock { $0.current = (seq, owed) }
             }
-            while let finished = try await group.next() { settle(finished) }
+            launchAll()
+            while let finished = try await group.next() { finished.forEach(settle) }
         }
         if stopped {
             try await record(finished: false)
@@ -379,6 +402,42 @@ final class ProjectPusher: Sendable {
         if !pushedAny && progress == nil && failures.isEmpty && !expired { return true }
         try await record(finished: true)
         return true
+    }
+
+    /// Sends `pushes` together (``APNsClient/send(_:)-([APNsPush])``); those refused for the provider token go on
+    /// alone through ``send(_:with:)``, which waits that out.
+    private func send(_ pushes: [APNsPush], with client: APNsClient) async -> [APNsOutcome] {
+        let started = ContinuousClock.now
+        var outcomes = await client.send(pushes)
+        var refused: [Int] = []
+        for (index, outcome) in outcomes.enumerated() {
+            if case .providerTokenInvalid = outcome {
+                refused.append(index)
+            } else {
+                record(outcome, since: started)
+            }
+        }
+        if refused.count < pushes.count { setProblem(nil) }
+        guard !refused.isEmpty else { return outcomes }
+        await withTaskGroup(of: (Int, APNsOutcome).self) { group in
+            for index in refused { group.addTask { (index, await self.send(pushes[index], with: client)) } }
+            for await (index, outcome) in group { outcomes[index] = outcome }
+        }
+        return outcomes
+    }
+
+    /// Counts a push's final outcome and how long it took (nothing for one interrupted or refused for the token).
+    private func record(_ outcome: APNsOutcome, since started: ContinuousClock.Instant) {
+        let name: String
+        switch outcome {
+        case .accepted: name = "accepted"
+        case .unregistered: name = "unregistered"
+        case .badDeviceToken: name = "bad_device_token"
+        case .rejected: name = "rejected"
+        case .expired: name = "expired"
+        case .interrupted, .providerTokenInvalid: return
+        }
+        ledgers.metrics.recordPush(outcome: name, duration: .now - started)
     }
 
     /// Sends `push`, waiting out a refused provider token (reported in `/readyz`, a metric and one error line)
@@ -401,16 +460,7 @@ final class ProjectPusher: Sendable {
                 continue
             }
             setProblem(nil)
-            let name: String
-            switch outcome {
-            case .accepted: name = "accepted"
-            case .unregistered: name = "unregistered"
-            case .badDeviceToken: name = "bad_device_token"
-            case .rejected: name = "rejected"
-            case .expired: name = "expired"
-            case .interrupted, .providerTokenInvalid: return outcome
-            }
-            ledgers.metrics.recordPush(outcome: name, duration: .now - started)
+            record(outcome, since: started)
             return outcome
         }
     }
