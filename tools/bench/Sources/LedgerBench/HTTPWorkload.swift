@@ -83,7 +83,49 @@ struct HTTPWorkload {
         } else {
             FileHandle.standardError.write(Data("http: redis-server is missing, no Redis bulk peer\n".utf8))
         }
+        if let peer = try? Self.nodeRedisSubscribe(scratch: scratch, wrk: wrk, tokens: tokensFile) {
+            results.append(
+                BenchResult(
+                    name: "HTTP per-token subscribe vs a hand-rolled Node+Redis service, 64 connections (wrk)",
+                    unit: "req/s", value: perToken.requestsPerSecond,
+                    baselineName: "Node 20 http + Redis appendfsync always, MULTI SADD topic SADD inst EXEC",
+                    baseline: peer.requestsPerSecond,
+                    notes: "target ≥ 100 % (issue 53); the same subscribe.lua; peer: \(peer.summary)"))
+        } else {
+            FileHandle.standardError.write(Data("http: node or redis-server is missing, no Node+Redis peer\n".utf8))
+        }
         return results
+    }
+
+    /// The per-token subscribe of tools/bench/peers/node-redis-subscribe.js (Node's http module in front of Redis
+    /// with `appendfsync always`, one MULTI/SADD/SADD/EXEC per request), under the same wrk script.
+    static func nodeRedisSubscribe(scratch: String, wrk: Wrk, tokens: String) throws -> Wrk.Outcome {
+        guard let node = ["/usr/bin/node", "/usr/local/bin/node"].first(where: FileManager.default.isExecutableFile)
+        else { throw PeerError("node is missing") }
+        let redis = try RedisServer(scratch: scratch)
+        defer { redis.stop() }
+        let port = 20_000 + Int.random(in: 0..<2000)
+        let peer = Process()
+        peer.executableURL = URL(fileURLWithPath: node)
+        let script = ((Wrk.scripts as NSString).deletingLastPathComponent as NSString).appendingPathComponent(
+            "peers/node-redis-subscribe.js")
+        peer.arguments = [script, "--port", String(port), "--redis-port", String(redis.port)]
+        peer.standardOutput = FileHandle.nullDevice
+        peer.standardError = FileHandle.nullDevice
+        try peer.run()
+        defer {
+            peer.terminate()
+            peer.waitUntilExit()
+        }
+        let base = "http://127.0.0.1:\(port)"
+        for attempt in 0..<100 {
+            // Listening: a TCP connection is accepted (RESPConnection only connects until it is asked).
+            if (try? RESPConnection(port: port)) != nil { break }
+            if attempt == 99 { throw PeerError("the Node+Redis peer did not start") }
+            Thread.sleep(forTimeInterval: 0.05)
+        }
+        return try wrk.run(
+            base, connections: 64, script: "subscribe.lua", tokens: tokens, serverPID: peer.processIdentifier)
     }
 
     /// Registers `devices` devices, 16 at a time; returns their tokens.
