@@ -152,6 +152,8 @@ public final class APNsClient: Sendable {
         var again: [(index: Int, after: FirstAttempt?)] = []
         let live = pushes.indices.filter { now() < pushes[$0].expiresAt }
         do {
+            // Nothing to send: no connection, and no request counted as unanswered (``silence``).
+            guard !live.isEmpty else { throw CancellationError() }
             let token = try providerToken.current()
             unansweredSince.withLock { $0 = $0 ?? .now }
             let connection = try await self.connection()
@@ -192,7 +194,8 @@ public final class APNsClient: Sendable {
             if renew { providerToken.dropExpired(token) }
             if renew || reconnect { retire(connection) }
         } catch {
-            // No token or no connection: each push goes through the single path, which reports why.
+            // No token or no connection: each push goes through the single path, which reports why (none when
+            // every push has expired).
             again = live.map { ($0, nil) }
         }
         for index in pushes.indices where !live.contains(index) {

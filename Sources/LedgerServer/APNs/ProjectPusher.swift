@@ -382,6 +382,7 @@ final class ProjectPusher: Sendable {
                     pending[apnsToken.sandbox, default: []].append((recipient, push))
                     if pending[apnsToken.sandbox]?.count ?? 0 >= Self.pushBatch { launch(sandboxed: apnsToken.sandbox) }
                     if outcomesSinceRecord >= Self.progressBatch || ContinuousClock.now - lastRecord > .seconds(1) {
+                        launchAll()  // not held back while the progress is committed
                         try await record(finished: false)
                     }
                 }
