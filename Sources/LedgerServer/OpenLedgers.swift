@@ -155,6 +155,14 @@ public final class OpenLedgers: ReplicaHost {
         try await replaceLedger(of: project, with: copy, keepingAside: keepingAside)
     }
 
+    public func rollBack(_ project: ProjectID, after seq: UInt64) async throws {
+        let ledger = try await self.ledger(for: project)
+        let removed = try await opener.perform { try ledger.rollBack(after: seq) }
+        // The prepared sends of rolled-back seqs must not stand for the events that take those seqs next.
+        delivery(for: project).sends.removeAll()
+        metrics.recordRollBack(events: removed)
+    }
+
     /// Where copies made for peers (and downloaded from them) are kept: on the data directory's file system, so
     /// a downloaded copy is renamed into place.
     var snapshotsDirectory: String { (configuration.dataDirectory as NSString).appendingPathComponent(".snapshots") }

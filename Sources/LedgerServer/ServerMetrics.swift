@@ -157,6 +157,14 @@ public final class ServerMetrics: Sendable {
         ).set(Double(failingProjects))
     }
 
+    /// Counts events a cluster's node rolled back: committed ahead of etcd, never taken by it, never acknowledged.
+    func recordRollBack(events: UInt64) {
+        registry.makeCounter(
+            name: "topicledger_cluster_rolled_back_events_total",
+            help: "Events this node committed ahead of etcd that etcd did not take, rolled back (never acknowledged)"
+        ).increment(by: Int64(clamping: events))
+    }
+
     /// Sets the cluster's gauges: the etcd alarms raised (`NOSPACE`, `CORRUPT`), one series each, 1 when raised.
     /// A stalled replica is counted here without its project (this route needs no credential); the project's
     /// own metrics route has its lag, labelled.

@@ -155,7 +155,20 @@ public final class Ledger: Sendable {
         } else {
             self.audienceRecorder = nil
         }
-        if options.replication == nil && !options.forRebuild { try reapplyJournaledErasures() }
+        if options.replication == nil && !options.forRebuild {
+            try forgetClusterSuffix(storage)
+            try reapplyJournaledErasures()
+        }
+    }
+
+    /// On its own (no cluster), a ledger acknowledges every write it commits: a suffix a cluster's leader wrote
+    /// ahead of etcd (``MetaKey/clusterHeld``) is from now on part of what this node answered for, and never
+    /// rolled back (``rollBack(after:)``).
+    private func forgetClusterSuffix(_ storage: LedgerStorage) throws {
+        let schema = storage.schema
+        let marked = try storage.environment.read { try $0.contains(schema.meta, key: MetaKey.clusterHeld) }
+        guard marked else { return }
+        try storage.environment.write { txn in _ = try txn.delete(schema.meta, key: MetaKey.clusterHeld) }
     }
 
     /// The single writer: each group-commit batch runs through ``commit(_:environment:schema:limits:moves:now:logger:)``;
@@ -174,13 +187,13 @@ public final class Ledger: Sendable {
         return GroupCommitter(
             maximumBatchOperations: options.maximumBatchOperations, observer: options.commitObserver,
             state: WriterState()
-        ) { [environment = storage.environment, schema = storage.schema, logger, slot] state, batch in
+        ) { [environment = storage.environment, schema = storage.schema, logger, slot] state, batch, respond in
             if let problem = dataFile?.problem {
                 if !state.stopReported {
                     state.stopReported = true
                     logger.critical("ledger writes stopped", metadata: ["error": "\(problem)"])
                 }
-                return batch.map { _ in .failure(StoreError(.unavailable, problem)) }
+                return respond(batch.map { _ in .failure(StoreError(.unavailable, problem)) })
             }
             if debt.problem != nil {
                 do {
@@ -188,46 +201,59 @@ public final class Ledger: Sendable {
                     state.instances.forget()
                     logger.notice("compacted the ledger's file after an earlier erasure")
                 } catch {
-                    return batch.map { _ in
-                        .failure(
-                            StoreError(
-                                .unavailable,
-                                "the ledger's file must be compacted after an erasure first, and cannot be: \(error)"))
-                    }
+                    return respond(
+                        batch.map { _ in
+                            .failure(
+                                StoreError(
+                                    .unavailable,
+                                    "the ledger's file must be compacted after an erasure first, and cannot be: \(error)"
+                                ))
+                        })
                 }
             }
-            let results =
+            let erases = batch.count == 1 && batch[0].erases
+            let ahead = gate?.commitsAhead == true && !erases
+            let committed =
                 switch isolation {
                 case .retryAlone:
                     Self.commit(
                         batch, environment: environment, schema: schema, limits: limits, moves: state.moveCursor,
-                        facts: state.instances, chainWorker: state.chainWorker, gate: gate, now: clock(),
-                        logger: logger)
+                        facts: state.instances, chainWorker: state.chainWorker, gate: gate, ahead: ahead,
+                        now: clock(), logger: logger)
                 case .nestedPerRequest:
                     Self.commitNested(
                         batch, environment: environment, schema: schema, limits: limits, moves: state.moveCursor,
-                        facts: state.instances, chainWorker: state.chainWorker, gate: gate, now: clock(),
-                        logger: logger)
+                        facts: state.instances, chainWorker: state.chainWorker, gate: gate, ahead: ahead,
+                        now: clock(), logger: logger)
                 }
-            if let last = Self.lastSeq(in: results) { headWaiters.advance(to: last) }
-            if batch.count == 1, batch[0].erases, case .success(let receipt) = results[0],
+            if erases, case .success(let receipt) = committed.results[0],
                 receipt.outcomes.contains(where: { $0.seq != nil })
             {
-                return [
+                if let last = Self.lastSeq(in: committed.results) { headWaiters.advance(to: last) }
+                return respond([
                     Self.compact(
                         after: receipt, environment: environment, dataFile: dataFile, state: &state, debt: debt,
                         logger: logger)
-                ]
+                ])
             }
-            // Before the sends reach the recorder: a send's audience must never be taken as unchanged
-            // across a change committed before it (``TopicChangeTracker``).
-            if let last = Self.lastSeq(in: results) { changes.noteChanges(of: batch, through: last) }
-            let sends = Self.sends(in: results)
-            if !sends.isEmpty {
-                slot.withLock { $0?.enqueue(sends) }
-                sendObserver?(sends.map(\.sendSeq))
+            // What the requests were told is what happened: only what the cluster holds (when the batch
+            // committed ahead of it) raises the head, dates topic changes and reaches the recorder.
+            let release: @Sendable (GroupCommitter.Results) -> Void = { results in
+                if let last = Self.lastSeq(in: results) {
+                    headWaiters.advance(to: last)
+                    // Before the sends reach the recorder: a send's audience must never be taken as unchanged
+                    // across a change committed before it (``TopicChangeTracker``).
+                    changes.noteChanges(of: batch, through: last)
+                }
+                let sends = Self.sends(in: results)
+                if !sends.isEmpty {
+                    slot.withLock { $0?.enqueue(sends) }
+                    sendObserver?(sends.map(\.sendSeq))
+                }
+                respond(results)
             }
-            return results
+            guard let gate, !committed.ahead.isEmpty else { return release(committed.results) }
+            AheadAcknowledgement.handOver(committed, to: gate, then: release)
         }
     }
 
@@ -448,10 +474,17 @@ public final class Ledger: Sendable {
     /// `true`; `false` when `timeout` runs out (or the task is cancelled) first. Woken by the commit or the
     /// applied block that reaches it, not by polling.
     public func waitForHead(_ seq: UInt64, upTo timeout: Duration) async -> Bool {
-        // What is stored now counts, whatever wrote it.
-        if let head = try? readLog({ try $0.head().seq }) { headWaiters.advance(to: head) }
+        // What is stored now counts, whatever wrote it — but on a cluster's node only what the cluster holds.
+        if options.replication == nil, let head = try? readLog({ try $0.head().seq }) {
+            headWaiters.advance(to: head)
+        }
         return await headWaiters.wait(for: seq, upTo: timeout)
     }
+
+    /// The seq through which requests were answered, or blocks applied: the head, but on a cluster's leader
+    /// that commits ahead of etcd (``ReplicationGate/commitsAhead``) only what etcd acknowledged. What is
+    /// signed, delivered or named to a reader in another request stops here.
+    public var acknowledgedSeq: UInt64 { headWaiters.level }
 
     /// Blocks until every send committed so far has its `audience` event (or its recording failed and was
     /// logged). For imports, tests and benchmarks; the server never needs to wait.
@@ -500,15 +533,16 @@ public final class Ledger: Sendable {
     /// error was caught. A full map is grown and the batch run again (``LMDBEnvironment/write(_:)``). When the
     /// batch fails otherwise, each request is retried alone, so only the request that fails fails, with
     /// nothing written for it. `facts` learn from every transaction and are told which committed
-    /// (``WriterInstanceCache``).
+    /// (``WriterInstanceCache``). With `ahead`, the cluster's `gate` admits each block in its transaction and
+    /// the blocks committed are returned to be handed over (``ReplicationGate/commitsAhead``).
     static func commit(
         _ batch: [WriteRequest], environment: LMDBEnvironment, schema: LedgerSchema, limits: LedgerLimits,
         moves: RecentMemberships.MoveCursor, facts: WriterInstanceCache, chainWorker: SerialWorker<BlockingJob, Void>,
-        gate: (any ReplicationGate)? = nil, now: LedgerTime, logger: Logger
-    ) -> [Result<WriteReceipt, any Error>] {
+        gate: (any ReplicationGate)? = nil, ahead: Bool = false, now: LedgerTime, logger: Logger
+    ) -> CommittedBatch {
         let directory = environment.path
-        func run(_ requests: [WriteRequest]) throws -> [Result<WriteReceipt, any Error>] {
-            let (results, transaction) = try environment.write { txn in
+        func run(_ requests: [WriteRequest]) throws -> ([Result<WriteReceipt, any Error>], ReplicatedBlock?) {
+            let (results, transaction, block) = try environment.write { txn in
                 facts.begin(transaction: txn.id)
                 var appender = try LogAppender(
                     txn: txn, schema: schema, limits: limits, facts: facts, chainWorker: chainWorker,
@@ -521,57 +555,86 @@ public final class Ledger: Sendable {
                     results.append(try appender.apply(request, now: now).mapError { $0 })
                 }
                 try finish(&appender, txn: txn, schema: schema, limits: limits, moves: moves, facts: facts)
-                if let gate {
-                    try pass(gate, start: start, records: appender.sink.replicatedRecords ?? [])
+                let block = try gate.map { gate in
+                    try pass(
+                        gate, ahead: ahead, start: start, records: appender.sink.replicatedRecords ?? [], txn: txn,
+                        schema: schema)
                 }
-                return (results, txn.id)
+                return (results, txn.id, block ?? nil)
             }
             facts.committed(transaction: transaction)
-            return results
+            return (results, block)
         }
         do {
-            return try run(batch)
+            let (results, block) = try run(batch)
+            return CommittedBatch(
+                results: results, ahead: block.map { [.init(block: $0, requests: Array(batch.indices))] } ?? [])
         } catch let refusal as ReplicationRefusal {
             // Retrying alone would be refused the same way, once per request. (The facts learnt in the aborted
             // transaction are forgotten when the next one begins: ``WriterInstanceCache/begin(transaction:)``.)
-            return batch.map { _ in .failure(Self.refused(refusal)) }
+            return CommittedBatch(failing: batch.count, with: Self.refused(refusal))
         } catch {
             guard batch.count > 1 else {
                 logger.error(
                     "ledger write failed; nothing was written",
                     metadata: ["ledger.request": "\(batch[0].requestID)", "error": "\(error)"])
-                return [.failure(storageError(error, directory: directory))]
+                if ahead { Self.tell(gate, ofFailed: error) }
+                return CommittedBatch(failing: 1, with: storageError(error, directory: directory))
             }
             logger.warning(
                 "ledger batch failed; retrying its requests one by one",
                 metadata: ["ledger.batch.requests": "\(batch.count)", "error": "\(error)"])
-            return batch.map { request in
+            var committed = CommittedBatch(results: [])
+            for (index, request) in batch.enumerated() {
                 do {
-                    return try run([request])[0]
+                    let (results, block) = try run([request])
+                    committed.results.append(results[0])
+                    if let block { committed.ahead.append(.init(block: block, requests: [index])) }
                 } catch let refusal as ReplicationRefusal {
-                    return .failure(Self.refused(refusal))
+                    committed.results.append(.failure(Self.refused(refusal)))
                 } catch {
                     logger.error(
                         "ledger write failed; nothing was written",
                         metadata: ["ledger.request": "\(request.requestID)", "error": "\(error)"])
-                    return .failure(storageError(error, directory: directory))
+                    if ahead { Self.tell(gate, ofFailed: error) }
+                    committed.results.append(.failure(storageError(error, directory: directory)))
                 }
             }
+            return committed
         }
     }
 
     /// Hands what a transaction appended since `start` to `gate` (or, when it appended nothing, has it
-    /// confirm the leadership): the last step before LMDB commits.
-    private static func pass(_ gate: any ReplicationGate, start: LedgerHead, records: [[UInt8]]) throws {
+    /// confirm the leadership): the last step before LMDB commits. Ahead of the cluster, the gate only admits
+    /// the block, the transaction notes what the cluster held then (``MetaKey/clusterHeld``), and the block is
+    /// returned, to be handed over once LMDB committed it.
+    private static func pass(
+        _ gate: any ReplicationGate, ahead: Bool, start: LedgerHead, records: [[UInt8]], txn: LMDBTransaction,
+        schema: LedgerSchema
+    ) throws -> ReplicatedBlock? {
+        let block = ReplicatedBlock(firstSeq: start.seq + 1, previousHash: start.hash, records: records)
+        if ahead {
+            let held = try gate.admitAhead(block)
+            if !records.isEmpty { try txn.put(schema.meta, key: MetaKey.clusterHeld, value: held) }
+            return block
+        }
         if records.isEmpty {
             try gate.confirmLeadership()
         } else {
-            try gate.replicate(ReplicatedBlock(firstSeq: start.seq + 1, previousHash: start.hash, records: records))
+            try gate.replicate(block)
         }
+        return nil
+    }
+
+    /// Tells a gate that commits ahead that LMDB failed to commit (a request's own error — a time before the
+    /// head — is not the storage's).
+    private static func tell(_ gate: (any ReplicationGate)?, ofFailed error: any Error) {
+        if let error = error as? StoreError, error.code != .unavailable && error.code != .corrupt { return }
+        gate?.commitFailed(error)
     }
 
     /// What the requests of a batch the cluster refused are told: unavailable, nothing written.
-    private static func refused(_ refusal: ReplicationRefusal) -> StoreError {
+    static func refused(_ refusal: ReplicationRefusal) -> StoreError {
         StoreError(.unavailable, "the cluster did not accept the write; nothing was written: \(refusal.message)")
     }
 
@@ -595,10 +658,10 @@ public final class Ledger: Sendable {
     static func commitNested(
         _ batch: [WriteRequest], environment: LMDBEnvironment, schema: LedgerSchema, limits: LedgerLimits,
         moves: RecentMemberships.MoveCursor, facts: WriterInstanceCache, chainWorker: SerialWorker<BlockingJob, Void>,
-        gate: (any ReplicationGate)? = nil, now: LedgerTime, logger: Logger
-    ) -> [Result<WriteReceipt, any Error>] {
+        gate: (any ReplicationGate)? = nil, ahead: Bool = false, now: LedgerTime, logger: Logger
+    ) -> CommittedBatch {
         do {
-            let (results, transaction) = try environment.write { txn in
+            let (results, transaction, block) = try environment.write { txn in
                 facts.begin(transaction: txn.id)
                 var results: [Result<WriteReceipt, any Error>] = []
                 results.reserveCapacity(batch.count)
@@ -629,16 +692,21 @@ public final class Ledger: Sendable {
                         results.append(.failure(storageError(error, directory: environment.path)))
                     }
                 }
-                if let gate, let start { try pass(gate, start: start, records: records) }
-                return (results, txn.id)
+                var block: ReplicatedBlock?
+                if let gate, let start {
+                    block = try pass(gate, ahead: ahead, start: start, records: records, txn: txn, schema: schema)
+                }
+                return (results, txn.id, block)
             }
             facts.committed(transaction: transaction)
-            return results
+            return CommittedBatch(
+                results: results, ahead: block.map { [.init(block: $0, requests: Array(batch.indices))] } ?? [])
         } catch let refusal as ReplicationRefusal {
-            return batch.map { _ in .failure(Self.refused(refusal)) }
+            return CommittedBatch(failing: batch.count, with: Self.refused(refusal))
         } catch {
             logger.error("ledger batch failed; nothing was written", metadata: ["error": "\(error)"])
-            return batch.map { _ in .failure(storageError(error, directory: environment.path)) }
+            if ahead { Self.tell(gate, ofFailed: error) }
+            return CommittedBatch(failing: batch.count, with: storageError(error, directory: environment.path))
         }
     }
 

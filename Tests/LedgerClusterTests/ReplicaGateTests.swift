@@ -1,6 +1,7 @@
 import Dispatch
 import LedgerCore
 import LedgerStore
+import Synchronization
 import Testing
 
 @testable import LedgerCluster
@@ -38,7 +39,7 @@ struct ReplicaGateTests {
         let gate = ReplicaGate(project: "shop", waitLimit: .seconds(10))
         let jobs = gate.lead(revision: 7, tail: ReplicationTail(seq: 0, hash: HashChain.genesis))
         try await withThrowingTaskGroup(of: Void.self) { group in
-            group.addTask { for await job in jobs { job.complete(answer) } }
+            group.addTask { for await queued in jobs { for job in queued { job.complete(answer) } } }
             try await body(gate)
             gate.follow()  // ends the stream, and with it the answering task
             try await group.waitForAll()
@@ -106,5 +107,118 @@ struct ReplicaGateTests {
             gate.follow()
             try await group.waitForAll()
         }
+    }
+
+    /// `gate.admitAhead(block)` on a thread of its own (it may block while too many blocks are in flight).
+    static func admit(_ block: ReplicatedBlock, through gate: ReplicaGate) async -> Result<UInt64, any Error> {
+        await withCheckedContinuation { continuation in
+            DispatchQueue.global().async { continuation.resume(returning: Result { try gate.admitAhead(block) }) }
+        }
+    }
+
+    /// A chain of `count` one-record blocks from the empty log.
+    static func chain(_ count: Int) -> [ReplicatedBlock] {
+        var blocks: [ReplicatedBlock] = []
+        var previous = HashChain.genesis
+        for index in 0..<count {
+            let block = ReplicatedBlock(
+                firstSeq: UInt64(index) + 1, previousHash: previous, records: [Self.record(UInt8(index + 1))])
+            blocks.append(block)
+            previous = block.lastHash
+        }
+        return blocks
+    }
+
+    @Test("ahead: blocks are handed over in order and taken together; the tail moves as etcd answers each")
+    func aheadInOrder() async throws {
+        let gate = ReplicaGate(project: "shop", waitLimit: .seconds(10), commitsAhead: true)
+        let lead = gate.lead(revision: 7, tail: ReplicationTail(seq: 0, hash: HashChain.genesis))
+        let acknowledged = Mutex<[UInt64]>([])
+        for block in Self.chain(3) {
+            #expect(try await Self.admit(block, through: gate).get() == 0)
+            gate.handOver(block) { refusal in
+                #expect(refusal == nil)
+                acknowledged.withLock { $0.append(block.lastSeq) }
+            }
+        }
+        var iterator = lead.makeAsyncIterator()
+        let taken = try #require(await iterator.next())
+        #expect(taken.map(\.block.firstSeq) == [1, 2, 3])
+        #expect(taken.map(\.previousTail.seq) == [0, 1, 2])
+        #expect(acknowledged.withLock { $0 }.isEmpty)
+        for job in taken { job.complete(.success(())) }
+        #expect(acknowledged.withLock { $0 } == [1, 2, 3])
+        #expect(
+            gate.currentRole == .leading(revision: 7, tail: ReplicationTail(seq: 3, hash: Self.chain(3)[2].lastHash)))
+        // The next block is admitted with what etcd now holds.
+        let fourth = ReplicatedBlock(firstSeq: 4, previousHash: Self.chain(3)[2].lastHash, records: [Self.record(9)])
+        #expect(try await Self.admit(fourth, through: gate).get() == 3)
+        gate.follow()
+        #expect(await iterator.next() == nil)
+    }
+
+    @Test(
+        "ahead: at most maximumInFlight blocks wait for etcd; the writer waits for a slot, or gives up and the gate closes"
+    )
+    func aheadBounded() async throws {
+        let gate = ReplicaGate(project: "shop", waitLimit: .milliseconds(300), commitsAhead: true, maximumInFlight: 2)
+        let lead = gate.lead(revision: 7, tail: ReplicationTail(seq: 0, hash: HashChain.genesis))
+        let blocks = Self.chain(4)
+        for block in blocks.prefix(2) {
+            _ = try await Self.admit(block, through: gate).get()
+            gate.handOver(block) { _ in }
+        }
+        var iterator = lead.makeAsyncIterator()
+        let taken = try #require(await iterator.next())
+        // A slot frees while the writer waits: it is admitted.
+        async let third = Self.admit(blocks[2], through: gate)
+        try await Task.sleep(for: .milliseconds(50))
+        taken[0].complete(.success(()))
+        #expect(try await third.get() == 1)
+        gate.handOver(blocks[2]) { _ in }
+        // None frees: the writer gives up within the limit, and the gate closes.
+        Self.expectRefused(
+            await Self.admit(blocks[3], through: gate).map { _ in () }, .clusterUnavailable)
+        #expect(gate.isLeading == false)
+        taken[1].complete(.success(()))
+    }
+
+    @Test("ahead: a refused block refuses every block after it, queued or not yet taken, and closes the gate")
+    func aheadRefusalCascades() async throws {
+        let gate = ReplicaGate(project: "shop", waitLimit: .seconds(10), commitsAhead: true)
+        let lead = gate.lead(revision: 7, tail: ReplicationTail(seq: 0, hash: HashChain.genesis))
+        let refusals = Mutex<[UInt64: ReplicationRefusal.Reason]>([:])
+        let blocks = Self.chain(3)
+        _ = try await Self.admit(blocks[0], through: gate).get()
+        gate.handOver(blocks[0]) { refusal in refusals.withLock { $0[1] = refusal?.reason } }
+        var iterator = lead.makeAsyncIterator()
+        let taken = try #require(await iterator.next())
+        for block in blocks.dropFirst() {
+            _ = try await Self.admit(block, through: gate).get()
+            gate.handOver(block) { refusal in refusals.withLock { $0[block.firstSeq] = refusal?.reason } }
+        }
+        taken[0].complete(.failure(ReplicationRefusal(.notLeader, "deposed")))
+        #expect(refusals.withLock { $0 } == [1: .notLeader, 2: .notLeader, 3: .notLeader])
+        #expect(gate.isLeading == false)
+        #expect(await iterator.next() == nil)
+    }
+
+    @Test("ahead: a commit that failed in LMDB admits nothing more, lets the queue be written, then ends the lead")
+    func aheadCommitFailed() async throws {
+        let gate = ReplicaGate(project: "shop", waitLimit: .seconds(10), commitsAhead: true)
+        let lead = gate.lead(revision: 7, tail: ReplicationTail(seq: 0, hash: HashChain.genesis))
+        let blocks = Self.chain(2)
+        _ = try await Self.admit(blocks[0], through: gate).get()
+        let acknowledged = Mutex(false)
+        gate.handOver(blocks[0]) { refusal in acknowledged.withLock { $0 = refusal == nil } }
+        gate.commitFailed(StoreError(.unavailable, "the ledger's disk is full; nothing was written"))
+        Self.expectRefused(await Self.admit(blocks[1], through: gate).map { _ in () }, .notLeader)
+        var iterator = lead.makeAsyncIterator()
+        let taken = try #require(await iterator.next())
+        #expect(taken.map(\.block.firstSeq) == [1])
+        taken[0].complete(.success(()))
+        #expect(acknowledged.withLock { $0 })
+        #expect(await iterator.next() == nil)
+        #expect(gate.takeLostCommit())
     }
 }

@@ -134,10 +134,12 @@ struct WriterInstanceCacheTests {
                 return isolation == .retryAlone
                     ? Ledger.commit(
                         batch, environment: storage.environment, schema: storage.schema, limits: options.limits,
-                        moves: moves, facts: facts, chainWorker: chainWorker, now: now, logger: quietLogger)
+                        moves: moves, facts: facts, chainWorker: chainWorker, now: now, logger: quietLogger
+                    ).results
                     : Ledger.commitNested(
                         batch, environment: storage.environment, schema: storage.schema, limits: options.limits,
-                        moves: moves, facts: facts, chainWorker: chainWorker, now: now, logger: quietLogger)
+                        moves: moves, facts: facts, chainWorker: chainWorker, now: now, logger: quietLogger
+                    ).results
             }
             let other = try RegistrationToken("other")
             _ = try commit([

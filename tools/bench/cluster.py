@@ -6,8 +6,10 @@ time, and write latency in the cluster, all in one run on this machine.
 
 1. One node without `cluster` (the baseline), then the leader of a three-node cluster on three etcd members: wrk
    (a separate process, 2 threads, 64 connections) POSTs device registrations — each one event, acknowledged only
-   once durable (on the node's LMDB; in the cluster, first in etcd's Raft log on a quorum) — for --seconds after
-   a 2 s warm-up. Then the same through a follower, which forwards every write to the leader.
+   once durable (on the node's LMDB and in etcd's Raft log on a quorum) — for --seconds after a 2 s warm-up. Then
+   the same through a follower, which forwards every write to the leader. The cluster runs twice: with
+   `commitAhead: false` (each commit waits for etcd inside its LMDB transaction: the write path before commit
+   ahead, measured as its baseline) and with the default (docs/cluster.md, "The leader's write path").
 2. Failover: --kills times, kill -9 of the project's leader while clients register through every node, timed
    from the kill to the first registration answered 200 by a surviving node; the killed node is started again
    and the cluster settles before the next kill.
@@ -30,7 +32,7 @@ from pathlib import Path
 import requests
 
 ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT / "tools" / "cluster"))
+sys.path.insert(0, str(ROOT / "IntegrationTests" / "cluster"))
 from cluster_harness import (CLIENT, LEASE_SECONDS, PROJECT, Cluster, Node, free_port, sha, secrets,  # noqa: E402
                              wait_until)
 
@@ -119,11 +121,24 @@ def main():
     print("single node, 64 connections…", flush=True)
     single = single_node(arguments.ledger, arguments.seconds)
     print(f"  {single}", flush=True)
+    # The baseline of the cluster's own write path: each commit waits for etcd inside its LMDB transaction.
+    inside = Cluster(arguments.ledger, options={"commitAhead": False}).start()
+    try:
+        leader = inside.nodes[inside.wait_for_leader()]
+        follower = next(node for node in inside.nodes.values() if node is not leader)
+        print("cluster leader, commits waiting for etcd inside the transaction (commitAhead false)…", flush=True)
+        inside_leader = wrk(leader.base, arguments.seconds)
+        print(f"  {inside_leader}", flush=True)
+        print("cluster follower (forwarding), commitAhead false…", flush=True)
+        inside_follower = wrk(follower.base, arguments.seconds)
+        print(f"  {inside_follower}", flush=True)
+    finally:
+        inside.stop()
     cluster = Cluster(arguments.ledger).start()
     try:
         leader = cluster.nodes[cluster.wait_for_leader()]
         follower = next(node for node in cluster.nodes.values() if node is not leader)
-        print("cluster leader, 64 connections…", flush=True)
+        print("cluster leader, commit ahead (the default), 64 connections…", flush=True)
         replicated = wrk(leader.base, arguments.seconds)
         print(f"  {replicated}", flush=True)
         print("cluster follower (forwarding), 64 connections…", flush=True)
@@ -139,13 +154,18 @@ def main():
         "cores": os.cpu_count(),
         "leaseSeconds": LEASE_SECONDS,
         "singleNode": single,
+        "clusterLeaderCommitInside": inside_leader,
+        "clusterFollowerCommitInside": inside_follower,
         "clusterLeader": replicated,
         "clusterFollower": forwarded,
+        "ratioInsideLeaderToSingle": round(inside_leader["perSecond"] / single["perSecond"], 3),
+        "ratioInsideFollowerToLeader": round(inside_follower["perSecond"] / inside_leader["perSecond"], 3),
         "ratioLeaderToSingle": round(replicated["perSecond"] / single["perSecond"], 3),
         "ratioFollowerToSingle": round(forwarded["perSecond"] / single["perSecond"], 3),
+        "ratioFollowerToLeader": round(forwarded["perSecond"] / replicated["perSecond"], 3),
         "failoverSeconds": kills,
-        "failoverMedian": statistics.median(kills),
-        "failoverMax": max(kills),
+        "failoverMedian": statistics.median(kills) if kills else None,
+        "failoverMax": max(kills) if kills else None,
         "failoverTarget": 2 * LEASE_SECONDS,
     }
     print(json.dumps(results, indent=2))

@@ -20,6 +20,11 @@ public struct ClusterConfiguration: Sendable, Equatable {
     public var maximumBlockBytes: Int = 1 << 20
     /// How many events of each log etcd keeps behind its tail once every replica has applied them.
     public var retainedEvents: UInt64 = 100_000
+    /// Whether a leader commits a group commit to its ledger before etcd holds it, goes on to the next, and
+    /// answers each once etcd does — rolling back what etcd refuses (``ReplicationGate/commitsAhead``). `false`:
+    /// each commit waits for etcd inside its LMDB transaction (one commit at a time; the baseline of the
+    /// cluster benchmark).
+    public var commitsAhead = true
     /// Where the cluster's keys live in etcd.
     public var keyPrefix: String = "/topicledger/"
 

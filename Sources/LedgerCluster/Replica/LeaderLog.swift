@@ -41,58 +41,88 @@ struct LeaderLog: Sendable {
         return try await node.etcd.txn(drop).succeeded
     }
 
-    /// Writes each block the gate hands over, fenced on the election key and on the tail it extends, until one
-    /// is refused or the stream ends.
-    func write(_ jobs: AsyncStream<ReplicaGate.Job>) async throws {
-        for await job in jobs {
-            guard job.revision == revision else {
-                job.complete(.failure(ReplicationRefusal(.notLeader, "the leadership changed")))
-                continue
-            }
-            let result = await write(job)
-            job.complete(result)
-            if case .failure(let refusal) = result {
-                logger.warning(
-                    "a block was not replicated; this node stops leading until it has read the log again",
-                    metadata: ["ledger.project": "\(project)", "reason": "\(refusal.message)"])
-                return
+    /// Writes the blocks the gate hands over, in order, fenced on the election key and on the tail they extend —
+    /// as many blocks a transaction as fit ``ClusterConfiguration/maximumBlockBytes`` — until one is refused
+    /// (then every block after it is refused too) or the lead ends.
+    func write(_ lead: ReplicaGate.Lead) async throws {
+        for await jobs in lead {
+            var rest = jobs[...]
+            while !rest.isEmpty {
+                let group = Self.transaction(from: rest, maximumBytes: node.configuration.maximumBlockBytes)
+                rest = rest.dropFirst(group.count)
+                let result =
+                    group.allSatisfy({ $0.revision == revision })
+                    ? await write(Array(group))
+                    : .failure(ReplicationRefusal(.notLeader, "the leadership changed"))
+                for job in group { job.complete(result) }
+                if case .failure(let refusal) = result {
+                    for job in rest { job.complete(result) }
+                    logger.warning(
+                        "a block was not replicated; this node stops leading until it has read the log again",
+                        metadata: ["ledger.project": "\(project)", "reason": "\(refusal.message)"])
+                    return
+                }
             }
         }
     }
 
-    /// One job: each part of its block in one transaction; the last one moves the tail.
-    private func write(_ job: ReplicaGate.Job) async -> Result<Void, ReplicationRefusal> {
+    /// The jobs at the front of `jobs` that one transaction carries: one whose block must be split goes alone;
+    /// the others together while their records fit `maximumBytes`.
+    static func transaction(from jobs: ArraySlice<ReplicaGate.Job>, maximumBytes: Int) -> ArraySlice<ReplicaGate.Job> {
+        var bytes = 0
+        var end = jobs.startIndex
+        for job in jobs {
+            let size = job.block.byteCount
+            if end > jobs.startIndex && (size > maximumBytes || bytes + size > maximumBytes) { break }
+            bytes += size
+            end += 1
+            if size > maximumBytes { break }
+        }
+        return jobs[jobs.startIndex..<end]
+    }
+
+    /// One transaction of consecutive jobs — or, for one job whose block is larger than a transaction may
+    /// carry, one transaction a part — whose last moves the tail.
+    private func write(_ jobs: [ReplicaGate.Job]) async -> Result<Void, ReplicationRefusal> {
         let leaderKey = keys.leader(project)
         let tailKey = keys.tail(project)
+        guard let first = jobs.first else { return .success(()) }
         let tailIs: Etcdserverpb_Compare =
-            job.previousTail.seq == 0 && job.previousTail.hash == HashChain.genesis
-            ? .version(of: tailKey, equals: 0) : .value(of: tailKey, equals: job.previousTail.encoded)
+            first.previousTail.seq == 0 && first.previousTail.hash == HashChain.genesis
+            ? .version(of: tailKey, equals: 0) : .value(of: tailKey, equals: first.previousTail.encoded)
+        let blocks = jobs.map(\.block).filter { !$0.records.isEmpty }
         do {
-            if job.block.records.isEmpty {
-                return try await node.etcd.txn(election.fenced(job.revision, [])).succeeded
+            guard let last = blocks.last else {
+                return try await node.etcd.txn(election.fenced(revision, [])).succeeded
                     ? .success(()) : .failure(ReplicationRefusal(.notLeader, "this node no longer leads \(project)"))
             }
-            let parts = job.block.split(maximumBytes: node.configuration.maximumBlockBytes)
-            let end = ReplicationTail(seq: job.block.lastSeq, hash: job.block.lastHash)
-            for (index, part) in parts.enumerated() {
-                let stored = StoredBlock(block: part, commitLastSeq: job.block.lastSeq, leader: node.nodeID)
-                var request = election.fenced(
-                    job.revision, [.put(keys.block(project, firstSeq: part.firstSeq), try stored.encoded())],
-                    alsoIf: [tailIs])
-                if index == parts.count - 1 { request.success.append(.put(tailKey, end.encoded)) }
+            let end = ReplicationTail(seq: last.lastSeq, hash: last.lastHash)
+            // Each transaction: the parts of one large block, or whole blocks; a part names its block's end.
+            let transactions: [[(part: ReplicatedBlock, commitLastSeq: UInt64)]] =
+                blocks.count == 1 && last.byteCount > node.configuration.maximumBlockBytes
+                ? last.split(maximumBytes: node.configuration.maximumBlockBytes).map { [($0, last.lastSeq)] }
+                : [blocks.map { ($0, $0.lastSeq) }]
+            for (index, parts) in transactions.enumerated() {
+                let puts = try parts.map { part, commitLastSeq in
+                    Etcdserverpb_RequestOp.put(
+                        keys.block(project, firstSeq: part.firstSeq),
+                        try StoredBlock(block: part, commitLastSeq: commitLastSeq, leader: node.nodeID).encoded())
+                }
+                var request = election.fenced(revision, puts, alsoIf: [tailIs])
+                if index == transactions.count - 1 { request.success.append(.put(tailKey, end.encoded)) }
                 request.failure = [.range(leaderKey), .range(tailKey)]
                 let response = try await node.etcd.txn(request)
                 if response.succeeded { continue }
                 // Refused: the election key is not ours any more, or the tail moved — perhaps by this very
                 // transaction, tried again on another member after the first answered too late.
                 let leader = response.responses.first?.responseRange.kvs.first
-                guard leader?.createRevision == job.revision else {
+                guard leader?.createRevision == revision else {
                     return .failure(ReplicationRefusal(.notLeader, "this node no longer leads project \(project)"))
                 }
                 let tail = try response.responses.last?.responseRange.kvs.first.map {
                     try ReplicationTail(decoding: $0.value)
                 }
-                if index == parts.count - 1, tail == end { continue }
+                if index == transactions.count - 1, tail == end { continue }
                 return .failure(ReplicationRefusal(.staleTail, "the log of project \(project) moved in the cluster"))
             }
             return .success(())

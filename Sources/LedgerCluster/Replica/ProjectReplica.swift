@@ -64,6 +64,9 @@ final class ProjectReplica: Sendable {
                 gate.follow()
                 await reseeder.reseed(
                     because: "\(behind)", fromPeerThrough: behind.firstHeld - 1, head: behind.head, keepAside: false)
+            } catch let ahead as ReplicaAhead {
+                gate.follow()
+                await rollBack(ahead)
             } catch let forked as ReplicaForked {
                 gate.follow()
                 await reseeder.reseed(
@@ -94,6 +97,23 @@ final class ProjectReplica: Sendable {
         }
     }
 
+    /// Rolls the replica's unacknowledged suffix back (the server closes the ledger, truncates it and rebuilds
+    /// its projections); marks the replica damaged, and waits, when that fails.
+    private func rollBack(_ ahead: ReplicaAhead) async {
+        logger.warning(
+            "rolling back events this node committed ahead of etcd, which etcd did not take",
+            metadata: [
+                "ledger.project": "\(project)", "cluster.head": "\(ahead.head)", "cluster.rollBackTo": "\(ahead.seq)",
+            ])
+        do {
+            try await node.host.rollBack(project, after: ahead.seq)
+            reporter.update { $0.damage = nil }
+        } catch {
+            _ = reporter.damaged("\(ahead), and it could not be rolled back: \(error)")
+            try? await Task.sleep(for: .seconds(2))
+        }
+    }
+
     /// One pass: catch up, then lead or follow until that ends.
     private func cycle(_ ledger: Ledger) async throws {
         let revision = try await catchUp(ledger)
@@ -110,6 +130,15 @@ final class ProjectReplica: Sendable {
         if let won = try await election.campaign() {
             try await lead(ledger, revision: won)
         }
+    }
+
+    /// `error` as ``ReplicaReseeder/behindOrForked(head:firstHeld:revision:)`` found it — a fork being perhaps
+    /// a suffix to roll back.
+    private func aheadOrForked(_ error: any Error, _ ledger: Ledger, tail: ReplicationTail, revision: Int64)
+        async throws -> any Error
+    {
+        guard let fork = error as? ReplicaForked else { return error }
+        return try await reseeder.aheadOrForked(fork, ledger: ledger, tail: tail, revision: revision)
     }
 
     private func head(of ledger: Ledger) async throws -> LedgerHead {
@@ -135,7 +164,8 @@ final class ProjectReplica: Sendable {
         let tail = try ReplicationTail(decoding: tailValue.value)
         reporter.update { $0.progress.tail(tail.seq) }
         if tail.seq < head.seq {
-            throw reseeder.forked(.pastTail(head: head.seq, tail: tail.seq))
+            throw try await reseeder.aheadOrForked(
+                .pastTail(head: head.seq, tail: tail.seq), ledger: ledger, tail: tail, revision: revision)
         }
         // The parts read of a commit not yet whole, and the seq the next part must begin at.
         var pending: [StoredBlock] = []
@@ -148,19 +178,23 @@ final class ProjectReplica: Sendable {
                 keys.block(project, firstSeq: next), rangeEnd: EtcdClient.prefixEnd(keys.blocks(project)),
                 limit: perRange, revision: revision)
             guard !response.kvs.isEmpty else {
-                throw try await reseeder.behindOrForked(head: head.seq, firstHeld: tail.seq + 1, revision: revision)
+                throw try await aheadOrForked(
+                    reseeder.behindOrForked(head: head.seq, firstHeld: tail.seq + 1, revision: revision), ledger,
+                    tail: tail, revision: revision)
             }
             for kv in response.kvs {
                 let part = try StoredBlock(decoding: kv.value)
                 guard part.block.firstSeq == next else {
                     // No part begins after this replica's head: etcd no longer holds those seqs (a peer's copy
                     // must seed it), or the head is not at the end of one of the cluster's commits (a fork).
-                    throw try await reseeder.behindOrForked(
-                        head: head.seq, firstHeld: part.block.firstSeq, revision: revision)
+                    throw try await aheadOrForked(
+                        reseeder.behindOrForked(head: head.seq, firstHeld: part.block.firstSeq, revision: revision),
+                        ledger, tail: tail, revision: revision)
                 }
                 guard part.block.lastSeq <= tail.seq else { break }
                 if part.block.firstSeq == head.seq + 1, part.block.previousHash != head.hash {
-                    throw reseeder.forked(.notFollowed(head: head.seq))
+                    throw try await reseeder.aheadOrForked(
+                        .notFollowed(head: head.seq), ledger: ledger, tail: tail, revision: revision)
                 }
                 pending.append(part)
                 next = part.block.lastSeq + 1
@@ -176,7 +210,8 @@ final class ProjectReplica: Sendable {
             }
         }
         guard head.seq == tail.seq, head.hash == tail.hash else {
-            throw reseeder.forked(.headDiffers(head: head.seq, tail: tail))
+            throw try await reseeder.aheadOrForked(
+                .headDiffers(head: head.seq, tail: tail), ledger: ledger, tail: tail, revision: revision)
         }
         reporter.update {
             $0.damage = nil
@@ -242,7 +277,8 @@ final class ProjectReplica: Sendable {
             parts = parts.filter { $0.key > through }
         }
         guard head.seq != tail.seq || head.hash == tail.hash else {
-            throw reseeder.forked(.headDiffers(head: head.seq, tail: tail))
+            throw try await reseeder.aheadOrForked(
+                .headDiffers(head: head.seq, tail: tail), ledger: ledger, tail: tail, revision: 0)
         }
         reporter.noteApplied(head)
     }
@@ -283,10 +319,9 @@ final class ProjectReplica: Sendable {
             group.cancelAll()
         }
         if gate.takeLostCommit() {
-            // The ledger could not commit what the cluster holds: a storage failure, which the run loop
-            // reports, and for which this node gives the leadership up (it applies the block back when it can).
-            throw StoreError(
-                .unavailable, "this node could not commit a block the cluster accepted (is its disk full?)")
+            // The ledger could not commit: a storage failure, which the run loop reports, and for which this
+            // node gives the leadership up (it applies what the cluster holds when it can).
+            throw StoreError(.unavailable, "this node's ledger could not commit a block (is its disk full?)")
         }
     }
 

@@ -15,9 +15,11 @@ public final class ReplicaGates: Sendable {
     private let gates = Mutex<[ProjectID: ReplicaGate]>([:])
     /// How long a writer waits for etcd before it gives up on a block.
     private let waitLimit: Duration
+    private let commitsAhead: Bool
 
     public init(configuration: ClusterConfiguration) {
         waitLimit = .seconds(Int64(max(2, configuration.leaseSeconds)))
+        commitsAhead = configuration.commitsAhead
     }
 
     /// The gate the ledger of `project` must be opened with (``Ledger/Options/replication``).
@@ -26,7 +28,8 @@ public final class ReplicaGates: Sendable {
     func replicaGate(for project: ProjectID) -> ReplicaGate {
         gates.withLock { gates in
             if let gate = gates[project] { return gate }
-            let gate = ReplicaGate(project: project.rawValue, waitLimit: waitLimit, routing: routing)
+            let gate = ReplicaGate(
+                project: project.rawValue, waitLimit: waitLimit, commitsAhead: commitsAhead, routing: routing)
             gates[project] = gate
             return gate
         }

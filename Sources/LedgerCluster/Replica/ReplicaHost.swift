@@ -11,4 +11,8 @@ public protocol ReplicaHost: Sendable {
     /// Replaces `project`'s ledger with a consistent copy downloaded from the peer at `peerURL`. With
     /// `keepingAside`, the replaced copy is moved aside (a fork: evidence) rather than discarded.
     func reseed(_ project: ProjectID, fromPeer peerURL: String, keepingAside: Bool) async throws
+
+    /// Removes `project`'s events after `seq` — a suffix committed ahead of etcd that etcd never took — and
+    /// rebuilds its projections (``Ledger/rollBack(after:)``), while the replica follows (nothing else writes).
+    func rollBack(_ project: ProjectID, after seq: UInt64) async throws
 }

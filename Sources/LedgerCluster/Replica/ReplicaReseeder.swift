@@ -44,8 +44,9 @@ struct ReplicaReseeder: Sendable {
     }
 
     /// Why no block of etcd's begins right after `head`: a block that holds `head + 1` (beginning before it)
-    /// means the head is not where any of the cluster's commits ends — a fork; otherwise the log was trimmed
-    /// past it, and etcd's log begins at `firstHeld`.
+    /// means the head is not where any of the cluster's commits ends — a fork (not yet marked: it may be a
+    /// suffix to roll back, ``aheadOrForked(_:ledger:tail:revision:)``); otherwise the log was trimmed past it,
+    /// and etcd's log begins at `firstHeld`.
     func behindOrForked(head: UInt64, firstHeld: UInt64, revision: Int64) async throws -> any Error {
         let before = try await node.etcd.range(
             keys.blocks(project), rangeEnd: Array(keys.block(project, firstSeq: head + 2).utf8), limit: 1,
@@ -53,7 +54,7 @@ struct ReplicaReseeder: Sendable {
         if let kv = before.kvs.first {
             let block = try StoredBlock(decoding: kv.value).block
             if block.firstSeq <= head + 1, block.lastSeq >= head + 1 {
-                return forked(.insideCommit(head: head, of: block))
+                return ReplicaForked.insideCommit(head: head, of: block)
             }
         }
         return ReplicaBehind(head: head, firstHeld: firstHeld)

@@ -81,8 +81,10 @@ public struct PlatformDelivery: Sendable {
 
 /// The most recent sends of one project, prepared for delivery and shared by every device's inbox.
 ///
-/// - Note: Thread-safe. Entries are immutable facts about the log, so a stale entry cannot exist; the cache
-///   only bounds memory (the newest `capacity` sends are kept).
+/// - Note: Thread-safe. Entries are immutable facts about the log — once acknowledged, the only sends read into
+///   it — so a stale entry cannot exist but after a cluster's node rolled back a suffix it committed ahead of
+///   etcd, which empties it (``removeAll()``); the cache only bounds memory (the newest `capacity` sends are
+///   kept).
 public final class SendCache: Sendable {
     private let entries = Mutex<[UInt64: PreparedSend]>([:])
     private let capacity: Int
@@ -92,6 +94,11 @@ public final class SendCache: Sendable {
     public init(project: ProjectID, capacity: Int = 1024) {
         self.project = project
         self.capacity = capacity
+    }
+
+    /// Forgets every send (the log was rolled back).
+    public func removeAll() {
+        entries.withLock { $0.removeAll() }
     }
 
     /// The send at `seq` if it is in the cache.

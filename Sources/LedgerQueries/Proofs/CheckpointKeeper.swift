@@ -53,9 +53,9 @@ public struct CheckpointKeeper: Sendable {
             keptPath: (directory as NSString).appendingPathComponent("checkpoints.jsonl"))
     }
 
-    /// Signs a checkpoint of `snapshot`'s whole log and keeps it.
-    public func sign(_ snapshot: LedgerSnapshot) throws -> (checkpoint: Checkpoint, note: String) {
-        let tree = try snapshot.merkleTree()
+    /// Signs a checkpoint of `snapshot`'s log — the whole log, or its first `size` events — and keeps it.
+    public func sign(_ snapshot: LedgerSnapshot, size: UInt64? = nil) throws -> (checkpoint: Checkpoint, note: String) {
+        let tree = try snapshot.merkleTree(size: size)
         let checkpoint = Checkpoint(origin: origin, size: tree.size, root: try tree.root())
         let note = try signer.sign(checkpoint)
         try keep(size: checkpoint.size, note: note)

@@ -48,13 +48,12 @@ extension ServerContext {
         }
     }
 
-    /// `response` with the seq the ledger's head is at now (``HTTPField/Name/ledgerSeq``), for a write that
+    /// `response` with the seq acknowledged now (``HTTPField/Name/ledgerSeq``, ``Ledger/acknowledgedSeq``), for a write that
     /// succeeded in a cluster: a read that names it, on any node, sees the write. (A node of its own answers
     /// every read from the log it writes, and skips the read transaction.)
     func stampingSeq(_ response: Response, of ledger: Ledger, for request: Request) -> Response {
-        guard ledgers.cluster != nil, request.isWrite, response.status.kind == .successful,
-            let seq = try? ledger.read({ try $0.head().seq })
-        else { return response }
+        guard ledgers.cluster != nil, request.isWrite, response.status.kind == .successful else { return response }
+        let seq = ledger.acknowledgedSeq
         var response = response
         response.headers[.ledgerSeq] = String(seq)
         return response

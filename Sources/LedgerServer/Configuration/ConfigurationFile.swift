@@ -163,10 +163,11 @@ extension ConfigurationFile {
         let peerSecretFile: String?
         let maximumBlockBytes: Int?
         let retainedEvents: Int?
+        let commitAhead: Bool?
 
         static let keys = [
             "nodeId", "advertiseURL", "etcdEndpoints", "leaseSeconds", "replicas", "peerKeys", "peerSecretFile",
-            "maximumBlockBytes", "retainedEvents",
+            "maximumBlockBytes", "retainedEvents", "commitAhead",
         ]
 
         init(from decoder: any Decoder) throws {
@@ -191,6 +192,14 @@ extension ConfigurationFile {
             replicas = try number("replicas")
             maximumBlockBytes = try number("maximumBlockBytes")
             retainedEvents = try number("retainedEvents")
+            if container.contains(ConfigKey("commitAhead")) {
+                guard let value = try? container.decode(Bool.self, forKey: ConfigKey("commitAhead")) else {
+                    throw LedgerCoreError(.invalidArgument, field: "\(field).commitAhead", "expected true or false")
+                }
+                commitAhead = value
+            } else {
+                commitAhead = nil
+            }
         }
     }
 }

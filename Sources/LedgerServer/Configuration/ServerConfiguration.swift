@@ -238,6 +238,7 @@ extension ClusterConfiguration {
             }
             retainedEvents = UInt64(events)
         }
+        if let commitAhead = section.commitAhead { commitsAhead = commitAhead }
         for key in section.peerKeys ?? [] {
             guard CredentialStore.hash(ofKey: key) != nil else {
                 throw LedgerCoreError(

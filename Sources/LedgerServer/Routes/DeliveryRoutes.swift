@@ -65,7 +65,10 @@ struct DeliveryRoutes {
             guard let instance = try snapshot.instanceID(of: token), try snapshot.isRegistered(instance) else {
                 throw FCMError.notFound(Self.unregistered, errorCode: "UNREGISTERED")
             }
-            return (instance, try snapshot.acknowledgedThrough(instance), try snapshot.head().seq)
+            return (
+                instance, try snapshot.acknowledgedThrough(instance),
+                min(try snapshot.head().seq, ledger.acknowledgedSeq)
+            )
         }
         let device = Device(
             project: project, token: token, ledger: ledger, shared: server.ledgers.delivery(for: project),
@@ -195,7 +198,8 @@ struct DeliveryRoutes {
         try device.ledger.read { snapshot in
             guard try snapshot.isRegistered(instance) else { return nil }
             return try snapshot.inbox(
-                of: instance, after: after, now: LedgerTime.now(), limit: Self.pageSize, sends: device.shared.sends)
+                of: instance, after: after, now: LedgerTime.now(), limit: Self.pageSize, sends: device.shared.sends,
+                through: device.ledger.acknowledgedSeq)
         }
     }
 

@@ -68,8 +68,9 @@ struct ProofRoutes {
             throw FCMError.invalidArgument("from is required: the older tree size", field: "from")
         }
         let to = try size("to")
-        let body = try context.ledger.read { snapshot -> LedgerProofs.ConsistencyProof in
-            let head = try snapshot.head().seq
+        let ledger = context.ledger
+        let body = try ledger.read { snapshot -> LedgerProofs.ConsistencyProof in
+            let head = min(try snapshot.head().seq, ledger.acknowledgedSeq)
             let to = to ?? head
             guard from <= to, to <= head else {
                 throw FCMError.invalidArgument(

@@ -17,16 +17,17 @@ final class CheckpointSigner: Sendable {
     init(keeper: CheckpointKeeper) { self.keeper = keeper }
 
     /// The last signed checkpoint if it is under a second old or the log has not grown since; else a new one.
-    /// One snapshot for the head and the signature.
+    /// One snapshot for the head and the signature; the head no further than what was acknowledged (a cluster's
+    /// leader signs nothing etcd does not hold: ``Ledger/acknowledgedSeq``).
     func latest(of ledger: Ledger) throws -> (checkpoint: Checkpoint, note: String) {
         let now = monotonicSeconds()
         return try last.withLock { last in
             try ledger.read { snapshot in
-                let head = try snapshot.head().seq
+                let head = min(try snapshot.head().seq, ledger.acknowledgedSeq)
                 if let last, now - last.at < 1 || last.checkpoint.size == head {
                     return (last.checkpoint, last.note)
                 }
-                return try keepSigned(snapshot, at: now, as: &last)
+                return try keepSigned(snapshot, size: head, at: now, as: &last)
             }
         }
     }
@@ -35,18 +36,18 @@ final class CheckpointSigner: Sendable {
     func signIfGrown(_ ledger: Ledger) throws {
         try last.withLock { last in
             try ledger.read { snapshot in
-                let head = try snapshot.head().seq
+                let head = min(try snapshot.head().seq, ledger.acknowledgedSeq)
                 guard head > 0, last?.checkpoint.size != head else { return }
-                _ = try keepSigned(snapshot, at: monotonicSeconds(), as: &last)
+                _ = try keepSigned(snapshot, size: head, at: monotonicSeconds(), as: &last)
             }
         }
     }
 
-    /// Signs `snapshot`'s whole log and remembers it as the last.
-    private func keepSigned(_ snapshot: LedgerSnapshot, at time: Double, as last: inout Signed?) throws -> (
-        checkpoint: Checkpoint, note: String
-    ) {
-        let signed = try keeper.sign(snapshot)
+    /// Signs `snapshot`'s first `size` events and remembers it as the last.
+    private func keepSigned(_ snapshot: LedgerSnapshot, size: UInt64, at time: Double, as last: inout Signed?) throws
+        -> (checkpoint: Checkpoint, note: String)
+    {
+        let signed = try keeper.sign(snapshot, size: size)
         last = (signed.checkpoint, signed.note, time)
         return signed
     }

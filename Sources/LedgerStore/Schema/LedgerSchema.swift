@@ -122,6 +122,11 @@ package enum MetaKey {
     /// seq u64: projections reflect the log through this seq; absent = through the head. Set while a
     /// rebuild runs, so that an interrupted rebuild is detected.
     package static let rebuildingThrough = "rebuildingThrough"
+    /// seq u64, on a cluster's node: the seq through which the cluster held the log when the last batch
+    /// committed ahead of it (``ReplicationGate/commitsAhead``) — so everything after it may be an
+    /// unacknowledged suffix, to roll back to what etcd holds. Removed when a ledger opens on its own (no
+    /// cluster), so that a write it acknowledges is never taken for one.
+    package static let clusterHeld = "clusterHeld"
 }
 
 /// The last appended event: what the next append chains onto.

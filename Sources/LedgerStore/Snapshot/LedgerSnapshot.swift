@@ -297,6 +297,12 @@ public struct LedgerSnapshot {
             mapBytes: txn.environment.mapSize)
     }
 
+    /// On a cluster's node that committed ahead of etcd: the seq through which etcd held the log when it last
+    /// did (``MetaKey/clusterHeld``) — what follows may be an unacknowledged suffix (``Ledger/rollBack(after:)``).
+    public func clusterHeld() throws -> UInt64? {
+        try txn.withValue(in: schema.meta, forKey: MetaKey.clusterHeld) { $0?.loadBigEndianUInt64() }
+    }
+
     package func rebuildingThrough() throws -> UInt64? {
         try txn.withValue(in: schema.meta, forKey: MetaKey.rebuildingThrough) { $0?.loadBigEndianUInt64() }
     }

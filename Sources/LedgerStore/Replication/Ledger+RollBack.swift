@@ -1,0 +1,54 @@
+import LMDBKit
+import LedgerCore
+import Logging
+
+extension Ledger {
+    /// Removes the events after `seq` — what this node committed ahead of its cluster and the cluster never
+    /// took (``ReplicationGate/commitsAhead``) — and rebuilds the projections from the log that is left.
+    ///
+    /// Refuses, changing nothing, unless the ledger marks everything after `seq` as written ahead
+    /// (``MetaKey/clusterHeld`` at or below `seq`): a suffix a node acknowledged on its own, or a copy from
+    /// elsewhere, is a fork to keep aside, never to drop. Needs the ledger open for writing; runs on the
+    /// caller's thread while nothing else may write (a cluster's replica that follows: its writer's transactions
+    /// are refused). Readers are told the projections are being rebuilt meanwhile, and the writer's facts are
+    /// forgotten, as after any transaction not its own (``WriterInstanceCache/begin(transaction:)``).
+    ///
+    /// - Returns: how many events were removed.
+    public func rollBack(after seq: UInt64) throws -> UInt64 {
+        guard options.mode == .readWrite else {
+            throw StoreError(.invalidArgument, "a roll-back needs the ledger open for writing (exclusive access)")
+        }
+        let schema = self.schema
+        let removed = try environment.write { txn -> UInt64 in
+            let snapshot = try LedgerSnapshot(txn: txn, schema: schema)
+            let head = try snapshot.head()
+            guard head.seq > seq else { return 0 }
+            let held = try txn.withValue(in: schema.meta, forKey: MetaKey.clusterHeld) {
+                $0?.loadBigEndianUInt64()
+            }
+            guard let held, held <= seq else {
+                throw StoreError(
+                    .corrupt,
+                    "seqs \(seq + 1)…\(head.seq) of \(project) were not written ahead of the cluster (it held seq "
+                        + "\(held.map(String.init) ?? "none")): they are a fork, not an unacknowledged suffix")
+            }
+            var newHead = LedgerHead.empty
+            if seq > 0 {
+                guard let record = try txn.value(in: schema.log, forKey: seq),
+                    let event = try snapshot.event(at: seq)
+                else { throw StoreError(.corrupt, "seq \(seq) of \(project) is not in its log") }
+                newHead = LedgerHead(seq: seq, time: event.time, hash: Array(record.prefix(HashChain.hashSize)))
+            }
+            for removed in (seq + 1)...head.seq { _ = try txn.delete(schema.log, key: removed) }
+            try txn.put(schema.meta, key: MetaKey.head, value: newHead.encoded)
+            _ = try txn.delete(schema.meta, key: MetaKey.clusterHeld)
+            return head.seq - seq
+        }
+        guard removed > 0 else { return 0 }
+        try rebuildProjections()
+        logger.warning(
+            "rolled back events this node committed ahead of its cluster, which the cluster did not take",
+            metadata: ["ledger.project": "\(project)", "ledger.head": "\(seq)", "ledger.removed": "\(removed)"])
+        return removed
+    }
+}

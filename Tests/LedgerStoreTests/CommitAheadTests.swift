@@ -1,0 +1,188 @@
+import LedgerCore
+import LedgerQueries
+import LedgerStore
+import LedgerTestSupport
+import Synchronization
+import Testing
+
+/// A gate that commits ahead: it admits every block (or refuses while `refusal` is set), holds each block handed
+/// over until the test answers it, as etcd would, and says through `handed` how many it holds.
+private final class AheadGate: ReplicationGate {
+    let refusal = Mutex<ReplicationRefusal?>(nil)
+    let waiting = Mutex<[(block: ReplicatedBlock, answer: @Sendable (ReplicationRefusal?) -> Void)]>([])
+    let replicated = Mutex<[ReplicatedBlock]>([])
+    let handed = Watermark()
+    /// What the gate says etcd holds, stored by the transaction (``MetaKey/clusterHeld``).
+    let held = Mutex<UInt64>(0)
+
+    var commitsAhead: Bool { true }
+
+    func admitAhead(_ block: ReplicatedBlock) throws -> UInt64 {
+        if let refusal = refusal.withLock({ $0 }) { throw refusal }
+        return held.withLock { $0 }
+    }
+
+    func handOver(_ block: ReplicatedBlock, acknowledged: @escaping @Sendable (ReplicationRefusal?) -> Void) {
+        waiting.withLock { $0.append((block, acknowledged)) }
+        handed.bump()
+    }
+
+    func replicate(_ block: ReplicatedBlock) throws {
+        if let refusal = refusal.withLock({ $0 }) { throw refusal }
+        replicated.withLock { $0.append(block) }
+    }
+
+    func confirmLeadership() throws {
+        if let refusal = refusal.withLock({ $0 }) { throw refusal }
+    }
+
+    /// Waits until `count` blocks in all were handed over.
+    func waitForHanded(_ count: UInt64) async -> Bool { await handed.wait(for: count, upTo: .seconds(30)) }
+
+    /// Answers the oldest block waiting: taken (`nil`) or refused.
+    func answerNext(_ refusal: ReplicationRefusal? = nil) {
+        let next = waiting.withLock { $0.isEmpty ? nil : $0.removeFirst() }
+        if let next {
+            if refusal == nil { held.withLock { $0 = next.block.lastSeq } }
+            next.answer(refusal)
+        }
+    }
+}
+
+@Suite(
+    "Commit ahead: a leader's uncommitted suffix, answered when the cluster holds it, rolled back when not", .offThePool
+)
+struct CommitAheadTests {
+    static let token = try! RegistrationToken("ahead-1:APA91b")
+
+    static func request(_ id: String, _ operations: [LedgerOperation]) -> WriteRequest {
+        WriteRequest(actor: "t", requestID: id, operations: operations)
+    }
+
+    static func subscribe(_ topic: String) -> LedgerOperation {
+        .subscribe(token, try! TopicName(topic), via: .v1)
+    }
+
+    @Test("a batch committed ahead is answered only once the cluster holds it; until then nothing names its seqs")
+    func answeredOnAcknowledgement() async throws {
+        let directory = TemporaryDirectory()
+        defer { directory.remove() }
+        let gate = AheadGate()
+        let leader = try openTestLedger(directory) { $0.replication = gate }
+        defer { leader.close() }
+        let answered = Mutex(false)
+        let append = Task {
+            defer { answered.withLock { $0 = true } }
+            return try await leader.append(
+                Self.request("r", [.register(Self.token, platform: nil, appID: nil), Self.subscribe("news")]))
+        }
+        #expect(await gate.waitForHanded(1))
+        // LMDB holds the batch, and the writer is free for the next one…
+        #expect(try leader.read { try $0.head().seq } == 2)
+        #expect(try leader.read { try $0.clusterHeld() } == 0)
+        // …but nobody was told: not the request, not a reader waiting for its seq, not the checkpoint's bound.
+        try await Task.sleep(for: .milliseconds(50))
+        #expect(answered.withLock { $0 } == false)
+        #expect(leader.acknowledgedSeq == 0)
+        #expect(await leader.waitForHead(2, upTo: .milliseconds(50)) == false)
+        gate.answerNext()
+        let receipt = try await append.value
+        #expect(receipt.outcomes.compactMap(\.seq) == [1, 2])
+        #expect(leader.acknowledgedSeq == 2)
+        #expect(await leader.waitForHead(2, upTo: .seconds(5)))
+        #expect(gate.replicated.withLock { $0 }.isEmpty)
+    }
+
+    @Test("a refused block's requests are told nothing was written, and the suffix rolls back to a sound ledger")
+    func refusedSuffixRollsBack() async throws {
+        let directory = TemporaryDirectory()
+        defer { directory.remove() }
+        let gate = AheadGate()
+        let leader = try openTestLedger(directory) { $0.replication = gate }
+        let first = Task {
+            try await leader.append(
+                Self.request("r", [.register(Self.token, platform: nil, appID: nil), Self.subscribe("news")]))
+        }
+        #expect(await gate.waitForHanded(1))
+        gate.answerNext()
+        _ = try await first.value
+        // Two batches ahead of the cluster; it refuses the first, and with it the second.
+        let refused = Task { try await leader.append(Self.request("s", [Self.subscribe("sport")])) }
+        #expect(await gate.waitForHanded(2))
+        let later = Task { try await leader.append(Self.request("w", [Self.subscribe("weather")])) }
+        #expect(await gate.waitForHanded(3))
+        let deposed = ReplicationRefusal(.notLeader, "deposed")
+        gate.answerNext(deposed)
+        gate.answerNext(deposed)
+        await #expect(throws: StoreError.self) { try await refused.value }
+        await #expect(throws: StoreError.self) { try await later.value }
+        #expect(leader.acknowledgedSeq == 2)
+        #expect(try leader.read { try $0.head().seq } == 4)
+        // What the replica does once etcd says where the log ends: roll back to it, then write on.
+        #expect(try leader.rollBack(after: 2) == 2)
+        #expect(try leader.rollBack(after: 2) == 0)
+        async let next = leader.append(Self.request("x", [Self.subscribe("tech")]))
+        #expect(await gate.waitForHanded(4))
+        gate.answerNext()
+        #expect(try await next.outcomes.compactMap(\.seq) == [3])
+        leader.close()
+        let after = try openTestLedger(directory, mode: .readOnly)
+        defer { after.close() }
+        #expect(try after.read { try $0.head().seq } == 3)
+        #expect(try after.read { try $0.clusterHeld() } == 2)
+        let topics = try after.read { snapshot in
+            try snapshot.topics(of: try #require(try snapshot.instanceID(of: Self.token))).map {
+                try snapshot.topicName(of: $0)?.rawValue
+            }
+        }
+        #expect(topics.compactMap { $0 }.sorted() == ["news", "tech"])
+        let report = try after.verify(checkAudiences: true)
+        #expect(report.isSound, "\(report.problems)")
+    }
+
+    @Test("a ledger opened on its own forgets the mark: what it then holds is never rolled back")
+    func standaloneForgetsTheMark() async throws {
+        let directory = TemporaryDirectory()
+        defer { directory.remove() }
+        // A ledger's writer lock is let go when the ledger is released: each one lives in its own scope.
+        func refuseOne() async throws {
+            let gate = AheadGate()
+            let ledger = try openTestLedger(directory) { $0.replication = gate }
+            defer { ledger.close() }
+            let refused = Task {
+                try await ledger.append(Self.request("r", [.register(Self.token, platform: nil, appID: nil)]))
+            }
+            #expect(await gate.waitForHanded(1))
+            gate.answerNext(ReplicationRefusal(.clusterUnavailable, "etcd"))
+            await #expect(throws: StoreError.self) { try await refused.value }
+            #expect(try ledger.read { try $0.clusterHeld() } == 0)
+        }
+        try await refuseOne()
+        // An operator starts the node without its cluster: its suffix becomes what it answers for.
+        try openTestLedger(directory).close()
+        let rolling = try openTestLedger(directory) { $0.forRebuild = true }
+        defer { rolling.close() }
+        #expect(try rolling.read { try $0.clusterHeld() } == nil)
+        #expect(throws: StoreError.self) { try rolling.rollBack(after: 0) }
+        #expect(try rolling.read { try $0.head().seq } == 1)
+    }
+
+    @Test("an erasure waits for the cluster inside its transaction, even on a gate that commits ahead")
+    func erasureIsNotAhead() async throws {
+        let directory = TemporaryDirectory()
+        defer { directory.remove() }
+        let gate = AheadGate()
+        let leader = try openTestLedger(directory) { $0.replication = gate }
+        defer { leader.close() }
+        let registered = Task {
+            try await leader.append(Self.request("r", [.register(Self.token, platform: nil, appID: nil)]))
+        }
+        #expect(await gate.waitForHanded(1))
+        gate.answerNext()
+        _ = try await registered.value
+        _ = try await leader.append(Self.request("e", [.erase(Self.token, reason: "a user's request")]))
+        #expect(gate.handed.level == 1)
+        #expect(gate.replicated.withLock { $0.map(\.firstSeq) } == [2])
+        #expect(leader.acknowledgedSeq == 2)
+    }
+}
