@@ -212,30 +212,6 @@ public final class Ledger: Sendable {
                 }
             }
             let erases = batch.count == 1 && batch[0].erases
-            let ahead = gate?.commitsAhead == true && !erases
-            let committed =
-                switch isolation {
-                case .retryAlone:
-                    Self.commit(
-                        batch, environment: environment, schema: schema, limits: limits, moves: state.moveCursor,
-                        facts: state.instances, chainWorker: state.chainWorker, gate: gate, ahead: ahead,
-                        now: clock(), logger: logger)
-                case .nestedPerRequest:
-                    Self.commitNested(
-                        batch, environment: environment, schema: schema, limits: limits, moves: state.moveCursor,
-                        facts: state.instances, chainWorker: state.chainWorker, gate: gate, ahead: ahead,
-                        now: clock(), logger: logger)
-                }
-            if erases, case .success(let receipt) = committed.results[0],
-                receipt.outcomes.contains(where: { $0.seq != nil })
-            {
-                if let last = Self.lastSeq(in: committed.results) { headWaiters.advance(to: last) }
-                return respond([
-                    Self.compact(
-                        after: receipt, environment: environment, dataFile: dataFile, state: &state, debt: debt,
-                        logger: logger)
-                ])
-            }
             // What the requests were told is what happened: only what the cluster holds (when the batch
             // committed ahead of it) raises the head, dates topic changes and reaches the recorder.
             let release: @Sendable (GroupCommitter.Results) -> Void = { results in
@@ -252,8 +228,39 @@ public final class Ledger: Sendable {
                 }
                 respond(results)
             }
-            guard let gate, !committed.ahead.isEmpty else { return release(committed.results) }
-            AheadAcknowledgement.handOver(committed, to: gate, then: release)
+            let acknowledgement = gate.flatMap { gate in
+                gate.commitsAhead && !erases ? AheadAcknowledgement(gate: gate, release: release) : nil
+            }
+            let handOver: (ReplicatedBlock, [Int]) -> Void = { block, requests in
+                acknowledgement?.handOver(block, requests: requests)
+            }
+            let committed =
+                switch isolation {
+                case .retryAlone:
+                    Self.commit(
+                        batch, environment: environment, schema: schema, limits: limits, moves: state.moveCursor,
+                        facts: state.instances, chainWorker: state.chainWorker, gate: gate,
+                        ahead: acknowledgement.map { _ in handOver }, now: clock(), logger: logger)
+                case .nestedPerRequest:
+                    Self.commitNested(
+                        batch, environment: environment, schema: schema, limits: limits, moves: state.moveCursor,
+                        facts: state.instances, chainWorker: state.chainWorker, gate: gate,
+                        ahead: acknowledgement.map { _ in handOver }, now: clock(), logger: logger)
+                }
+            if erases, case .success(let receipt) = committed.results[0],
+                receipt.outcomes.contains(where: { $0.seq != nil })
+            {
+                if let last = Self.lastSeq(in: committed.results) { headWaiters.advance(to: last) }
+                return respond([
+                    Self.compact(
+                        after: receipt, environment: environment, dataFile: dataFile, state: &state, debt: debt,
+                        logger: logger)
+                ])
+            }
+            guard let acknowledgement, let gate else { return release(committed.results) }
+            acknowledgement.finish(committed.results)
+            // After the blocks this batch did commit were handed over: they are written before the lead ends.
+            if let failure = committed.storageFailure { gate.commitFailed(failure) }
         }
     }
 
@@ -533,12 +540,15 @@ public final class Ledger: Sendable {
     /// error was caught. A full map is grown and the batch run again (``LMDBEnvironment/write(_:)``). When the
     /// batch fails otherwise, each request is retried alone, so only the request that fails fails, with
     /// nothing written for it. `facts` learn from every transaction and are told which committed
-    /// (``WriterInstanceCache``). With `ahead`, the cluster's `gate` admits each block in its transaction and
-    /// the blocks committed are returned to be handed over (``ReplicationGate/commitsAhead``).
+    /// (``WriterInstanceCache``). With `ahead`, the cluster's `gate` admits each block in its transaction, and
+    /// each block committed is given to `ahead` with the indices of its requests at once — before the next
+    /// transaction, so that each block the gate admits follows the last one handed over
+    /// (``ReplicationGate/commitsAhead``).
     static func commit(
         _ batch: [WriteRequest], environment: LMDBEnvironment, schema: LedgerSchema, limits: LedgerLimits,
         moves: RecentMemberships.MoveCursor, facts: WriterInstanceCache, chainWorker: SerialWorker<BlockingJob, Void>,
-        gate: (any ReplicationGate)? = nil, ahead: Bool = false, now: LedgerTime, logger: Logger
+        gate: (any ReplicationGate)? = nil, ahead: ((ReplicatedBlock, [Int]) -> Void)? = nil, now: LedgerTime,
+        logger: Logger
     ) -> CommittedBatch {
         let directory = environment.path
         func run(_ requests: [WriteRequest]) throws -> ([Result<WriteReceipt, any Error>], ReplicatedBlock?) {
@@ -557,7 +567,8 @@ public final class Ledger: Sendable {
                 try finish(&appender, txn: txn, schema: schema, limits: limits, moves: moves, facts: facts)
                 let block = try gate.map { gate in
                     try pass(
-                        gate, ahead: ahead, start: start, records: appender.sink.replicatedRecords ?? [], txn: txn,
+                        gate, ahead: ahead != nil, start: start, records: appender.sink.replicatedRecords ?? [],
+                        txn: txn,
                         schema: schema)
                 }
                 return (results, txn.id, block ?? nil)
@@ -567,8 +578,8 @@ public final class Ledger: Sendable {
         }
         do {
             let (results, block) = try run(batch)
-            return CommittedBatch(
-                results: results, ahead: block.map { [.init(block: $0, requests: Array(batch.indices))] } ?? [])
+            if let block { ahead?(block, Array(batch.indices)) }
+            return CommittedBatch(results: results)
         } catch let refusal as ReplicationRefusal {
             // Retrying alone would be refused the same way, once per request. (The facts learnt in the aborted
             // transaction are forgotten when the next one begins: ``WriterInstanceCache/begin(transaction:)``.)
@@ -578,8 +589,9 @@ public final class Ledger: Sendable {
                 logger.error(
                     "ledger write failed; nothing was written",
                     metadata: ["ledger.request": "\(batch[0].requestID)", "error": "\(error)"])
-                if ahead { Self.tell(gate, ofFailed: error) }
-                return CommittedBatch(failing: 1, with: storageError(error, directory: directory))
+                var committed = CommittedBatch(failing: 1, with: storageError(error, directory: directory))
+                committed.noteFailure(error)
+                return committed
             }
             logger.warning(
                 "ledger batch failed; retrying its requests one by one",
@@ -589,14 +601,14 @@ public final class Ledger: Sendable {
                 do {
                     let (results, block) = try run([request])
                     committed.results.append(results[0])
-                    if let block { committed.ahead.append(.init(block: block, requests: [index])) }
+                    if let block { ahead?(block, [index]) }
                 } catch let refusal as ReplicationRefusal {
                     committed.results.append(.failure(Self.refused(refusal)))
                 } catch {
                     logger.error(
                         "ledger write failed; nothing was written",
                         metadata: ["ledger.request": "\(request.requestID)", "error": "\(error)"])
-                    if ahead { Self.tell(gate, ofFailed: error) }
+                    committed.noteFailure(error)
                     committed.results.append(.failure(storageError(error, directory: directory)))
                 }
             }
@@ -626,13 +638,6 @@ public final class Ledger: Sendable {
         return nil
     }
 
-    /// Tells a gate that commits ahead that LMDB failed to commit (a request's own error — a time before the
-    /// head — is not the storage's).
-    private static func tell(_ gate: (any ReplicationGate)?, ofFailed error: any Error) {
-        if let error = error as? StoreError, error.code != .unavailable && error.code != .corrupt { return }
-        gate?.commitFailed(error)
-    }
-
     /// What the requests of a batch the cluster refused are told: unavailable, nothing written.
     static func refused(_ refusal: ReplicationRefusal) -> StoreError {
         StoreError(.unavailable, "the cluster did not accept the write; nothing was written: \(refusal.message)")
@@ -658,7 +663,8 @@ public final class Ledger: Sendable {
     static func commitNested(
         _ batch: [WriteRequest], environment: LMDBEnvironment, schema: LedgerSchema, limits: LedgerLimits,
         moves: RecentMemberships.MoveCursor, facts: WriterInstanceCache, chainWorker: SerialWorker<BlockingJob, Void>,
-        gate: (any ReplicationGate)? = nil, ahead: Bool = false, now: LedgerTime, logger: Logger
+        gate: (any ReplicationGate)? = nil, ahead: ((ReplicatedBlock, [Int]) -> Void)? = nil, now: LedgerTime,
+        logger: Logger
     ) -> CommittedBatch {
         do {
             let (results, transaction, block) = try environment.write { txn in
@@ -694,19 +700,21 @@ public final class Ledger: Sendable {
                 }
                 var block: ReplicatedBlock?
                 if let gate, let start {
-                    block = try pass(gate, ahead: ahead, start: start, records: records, txn: txn, schema: schema)
+                    block = try pass(
+                        gate, ahead: ahead != nil, start: start, records: records, txn: txn, schema: schema)
                 }
                 return (results, txn.id, block)
             }
             facts.committed(transaction: transaction)
-            return CommittedBatch(
-                results: results, ahead: block.map { [.init(block: $0, requests: Array(batch.indices))] } ?? [])
+            if let block { ahead?(block, Array(batch.indices)) }
+            return CommittedBatch(results: results)
         } catch let refusal as ReplicationRefusal {
             return CommittedBatch(failing: batch.count, with: Self.refused(refusal))
         } catch {
             logger.error("ledger batch failed; nothing was written", metadata: ["error": "\(error)"])
-            if ahead { Self.tell(gate, ofFailed: error) }
-            return CommittedBatch(failing: batch.count, with: storageError(error, directory: environment.path))
+            var committed = CommittedBatch(failing: batch.count, with: storageError(error, directory: environment.path))
+            committed.noteFailure(error)
+            return committed
         }
     }
 

@@ -1,6 +1,7 @@
+import LMDBKit
 import LedgerCore
 import LedgerQueries
-import LedgerStore
+@testable import LedgerStore
 import LedgerTestSupport
 import Synchronization
 import Testing
@@ -17,15 +18,28 @@ private final class AheadGate: ReplicationGate {
 
     var commitsAhead: Bool { true }
 
+    /// The end of the last block handed over: each block admitted must follow it, as the real gate checks.
+    let last = Mutex((seq: UInt64(0), hash: HashChain.genesis))
+    let failedCommits = Mutex(0)
+
     func admitAhead(_ block: ReplicatedBlock) throws -> UInt64 {
         if let refusal = refusal.withLock({ $0 }) { throw refusal }
+        let follows = last.withLock {
+            block.records.isEmpty || (block.firstSeq == $0.seq + 1 && block.previousHash == $0.hash)
+        }
+        guard follows else {
+            throw ReplicationRefusal(.staleTail, "block \(block.firstSeq) does not follow the last handed over")
+        }
         return held.withLock { $0 }
     }
 
     func handOver(_ block: ReplicatedBlock, acknowledged: @escaping @Sendable (ReplicationRefusal?) -> Void) {
+        if !block.records.isEmpty { last.withLock { $0 = (block.lastSeq, block.lastHash) } }
         waiting.withLock { $0.append((block, acknowledged)) }
         handed.bump()
     }
+
+    func commitFailed(_ error: any Error) { failedCommits.withLock { $0 += 1 } }
 
     func replicate(_ block: ReplicatedBlock) throws {
         if let refusal = refusal.withLock({ $0 }) { throw refusal }
@@ -121,6 +135,9 @@ struct CommitAheadTests {
         // What the replica does once etcd says where the log ends: roll back to it, then write on.
         #expect(try leader.rollBack(after: 2) == 2)
         #expect(try leader.rollBack(after: 2) == 0)
+        // It leads again from there (the real gate's lead begins at the head).
+        let head = try leader.read { try $0.head() }
+        gate.last.withLock { $0 = (head.seq, head.hash) }
         async let next = leader.append(Self.request("x", [Self.subscribe("tech")]))
         #expect(await gate.waitForHanded(4))
         gate.answerNext()
@@ -184,5 +201,44 @@ struct CommitAheadTests {
         #expect(gate.handed.level == 1)
         #expect(gate.replicated.withLock { $0.map(\.firstSeq) } == [2])
         #expect(leader.acknowledgedSeq == 2)
+    }
+
+    @Test(
+        "a batch retried request by request hands each block over before the next is admitted; none is a failed commit"
+    )
+    func retriedBatchHandsOverInOrder() throws {
+        let directory = TemporaryDirectory()
+        defer { directory.remove() }
+        let gate = AheadGate()
+        // The batch's transaction fails at its first LMDB call, once; each request alone then commits.
+        let armed = Mutex(false)
+        var options = Ledger.Options()
+        options.environment.faultInjector = LMDBFaultInjector { _, call in
+            armed.withLock { armed in
+                guard armed, call == 1 else { return nil }
+                armed = false
+                return .ioError
+            }
+        }
+        let storage = try LedgerStorage.open(dataDirectory: directory.path, project: .default, options: options)
+        armed.withLock { $0 = true }
+        let tokens = try (0..<3).map { try RegistrationToken("retried-\($0):APA91b") }
+        let batch = tokens.enumerated().map { index, token in
+            Self.request("r\(index)", [.register(token, platform: nil, appID: nil)])
+        }
+        let handed = Mutex<[(UInt64, [Int])]>([])
+        let committed = Ledger.commit(
+            batch, environment: storage.environment, schema: storage.schema, limits: options.limits,
+            moves: RecentMemberships.MoveCursor(), facts: WriterInstanceCache(),
+            chainWorker: SerialWorker<BlockingJob, Void>(name: "test-chain"), gate: gate,
+            ahead: { block, requests in
+                handed.withLock { $0.append((block.firstSeq, requests)) }
+                gate.handOver(block) { _ in }
+            }, now: LedgerTime(microseconds: 1_800_000_000_000_000), logger: quietLogger)
+        #expect(armed.withLock { $0 } == false)
+        #expect(committed.results.allSatisfy { (try? $0.get()) != nil })
+        #expect(handed.withLock { $0.map(\.0) } == [1, 2, 3])
+        #expect(handed.withLock { $0.map(\.1) } == [[0], [1], [2]])
+        #expect(committed.storageFailure == nil)
     }
 }

@@ -49,6 +49,37 @@ struct InboxTests {
         #expect(try cursors(now: at(3), cache: SendCache(project: .default)) == [early, late])
         #expect(try cursors(now: at(10 * week), cache: warm).isEmpty)
     }
+
+    @Test("an inbox read through a bound stops there: what a cluster's leader holds past its acknowledged seq waits")
+    func boundedThrough() async throws {
+        let directory = TemporaryDirectory()
+        defer { directory.remove() }
+        let ledger = try openTestLedger(directory)
+        defer { ledger.close() }
+        let token = try RegistrationToken("bounded-inbox")
+        let topic = try TopicName("news")
+        var sends: [UInt64] = []
+        for operation in [
+            LedgerOperation.register(token, platform: nil, appID: nil), .subscribe(token, topic, via: .v1),
+        ] + Array(repeating: LedgerOperation.send(.topic(topic), precedence: .standard, messageJSON: []), count: 3) {
+            let receipt = try await ledger.append(WriteRequest(actor: "t", requestID: "r", operations: [operation]))
+            if case .send = operation { sends.append(try #require(receipt.outcomes[0].seq)) }
+        }
+        ledger.waitForAudiences()
+        func page(after: UInt64, through: UInt64) throws -> InboxPage {
+            try ledger.read { snapshot in
+                let instance = try #require(try snapshot.instanceID(of: token))
+                return try snapshot.inbox(
+                    of: instance, after: after, now: .now(), limit: 10, sends: SendCache(project: .default),
+                    through: through)
+            }
+        }
+        let bounded = try page(after: 0, through: sends[1])
+        #expect(bounded.messages.map(\.cursor) == [sends[0], sends[1]])
+        #expect(bounded.through == sends[1])
+        #expect(try page(after: sends[1], through: sends[1]).messages.isEmpty)
+        #expect(try page(after: sends[1], through: .max).messages.map(\.cursor) == [sends[2]])
+    }
 }
 
 /// A clock the test sets.

@@ -110,6 +110,29 @@ def failover(cluster, kills):
     return times
 
 
+def run_cluster(arguments, label, options, kills):
+    """A fresh cluster with `options`: wrk through its leader, then through a follower, then `kills` failovers;
+    (leader's result, follower's result, failover times)."""
+    cluster = Cluster(arguments.ledger, options=options).start()
+    try:
+        leader = cluster.nodes[cluster.wait_for_leader()]
+        follower = next(node for node in cluster.nodes.values() if node is not leader)
+        print(f"cluster leader, {label}, 64 connections…", flush=True)
+        direct = wrk(leader.base, arguments.seconds)
+        print(f"  {direct}", flush=True)
+        print(f"cluster follower (forwarding), {label}, 64 connections…", flush=True)
+        forwarded = wrk(follower.base, arguments.seconds)
+        print(f"  {forwarded}", flush=True)
+        times = []
+        if kills:
+            cluster.converged(timeout=120)
+            print(f"failover, {kills} kills of the leader (lease {LEASE_SECONDS} s)…", flush=True)
+            times = failover(cluster, kills)
+        return direct, forwarded, times
+    finally:
+        cluster.stop()
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--ledger", default=str(ROOT / ".build-bench" / "release" / "ledger"))
@@ -122,33 +145,8 @@ def main():
     single = single_node(arguments.ledger, arguments.seconds)
     print(f"  {single}", flush=True)
     # The baseline of the cluster's own write path: each commit waits for etcd inside its LMDB transaction.
-    inside = Cluster(arguments.ledger, options={"commitAhead": False}).start()
-    try:
-        leader = inside.nodes[inside.wait_for_leader()]
-        follower = next(node for node in inside.nodes.values() if node is not leader)
-        print("cluster leader, commits waiting for etcd inside the transaction (commitAhead false)…", flush=True)
-        inside_leader = wrk(leader.base, arguments.seconds)
-        print(f"  {inside_leader}", flush=True)
-        print("cluster follower (forwarding), commitAhead false…", flush=True)
-        inside_follower = wrk(follower.base, arguments.seconds)
-        print(f"  {inside_follower}", flush=True)
-    finally:
-        inside.stop()
-    cluster = Cluster(arguments.ledger).start()
-    try:
-        leader = cluster.nodes[cluster.wait_for_leader()]
-        follower = next(node for node in cluster.nodes.values() if node is not leader)
-        print("cluster leader, commit ahead (the default), 64 connections…", flush=True)
-        replicated = wrk(leader.base, arguments.seconds)
-        print(f"  {replicated}", flush=True)
-        print("cluster follower (forwarding), 64 connections…", flush=True)
-        forwarded = wrk(follower.base, arguments.seconds)
-        print(f"  {forwarded}", flush=True)
-        cluster.converged(timeout=120)
-        print(f"failover, {arguments.kills} kills of the leader (lease {LEASE_SECONDS} s)…", flush=True)
-        kills = failover(cluster, arguments.kills)
-    finally:
-        cluster.stop()
+    inside_leader, inside_follower, _ = run_cluster(arguments, "commitAhead false", {"commitAhead": False}, kills=0)
+    replicated, forwarded, kills = run_cluster(arguments, "commit ahead (the default)", {}, kills=arguments.kills)
     results = {
         "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         "cores": os.cpu_count(),

@@ -82,15 +82,14 @@ extension LedgerSnapshot {
         messages.removeAll { message in message.collapseKey.map { newest[$0] ?? 0 > message.cursor } ?? false }
     }
 
-    /// Calls `body` with the seqs of the sends from `start` on, up to 512 at a time (each batch read in a
-    /// cursor pass of its own, so that `body` may read the log), until it returns `false` or they end.
+    /// Calls `body` with the seqs of the sends from `start` through `end`, up to 512 at a time (each batch read
+    /// in a cursor pass of its own, so that `body` may read the log), until it returns `false` or they end.
     private func forEachSendBatch(from start: UInt64, through end: UInt64, _ body: ([UInt64]) throws -> Bool)
         throws
     {
         var from = start
         while from <= end {
-            var batch = try sendSeqs(from: from, limit: 512)
-            if let last = batch.last, last > end { batch.removeAll { $0 > end } }
+            let batch = try sendSeqs(from: from, through: end, limit: 512)
             guard let last = batch.last else { return }
             guard try body(batch), last < UInt64.max else { return }
             from = last + 1
