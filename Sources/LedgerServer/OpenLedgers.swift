@@ -106,8 +106,9 @@ public final class OpenLedgers: ReplicaHost {
         let delivery = self.delivery(for: project)
         options.sendObserver = { [delivery] seqs in delivery.notify(seqs: seqs) }
         options.replication = gates?.gate(for: project)
-        // In a cluster a commit is durable in etcd before LMDB commits, and a replica reads back from etcd what
-        // a system crash undid here: one fsync per commit is enough (docs/cluster.md, "Guarantees").
+        // In a cluster a request is answered only once etcd holds its commit, and a replica reads back from etcd
+        // what a system crash undid here (a commit etcd never took was never answered): one fsync per commit is
+        // enough (docs/cluster.md, "Guarantees").
         options.syncsMetaPage = gates == nil
         let ledger = try Ledger.open(
             dataDirectory: configuration.dataDirectory, project: project, options: options, logger: logger)
