@@ -97,8 +97,8 @@ final class ProjectReplica: Sendable {
         }
     }
 
-    /// Rolls the replica's unacknowledged suffix back (the server closes the ledger, truncates it and rebuilds
-    /// its projections); marks the replica damaged, and waits, when that fails.
+    /// Rolls the replica's unacknowledged suffix back (the server truncates the open ledger's log and rebuilds
+    /// its projections in place, while the gate follows); marks the replica damaged, and waits, when that fails.
     private func rollBack(_ ahead: ReplicaAhead) async {
         logger.warning(
             "rolling back events this node committed ahead of etcd, which etcd did not take",

@@ -113,8 +113,7 @@ final class ReplicaGate: ReplicationGate {
         }
     }
 
-    /// Whether the ledger failed to commit a block etcd took while this node led (and forgets it): see
-    /// ``State/lostCommit``.
+    /// Whether the ledger failed a commit while this node led (and forgets it): see ``State/lostCommit``.
     func takeLostCommit() -> Bool {
         state.withLock { state in
             defer { state.lostCommit = false }
