@@ -13,7 +13,7 @@ struct LedgerCommand: AsyncParsableCommand {
         subcommands: [
             Serve.self, Log.self, Replay.self, Audit.self, Verify.self, Rebuild.self, Stats.self, Import.self,
             Explain.self, Backup.self, CheckpointCommand.self, Prove.self, VerifyProof.self, Topics.self,
-            Cluster.self, Erase.self,
+            Cluster.self, Erase.self, Witness.self,
         ]
     )
 

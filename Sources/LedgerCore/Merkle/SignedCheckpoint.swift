@@ -20,13 +20,19 @@ public struct Checkpoint: Equatable, Sendable {
     /// signature, not interpreted), each ended by a newline.
     public init?(body: Substring) {
         let lines = body.split(separator: "\n", omittingEmptySubsequences: false)
-        guard lines.count >= 4, lines.last?.isEmpty == true, !lines[0].isEmpty,
-            lines[1].utf8.allSatisfy({ $0 >= UInt8(ascii: "0") && $0 <= UInt8(ascii: "9") }),
-            lines[1].first != "0" || lines[1] == "0", let size = UInt64(lines[1]),
+        guard lines.count >= 4, lines.last?.isEmpty == true, !lines[0].isEmpty, let size = Self.decimal(lines[1]),
             let root = Data(base64Encoded: String(lines[2])), root.count == MerkleHash.size,
             Data(root).base64EncodedString() == lines[2]
         else { return nil }
         self.init(origin: String(lines[0]), size: size, root: Array(root))
+    }
+
+    /// A tree size as C2SP writes one: ASCII digits without leading zeroes (`0` alone for zero), within UInt64.
+    public static func decimal(_ text: Substring) -> UInt64? {
+        guard !text.isEmpty, text.utf8.allSatisfy({ $0 >= UInt8(ascii: "0") && $0 <= UInt8(ascii: "9") }),
+            text.first != "0" || text == "0"
+        else { return nil }
+        return UInt64(text)
     }
 }
 

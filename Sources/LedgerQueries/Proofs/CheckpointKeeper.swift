@@ -101,46 +101,13 @@ public struct CheckpointKeeper: Sendable {
         try writeDurably(fd, Array(line), path: keptPath)
     }
 
-    /// Writes the new key to a temporary file beside `path`, syncs it, then links it to `path`: the key file
-    /// appears whole or not at all, so a crash or a full disk midway never leaves a partial key that every
-    /// later start refuses, and a process that finds the key made by another never reads it half-written.
-    /// When two processes create it at once, the link of one fails with `EEXIST` and it loads the other's.
     private static func createKey(_ path: String, name: String) throws -> NoteSigner {
         let signer = try NoteSigner(name: name, key: Curve25519.Signing.PrivateKey())
-        let text = signer.signerKeyLine + "\n"
-        let temporary = path + ".new-\(UUID().uuidString)"
-        let fd = openFile(temporary, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o600)
-        guard fd >= 0 else { throw StoreError(.unavailable, "cannot create \(temporary): errno \(errno)") }
-        defer { unlink(temporary) }
-        do {
-            defer { close(fd) }
-            try writeDurably(fd, Array(text.utf8), path: temporary)
-        }
-        guard link(temporary, path) == 0 else {
-            if errno == EEXIST { return try loadKey(path) }
-            throw StoreError(.unavailable, "cannot create \(path): errno \(errno)")
-        }
-        // The link is in place; making it durable is best effort (the key is whole either way).
-        try? syncPath((path as NSString).deletingLastPathComponent)
-        return signer
+        return try SecretKeyFile.create(path, text: signer.signerKeyLine, parse: NoteSigner.init(signerKeyLine:))
     }
 
     private static func loadKey(_ path: String) throws -> NoteSigner {
-        if let problem = ConfiguredFile.problem(at: path, kind: .secret) {
-            throw StoreError(.invalidArgument, problem)
-        }
-        var status = stat()
-        guard stat(path, &status) == 0 else { throw StoreError(.unavailable, "cannot read \(path): errno \(errno)") }
-        guard status.st_mode & 0o077 == 0 else {
-            throw StoreError(
-                .invalidArgument,
-                "\(path) can be read by others (mode \(String(status.st_mode & 0o777, radix: 8))); `chmod 600` it")
-        }
-        guard let data = FileManager.default.contents(atPath: path),
-            let text = String(data: data, encoding: .utf8)?.trimmingCharacters(in: .newlines),
-            let signer = NoteSigner(signerKeyLine: text)
-        else { throw StoreError(.invalidArgument, "\(path) is not a checkpoint signing key") }
-        return signer
+        try SecretKeyFile.load(path, parse: NoteSigner.init(signerKeyLine:), what: "a checkpoint signing key")
     }
 }
 
@@ -175,13 +142,6 @@ public struct CheckpointSettings: Sendable, Equatable {
     public init() {}
 }
 
-/// Writes all of `bytes` to `fd` and fsyncs it, or throws naming `path`.
-private func writeDurably(_ fd: Int32, _ bytes: [UInt8], path: String) throws {
-    guard bytes.withUnsafeBytes({ write(fd, $0.baseAddress, $0.count) }) == bytes.count, fsync(fd) == 0 else {
-        throw StoreError(.unavailable, "cannot write \(path): errno \(errno)")
-    }
-}
-
 /// Cuts the file back to its last newline when a write was cut short (a crash, a full disk), so the next line
 /// starts on a line of its own instead of being glued to the fragment. The caller holds the file's lock.
 private func dropTornTail(_ fd: Int32, path: String) throws {
@@ -211,9 +171,4 @@ private func dropTornTail(_ fd: Int32, path: String) throws {
     guard ftruncate(fd, keep) == 0, fsync(fd) == 0 else {
         throw StoreError(.unavailable, "cannot repair \(path): errno \(errno)")
     }
-}
-
-/// `open(2)` (a file-level name: inside ``CheckpointKeeper``, `open` is its own factory).
-private func openFile(_ path: String, _ flags: Int32, _ mode: mode_t) -> Int32 {
-    open(path, flags, mode)
 }
