@@ -16,7 +16,8 @@ run:
 # nothing else), samples/topicledger.service checked by systemd-analyze verify, the APNs stand-in's own tests
 # (IntegrationTests/apns-standin: HTTP/2, provider tokens, Apple's documented replies) and the APNs provider through `ledger
 # serve` against it, the cluster suite (IntegrationTests/cluster: three etcd members and three nodes on loopback, tmpfs mounts for full disks, and a
-# network namespace for a node cut off; apt installs etcd-server, etcd-client and iptables), the seeds scenario, the audit console in headless chromium (apt installs chromium and
+# network namespace for a node cut off; apt installs etcd-server, etcd-client and iptables), the witnesses (IntegrationTests/witness:
+# `ledger witness` against a log the test plays from the C2SP texts, and `ledger serve` with two witnesses), the seeds scenario, the audit console in headless chromium (apt installs chromium and
 # chromium-driver, pip selenium; screenshots to IntegrationTests/console-browser/screenshots, ignored: `make screenshots`
 # refreshes the ones in docs/console), schemathesis against docs/openapi.yaml (30 s), and
 # the libFuzzer targets (15 s each, an unoptimized build: it builds in half the time of a release one, which is most
@@ -40,6 +41,7 @@ test:
 	IntegrationTests/deploy/verify-unit.sh "$$(swift build --show-bin-path)/ledger"
 	IntegrationTests/apns-standin/run.sh "$$(swift build --show-bin-path)/ledger"
 	IntegrationTests/cluster/run.sh "$$(swift build --show-bin-path)/ledger"
+	IntegrationTests/witness/run.sh "$$(swift build --show-bin-path)/ledger"
 	samples/seeds-scenario.sh
 	IntegrationTests/console-browser/run.sh "$$(swift build --show-bin-path)/ledger"
 	IntegrationTests/schemathesis/run.sh "$$(swift build --show-bin-path)/ledger" 30

@@ -157,9 +157,32 @@ extension LedgerCommand {
         @Option(help: "The verifier key line, from `ledger checkpoint --public-key`.")
         var publicKey: String
 
+        @Option(
+            name: .customLong("witness"),
+            help: "A witness's vkey (`ledger witness --public-key`) whose cosignature counts. Repeatable.")
+        var witnesses: [String] = []
+
+        @Option(help: "Cosignatures of the --witness keys the checkpoint must carry (default: all of them).")
+        var quorum: Int?
+
+        func validate() throws {
+            if let quorum {
+                guard !witnesses.isEmpty else { throw ValidationError("--quorum goes with --witness keys") }
+                guard (1...witnesses.count).contains(quorum) else {
+                    throw ValidationError("--quorum is between 1 and the number of --witness keys")
+                }
+            }
+        }
+
         func run() throws {
             guard let key = NoteVerifier(keyLine: publicKey) else {
                 throw InputError("--public-key is not a verifier key line (<name>+<key hash>+<base64 key>)")
+            }
+            let cosigners = try witnesses.map { vkey in
+                guard let key = CosignatureVerifier(vkey: vkey) else {
+                    throw InputError("--witness \(vkey) is not a cosigner vkey (<name>+<key id>+<base64(0x04 ‖ key)>)")
+                }
+                return key
             }
             let data: Data? =
                 file == "-"
@@ -168,7 +191,10 @@ extension LedgerCommand {
                 throw InputError("\(file) is not a JSON proof")
             }
             do {
-                printNow("verified: " + (try LedgerProofs.verify(data, key: key)))
+                printNow(
+                    "verified: "
+                        + (try LedgerProofs.verify(
+                            data, key: key, witnesses: cosigners, quorum: quorum ?? Set(cosigners).count)))
             } catch {
                 printNow("not verified: \(error)")
                 throw ExitCode(2)

@@ -49,6 +49,9 @@ public func buildRouter(
                 alarms: cluster.alarms, leading: projects.filter { cluster.isLeading($0) }.count,
                 holding: projects.filter { cluster.holds($0) }.count, stalled: cluster.stalledReplicas)
         }
+        if !configuration.witnesses.isEmpty {
+            ledgers.metrics.recordWitnesses(ledgers.witnessReports().values)
+        }
         if !configuration.apns.isEmpty {
             let apns = ledgers.apnsTotals()
             ledgers.metrics.recordAPNs(outboxDepth: apns.outboxDepth, failingProjects: apns.failingProjects)
@@ -111,6 +114,9 @@ public func buildApplication(configuration: ServerConfiguration, ledgers: Ledger
     // After the ledgers' service: its replicas stop (and its lease is revoked, passing its leaderships at once)
     // before the ledgers close.
     if let cluster = ledgers.cluster { services.append(cluster) }
+    if !configuration.witnesses.isEmpty {
+        services.append(WitnessCollector(server: ServerContext(configuration: configuration, ledgers: ledgers)))
+    }
     if let certificate = configuration.certificate {
         let stream = HTTP1Channel.Configuration(
             additionalChannelHandlers: [

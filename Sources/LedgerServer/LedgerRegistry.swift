@@ -18,6 +18,8 @@ public final class LedgerRegistry: Sendable {
         var signerProblems: [ProjectID: String] = [:]
         /// Each pushing project's APNs state, as its pusher last reported it.
         var apnsStates: [ProjectID: APNsState] = [:]
+        /// Each project's witnesses, made with its signer (projects with `witnesses` configured only).
+        var witnesses: [ProjectID: CheckpointWitnesses] = [:]
     }
 
     private let state = Mutex(State())
@@ -104,6 +106,7 @@ public final class LedgerRegistry: Sendable {
                 if state.withLock({ $0.signerProblems[project] != nil }) {
                     problems.append("a project cannot sign checkpoints: its signing key cannot be used")
                 }
+                if let problem = witnessProblem(project) { problems.append(problem) }
                 if let problem = state.withLock({ $0.apnsStates[project]?.problem }) {
                     problems.append("a project cannot push to APNs: \(problem)")
                 }
@@ -165,6 +168,43 @@ public final class LedgerRegistry: Sendable {
             } catch let error as StoreError where error.code.kind == .notFound {
                 continue
             }
+        }
+    }
+
+    /// The witnesses of `project`, made on first use with its signer's keeper; nil when it has none configured.
+    ///
+    /// - Throws: `StoreError` when its kept cosigned checkpoints cannot be read.
+    func witnesses(for project: ProjectID, signer: CheckpointSigner) throws -> CheckpointWitnesses? {
+        guard let requirement = configuration.witnesses[project] else { return nil }
+        return try state.withLock { state in
+            if let witnesses = state.witnesses[project] { return witnesses }
+            let witnesses = try CheckpointWitnesses(
+                requirement: requirement, keeper: signer.keeper, logger: logger)
+            state.witnesses[project] = witnesses
+            return witnesses
+        }
+    }
+
+    /// What the witnesses of each project that has them last answered.
+    func witnessReports() -> [ProjectID: CheckpointWitnesses.Report] {
+        state.withLock { $0.witnesses.mapValues { $0.report.withLock { $0 } } }
+    }
+
+    /// Why `project`'s last checkpoint missed its witnesses' quorum (which witness, and why), without naming the
+    /// project; nil when it did not.
+    private func witnessProblem(_ project: ProjectID) -> String? {
+        guard let witnesses = state.withLock({ $0.witnesses[project] }) else { return nil }
+        let report = witnesses.report.withLock { $0 }
+        guard report.quorumMissing else { return nil }
+        let failing = report.statuses.compactMap { status in status.problem.map { "\(status.name): \($0)" } }
+        return "a project's checkpoint lacks its witnesses' quorum (\(witnesses.requirement.quorum) of "
+            + "\(witnesses.requirement.witnesses.count)): " + failing.joined(separator: "; ")
+    }
+
+    /// The consistency proof of `ledger`'s log from `old` to `new` events, on the signing worker.
+    func consistencyProof(of ledger: Ledger, from old: UInt64, to new: UInt64) async throws -> [[UInt8]] {
+        try await signing.perform {
+            try ledger.read { try $0.merkleTree(size: new).consistencyProof(from: old) }
         }
     }
 

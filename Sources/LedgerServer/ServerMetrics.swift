@@ -158,6 +158,30 @@ public final class ServerMetrics: Sendable {
     }
 
     /// Counts events a cluster's node rolled back: committed ahead of etcd, never taken by it, never acknowledged.
+    /// Sets the witnesses' gauges before a scrape: the projects whose last checkpoint missed its witnesses'
+    /// quorum, and for each witness (by its key name, never a project) whether its last answer was a
+    /// cosignature. `/readyz` says why each failing witness fails.
+    func recordWitnesses(_ reports: some Sequence<CheckpointWitnesses.Report>) {
+        var missing = 0
+        var failing: [String: Bool] = [:]
+        for report in reports {
+            if report.quorumMissing { missing += 1 }
+            for status in report.statuses where status.problem != nil || failing[status.name] == nil {
+                failing[status.name] = status.problem != nil
+            }
+        }
+        registry.makeGauge(
+            name: "topicledger_witness_quorum_missing",
+            help: "Projects whose last checkpoint was not cosigned by its witnesses' quorum (their checkpoints: 503)"
+        ).set(Double(missing))
+        for (name, isFailing) in failing {
+            registry.makeGauge(
+                name: "topicledger_witness_failing", labels: [("witness", name)],
+                help: "Whether the witness's last answer was not a valid cosignature (1) or was (0)"
+            ).set(Double(isFailing ? 1 : 0))
+        }
+    }
+
     func recordRollBack(events: UInt64) {
         registry.makeCounter(
             name: "topicledger_cluster_rolled_back_events_total",

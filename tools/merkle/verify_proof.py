@@ -5,6 +5,10 @@
                                                        consistency proof (`ledger prove --consistency`)
     verify_proof.py --vectors VECTORS.json             tree test vectors (the Swift tests write them)
 
+    --witness VKEY ... [--quorum K]    also require the proof's checkpoint to carry valid cosignatures
+                                       (C2SP tlog-cosignature, cosignature/v1, Ed25519) of K of those witnesses
+                                       (default: all); a consistency proof must then carry its toCheckpoint
+
 Exit status 0: verified; 2: not verified (the reason is printed); 1: bad usage.
 
 Formats (docs/event-format.md): RFC 6962 §2.1 leaves SHA-256(0x00 || chain hash) and nodes
@@ -142,6 +146,64 @@ def verify_note(note, key_line):
     raise Refused(f"the note has no signature by {name}")
 
 
+def parse_cosigner_key(vkey):
+    """`<name>+<8 hex key ID>+<base64(0x04 || Ed25519 public key)>` (C2SP tlog-cosignature) → (name, key ID, key)."""
+    parts = vkey.strip().split("+", 2)
+    if len(parts) != 3:
+        raise Refused("a witness vkey is <name>+<hex key ID>+<base64 key>")
+    name, id_hex, blob = parts[0], parts[1], base64.b64decode(parts[2], validate=True)
+    if len(blob) != 33 or blob[0] != 0x04:
+        raise Refused("the witness vkey is not an Ed25519 cosigner key (type 0x04)")
+    key_id = hashlib.sha256(name.encode() + b"\n" + blob).digest()[:4]
+    if key_id.hex() != id_hex:
+        raise Refused("the witness vkey's key ID does not match its name and key")
+    return name, key_id, blob[1:]
+
+
+def count_cosignatures(note, vkeys):
+    """How many of the witnesses `vkeys` have a valid cosignature/v1 line on `note`: the line's blob is
+    key ID (4) || big-endian timestamp (8) || Ed25519 signature (64) over
+    "cosignature/v1\\ntime <timestamp>\\n" followed by the note's text."""
+    from cryptography.exceptions import InvalidSignature
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
+
+    body, separator, signatures = note.partition("\n\n")
+    if not separator:
+        raise Refused("a signed note has a blank line after its text")
+    body += "\n"
+    valid = set()
+    for vkey in vkeys:
+        name, key_id, public_key = parse_cosigner_key(vkey)
+        for line in signatures.rstrip("\n").split("\n"):
+            fields = line.split(" ")
+            if len(fields) != 3 or fields[0] != "\u2014" or fields[1] != name:
+                continue
+            blob = base64.b64decode(fields[2], validate=True)
+            if len(blob) != 76 or blob[:4] != key_id:
+                continue
+            timestamp = int.from_bytes(blob[4:12], "big")
+            if timestamp > 2**63 - 1:
+                continue
+            message = f"cosignature/v1\ntime {timestamp}\n{body}".encode()
+            try:
+                Ed25519PublicKey.from_public_bytes(public_key).verify(blob[12:], message)
+            except InvalidSignature:
+                continue
+            valid.add((name, public_key))
+            break
+    return len(valid)
+
+
+def require_quorum(note, vkeys, quorum):
+    if note is None:
+        raise Refused("the proof carries no checkpoint to count cosignatures on")
+    count = count_cosignatures(note, vkeys)
+    if count < quorum:
+        raise Refused(f"the checkpoint carries {count} valid cosignatures of the {len(set(vkeys))} witnesses given, "
+                      f"fewer than the quorum of {quorum}")
+    return f"; cosigned by {count} of {len(set(vkeys))} witnesses (quorum {quorum})"
+
+
 def verify_message_proof(document, key_line):
     origin, size, root = verify_note(document["checkpoint"], key_line)
     erased = 0
@@ -194,7 +256,13 @@ def main():
     parser.add_argument("proof", nargs="?")
     parser.add_argument("--public-key")
     parser.add_argument("--vectors")
+    parser.add_argument("--witness", action="append", default=[])
+    parser.add_argument("--quorum", type=int)
     args = parser.parse_args()
+    quorum = args.quorum if args.quorum is not None else len(set(args.witness))
+    if args.quorum is not None and not 1 <= args.quorum <= len(args.witness):
+        print("--quorum is between 1 and the number of --witness keys")
+        return 1
     try:
         if args.vectors:
             with open(args.vectors) as file:
@@ -206,9 +274,12 @@ def main():
         with open(args.proof) as file:
             document = json.load(file)
         if "entries" in document:
-            print("verified:", verify_message_proof(document, args.public_key))
+            shown, note = verify_message_proof(document, args.public_key), document["checkpoint"]
         else:
-            print("verified:", verify_consistency_proof(document, args.public_key))
+            shown, note = verify_consistency_proof(document, args.public_key), document.get("toCheckpoint")
+        if quorum > 0:
+            shown += require_quorum(note, args.witness, quorum)
+        print("verified:", shown)
         return 0
     except (Refused, ValueError, KeyError, TypeError) as error:
         print(f"not verified: {error}")

@@ -10,12 +10,15 @@ import LedgerCore
 ///   others can read is refused. Never logged, never printed.
 /// - `<data>/<project>/checkpoints.jsonl`: every checkpoint signed, one JSON object a line
 ///   (`{"size":N,"note":"…"}`), appended under an exclusive lock — what an auditor can ask for later.
+/// - `<data>/<project>/cosigned.jsonl`: with witnesses configured, each checkpoint that reached the quorum, with
+///   its cosignature lines, in the same format — the server serves the last one.
 ///
 /// Origin and key name are `topicledger/<project>` unless configured (``CheckpointSettings``).
 public struct CheckpointKeeper: Sendable {
     public let signer: NoteSigner
     public let origin: String
     let keptPath: String
+    let cosignedPath: String
 
     public static func defaultName(for project: ProjectID) -> String { "topicledger/\(project)" }
 
@@ -50,7 +53,8 @@ public struct CheckpointKeeper: Sendable {
         }
         return CheckpointKeeper(
             signer: signer, origin: settings.origin ?? defaultName(for: project),
-            keptPath: (directory as NSString).appendingPathComponent("checkpoints.jsonl"))
+            keptPath: (directory as NSString).appendingPathComponent("checkpoints.jsonl"),
+            cosignedPath: (directory as NSString).appendingPathComponent("cosigned.jsonl"))
     }
 
     /// Signs a checkpoint of `snapshot`'s log — the whole log, or its first `size` events — and keeps it.
@@ -58,16 +62,26 @@ public struct CheckpointKeeper: Sendable {
         let tree = try snapshot.merkleTree(size: size)
         let checkpoint = Checkpoint(origin: origin, size: tree.size, root: try tree.root())
         let note = try signer.sign(checkpoint)
-        try keep(size: checkpoint.size, note: note)
+        try Self.keep(size: checkpoint.size, note: note, in: keptPath)
         return (checkpoint, note)
     }
+
+    /// Keeps a checkpoint with the cosignatures of its witnesses' quorum (durable when it returns).
+    public func keepCosigned(size: UInt64, note: String) throws {
+        try Self.keep(size: size, note: note, in: cosignedPath)
+    }
+
+    /// The cosigned checkpoints kept so far, oldest first (see ``kept()``).
+    public func cosigned() throws -> [(size: UInt64, note: String)] { try Self.kept(in: cosignedPath) }
 
     /// The checkpoints kept so far, oldest first.
     ///
     /// A last line without its newline is a write that a crash or a full disk cut short: its checkpoint was
     /// never handed out (``sign(_:)`` returns only after the whole line is on disk), so it is not one of them.
     /// Any other line that is not a kept checkpoint is `.corrupt`.
-    public func kept() throws -> [(size: UInt64, note: String)] {
+    public func kept() throws -> [(size: UInt64, note: String)] { try Self.kept(in: keptPath) }
+
+    private static func kept(in keptPath: String) throws -> [(size: UInt64, note: String)] {
         guard var data = FileManager.default.contents(atPath: keptPath) else { return [] }
         if let lastNewline = data.lastIndex(of: UInt8(ascii: "\n")) {
             data = data[...lastNewline]
@@ -88,7 +102,7 @@ public struct CheckpointKeeper: Sendable {
         var size: UInt64
     }
 
-    private func keep(size: UInt64, note: String) throws {
+    private static func keep(size: UInt64, note: String, in keptPath: String) throws {
         let encoder = JSONEncoder()
         encoder.outputFormatting = [.sortedKeys]
         var line = try encoder.encode(KeptLine(note: note, size: size))

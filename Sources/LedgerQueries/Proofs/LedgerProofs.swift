@@ -24,13 +24,15 @@ public enum LedgerProofs {
         public let entries: [Entry]
     }
 
-    /// `{"from": M, "to": N, "fromRoot", "toRoot", "proof": […]}` (RFC 9162 §2.1.4, base64 hashes).
+    /// `{"from": M, "to": N, "fromRoot", "toRoot", "proof": […]}` (RFC 9162 §2.1.4, base64 hashes), and
+    /// `toCheckpoint`, the signed (and, with witnesses, cosigned) checkpoint of size N, when the server has one.
     public struct ConsistencyProof: Codable, Sendable {
         public let from: UInt64
         public let to: UInt64
         public let fromRoot: String
         public let toRoot: String
         public let proof: [String]
+        public var toCheckpoint: String?
     }
 
     /// `messageID`'s proof against `note` — a signed checkpoint of a tree of `size` that includes its
@@ -65,13 +67,19 @@ public enum LedgerProofs {
         return ConsistencyProof(
             from: old, to: new, fromRoot: Data(try snapshot.merkleTree(size: old).root()).base64EncodedString(),
             toRoot: Data(try tree.root()).base64EncodedString(),
-            proof: try tree.consistencyProof(from: old).map { Data($0).base64EncodedString() })
+            proof: try tree.consistencyProof(from: old).map { Data($0).base64EncodedString() }, toCheckpoint: nil)
     }
 
     /// Checks a proof document (either kind, as JSON) with `key` alone: the checkpoint's signature; each
     /// event's bytes against its chain hash, its decoded kind, seq and message; its inclusion in the
     /// checkpoint's tree; or the consistency of two roots. Returns what was shown, or throws why not.
-    public static func verify(_ json: Data, key: NoteVerifier) throws(ProofRefusal) -> String {
+    ///
+    /// With `witnesses` and a `quorum` above 0, the proof's checkpoint must also carry valid cosignatures
+    /// (C2SP tlog-cosignature) from at least `quorum` of those keys; a consistency proof must then carry its
+    /// `toCheckpoint`.
+    public static func verify(
+        _ json: Data, key: NoteVerifier, witnesses: [CosignatureVerifier] = [], quorum: Int = 0
+    ) throws(ProofRefusal) -> String {
         let decoder = JSONDecoder()
         let document: Document
         do {
@@ -81,10 +89,36 @@ public enum LedgerProofs {
         } catch {
             throw ProofRefusal("the document is not JSON")
         }
+        let shown: String
+        let note: String?
         switch document {
-        case .message(let proof): return try verify(proof, key: key)
-        case .consistency(let proof): return try verify(proof)
+        case .message(let proof):
+            shown = try verify(proof, key: key)
+            note = proof.checkpoint
+        case .consistency(let proof):
+            shown = try verify(proof)
+            note = proof.toCheckpoint
+            if let note {
+                let checkpoint: Checkpoint
+                do { checkpoint = try key.verify(note: note) } catch {
+                    throw ProofRefusal("the checkpoint: \(error)")
+                }
+                guard checkpoint.size == proof.to, Data(checkpoint.root).base64EncodedString() == proof.toRoot else {
+                    throw ProofRefusal("the checkpoint is not of the proof's newer tree")
+                }
+            }
         }
+        guard quorum > 0 else { return shown }
+        guard let note, let signed = try? SignedNote(parsing: note) else {
+            throw ProofRefusal("the proof carries no checkpoint to count cosignatures on")
+        }
+        let count = CosignatureVerifier.count(witnesses, on: signed)
+        guard count >= quorum else {
+            throw ProofRefusal(
+                "the checkpoint carries \(count) valid cosignatures of the \(Set(witnesses).count) witnesses given, "
+                    + "fewer than the quorum of \(quorum)")
+        }
+        return shown + "; cosigned by \(count) of \(Set(witnesses).count) witnesses (quorum \(quorum))"
     }
 
     /// A document of either kind: one with `entries` is a message proof.

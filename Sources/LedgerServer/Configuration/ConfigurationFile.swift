@@ -72,14 +72,44 @@ struct ConfigurationFile: Decodable {
         let checkpoint: CheckpointSection?
         let apns: APNsSection?
         let registrationExpiry: RegistrationExpiry?
+        let witnesses: [WitnessSection]?
+        let witnessQuorum: Int?
 
         init(from decoder: any Decoder) throws {
             let path = decoder.configurationPath
             let container = try decoder.container(keyedBy: ConfigKey.self)
             try container.refuseUnknown(
-                ["adminKeys", "auditorKeys", "clientApiKeys", "checkpoint", "apns", "registrationExpiry"],
-                "unknown key; expected adminKeys, auditorKeys, clientApiKeys, checkpoint, apns or registrationExpiry",
+                [
+                    "adminKeys", "auditorKeys", "clientApiKeys", "checkpoint", "apns", "registrationExpiry",
+                    "witnesses",
+                    "witnessQuorum",
+                ],
+                "unknown key; expected adminKeys, auditorKeys, clientApiKeys, checkpoint, apns, registrationExpiry, "
+                    + "witnesses or witnessQuorum",
                 path: path)
+            if container.contains(ConfigKey("witnesses")) {
+                do {
+                    witnesses = try container.decode([WitnessSection].self, forKey: ConfigKey("witnesses"))
+                } catch let error as LedgerCoreError {
+                    throw error
+                } catch {
+                    throw LedgerCoreError(
+                        .invalidArgument, field: "\(decoder.configurationField).witnesses",
+                        "expected a list of {\"url\": …, \"verifierKey\": …}")
+                }
+            } else {
+                witnesses = nil
+            }
+            if container.contains(ConfigKey("witnessQuorum")) {
+                guard let quorum = try? container.decode(Int.self, forKey: ConfigKey("witnessQuorum")) else {
+                    throw LedgerCoreError(
+                        .invalidArgument, field: "\(decoder.configurationField).witnessQuorum",
+                        "expected a whole number")
+                }
+                witnessQuorum = quorum
+            } else {
+                witnessQuorum = nil
+            }
             let expiryField = "\(decoder.configurationField).registrationExpiry"
             if container.contains(ConfigKey("registrationExpiry")) {
                 guard let text = try? container.decode(String.self, forKey: ConfigKey("registrationExpiry")) else {
@@ -238,7 +268,7 @@ extension Decoder {
 
     /// Where this value is: `config.json: projects.shop.checkpoint`.
     fileprivate var configurationField: String {
-        "\(configurationPath): \(codingPath.map(\.stringValue).joined(separator: "."))"
+        "\(configurationPath): \(codingPath.map { $0.intValue.map(String.init) ?? $0.stringValue }.joined(separator: "."))"
     }
 }
 
@@ -280,5 +310,33 @@ extension KeyedDecodingContainer where Key == ConfigKey {
             throw LedgerCoreError(.invalidArgument, field: field(name, path: path), "expected an object")
         }
         return try decode(Section.self, forKey: ConfigKey(name))
+    }
+}
+
+extension ConfigurationFile {
+    /// `projects.<name>.witnesses[i]`: `{"url": "https://…", "verifierKey": "<vkey>"}`.
+    struct WitnessSection: Decodable {
+        let witness: WitnessRequirement.Witness
+
+        init(from decoder: any Decoder) throws {
+            let field = decoder.configurationField
+            let values = try decoder.configurationStrings(
+                ["url", "verifierKey"], unknown: "unknown key; expected url or verifierKey",
+                malformed: "expected a non-empty string", allowsEmpty: false)
+            guard let url = values["url"], let components = URLComponents(string: url),
+                components.scheme == "http" || components.scheme == "https", components.host?.isEmpty == false,
+                components.query == nil, components.fragment == nil
+            else {
+                throw LedgerCoreError(
+                    .invalidArgument, field: field + ".url",
+                    "the witness's submission prefix, an http(s) URL without query (add-checkpoint is appended)")
+            }
+            guard let vkey = values["verifierKey"], let key = CosignatureVerifier(vkey: vkey) else {
+                throw LedgerCoreError(
+                    .invalidArgument, field: field + ".verifierKey",
+                    "a cosigner vkey <name>+<key id>+<base64(0x04 ‖ Ed25519 key)> (`ledger witness --public-key`)")
+            }
+            witness = WitnessRequirement.Witness(url: url.hasSuffix("/") ? String(url.dropLast()) : url, key: key)
+        }
     }
 }

@@ -57,6 +57,9 @@ public struct ServerConfiguration: Sendable {
     public var certificate: ServerCertificate?
     /// How each project's checkpoints are signed, where not the defaults (origin, key name, key file).
     public var checkpoints: [ProjectID: CheckpointSettings] = [:]
+    /// The witnesses that cosign each project's checkpoints, and their quorum; a project without is served
+    /// checkpoints signed by its key alone.
+    public var witnesses: [ProjectID: WitnessRequirement] = [:]
     /// The projects that push to Apple devices, and how (``APNsSettings``).
     public var apns: [ProjectID: APNsSettings] = [:]
     /// Each project's `registrationExpiry`, where not FCM's 270 days (``expiry(of:)``).
@@ -109,7 +112,9 @@ extension ServerConfiguration {
     ///  "projects": {"my-project": {"adminKeys": ["sha256:…"], "auditorKeys": ["sha256:…"],
     ///                              "clientApiKeys": ["sha256:…"],
     ///                              "checkpoint": {"origin": "…", "keyName": "…", "keyFile": "/path"},
-    ///                              "apns": {"teamId": "…", "keyId": "…", "keyFile": "/path", "topic": "…"}}}}
+    ///                              "apns": {"teamId": "…", "keyId": "…", "keyFile": "/path", "topic": "…"},
+    ///                              "witnesses": [{"url": "https://…", "verifierKey": "<vkey>"}],
+    ///                              "witnessQuorum": 1}}}
     /// ```
     /// Limits left out keep FCM's defaults. Unknown keys are refused, so a misspelt limit is not silently ignored.
     ///
@@ -149,6 +154,15 @@ extension ServerConfiguration {
                     section: apns.values, field: "\(path): projects.\(name).apns")
             }
             if let expiry = section.registrationExpiry { configuration.registrationExpiries[project] = expiry }
+            if let witnesses = section.witnesses {
+                configuration.witnesses[project] = try WitnessRequirement(
+                    witnesses: witnesses.map(\.witness), quorum: section.witnessQuorum,
+                    field: "\(path): projects.\(name).witnesses",
+                    quorumField: "\(path): projects.\(name).witnessQuorum")
+            } else if section.witnessQuorum != nil {
+                throw LedgerCoreError(
+                    .invalidArgument, field: "\(path): projects.\(name).witnessQuorum", "given without witnesses")
+            }
         }
         if let limits = file.limits {
             try configuration.apply(limits: limits, path: path)

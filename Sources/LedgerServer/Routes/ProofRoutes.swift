@@ -15,7 +15,10 @@ import LedgerQueries
 ///   --consistency`).
 ///
 /// A checkpoint is signed at most once a second per project: within a second of the last one, or while the
-/// log has not grown, the last note is answered again.
+/// log has not grown, the last note is answered again. With witnesses (`projects.<p>.witnesses`), every route
+/// answers with the latest checkpoint a quorum of them cosigned, or 503 when none was
+/// (``ServerContext/latestCheckpoint(for:of:)``); a consistency proof then ends at most there, and carries it
+/// as `toCheckpoint`.
 struct ProofRoutes {
     let server: ServerContext
 
@@ -69,8 +72,12 @@ struct ProofRoutes {
         }
         let to = try size("to")
         let ledger = context.ledger
-        let body = try ledger.read { snapshot -> LedgerProofs.ConsistencyProof in
-            let head = min(try snapshot.head().seq, ledger.acknowledgedSeq)
+        // With witnesses, proofs end at most at the latest cosigned checkpoint, which the proof carries.
+        let cosigned =
+            server.configuration.witnesses[context.caller.project] == nil
+            ? nil : try await server.latestCheckpoint(for: context.caller.project, of: ledger)
+        var body = try ledger.read { snapshot -> LedgerProofs.ConsistencyProof in
+            let head = try cosigned?.checkpoint.size ?? min(snapshot.head().seq, ledger.acknowledgedSeq)
             let to = to ?? head
             guard from <= to, to <= head else {
                 throw FCMError.invalidArgument(
@@ -78,6 +85,7 @@ struct ProofRoutes {
             }
             return try LedgerProofs.consistencyProof(from: from, to: to, in: snapshot)
         }
+        if let cosigned, body.to == cosigned.checkpoint.size { body.toCheckpoint = cosigned.note }
         return try JSONResponse.encoded(body)
     }
 }

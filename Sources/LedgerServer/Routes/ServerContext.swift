@@ -86,6 +86,10 @@ struct ServerContext: Sendable {
     /// The project's latest checkpoint of `ledger` (signed now unless the last is under a second old or the log
     /// has not grown), or 503 UNAVAILABLE with a reason and no file paths when its signing key cannot be used (the
     /// registry logs the detail once, and `/readyz` reports it).
+    ///
+    /// With witnesses configured, the latest checkpoint that a quorum of them cosigned, with their cosignature
+    /// lines: the one signed now once they cosign it (submitted here, on demand, if it is new), or an older one;
+    /// 503 when none ever was.
     func latestCheckpoint(for project: ProjectID, of ledger: Ledger) async throws -> (
         checkpoint: Checkpoint, note: String
     ) {
@@ -96,7 +100,26 @@ struct ServerContext: Sendable {
             throw FCMError.unavailable(
                 "Project \(project) cannot sign checkpoints: its signing key cannot be used (the server log says why).")
         }
-        return try await ledgers.latestCheckpoint(of: ledger, signedBy: signer)
+        let signed = try await ledgers.latestCheckpoint(of: ledger, signedBy: signer)
+        let witnesses: CheckpointWitnesses
+        do {
+            guard let configured = try ledgers.witnesses(for: project, signer: signer) else { return signed }
+            witnesses = configured
+        } catch is StoreError {
+            throw FCMError.unavailable(
+                "Project \(project)'s cosigned checkpoints cannot be read (the server log says why).")
+        }
+        let registry = ledgers
+        let cosigned = await witnesses.cosigned(signed) { old in
+            try await registry.consistencyProof(of: ledger, from: old, to: signed.checkpoint.size)
+        }
+        guard let cosigned else {
+            let requirement = witnesses.requirement
+            throw FCMError.unavailable(
+                "Project \(project) has no checkpoint cosigned by \(requirement.quorum) of its "
+                    + "\(requirement.witnesses.count) witnesses yet (/readyz says which witness fails and why).")
+        }
+        return cosigned
     }
 
     /// Appends to `ledger` (the caller's, from its request context) and maps storage failures to 503 UNAVAILABLE

@@ -10,7 +10,7 @@ import LedgerQueries
 final class CheckpointSigner: Sendable {
     private typealias Signed = (checkpoint: Checkpoint, note: String, at: Double)
 
-    private let keeper: CheckpointKeeper
+    let keeper: CheckpointKeeper
     /// The last checkpoint signed; held while one is signed, so that two requests sign once.
     private let last = Mutex<Signed?>(nil)
 

@@ -1,0 +1,288 @@
+"""Issue "No split views": `ledger witness` as C2SP tlog-witness specifies it, and `ledger serve` serving only
+checkpoints that a quorum of its witnesses cosigned. Run by run.sh (LEDGER_BIN: the built `ledger`)."""
+
+import base64
+import concurrent.futures
+import json
+import subprocess
+import time
+
+import pytest
+import requests
+
+from witness_harness import (
+    PlayedLog, Server, Witness, binary, consistency_proof, remove, temporary_directory, verify_proof)
+
+
+@pytest.fixture
+def directory():
+    path = temporary_directory()
+    yield path
+    remove(path)
+
+
+@pytest.fixture
+def played(directory):
+    """A witness of a log this script plays (not TopicLedger)."""
+    log = PlayedLog()
+    witness = Witness(directory / "w", "witness.example/w1", [(log.origin, log.key.vkey)]).start()
+    yield log, witness
+    witness.stop()
+
+
+LEAVES = [f"leaf {i}".encode() for i in range(40)]
+
+
+def cosign(witness, log, old, leaves, old_leaves=None):
+    proof = consistency_proof(old, leaves) if old else []
+    return witness.add(PlayedLog.request(old, proof, log.checkpoint(leaves)))
+
+
+def test_a_played_log_is_cosigned_and_the_cosignature_verifies_from_the_c2sp_text(played):
+    log, witness = played
+    response = cosign(witness, log, 0, LEAVES[:5])
+    assert response.status_code == 200, response.text
+    lines = response.text.splitlines()
+    assert lines and all(line.startswith("\u2014 witness.example/w1 ") for line in lines)
+    cosigned = log.checkpoint(LEAVES[:5]) + response.text
+    assert verify_proof.count_cosignatures(cosigned, [witness.vkey]) == 1
+    # The cosignature's timestamp is now (C2SP tlog-cosignature: big-endian seconds after the key ID).
+    stamp = int.from_bytes(base64.b64decode(lines[0].split(" ")[2])[4:12], "big")
+    assert abs(stamp - time.time()) < 60
+    # A cosignature over another body does not count.
+    other = log.checkpoint(LEAVES[:6]) + response.text
+    assert verify_proof.count_cosignatures(other, [witness.vkey]) == 0
+    # It grows: old 5 with a proof to 9.
+    assert cosign(witness, log, 5, LEAVES[:9]).status_code == 200
+
+
+def test_each_error_code_of_the_spec(played):
+    log, witness = played
+    assert cosign(witness, log, 0, LEAVES[:8]).status_code == 200
+    # 404: an origin the witness does not know.
+    stranger = PlayedLog("example.com/unknown")
+    assert witness.add(PlayedLog.request(8, [], stranger.checkpoint(LEAVES[:8]))).status_code == 404
+    # 403: signed only by a key the witness does not trust for the origin (that key is ignored).
+    impostor = PlayedLog(log.origin)
+    assert witness.add(PlayedLog.request(8, consistency_proof(8, LEAVES[:10]), impostor.checkpoint(LEAVES[:10]))
+                       ).status_code == 403
+    # 400: an old size above the checkpoint's; a body that is not the format.
+    assert witness.add(PlayedLog.request(12, [], log.checkpoint(LEAVES[:10]))).status_code == 400
+    assert witness.add(b"old 08\n\n" + log.checkpoint(LEAVES[:10]).encode()).status_code == 400
+    assert witness.add(b"hello").status_code == 400
+    # 409 with text/x.tlog.size: an old size that is not the witness's latest.
+    conflict = cosign(witness, log, 3, LEAVES[:10])
+    assert conflict.status_code == 409
+    assert conflict.headers["Content-Type"] == "text/x.tlog.size" and conflict.text == "8\n"
+    # 422: a proof that does not lead from the witness's root.
+    bad = [bytes(32)] * len(consistency_proof(8, LEAVES[:10]))
+    assert witness.add(PlayedLog.request(8, bad, log.checkpoint(LEAVES[:10]))).status_code == 422
+    # 409 without a size: the same size as the latest, another root.
+    forked = [b"forked"] + LEAVES[1:8]
+    same_size = witness.add(PlayedLog.request(8, [], log.checkpoint(forked)))
+    assert same_size.status_code == 409 and same_size.headers["Content-Type"] != "text/x.tlog.size"
+    # None of these moved the witness: old 8 still cosigns.
+    assert cosign(witness, log, 8, LEAVES[:10]).status_code == 200
+
+
+def test_a_forked_history_is_refused_and_kept_as_evidence(played):
+    log, witness = played
+    assert cosign(witness, log, 0, LEAVES[:8]).status_code == 200
+    forked = LEAVES[:4] + [b"rewritten"] + LEAVES[5:12]
+    # The fork at the same size: 409. The fork grown past it, with its own (valid for it) proof: 422.
+    assert witness.add(PlayedLog.request(8, [], log.checkpoint(forked[:8]))).status_code == 409
+    assert witness.add(PlayedLog.request(8, consistency_proof(8, forked), log.checkpoint(forked))).status_code == 422
+    witness.stop()
+    evidence = witness.evidence()
+    assert [item["reason"] for item in evidence] == ["different-root", "inconsistent"]
+    assert all(item["origin"] == log.origin and item["heldSize"] == 8 for item in evidence)
+    assert evidence[1]["submitted"].endswith(log.checkpoint(forked))
+    # What the witness held is in the evidence, cosigned: both views, each signed by the log.
+    assert verify_proof.count_cosignatures(evidence[0]["heldNote"], [witness.vkey]) == 1
+    output = witness.start().stop()
+    assert "SPLIT VIEW" not in output  # logged when shown, not again at start
+
+
+def test_a_restarted_witness_keeps_its_size(played):
+    log, witness = played
+    assert cosign(witness, log, 0, LEAVES[:7]).status_code == 200
+    witness.stop(kill=True)
+    witness.start()
+    conflict = cosign(witness, log, 0, LEAVES[:9])
+    assert conflict.status_code == 409 and conflict.text == "7\n"
+    assert cosign(witness, log, 7, LEAVES[:9]).status_code == 200
+
+
+def test_concurrent_add_checkpoints_cannot_roll_the_size_back(played):
+    log, witness = played
+    assert cosign(witness, log, 0, LEAVES[:4]).status_code == 200
+    sizes = list(range(5, 37))
+    with concurrent.futures.ThreadPoolExecutor(16) as pool:
+        answers = list(pool.map(lambda n: (n, cosign(witness, log, 4, LEAVES[:n]).status_code), sizes))
+    winners = [n for n, status in answers if status == 200]
+    assert len(winners) == 1, answers
+    assert all(status == 409 for n, status in answers if n not in winners)
+    # The witness holds the winner's size, not a smaller one written after it.
+    assert cosign(witness, log, 0, LEAVES[:37]).text == f"{winners[0]}\n"
+
+
+def test_public_key_and_key_file(directory):
+    key = directory / "k.key"
+    first = subprocess.run([binary(), "witness", "--key", str(key), "--name", "a.example/w", "--public-key"],
+                           capture_output=True, text=True, check=True).stdout.strip()
+    assert oct(key.stat().st_mode & 0o777) == "0o600"
+    again = subprocess.run([binary(), "witness", "--key", str(key), "--name", "a.example/w", "--public-key"],
+                           capture_output=True, text=True, check=True).stdout.strip()
+    assert first == again and first.startswith("a.example/w+")
+    assert verify_proof.parse_cosigner_key(first)[0] == "a.example/w"
+    key.chmod(0o644)
+    refused = subprocess.run([binary(), "witness", "--key", str(key), "--public-key"], capture_output=True, text=True)
+    assert refused.returncode != 0 and "chmod 600" in refused.stdout + refused.stderr
+
+
+# ---- ledger serve with witnesses ----
+
+def server_with_witnesses(directory, quorum=None, start=(True, True)):
+    log_key_holder = Server.ORIGIN
+    witnesses = [Witness(directory / f"w{i}", f"witness.example/w{i}", []) for i in (1, 2)]
+    server = Server(directory / "server", witnesses, quorum)
+    for witness, started in zip(witnesses, start):
+        witness.logs = [(log_key_holder, server.log_key.vkey)]
+        if started:
+            witness.start()
+    return server, witnesses
+
+
+def verify_with_python(proof_path, server, witnesses, quorum):
+    arguments = [proof_path, "--public-key", server.log_key.vkey]
+    for witness in witnesses:
+        arguments += ["--witness", witness.vkey]
+    arguments += ["--quorum", str(quorum)]
+    return subprocess.run(["python3", str(verify_proof.__file__), *arguments], capture_output=True, text=True)
+
+
+def test_two_witnesses_and_a_quorum_of_two(directory):
+    server, witnesses = server_with_witnesses(directory, quorum=2)
+    server.start()
+    try:
+        message = server.send()
+        deadline = time.time() + 20
+        while True:
+            checkpoint = server.get("/ledger:checkpoint")
+            if checkpoint.status_code == 200 and int(checkpoint.text.split("\n")[1]) >= 2:
+                break  # the send and its audience
+            assert time.time() < deadline, checkpoint.text
+            time.sleep(0.2)
+        note = checkpoint.text
+        assert verify_proof.verify_note(note, server.log_key.vkey)[0] == Server.ORIGIN
+        assert verify_proof.count_cosignatures(note, [w.vkey for w in witnesses]) == 2
+
+        proof = server.get(f"/messages/{message}:proof")
+        assert proof.status_code == 200, proof.text
+        path = directory / "proof.json"
+        path.write_text(proof.text)
+        accepted = verify_with_python(str(path), server, witnesses, 2)
+        assert accepted.returncode == 0 and "cosigned by 2 of 2" in accepted.stdout, accepted.stdout
+        # One cosignature short of the quorum: refused, by both verifiers.
+        document = json.loads(proof.text)
+        lines = document["checkpoint"].split("\n")
+        document["checkpoint"] = "\n".join(line for line in lines if "witness.example/w2" not in line)
+        short = directory / "short.json"
+        short.write_text(json.dumps(document))
+        refused = verify_with_python(str(short), server, witnesses, 2)
+        assert refused.returncode == 2 and "fewer than the quorum of 2" in refused.stdout, refused.stdout
+        assert verify_with_python(str(short), server, witnesses, 1).returncode == 0
+        swift = [binary(), "verify-proof", str(short), "--public-key", server.log_key.vkey,
+                 "--witness", witnesses[0].vkey, "--witness", witnesses[1].vkey]
+        assert subprocess.run(swift, capture_output=True, text=True).returncode == 2
+        assert subprocess.run(swift + ["--quorum", "1"], capture_output=True, text=True).returncode == 0
+        full = [binary(), "verify-proof", str(path), "--public-key", server.log_key.vkey,
+                "--witness", witnesses[0].vkey, "--witness", witnesses[1].vkey]
+        assert subprocess.run(full, capture_output=True, text=True).returncode == 0
+
+        # A consistency proof ends at the cosigned checkpoint and carries it.
+        consistency = server.get("/ledger:consistency?from=1")
+        assert consistency.status_code == 200, consistency.text
+        body = consistency.json()
+        assert body["toCheckpoint"].split("\n")[1] == str(body["to"])
+        assert verify_proof.count_cosignatures(body["toCheckpoint"], [w.vkey for w in witnesses]) == 2
+        cpath = directory / "consistency.json"
+        cpath.write_text(consistency.text)
+        assert verify_with_python(str(cpath), server, witnesses, 2).returncode == 0
+        # Kept durably beside the ledger.
+        kept = (server.data / "shop" / "cosigned.jsonl").read_text().splitlines()
+        assert json.loads(kept[-1])["note"].count("\u2014 witness.example/") == 2
+    finally:
+        server.stop()
+        for witness in witnesses:
+            witness.stop()
+
+
+def test_a_witness_down_means_503_and_readyz_says_which_then_recovery(directory):
+    server, witnesses = server_with_witnesses(directory, quorum=2, start=(True, False))
+    server.start()
+    try:
+        server.send()
+        refused = server.get("/ledger:checkpoint")
+        assert refused.status_code == 503, refused.text
+        assert refused.json()["error"]["status"] == "UNAVAILABLE"
+        ready = requests.get(f"{server.base}/readyz", timeout=10)
+        assert ready.status_code == 503
+        reasons = " ".join(ready.json()["reasons"])
+        assert "witness.example/w2: unreachable" in reasons and "witness.example/w1" not in reasons, reasons
+        metrics = requests.get(f"{server.base}/metrics", timeout=10).text
+        assert "topicledger_witness_quorum_missing 1" in metrics
+        assert 'topicledger_witness_failing{witness="witness.example/w2"} 1' in metrics
+        assert 'topicledger_witness_failing{witness="witness.example/w1"} 0' in metrics
+
+        witnesses[1].start()
+        recovered = server.get("/ledger:checkpoint")
+        assert recovered.status_code == 200, recovered.text
+        assert verify_proof.count_cosignatures(recovered.text, [w.vkey for w in witnesses]) == 2
+        assert requests.get(f"{server.base}/readyz", timeout=10).status_code == 200
+        assert "topicledger_witness_quorum_missing 0" in requests.get(f"{server.base}/metrics", timeout=10).text
+
+        # A witness restarted keeps its size: the server's next checkpoint is cosigned from it (old = its size).
+        witnesses[0].stop(kill=True)
+        witnesses[0].start()
+        server.send("sports")
+        deadline = time.time() + 20
+        size = int(recovered.text.split("\n")[1])
+        while True:
+            later = server.get("/ledger:checkpoint")
+            if later.status_code == 200 and int(later.text.split("\n")[1]) > size:
+                break
+            assert time.time() < deadline, later.text
+            time.sleep(0.3)
+        assert verify_proof.count_cosignatures(later.text, [w.vkey for w in witnesses]) == 2
+    finally:
+        server.stop()
+        for witness in witnesses:
+            witness.stop()
+
+
+def test_a_witness_that_does_not_trust_the_log_is_reported(directory):
+    server, witnesses = server_with_witnesses(directory, quorum=1, start=(True, False))
+    witnesses[1].logs = [(Server.ORIGIN, PlayedLog(Server.ORIGIN).key.vkey)]  # another key for the origin
+    witnesses[1].start()
+    server.start()
+    try:
+        server.send()
+        checkpoint = server.get("/ledger:checkpoint")
+        assert checkpoint.status_code == 200  # a quorum of 1: w1 suffices
+        assert verify_proof.count_cosignatures(checkpoint.text, [w.vkey for w in witnesses]) == 1
+        metrics = requests.get(f"{server.base}/metrics", timeout=10).text
+        assert 'topicledger_witness_failing{witness="witness.example/w2"} 1' in metrics
+        assert "topicledger_witness_quorum_missing 0" in metrics
+    finally:
+        output = server.stop()
+        for witness in witnesses:
+            witness.stop()
+    assert "403: the witness trusts no key that signed this checkpoint" in output
+
+
+def test_a_config_with_a_bad_witness_is_refused(directory):
+    server, _ = server_with_witnesses(directory, quorum=3, start=(False, False))
+    result = subprocess.run([binary(), "serve", "--data", str(server.data), "--port", "0", "--config",
+                             str(server.config)], capture_output=True, text=True, timeout=30)
+    assert result.returncode != 0 and "witnessQuorum" in result.stdout + result.stderr

@@ -1,0 +1,210 @@
+import AsyncHTTPClient
+import Foundation
+import LedgerCore
+import LedgerQueries
+import LedgerStore
+import Logging
+import NIOCore
+import NIOHTTP1
+import Synchronization
+
+/// One project's witnesses (``WitnessRequirement``): submits each new signed checkpoint to every witness with
+/// C2SP tlog-witness's `add-checkpoint`, keeps the checkpoint once a quorum has cosigned it (``CheckpointKeeper/
+/// keepCosigned(size:note:)``), and remembers what each witness last answered, for `/readyz` and the metrics.
+///
+/// Submissions are one at a time (an actor): each witness's size is tracked between them, as the protocol's old
+/// size line needs.
+actor CheckpointWitnesses {
+    /// What one witness last answered.
+    struct Status: Sendable, Equatable {
+        var name: String
+        var url: String
+        /// The size the witness is known to hold (from its cosignature or its 409), nil before its first answer.
+        var knownSize: UInt64?
+        /// The largest size it cosigned for this server.
+        var cosignedSize: UInt64?
+        /// Why its last submission failed, nil when it cosigned.
+        var problem: String?
+    }
+
+    /// What the readiness probe and the metrics read without waiting on a submission.
+    struct Report: Sendable {
+        var statuses: [Status]
+        var cosignedSize: UInt64?
+        /// Whether the last submission reached the quorum.
+        var quorumMissing: Bool
+    }
+
+    /// The timeout of one `add-checkpoint` call.
+    static let requestTimeout = TimeAmount.seconds(3)
+    /// Submissions of one checkpoint to one witness: the first, and retries after 409s that tell its size.
+    static let attempts = 3
+
+    let requirement: WitnessRequirement
+    private let keeper: CheckpointKeeper
+    private let logger: Logger
+    private var statuses: [Status]
+    private var latest: (checkpoint: Checkpoint, note: String)?
+    nonisolated let report: Mutex<Report>
+
+    /// Loads the last cosigned checkpoint kept (`cosigned.jsonl`).
+    ///
+    /// - Throws: `StoreError` when the kept file cannot be read.
+    init(requirement: WitnessRequirement, keeper: CheckpointKeeper, logger: Logger) throws {
+        self.requirement = requirement
+        self.keeper = keeper
+        self.logger = logger
+        statuses = requirement.witnesses.map { Status(name: $0.key.name, url: $0.url) }
+        if let last = try keeper.cosigned().last, let note = try? SignedNote(parsing: last.note) {
+            latest = (note.checkpoint, last.note)
+        }
+        report = Mutex(Report(statuses: statuses, cosignedSize: latest?.checkpoint.size, quorumMissing: false))
+    }
+
+    /// The latest checkpoint with the quorum's cosignatures, after submitting `signed` when it is newer: `signed`
+    /// cosigned, or the last one that was, or nil when none ever was.
+    ///
+    /// - Parameter proof: the consistency proof of the log from an old size to `signed`'s.
+    func cosigned(
+        _ signed: (checkpoint: Checkpoint, note: String),
+        proof: @escaping @Sendable (UInt64) async throws -> [[UInt8]]
+    ) async -> (checkpoint: Checkpoint, note: String)? {
+        if let latest, latest.checkpoint.size >= signed.checkpoint.size { return latest }
+        guard let note = try? SignedNote(parsing: signed.note) else { return latest }
+        let submissions = requirement.witnesses.enumerated().map { index, witness in
+            Submission(witness: witness, knownSize: statuses[index].knownSize)
+        }
+        let answers = await withTaskGroup(of: (Int, Submission.Answer).self) { group in
+            for (index, submission) in submissions.enumerated() {
+                group.addTask { (index, await submission.run(note, proof: proof)) }
+            }
+            var answers: [Int: Submission.Answer] = [:]
+            for await (index, answer) in group { answers[index] = answer }
+            return answers
+        }
+        var lines: [String] = []
+        for (index, answer) in answers.sorted(by: { $0.key < $1.key }) {
+            let before = statuses[index].problem
+            statuses[index].knownSize = answer.knownSize ?? statuses[index].knownSize
+            statuses[index].problem = answer.problem
+            if let line = answer.cosignature {
+                lines.append(line)
+                statuses[index].cosignedSize = note.checkpoint.size
+            }
+            if let problem = answer.problem, problem != before {
+                logger.warning(
+                    "a witness did not cosign the project's checkpoint",
+                    metadata: [
+                        "witness.name": "\(statuses[index].name)", "witness.url": "\(statuses[index].url)",
+                        "witness.size": "\(note.checkpoint.size)", "error": "\(problem)",
+                    ])
+            } else if answer.problem == nil, before != nil {
+                logger.notice(
+                    "a witness cosigns the project's checkpoints again",
+                    metadata: ["witness.name": "\(statuses[index].name)"])
+            }
+        }
+        let quorumMet = lines.count >= requirement.quorum
+        if quorumMet {
+            let text = note.adding(lines).text
+            do {
+                try keeper.keepCosigned(size: note.checkpoint.size, note: text)
+                latest = (note.checkpoint, text)
+            } catch {
+                logger.error("could not keep a cosigned checkpoint", metadata: ["error": "\(error)"])
+            }
+        }
+        let snapshot = Report(statuses: statuses, cosignedSize: latest?.checkpoint.size, quorumMissing: !quorumMet)
+        report.withLock { $0 = snapshot }
+        return latest
+    }
+
+    /// One checkpoint's submission to one witness, run outside the actor.
+    private struct Submission: Sendable {
+        struct Answer: Sendable {
+            var cosignature: String?
+            var knownSize: UInt64?
+            var problem: String?
+        }
+
+        let witness: WitnessRequirement.Witness
+        let knownSize: UInt64?
+
+        func run(_ note: SignedNote, proof: @Sendable (UInt64) async throws -> [[UInt8]]) async -> Answer {
+            var old = knownSize ?? 0
+            var answer = Answer()
+            for _ in 0..<CheckpointWitnesses.attempts {
+                guard old <= note.checkpoint.size else {
+                    answer.problem =
+                        "the witness holds size \(old) of this log, above this checkpoint's \(note.checkpoint.size)"
+                    return answer
+                }
+                let body: String
+                do {
+                    body =
+                        AddCheckpointRequest(oldSize: old, proof: old == 0 ? [] : try await proof(old), note: note)
+                        .text
+                } catch {
+                    answer.problem = "no consistency proof from size \(old): \(error)"
+                    return answer
+                }
+                var request = HTTPClientRequest(url: witness.url + "/add-checkpoint")
+                request.method = .POST
+                request.headers.add(name: "Content-Type", value: "text/plain; charset=utf-8")
+                request.body = .bytes(ByteBuffer(string: body))
+                let status: UInt
+                let text: String
+                let contentType: String?
+                do {
+                    let response = try await ClusterForwarder.client.execute(
+                        request, timeout: CheckpointWitnesses.requestTimeout)
+                    let bytes = try await response.body.collect(upTo: 64 * 1024)
+                    status = response.status.code
+                    text = String(decoding: bytes.readableBytesView, as: UTF8.self)
+                    contentType = response.headers.first(name: "Content-Type")
+                } catch {
+                    answer.problem = "unreachable: \(error)"
+                    return answer
+                }
+                switch status {
+                case 200:
+                    let lines = text.split(separator: "\n").map(String.init)
+                    guard
+                        let line = lines.first(where: { line in
+                            witness.key.cosignedTime(of: note.adding([line])) != nil
+                        })
+                    else {
+                        answer.problem = "200 without a valid cosignature by \(witness.key.name)"
+                        return answer
+                    }
+                    answer.cosignature = line
+                    answer.knownSize = note.checkpoint.size
+                    return answer
+                case 409 where contentType?.hasPrefix("text/x.tlog.size") == true:
+                    guard let size = Checkpoint.decimal(Substring(text.trimmingCharacters(in: .newlines))) else {
+                        answer.problem = "409 with a size that is not a decimal"
+                        return answer
+                    }
+                    answer.knownSize = size
+                    answer.problem = "409: the witness holds size \(size), not \(old)"
+                    old = size
+                case 409:
+                    answer.problem =
+                        "409: the witness cosigned another root at size \(note.checkpoint.size) — a split view, or a "
+                        + "forked log (the witness keeps it as evidence)"
+                    return answer
+                case 403: answer.problem = "403: the witness trusts no key that signed this checkpoint"
+                case 404: answer.problem = "404: the witness knows no log of origin \(note.checkpoint.origin)"
+                case 422:
+                    answer.problem =
+                        "422: the witness finds this checkpoint inconsistent with the one it holds (it keeps it as "
+                        + "evidence)"
+                case 400: answer.problem = "400: the witness refused the request as malformed"
+                default: answer.problem = "HTTP \(status)"
+                }
+                if status != 409 { return answer }
+            }
+            return answer
+        }
+    }
+}
