@@ -185,9 +185,12 @@ class Node:
         secret_file.write_text(PEER + "\n")
         secret_file.chmod(0o600)
         self.config.write_text(json.dumps({
+            # One checkpoint key per project, the same file for every node (docs/cluster.md).
             "projects": {project: {"adminKeys": [sha(secrets(project)["admin"])],
                                    "auditorKeys": [sha(secrets(project)["auditor"])],
-                                   "clientApiKeys": [sha(secrets(project)["client"])], **(project_options or {})}
+                                   "clientApiKeys": [sha(secrets(project)["client"])],
+                                   "checkpoint": {"keyFile": str(Path(root) / f"{project}.checkpoint.key")},
+                                   **(project_options or {})}
                          for project in (PROJECT, SECOND)},
             "limits": {"registrationsPerSecond": 1000000, "sendsPerMinute": 100000000,
                        "subscriptionChangesPerSecond": 1000000},

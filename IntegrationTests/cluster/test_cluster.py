@@ -528,3 +528,40 @@ def test_registrations_expire_in_a_cluster_by_the_activity_every_replica_saw(exp
     answer = requests.post(route, headers=peer, json={"devices": [1, 2, 4294967295]}, timeout=10)
     assert answer.status_code == 200 and all(entry["lastActive"] > 0 for entry in answer.json()["lastActive"])
     cluster.verify_all()
+
+
+def test_the_replicas_cosign_the_leaders_checkpoint(cluster):
+    """Issue "No split views", part 4: each replica checks the leader's checkpoint against its own copy and
+    cosigns it with its node's key; /v1/cluster shows what each cosigned, and its vkey."""
+    import sys
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent.parent / "tools" / "merkle"))
+    import verify_proof
+
+    nodes = list(cluster.nodes.values())
+    assert all(node.register() for node in nodes for _ in range(3))
+    # Asked of a follower: forwarded to the leader, which signs, and its replicas cosign.
+    follower = next(node for node in nodes if node.node_id != cluster.wait_for_leader())
+    response = requests.get(f"{follower.base}/v1/projects/{PROJECT}/ledger:checkpoint",
+                            headers={"Authorization": f"Bearer {AUDITOR}"}, timeout=30)
+    assert response.status_code == 200, response.text
+    note = response.text
+    size = int(note.split("\n")[1])
+    assert size >= 9
+    names = sorted(line.split(" ")[1] for line in note.split("\n\n", 1)[1].splitlines()
+                   if line.startswith("\u2014 topicledger-node/"))
+    assert names == ["topicledger-node/n1", "topicledger-node/n2", "topicledger-node/n3"], note
+
+    def all_cosigned():
+        replicas = _cosigned(follower, size)
+        return replicas if len(replicas) == 3 else None
+
+    replicas = wait_until(all_cosigned, 10, "every replica to report its cosignature")
+    keys = [replica["cosignerKey"] for replica in replicas]
+    assert len(set(keys)) == 3
+    # Each replica's cosignature verifies with the vkey it reported, by the C2SP text alone.
+    assert verify_proof.count_cosignatures(note, keys) == 3
+
+
+def _cosigned(node, size):
+    replicas = node.status()["projects"][0]["replicas"]
+    return [r for r in replicas if (r.get("cosignedSize") or 0) >= size]

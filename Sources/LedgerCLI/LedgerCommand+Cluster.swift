@@ -70,6 +70,7 @@ extension LedgerCommand {
                             print(
                                 "  replica \(replica.node) appliedSeq \(replica.appliedSeq) headHash \(replica.headHash)"
                                     + " lagEvents \(replica.lagEvents) state \(replica.state)"
+                                    + (replica.cosignedSize.map { " cosignedSize \($0)" } ?? "")
                             )
                         }
                     }

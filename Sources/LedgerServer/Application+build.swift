@@ -114,7 +114,7 @@ public func buildApplication(configuration: ServerConfiguration, ledgers: Ledger
     // After the ledgers' service: its replicas stop (and its lease is revoked, passing its leaderships at once)
     // before the ledgers close.
     if let cluster = ledgers.cluster { services.append(cluster) }
-    if !configuration.witnesses.isEmpty {
+    if !configuration.witnesses.isEmpty || ledgers.cluster != nil {
         services.append(WitnessCollector(server: ServerContext(configuration: configuration, ledgers: ledgers)))
     }
     if let certificate = configuration.certificate {

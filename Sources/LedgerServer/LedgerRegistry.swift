@@ -20,6 +20,11 @@ public final class LedgerRegistry: Sendable {
         var apnsStates: [ProjectID: APNsState] = [:]
         /// Each project's witnesses, made with its signer (projects with `witnesses` configured only).
         var witnesses: [ProjectID: CheckpointWitnesses] = [:]
+        /// This node's cosigner key, in a cluster (``nodeCosigner(name:)``).
+        var nodeCosigner: Cosigner?
+        /// The last checkpoint of each project this node led that its replicas cosigned: the size it was signed
+        /// at, and the note with their lines.
+        var replicaCosigned: [ProjectID: (size: UInt64, note: String)] = [:]
     }
 
     private let state = Mutex(State())
@@ -32,7 +37,7 @@ public final class LedgerRegistry: Sendable {
     /// The devices heard from since the last expiry sweep (``RegistrationExpirySweeper``).
     let activity = ActivityTracker()
     private let configuration: ServerConfiguration
-    private let logger: Logger
+    let logger: Logger
     /// The metrics every ledger's group commits are reported to.
     public let metrics: ServerMetrics
 
@@ -183,6 +188,35 @@ public final class LedgerRegistry: Sendable {
             state.witnesses[project] = witnesses
             return witnesses
         }
+    }
+
+    /// This node's cosigner key (`<data>/node-cosigner.key`, made on first use, mode 0600) under `name`: what
+    /// it cosigns its projects' checkpoints with, as a replica (``ReplicaCosigning``).
+    ///
+    /// - Throws: `StoreError` when the key file cannot be made or read.
+    func nodeCosigner(name: String) throws -> Cosigner {
+        if let cosigner = state.withLock({ $0.nodeCosigner }) { return cosigner }
+        let cosigner = try CosignerKeyFile.open(
+            (configuration.dataDirectory as NSString).appendingPathComponent("node-cosigner.key"), name: name)
+        state.withLock { $0.nodeCosigner = cosigner }
+        return cosigner
+    }
+
+    /// `signed` with its replicas' cosignatures (``ReplicaCosigning/collect(_:project:server:)``), collected once
+    /// per checkpoint signed.
+    func replicaCosigned(
+        _ signed: (checkpoint: Checkpoint, note: String), of project: ProjectID, server: ServerContext
+    ) async -> (checkpoint: Checkpoint, note: String) {
+        if let last = state.withLock({ $0.replicaCosigned[project] }), last.size == signed.checkpoint.size,
+            let note = try? SignedNote(parsing: last.note), note.body == (try? SignedNote(parsing: signed.note))?.body
+        {
+            return (signed.checkpoint, last.note)
+        }
+        guard let note = try? SignedNote(parsing: signed.note) else { return signed }
+        let lines = await ReplicaCosigning.collect(note, project: project, server: server)
+        let cosigned = note.adding(lines).text
+        state.withLock { $0.replicaCosigned[project] = (signed.checkpoint.size, cosigned) }
+        return (signed.checkpoint, cosigned)
     }
 
     /// What the witnesses of each project that has them last answered.

@@ -25,4 +25,28 @@ extension EtcdClient {
         }
         return states
     }
+
+    /// What each replica of `project` last cosigned (``ReplicaCosignature``), by node (values that do not decode
+    /// are left out).
+    func cosignatures(of project: ProjectID, keys: ClusterKeys) async throws -> [String: ReplicaCosignature] {
+        let prefix = keys.cosigned(project)
+        var found: [String: ReplicaCosignature] = [:]
+        for kv in try await list(prefix: prefix).kvs {
+            guard let value = try? JSONDecoder().decode(ReplicaCosignature.self, from: Data(kv.value.prefix(4096)))
+            else { continue }
+            found[String(String(decoding: kv.key, as: UTF8.self).dropFirst(prefix.count))] = value
+        }
+        return found
+    }
+}
+
+/// What a replica reports to etcd when it cosigns its project's checkpoint: the size, and its vkey.
+public struct ReplicaCosignature: Codable, Sendable, Equatable {
+    public var size: UInt64
+    public var vkey: String
+
+    public init(size: UInt64, vkey: String) {
+        self.size = size
+        self.vkey = vkey
+    }
 }

@@ -38,6 +38,11 @@ public struct ClusterKeys: Sendable {
     /// The state of `node`'s replica of `project`.
     public func state(_ project: ProjectID, node: String) -> String { states(project) + node }
 
+    /// The prefix of what `project`'s replicas last cosigned (``ReplicaCosignature``).
+    public func cosigned(_ project: ProjectID) -> String { self.project(project) + "cosigned/" }
+    /// What `node` last cosigned of `project`'s checkpoints.
+    public func cosigned(_ project: ProjectID, node: String) -> String { cosigned(project) + node }
+
     /// The project a key under `projects/` belongs to.
     public func projectName(in key: String) -> String? {
         let projects = prefix + "projects/"

@@ -303,6 +303,14 @@ public final class ClusterNode: Service, Sendable {
         try await Self.status(etcd: context.etcd, keys: context.keys, projects: projects ?? self.projects)
     }
 
+    /// Reports that this node cosigned `project`'s checkpoint of `size` with the key `vkey` (under its lease:
+    /// the report goes with the node).
+    public func reportCosigned(_ project: ProjectID, size: UInt64, vkey: String) async throws {
+        let value = try JSONEncoder().encode(ReplicaCosignature(size: size, vkey: vkey))
+        try await context.etcd.put(
+            context.keys.cosigned(project, node: nodeID), Array(value), lease: context.currentLease())
+    }
+
     /// The status read from etcd alone (`ledger cluster status`).
     public static func status(etcd: EtcdClient, keys: ClusterKeys, projects: Set<ProjectID>?) async throws
         -> ClusterStatus
@@ -325,6 +333,7 @@ public final class ClusterNode: Service, Sendable {
             let tail = try await etcd.get(keys.tail(project)).value.flatMap { try? ReplicationTail(decoding: $0.value) }
             let applied = try await etcd.appliedPositions(of: project, keys: keys)
             let states = try await etcd.replicaStates(of: project, keys: keys)
+            let cosigned = try await etcd.cosignatures(of: project, keys: keys)
             var replicas: [ClusterStatus.Replica] = []
             // A replica that has reported its state but never its head (it applied nothing) is shown at seq 0.
             for node in Set(applied.keys).union(states.keys).sorted() {
@@ -333,7 +342,8 @@ public final class ClusterNode: Service, Sendable {
                 replicas.append(
                     ClusterStatus.Replica(
                         node: node, appliedSeq: position.seq, headHash: position.hash.hexString,
-                        state: states[node] ?? (lag == 0 ? "current" : "catching up"), lagEvents: lag))
+                        state: states[node] ?? (lag == 0 ? "current" : "catching up"), lagEvents: lag,
+                        cosignedSize: cosigned[node]?.size, cosignerKey: cosigned[node]?.vkey))
                 if nodes[node] == nil { nodes[node] = ClusterStatus.Node(id: node, url: "", alive: false) }
             }
             statuses.append(ClusterStatus.Project(project: name, leader: leader, replicas: replicas))

@@ -14,6 +14,11 @@ public struct ClusterStatus: Sendable, Codable, Equatable {
         public var state: String
         /// Events of the cluster's log the replica has not applied.
         public var lagEvents: UInt64
+        /// The largest checkpoint size the replica cosigned, having checked it against its own copy; nil when it
+        /// has cosigned none.
+        public var cosignedSize: UInt64?
+        /// The replica's cosigner vkey (C2SP tlog-cosignature), which its cosignatures verify with.
+        public var cosignerKey: String?
     }
 
     public struct Project: Sendable, Codable, Equatable {

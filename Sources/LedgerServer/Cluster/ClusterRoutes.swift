@@ -58,6 +58,17 @@ enum ClusterRoutes {
             return try JSONResponse.encoded(
                 PeerActivity.Answer(lastActive: known.map { .init(device: $0.device, lastActive: $0.lastActive) }))
         }
+        // The leader's checkpoint, for this replica to check against its own copy and cosign (``ReplicaCosigning``).
+        router.post("/internal/v1/projects/:project/add-checkpoint") { request, context in
+            let project = try holderForPeer(request, context: context, server: server)
+            let body: ByteBuffer
+            do {
+                body = try await request.body.collect(upTo: maximumAddCheckpointBytes)
+            } catch {
+                throw FCMError.invalidArgument("The body is larger than \(maximumAddCheckpointBytes) bytes.")
+            }
+            return try await ReplicaCosigning.answer(body, project: project, server: server)
+        }
         // A consistent copy of a project's ledger, for a peer that must be seeded (docs/cluster.md): a peer
         // secret (cluster.peerKeys) as bearer, and only from a node that holds the project.
         router.get("/internal/v1/projects/:project/snapshot") { request, context in

@@ -100,7 +100,11 @@ struct ServerContext: Sendable {
             throw FCMError.unavailable(
                 "Project \(project) cannot sign checkpoints: its signing key cannot be used (the server log says why).")
         }
-        let signed = try await ledgers.latestCheckpoint(of: ledger, signedBy: signer)
+        let signedHere = try await ledgers.latestCheckpoint(of: ledger, signedBy: signer)
+        // In a cluster this node leads the project (checkpoints are forwarded to the leader): its replicas cosign
+        // first.
+        let signed =
+            ledgers.cluster == nil ? signedHere : await ledgers.replicaCosigned(signedHere, of: project, server: self)
         let witnesses: CheckpointWitnesses
         do {
             guard let configured = try ledgers.witnesses(for: project, signer: signer) else { return signed }
@@ -110,8 +114,9 @@ struct ServerContext: Sendable {
                 "Project \(project)'s cosigned checkpoints cannot be read (the server log says why).")
         }
         let registry = ledgers
+        let size = signed.checkpoint.size
         let cosigned = await witnesses.cosigned(signed) { old in
-            try await registry.consistencyProof(of: ledger, from: old, to: signed.checkpoint.size)
+            try await registry.consistencyProof(of: ledger, from: old, to: size)
         }
         guard let cosigned else {
             let requirement = witnesses.requirement
