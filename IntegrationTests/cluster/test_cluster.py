@@ -560,6 +560,15 @@ def test_the_replicas_cosign_the_leaders_checkpoint(cluster):
     assert len(set(keys)) == 3
     # Each replica's cosignature verifies with the vkey it reported, by the C2SP text alone.
     assert verify_proof.count_cosignatures(note, keys) == 3
+    # A message's proof asked of a follower is the leader's (it signs), against a checkpoint all three cosigned.
+    sent = follower.send("news")
+    assert sent.status_code == 200, sent.text
+    message = sent.json()["name"].rsplit("/", 1)[1]
+    proof = requests.get(f"{follower.base}/v1/projects/{PROJECT}/messages/{message}:proof",
+                         headers={"Authorization": f"Bearer {AUDITOR}"}, timeout=30)
+    assert proof.status_code == 200, proof.text
+    assert proof.json()["entries"][0]["kind"] == "sent"
+    assert verify_proof.count_cosignatures(proof.json()["checkpoint"], keys) == 3
 
 
 def _cosigned(node, size):

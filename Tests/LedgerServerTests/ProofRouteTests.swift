@@ -87,6 +87,32 @@ struct ProofRouteTests {
     }
 }
 
+@Suite("A proof's checkpoint covers its message")
+struct ProofCoverageTests {
+    @Test("a proof asked within a second of the last checkpoint still covers a message sent since")
+    func coversNewMessage() async throws {
+        let server = TestServer()
+        try await server.run { client in
+            _ = try await client.registerDevice()
+            let first = try await client.call(
+                .get, "\(ProofRouteTests.project)/ledger:checkpoint", headers: TestServer.Client.auditor)
+            #expect(first.status == .ok)
+            let sent = try await client.call(
+                .post, "\(ProofRouteTests.project)/messages:send", body: #"{"message":{"topic":"news"}}"#)
+            let id = try #require((sent.json["name"] as? String)?.split(separator: "/").last)
+            let proof = try await client.call(
+                .get, "\(ProofRouteTests.project)/messages/\(id):proof", headers: TestServer.Client.auditor)
+            #expect(proof.status == .ok, "\(proof.text)")
+            let kinds = (proof.json["entries"] as? [[String: Any]])?.compactMap { $0["kind"] as? String }
+            #expect(kinds?.first == "sent", "\(proof.text)")
+            let key = try CheckpointKeeper.open(
+                dataDirectory: server.configuration.dataDirectory, project: .default, create: false
+            ).signer.verifier
+            #expect(try LedgerProofs.verify(Data(proof.text.utf8), key: key).contains("included"))
+        }
+    }
+}
+
 @Suite("Checkpoint settings from the config")
 struct CheckpointSettingsRouteTests {
     @Test("the server signs with the configured origin, key name and key file")

@@ -71,8 +71,11 @@ extension Request {
     /// Whether the request may change the ledger (every method but GET and HEAD).
     var isWrite: Bool { method != .get && method != .head }
 
-    /// Whether only the project's leader serves it: a write, or a checkpoint (signed by the leader alone).
+    /// Whether only the project's leader serves it: a write, or a checkpoint or proof (checkpoints are signed,
+    /// cosigned by the replicas and submitted to witnesses by the leader alone: a follower signing its own would
+    /// race the leader's submissions to the same witnesses with older sizes).
     var needsLeader: Bool {
         isWrite || uri.path.hasSuffix("/ledger:checkpoint") || uri.path.hasSuffix("/ledger:consistency")
+            || (uri.path.hasSuffix(":proof") && uri.path.contains("/messages/"))
     }
 }

@@ -48,7 +48,25 @@ struct ProofRoutes {
         let idText = text.dropLast(":proof".count)
         let id = try Parameters.messageID(idText)
         let ledger = context.ledger
-        let signed = try await server.latestCheckpoint(for: project, of: ledger)
+        // The checkpoint must cover the message's events (its audience once recorded): one signed within the last
+        // second may not yet, so wait out the second once (checkpoints stay at most one a second).
+        let needed = try ledger.read { snapshot -> UInt64 in
+            guard let message = try snapshot.message(id) else {
+                throw FCMError.notFound("Message \(id) was not found in project \(project).")
+            }
+            return min(max(message.sendSeq, message.audienceSeq ?? 0), ledger.acknowledgedSeq)
+        }
+        var signed = try await server.latestCheckpoint(for: project, of: ledger)
+        if signed.checkpoint.size < needed {
+            try await Task.sleep(for: .seconds(1))
+            signed = try await server.latestCheckpoint(for: project, of: ledger)
+        }
+        guard signed.checkpoint.size >= needed else {
+            var error = FCMError.unavailable(
+                "Message \(id) is not yet in a checkpoint its witnesses cosigned; retry (/readyz says why).")
+            error.headers[.retryAfter] = "1"
+            throw error
+        }
         let body = try ledger.read { snapshot -> LedgerProofs.MessageProof in
             guard
                 let proof = try LedgerProofs.messageProof(
