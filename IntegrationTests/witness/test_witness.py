@@ -3,6 +3,7 @@ checkpoints that a quorum of its witnesses cosigned. Run by run.sh (LEDGER_BIN: 
 
 import base64
 import concurrent.futures
+import contextlib
 import json
 import subprocess
 import time
@@ -153,6 +154,19 @@ def server_with_witnesses(directory, quorum=None, start=(True, True)):
     return server, witnesses
 
 
+@contextlib.contextmanager
+def running(server, witnesses):
+    """The server started; it and every witness stopped afterwards (its output returned in `output`)."""
+    output = {}
+    server.start()
+    try:
+        yield output
+    finally:
+        output["server"] = server.stop()
+        for witness in witnesses:
+            witness.stop()
+
+
 def verify_with_python(proof_path, server, witnesses, quorum):
     arguments = [proof_path, "--public-key", server.log_key.vkey]
     for witness in witnesses:
@@ -163,8 +177,7 @@ def verify_with_python(proof_path, server, witnesses, quorum):
 
 def test_two_witnesses_and_a_quorum_of_two(directory):
     server, witnesses = server_with_witnesses(directory, quorum=2)
-    server.start()
-    try:
+    with running(server, witnesses):
         message = server.send()
         deadline = time.time() + 20
         while True:
@@ -212,16 +225,11 @@ def test_two_witnesses_and_a_quorum_of_two(directory):
         # Kept durably beside the ledger.
         kept = (server.data / "shop" / "cosigned.jsonl").read_text().splitlines()
         assert json.loads(kept[-1])["note"].count("\u2014 witness.example/") == 2
-    finally:
-        server.stop()
-        for witness in witnesses:
-            witness.stop()
 
 
 def test_a_witness_down_means_503_and_readyz_says_which_then_recovery(directory):
     server, witnesses = server_with_witnesses(directory, quorum=2, start=(True, False))
-    server.start()
-    try:
+    with running(server, witnesses):
         server.send()
         refused = server.get("/ledger:checkpoint")
         assert refused.status_code == 503, refused.text
@@ -255,18 +263,13 @@ def test_a_witness_down_means_503_and_readyz_says_which_then_recovery(directory)
             assert time.time() < deadline, later.text
             time.sleep(0.3)
         assert verify_proof.count_cosignatures(later.text, [w.vkey for w in witnesses]) == 2
-    finally:
-        server.stop()
-        for witness in witnesses:
-            witness.stop()
 
 
 def test_a_witness_that_does_not_trust_the_log_is_reported(directory):
     server, witnesses = server_with_witnesses(directory, quorum=1, start=(True, False))
     witnesses[1].logs = [(Server.ORIGIN, PlayedLog(Server.ORIGIN).key.vkey)]  # another key for the origin
     witnesses[1].start()
-    server.start()
-    try:
+    with running(server, witnesses) as output:
         server.send()
         checkpoint = server.get("/ledger:checkpoint")
         assert checkpoint.status_code == 200  # a quorum of 1: w1 suffices
@@ -274,11 +277,7 @@ def test_a_witness_that_does_not_trust_the_log_is_reported(directory):
         metrics = requests.get(f"{server.base}/metrics", timeout=10).text
         assert 'topicledger_witness_failing{witness="witness.example/w2"} 1' in metrics
         assert "topicledger_witness_quorum_missing 0" in metrics
-    finally:
-        output = server.stop()
-        for witness in witnesses:
-            witness.stop()
-    assert "403: the witness trusts no key that signed this checkpoint" in output
+    assert "403: the witness trusts no key that signed this checkpoint" in output["server"]
 
 
 def test_a_config_with_a_bad_witness_is_refused(directory):

@@ -98,17 +98,19 @@ def verify_consistency(proof, old_size, new_size, old_root, new_root):
         raise Refused("the consistency proof does not lead to both roots")
 
 
-def parse_key(line):
-    """`<name>+<8 hex key hash>+<base64(0x01 || Ed25519 public key)>` → (name, key hash, public key)."""
+def parse_key(line, key_type=0x01, what="a verifier key"):
+    """`<name>+<8 hex key hash>+<base64(type || Ed25519 public key)>` → (name, key hash, public key): a signed-note
+    verifier key (type 0x01), or a cosigner vkey (type 0x04, C2SP tlog-cosignature, whose key ID is computed the
+    same way)."""
     parts = line.strip().split("+", 2)  # the name holds no '+'; the base64 key may
     if len(parts) != 3:
-        raise Refused("a verifier key is <name>+<hex key hash>+<base64 key>")
+        raise Refused(f"{what} is <name>+<hex key hash>+<base64 key>")
     name, hash_hex, blob = parts[0], parts[1], base64.b64decode(parts[2], validate=True)
-    if len(blob) != 33 or blob[0] != 0x01:
-        raise Refused("the verifier key is not an Ed25519 key")
+    if len(blob) != 33 or blob[0] != key_type:
+        raise Refused(f"{what} is not an Ed25519 key of type {key_type:#04x}")
     key_hash = hashlib.sha256(name.encode() + b"\n" + blob).digest()[:4]
     if key_hash.hex() != hash_hex:
-        raise Refused("the verifier key's hash does not match its name and key")
+        raise Refused(f"{what}'s hash does not match its name and key")
     return name, key_hash, blob[1:]
 
 
@@ -148,16 +150,7 @@ def verify_note(note, key_line):
 
 def parse_cosigner_key(vkey):
     """`<name>+<8 hex key ID>+<base64(0x04 || Ed25519 public key)>` (C2SP tlog-cosignature) → (name, key ID, key)."""
-    parts = vkey.strip().split("+", 2)
-    if len(parts) != 3:
-        raise Refused("a witness vkey is <name>+<hex key ID>+<base64 key>")
-    name, id_hex, blob = parts[0], parts[1], base64.b64decode(parts[2], validate=True)
-    if len(blob) != 33 or blob[0] != 0x04:
-        raise Refused("the witness vkey is not an Ed25519 cosigner key (type 0x04)")
-    key_id = hashlib.sha256(name.encode() + b"\n" + blob).digest()[:4]
-    if key_id.hex() != id_hex:
-        raise Refused("the witness vkey's key ID does not match its name and key")
-    return name, key_id, blob[1:]
+    return parse_key(vkey, key_type=0x04, what="a witness vkey")
 
 
 def count_cosignatures(note, vkeys):

@@ -86,12 +86,9 @@ public struct CosignatureVerifier: Equatable, Hashable, Sendable {
     /// Parses a vkey; nil when malformed, not an Ed25519 cosigner key (type 0x04), or when its key ID does not
     /// match its name and key.
     public init?(vkey: String) {
-        let parts = vkey.split(separator: "+", maxSplits: 2, omittingEmptySubsequences: false)
-        guard parts.count == 3, NoteVerifier.isValidName(String(parts[0])), parts[1].count == 8,
-            let blob = Data(base64Encoded: String(parts[2])), blob.count == 33, blob.first == Self.algorithm
-        else { return nil }
-        self.init(name: String(parts[0]), publicKey: Array(blob.dropFirst()))
-        guard Hex.encode(keyID) == parts[1] else { return nil }
+        guard let parts = NoteVerifier.splitKeyLine(Substring(vkey), type: Self.algorithm) else { return nil }
+        self.init(name: parts.name, publicKey: parts.key)
+        guard Hex.encode(keyID) == parts.keyHash else { return nil }
     }
 
     /// What a cosignature signs: `cosignature/v1\ntime <t>\n` and the note's text.

@@ -118,12 +118,15 @@ public struct NoteVerifier: Equatable, Sendable {
         "\(name)+\(Hex.encode(keyHash))+\(Data([ed25519] + key).base64EncodedString())"
     }
 
-    /// The parts of a key line (the key hash as written, unchecked); nil when malformed.
-    static func splitKeyLine(_ line: Substring) -> (name: String, keyHash: Substring, key: [UInt8])? {
+    /// The parts of a key line (the key hash as written, unchecked); nil when malformed. `type` is the key's first
+    /// byte: 0x01 for a signed-note key, 0x04 for a cosigner's (C2SP tlog-cosignature).
+    static func splitKeyLine(_ line: Substring, type: UInt8 = ed25519) -> (
+        name: String, keyHash: Substring, key: [UInt8]
+    )? {
         // The name holds no '+'; the base64 key may.
         let parts = line.split(separator: "+", maxSplits: 2, omittingEmptySubsequences: false)
         guard parts.count == 3, isValidName(String(parts[0])), parts[1].count == 8,
-            let blob = Data(base64Encoded: String(parts[2])), blob.count == 33, blob.first == ed25519
+            let blob = Data(base64Encoded: String(parts[2])), blob.count == 33, blob.first == type
         else { return nil }
         return (String(parts[0]), parts[1], Array(blob.dropFirst()))
     }
