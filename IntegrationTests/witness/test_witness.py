@@ -264,6 +264,25 @@ def test_a_witness_down_means_503_and_readyz_says_which_then_recovery(directory)
             time.sleep(0.3)
         assert verify_proof.count_cosignatures(later.text, [w.vkey for w in witnesses]) == 2
 
+        # A restarted server knows no witness's size: each answers its first submission (old 0) with 409 and its
+        # size, the server retries from it, and both cosign — no witness is reported failing.
+        server.stop()
+        cosigned_before = int(later.text.split("\n")[1])
+        server.start()
+        server.send("weather")
+        deadline = time.time() + 20
+        while True:
+            again = server.get("/ledger:checkpoint")
+            if again.status_code == 200 and int(again.text.split("\n")[1]) > cosigned_before:
+                break
+            assert time.time() < deadline, again.text
+            time.sleep(0.3)
+        assert verify_proof.count_cosignatures(again.text, [w.vkey for w in witnesses]) == 2
+        assert requests.get(f"{server.base}/readyz", timeout=10).status_code == 200
+        metrics = requests.get(f"{server.base}/metrics", timeout=10).text
+        assert 'topicledger_witness_failing{witness="witness.example/w1"} 0' in metrics
+        assert 'topicledger_witness_failing{witness="witness.example/w2"} 0' in metrics
+
 
 def test_a_witness_that_does_not_trust_the_log_is_reported(directory):
     server, witnesses = server_with_witnesses(directory, quorum=1, start=(True, False))

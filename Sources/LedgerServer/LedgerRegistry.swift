@@ -235,6 +235,12 @@ public final class LedgerRegistry: Sendable {
             + "\(witnesses.requirement.witnesses.count)): " + failing.joined(separator: "; ")
     }
 
+    /// Keeps a cosigned checkpoint (``CheckpointKeeper/keepCosigned(size:note:)``: an fsync), on the signing
+    /// worker.
+    func keepCosigned(size: UInt64, note: String, by keeper: CheckpointKeeper) async throws {
+        try await signing.perform { try keeper.keepCosigned(size: size, note: note) }
+    }
+
     /// The consistency proof of `ledger`'s log from `old` to `new` events, on the signing worker.
     func consistencyProof(of ledger: Ledger, from old: UInt64, to new: UInt64) async throws -> [[UInt8]] {
         try await signing.perform {

@@ -74,6 +74,22 @@ public struct CheckpointKeeper: Sendable {
     /// The cosigned checkpoints kept so far, oldest first (see ``kept()``).
     public func cosigned() throws -> [(size: UInt64, note: String)] { try Self.kept(in: cosignedPath) }
 
+    /// The last cosigned checkpoint kept, read from the file's end (it grows by a line a second while the log
+    /// does), nil when there is none.
+    public func lastCosigned() throws -> (size: UInt64, note: String)? {
+        guard let handle = FileHandle(forReadingAtPath: cosignedPath) else { return nil }
+        defer { try? handle.close() }
+        let end = try handle.seekToEnd()
+        // A cosigned note is a few hundred bytes a signature; 1 MiB holds a whole last line with room to spare.
+        let start = end > 1 << 20 ? end - (1 << 20) : 0
+        try handle.seek(toOffset: start)
+        var data = try handle.readToEnd() ?? Data()
+        if start > 0, let firstNewline = data.firstIndex(of: UInt8(ascii: "\n")) {
+            data = data[data.index(after: firstNewline)...]
+        }
+        return try Self.lines(of: data, path: cosignedPath).last
+    }
+
     /// The checkpoints kept so far, oldest first.
     ///
     /// A last line without its newline is a write that a crash or a full disk cut short: its checkpoint was
@@ -82,7 +98,14 @@ public struct CheckpointKeeper: Sendable {
     public func kept() throws -> [(size: UInt64, note: String)] { try Self.kept(in: keptPath) }
 
     private static func kept(in keptPath: String) throws -> [(size: UInt64, note: String)] {
-        guard var data = FileManager.default.contents(atPath: keptPath) else { return [] }
+        guard let data = FileManager.default.contents(atPath: keptPath) else { return [] }
+        return try lines(of: data, path: keptPath)
+    }
+
+    /// The kept checkpoints of `data`, whole lines of the file at `keptPath` (a last line without its newline
+    /// left out).
+    private static func lines(of data: Data, path keptPath: String) throws -> [(size: UInt64, note: String)] {
+        var data = data
         if let lastNewline = data.lastIndex(of: UInt8(ascii: "\n")) {
             data = data[...lastNewline]
         } else {

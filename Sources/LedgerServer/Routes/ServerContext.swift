@@ -115,9 +115,9 @@ struct ServerContext: Sendable {
         }
         let registry = ledgers
         let size = signed.checkpoint.size
-        let cosigned = await witnesses.cosigned(signed) { old in
-            try await registry.consistencyProof(of: ledger, from: old, to: size)
-        }
+        let cosigned = await witnesses.cosigned(
+            signed, proof: { old in try await registry.consistencyProof(of: ledger, from: old, to: size) },
+            keep: { keeper, size, note in try await registry.keepCosigned(size: size, note: note, by: keeper) })
         guard let cosigned else {
             let requirement = witnesses.requirement
             throw FCMError.unavailable(

@@ -55,7 +55,7 @@ actor CheckpointWitnesses {
         self.keeper = keeper
         self.logger = logger
         statuses = requirement.witnesses.map { Status(name: $0.key.name, url: $0.url) }
-        if let last = try keeper.cosigned().last, let note = try? SignedNote(parsing: last.note) {
+        if let last = try keeper.lastCosigned(), let note = try? SignedNote(parsing: last.note) {
             latest = (note.checkpoint, last.note)
         }
         report = Mutex(Report(statuses: statuses, cosignedSize: latest?.checkpoint.size, quorumMissing: false))
@@ -65,9 +65,12 @@ actor CheckpointWitnesses {
     /// cosigned, or the last one that was, or nil when none ever was.
     ///
     /// - Parameter proof: the consistency proof of the log from an old size to `signed`'s.
+    /// - Parameter keep: makes the cosigned note durable (``CheckpointKeeper/keepCosigned(size:note:)``, off the
+    ///   cooperative pool).
     func cosigned(
         _ signed: (checkpoint: Checkpoint, note: String),
-        proof: @escaping @Sendable (UInt64) async throws -> [[UInt8]]
+        proof: @escaping @Sendable (UInt64) async throws -> [[UInt8]],
+        keep: @Sendable (CheckpointKeeper, UInt64, String) async throws -> Void
     ) async -> (checkpoint: Checkpoint, note: String)? {
         if let latest, latest.checkpoint.size >= signed.checkpoint.size { return latest }
         guard let note = try? SignedNote(parsing: signed.note) else { return latest }
@@ -108,7 +111,7 @@ actor CheckpointWitnesses {
         if quorumMet {
             let text = note.adding(lines).text
             do {
-                try keeper.keepCosigned(size: note.checkpoint.size, note: text)
+                try await keep(keeper, note.checkpoint.size, text)
                 latest = (note.checkpoint, text)
             } catch {
                 logger.error("could not keep a cosigned checkpoint", metadata: ["error": "\(error)"])
@@ -168,6 +171,7 @@ actor CheckpointWitnesses {
                 }
                 switch status {
                 case 200:
+                    answer.problem = nil  // a 409 before it told the witness's size; this is its cosignature
                     let lines = text.split(separator: "\n").map(String.init)
                     guard
                         let line = lines.first(where: { line in
