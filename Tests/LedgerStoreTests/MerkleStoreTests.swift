@@ -224,4 +224,27 @@ struct KeptCheckpointTests {
         try Data(("garbage\n" + text).utf8).write(to: URL(fileURLWithPath: path))
         #expect(throws: StoreError.self) { try keeper.kept() }
     }
+
+    @Test("the last cosigned checkpoint is read from the end of a file larger than the tail read, a torn line skipped")
+    func lastCosigned() throws {
+        let directory = TemporaryDirectory()
+        defer { directory.remove() }
+        try FileManager.default.createDirectory(
+            atPath: directory.path + "/demo-project", withIntermediateDirectories: true)
+        let keeper = try CheckpointKeeper.open(dataDirectory: directory.path, project: .default)
+        #expect(try keeper.lastCosigned() == nil)
+        // 3,000 lines of about 400 bytes: the file is past the 1 MiB tail read, which starts mid-line.
+        let filler = String(repeating: "x", count: 380)
+        for size in 1...3000 { try keeper.keepCosigned(size: UInt64(size), note: "note \(size) \(filler)") }
+        let path = directory.path + "/demo-project/cosigned.jsonl"
+        #expect(try FileManager.default.attributesOfItem(atPath: path)[.size] as? Int ?? 0 > 1 << 20)
+        #expect(try keeper.lastCosigned()?.size == 3000)
+        #expect(try keeper.lastCosigned()?.note == "note 3000 \(filler)")
+        let handle = try #require(FileHandle(forWritingAtPath: path))
+        try handle.seekToEnd()
+        try handle.write(contentsOf: Data(#"{"note":"torn"#.utf8))
+        try handle.close()
+        #expect(try keeper.lastCosigned()?.size == 3000)
+        #expect(try keeper.cosigned().count == 3000)
+    }
 }
