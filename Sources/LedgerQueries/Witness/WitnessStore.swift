@@ -95,7 +95,7 @@ public final class WitnessStore: Sendable {
                     heldSize: held?.size ?? 0, heldNote: held?.note ?? "", submitted: request.text)
                 let next = try txn.withCursor(evidenceDatabase) { cursor in
                     try cursor.last().map { entry in
-                        entry.key.reduce(UInt64(0)) { $0 << 8 | UInt64($1) } + 1
+                        entry.key.reduce(UInt64(0)) { $0 << 8 | UInt64($1) } &+ 1
                     } ?? 1
                 }
                 try txn.put(evidenceDatabase, key: next, value: Array(try JSONEncoder().encode(evidence)))
