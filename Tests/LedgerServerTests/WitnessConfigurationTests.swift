@@ -1,5 +1,6 @@
 import Crypto
 import Foundation
+import HTTPTypes
 import LedgerCore
 import LedgerServer
 import LedgerTestSupport
@@ -55,6 +56,30 @@ struct WitnessConfigurationTests {
             } catch {
                 #expect("\(error)".contains(field), "\(members): \(error)")
             }
+        }
+    }
+}
+
+@Suite("Witnesses through the server")
+struct WitnessServerTests {
+    @Test("a damaged cosigned.jsonl answers checkpoints with 503, and nothing else of the project stops")
+    func damagedCosignedFile() async throws {
+        let witness = try Cosigner(name: "w1.example", seed: [UInt8](repeating: 1, count: 32)).verifier
+        let requirement = try WitnessRequirement(witnesses: [.init(url: "http://127.0.0.1:9", key: witness)])
+        let server = TestServer { $0.witnesses[.default] = requirement }
+        let directory = server.configuration.dataDirectory + "/demo-project"
+        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+        try Data("not a kept checkpoint\n".utf8).write(to: URL(fileURLWithPath: directory + "/cosigned.jsonl"))
+        try await server.run { client in
+            _ = try await client.registerDevice()
+            let checkpoint = try await client.call(
+                .get, "\(ProofRouteTests.project)/ledger:checkpoint", headers: TestServer.Client.auditor)
+            #expect(checkpoint.status == .serviceUnavailable, "\(checkpoint.text)")
+            #expect(checkpoint.text.contains("cosigned checkpoints cannot be read"))
+            #expect(!checkpoint.text.contains(directory))  // no file paths for clients
+            let sent = try await client.call(
+                .post, "\(ProofRouteTests.project)/messages:send", body: #"{"message":{"topic":"news"}}"#)
+            #expect(sent.status == .ok)
         }
     }
 }

@@ -109,7 +109,10 @@ struct ServerContext: Sendable {
         do {
             guard let configured = try ledgers.witnesses(for: project, signer: signer) else { return signed }
             witnesses = configured
-        } catch is StoreError {
+        } catch let error as StoreError {
+            ledgers.logger.error(
+                "the project's cosigned checkpoints cannot be read; its checkpoints get 503 UNAVAILABLE",
+                metadata: ["ledger.project": "\(project)", "error": "\(error)"])
             throw FCMError.unavailable(
                 "Project \(project)'s cosigned checkpoints cannot be read (the server log says why).")
         }
