@@ -167,6 +167,17 @@ def running(server, witnesses):
             witness.stop()
 
 
+def checkpoint_past(server, size, timeout=20):
+    """The server's checkpoint once one larger than `size` is served (200), polled for up to `timeout` s."""
+    deadline = time.time() + timeout
+    while True:
+        checkpoint = server.get("/ledger:checkpoint")
+        if checkpoint.status_code == 200 and int(checkpoint.text.split("\n")[1]) > size:
+            return checkpoint
+        assert time.time() < deadline, checkpoint.text
+        time.sleep(0.3)
+
+
 def verify_with_python(proof_path, server, witnesses, quorum):
     arguments = [proof_path, "--public-key", server.log_key.vkey]
     for witness in witnesses:
@@ -254,14 +265,7 @@ def test_a_witness_down_means_503_and_readyz_says_which_then_recovery(directory)
         witnesses[0].stop(kill=True)
         witnesses[0].start()
         server.send("sports")
-        deadline = time.time() + 20
-        size = int(recovered.text.split("\n")[1])
-        while True:
-            later = server.get("/ledger:checkpoint")
-            if later.status_code == 200 and int(later.text.split("\n")[1]) > size:
-                break
-            assert time.time() < deadline, later.text
-            time.sleep(0.3)
+        later = checkpoint_past(server, int(recovered.text.split("\n")[1]))
         assert verify_proof.count_cosignatures(later.text, [w.vkey for w in witnesses]) == 2
 
         # A restarted server knows no witness's size: each answers its first submission (old 0) with 409 and its
@@ -270,13 +274,7 @@ def test_a_witness_down_means_503_and_readyz_says_which_then_recovery(directory)
         cosigned_before = int(later.text.split("\n")[1])
         server.start()
         server.send("weather")
-        deadline = time.time() + 20
-        while True:
-            again = server.get("/ledger:checkpoint")
-            if again.status_code == 200 and int(again.text.split("\n")[1]) > cosigned_before:
-                break
-            assert time.time() < deadline, again.text
-            time.sleep(0.3)
+        again = checkpoint_past(server, cosigned_before)
         assert verify_proof.count_cosignatures(again.text, [w.vkey for w in witnesses]) == 2
         assert requests.get(f"{server.base}/readyz", timeout=10).status_code == 200
         metrics = requests.get(f"{server.base}/metrics", timeout=10).text
