@@ -302,7 +302,8 @@ class Connection:
             return 413, "PayloadTooLarge", {}, 0
         scripted = self.state.scripted_reply(token)
         if scripted:
-            extra = {"timestamp": scripted["timestamp"]} if "timestamp" in scripted else {}
+            # Any other field of the script (`timestamp`, a test's padding) goes into the answer's body.
+            extra = {k: v for k, v in scripted.items() if k not in ("status", "reason", "delay")}
             return scripted.get("status", 200), scripted.get("reason"), extra, scripted.get("delay", 0)
         return 200, None, {}, 0
 

@@ -276,6 +276,25 @@ def test_each_push_stream_is_ended_by_the_answer_never_reset_and_one_connection_
     assert stats["connectionsOpened"] <= 2, stats  # the production client's connections, at most
 
 
+def test_answer_bodies_past_the_connections_receive_window_do_not_stall_the_fan_out(world):
+    # The answers' bodies use up the connection's HTTP/2 receive window (65,535 bytes) unless the provider gives
+    # it back: 60 answers of 3 KB each, on at most two connections, are more than a window each. A provider that
+    # did not send WINDOW_UPDATE stalled here after about 64 KiB of answers, and its pushes timed out.
+    standin, ledger, _ = world
+    tokens = [ledger.register(device_token(300 + i)) for i in range(60)]
+    ledger.batch_add(tokens, "bodies")
+    standin.reset()
+    for i in range(60):
+        standin.script(device_token(300 + i), [{"status": 400, "reason": "BadTopic", "padding": "x" * 3000}],
+                       sticky=True)
+    sent = ledger.send({"topic": "bodies", "notification": {"title": "long answers"}})
+    outcomes, counts = _wait_outcomes(ledger, _message_id(sent), _settled, timeout=20)
+    assert counts["failed"] == 60, counts
+    assert {o["reason"] for o in outcomes.values()} == {"BadTopic"}
+    assert len(standin.requests()) == 60
+    assert standin.stats()["connectionsOpened"] <= 2
+
+
 def test_a_send_whose_ios_payload_is_over_4096_bytes_is_refused_and_appends_nothing(world):
     standin, ledger, _ = world
     token = ledger.register(device_token(8))

@@ -14,6 +14,10 @@ import Synchronization
 /// GOAWAY. Streams beyond the limit the server announced wait in swift-nio-http2's stream buffer; a request is
 /// only sent after the server's first SETTINGS, so no stream count is ever assumed.
 ///
+/// Requests are frames on the connection's own pipeline, each with a stream id of its own (``StreamTable``),
+/// not a child channel per stream: a child channel, its pipeline and its handler cost most of the event loop's
+/// time per push (docs/performance.md, The wire: nghttpd).
+///
 /// - Note: Thread-safe.
 final class APNsConnection: Sendable {
     /// What one request got back.
@@ -31,15 +35,13 @@ final class APNsConnection: Sendable {
     }
 
     private let channel: any Channel
-    private let multiplexer: NIOHTTP2Handler.StreamMultiplexer
+    private let streams: NIOLoopBound<StreamTable>
     private let watcher: ConnectionWatcher
     private let host: String
 
-    private init(
-        channel: any Channel, multiplexer: NIOHTTP2Handler.StreamMultiplexer, watcher: ConnectionWatcher, host: String
-    ) {
+    private init(channel: any Channel, streams: NIOLoopBound<StreamTable>, watcher: ConnectionWatcher, host: String) {
         self.channel = channel
-        self.multiplexer = multiplexer
+        self.streams = streams
         self.watcher = watcher
         self.host = host
     }
@@ -60,11 +62,11 @@ final class APNsConnection: Sendable {
                     let handler = try NIOSSLClientHandler(context: tls, serverHostname: serverName)
                     try channel.pipeline.syncOperations.addHandler(handler)
                     try channel.pipeline.syncOperations.addHandler(FlushCoalescer())
-                    let multiplexer = try channel.pipeline.syncOperations.configureHTTP2Pipeline(
-                        mode: .client, connectionConfiguration: .init(), streamConfiguration: .init(),
-                        inboundStreamInitializer: { channel in channel.close() })
+                    try channel.pipeline.syncOperations.addHandler(NIOHTTP2Handler(mode: .client))
                     try channel.pipeline.syncOperations.addHandler(watcher)
-                    watcher.multiplexer = multiplexer
+                    let streams = StreamTable { watcher.retire(channel) }
+                    try channel.pipeline.syncOperations.addHandler(streams)
+                    watcher.streams = NIOLoopBound(streams, eventLoop: channel.eventLoop)
                 }
             }
         return bootstrap.connect(host: host, port: port).flatMapError { error in
@@ -79,10 +81,10 @@ final class APNsConnection: Sendable {
             }
             return watcher.firstSettings.futureResult.flatMapThrowing {
                 deadline.cancel()
-                guard let multiplexer = watcher.multiplexer else {
-                    throw StreamFailed(description: "the connection has no HTTP/2 multiplexer")
+                guard let streams = watcher.streams else {
+                    throw StreamFailed(description: "the connection has no stream table")
                 }
-                return APNsConnection(channel: channel, multiplexer: multiplexer, watcher: watcher, host: host)
+                return APNsConnection(channel: channel, streams: streams, watcher: watcher, host: host)
             }.flatMapErrorThrowing { error in
                 deadline.cancel()
                 channel.close(promise: nil)
@@ -112,7 +114,7 @@ final class APNsConnection: Sendable {
     }
 
     /// Sends `requests`, each on a stream of its own, and returns their answers in order once every one has
-    /// answered or failed: one task on the connection's event loop makes the streams and writes them (one flush,
+    /// answered or failed: one task on the connection's event loop writes their frames (one flush,
     /// ``FlushCoalescer``), and the caller resumes once for them all.
     ///
     /// The requests are HTTP/2 frames (no HTTP/1 translation); `apns-id`, new for every push, is sent without
@@ -127,12 +129,10 @@ final class APNsConnection: Sendable {
             for promise in promises { promise.fail(closed) }
             return requests.map { _ in .failure(closed) }
         }
-        let heads = requests.map { header(of: $0) }
-        loop.execute { [multiplexer] in
-            for (index, request) in requests.enumerated() {
-                Self.start(
-                    head: heads[index], body: request.body, on: multiplexer, promise: promises[index], timeout: timeout)
-            }
+        let frames = requests.map { (head: header(of: $0), body: $0.body) }
+        let deadline = NIODeadline.now() + timeout
+        loop.execute { [streams] in
+            streams.value.start(frames, answering: promises, deadline: deadline)
         }
         // `whenAllComplete` never fails: each result is in the array.
         return (try? await EventLoopFuture.whenAllComplete(promises.map(\.futureResult), on: loop).get())
@@ -153,35 +153,6 @@ final class APNsConnection: Sendable {
         return fields
     }
 
-    /// Makes a stream and writes one request on it (on the connection's event loop); `promise` gets its answer.
-    private static func start(
-        head: HPACKHeaders, body: [UInt8], on multiplexer: NIOHTTP2Handler.StreamMultiplexer,
-        promise: EventLoopPromise<Response>, timeout: TimeAmount
-    ) {
-        let created = promise.futureResult.eventLoop.makePromise(of: (any Channel).self)
-        multiplexer.createStreamChannel(promise: created) { stream in
-            stream.eventLoop.makeCompletedFuture {
-                try stream.pipeline.syncOperations.addHandler(ResponseCollector(promise: promise))
-            }
-        }
-        created.futureResult.whenComplete { result in
-            switch result {
-            case .failure(let error):
-                promise.fail(error)  // every promise is completed, or NIO reports it leaked
-            case .success(let stream):
-                stream.write(HTTP2Frame.FramePayload.headers(.init(headers: head)), promise: nil)
-                let data = HTTP2Frame.FramePayload.data(
-                    .init(data: .byteBuffer(ByteBuffer(bytes: body)), endStream: true))
-                stream.writeAndFlush(data).whenFailure { promise.fail($0) }
-                let timer = stream.eventLoop.scheduleTask(in: timeout) {
-                    promise.fail(StreamFailed(description: "no answer within \(timeout)", timedOut: true))
-                    stream.close(promise: nil)
-                }
-                promise.futureResult.whenComplete { _ in timer.cancel() }
-            }
-        }
-    }
-
     /// Closes the connection (its streams under way fail).
     func close() {
         channel.close(promise: nil)
@@ -196,7 +167,7 @@ private final class ConnectionWatcher: ChannelInboundHandler, Sendable {
     private struct State {
         var settingsSeen = false
         var wentAway = false
-        var multiplexer: NIOHTTP2Handler.StreamMultiplexer?
+        var streams: NIOLoopBound<StreamTable>?
     }
 
     /// How long streams under way may still answer after GOAWAY.
@@ -205,17 +176,17 @@ private final class ConnectionWatcher: ChannelInboundHandler, Sendable {
     let firstSettings: EventLoopPromise<Void>
     private let state = Mutex(State())
 
-    /// The connection's stream multiplexer, set when the pipeline is made.
-    var multiplexer: NIOHTTP2Handler.StreamMultiplexer? {
-        get { state.withLock { $0.multiplexer } }
-        set { state.withLock { $0.multiplexer = newValue } }
-    }
-
     init(loop: any EventLoop) {
         firstSettings = loop.makePromise()
     }
 
     var wentAway: Bool { state.withLock { $0.wentAway } }
+
+    /// The connection's stream table, set when the pipeline is made.
+    var streams: NIOLoopBound<StreamTable>? {
+        get { state.withLock { $0.streams } }
+        set { state.withLock { $0.streams = newValue } }
+    }
 
     func fail(_ error: any Error) { firstSettings.fail(error) }
 
@@ -231,14 +202,17 @@ private final class ConnectionWatcher: ChannelInboundHandler, Sendable {
         case .goAway:
             // APNs is ending the connection: no new stream goes on it; the streams it took may still answer,
             // for a grace, then the connection is closed (those left fail, and are sent again elsewhere).
-            state.withLock { $0.wentAway = true }
-            context.eventLoop.scheduleTask(in: Self.goAwayGrace) { [channel = context.channel] in
-                channel.close(promise: nil)
-            }
+            retire(context.channel)
         default:
             break
         }
         context.fireChannelRead(data)
+    }
+
+    /// Takes no new request on `channel`, and closes it after ``goAwayGrace``: a GOAWAY, or every stream id used.
+    func retire(_ channel: any Channel) {
+        state.withLock { $0.wentAway = true }
+        channel.eventLoop.scheduleTask(in: Self.goAwayGrace) { channel.close(promise: nil) }
     }
 
     func channelInactive(context: ChannelHandlerContext) {
@@ -272,66 +246,187 @@ private final class FlushCoalescer: ChannelOutboundHandler {
     }
 }
 
-/// Collects one stream's answer (its HEADERS and DATA frames) into a promise; a stream that ends without one fails
-/// it.
-private final class ResponseCollector: ChannelInboundHandler {
-    typealias InboundIn = HTTP2Frame.FramePayload
+/// The connection's streams under way, on its own pipeline: each request's HEADERS and DATA written with a new
+/// stream id, each answer's frames matched back to its request by that id. A stream ends with its answer (the
+/// frame that ends it), with a reset or a GOAWAY that refuses it (``StreamClosedEvent``), when its frames cannot be
+/// written, when the connection closes, or at its deadline (then it is reset). Touched on the event loop only.
+final class StreamTable: ChannelInboundHandler {
+    typealias InboundIn = HTTP2Frame
+    typealias OutboundOut = HTTP2Frame
 
     /// Error bodies are a small JSON object; anything larger is not APNs.
     static let maximumBody = 64 * 1024
+    /// Client stream ids are odd and below 2^31; a connection that has used them all takes no more requests.
+    static let lastStreamID = Int32.max
+    /// The connection's receive window, HTTP/2's default.
+    static let connectionWindow = 65_535
+    /// How often streams past their deadline are looked for.
+    static let sweepInterval: TimeAmount = .milliseconds(250)
 
-    private let promise: EventLoopPromise<APNsConnection.Response>
-    private var response: APNsConnection.Response?
+    private struct Pending {
+        let promise: EventLoopPromise<APNsConnection.Response>
+        let deadline: NIODeadline
+        var response: APNsConnection.Response?
+    }
 
-    init(promise: EventLoopPromise<APNsConnection.Response>) {
-        self.promise = promise
+    private var pending: [HTTP2StreamID: Pending] = [:]
+    private var nextStreamID: Int32 = 1
+    private var context: ChannelHandlerContext?
+    private var sweeper: RepeatedTask?
+    /// Whether every stream id has been used.
+    private var exhausted = false
+    /// Called once every stream id has been used: the connection must be replaced.
+    private let onExhausted: () -> Void
+
+    init(onExhausted: @escaping () -> Void) {
+        self.onExhausted = onExhausted
+    }
+
+    func handlerAdded(context: ChannelHandlerContext) {
+        self.context = context
+        let table = NIOLoopBound(self, eventLoop: context.eventLoop)
+        sweeper = context.eventLoop.scheduleRepeatedTask(initialDelay: Self.sweepInterval, delay: Self.sweepInterval) {
+            _ in table.value.sweep(now: .now())
+        }
+    }
+
+    func handlerRemoved(context: ChannelHandlerContext) {
+        self.context = nil
+        sweeper?.cancel()
+        failAll(APNsConnection.StreamFailed(description: "the connection closed"))
+    }
+
+    /// Writes each request on a new stream, and flushes once; `promises[i]` gets the answer to `requests[i]`.
+    func start(
+        _ requests: [(head: HPACKHeaders, body: [UInt8])],
+        answering promises: [EventLoopPromise<APNsConnection.Response>],
+        deadline: NIODeadline
+    ) {
+        guard let context, context.channel.isActive else {
+            let closed = APNsConnection.StreamFailed(description: "the connection is closed")
+            for promise in promises { promise.fail(closed) }
+            return
+        }
+        for (request, promise) in zip(requests, promises) {
+            guard !exhausted else {
+                promise.fail(APNsConnection.StreamFailed(description: "the connection has used every stream id"))
+                continue
+            }
+            let id = HTTP2StreamID(nextStreamID)
+            if nextStreamID > Self.lastStreamID - 2 {
+                exhausted = true
+                onExhausted()
+            } else {
+                nextStreamID += 2
+            }
+            pending[id] = Pending(promise: promise, deadline: deadline)
+            context.write(
+                wrapOutboundOut(HTTP2Frame(streamID: id, payload: .headers(.init(headers: request.head)))), promise: nil
+            )
+            let written = context.eventLoop.makePromise(of: Void.self)
+            let data = HTTP2Frame.FramePayload.data(
+                .init(data: .byteBuffer(ByteBuffer(bytes: request.body)), endStream: true))
+            context.write(wrapOutboundOut(HTTP2Frame(streamID: id, payload: data)), promise: written)
+            written.futureResult.assumeIsolated().whenFailure { [self] error in end(id, with: .failure(error)) }
+        }
+        context.flush()
     }
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        let frame = unwrapInboundIn(data)
+        guard var stream = pending[frame.streamID] else { return }
         let endStream: Bool
-        switch unwrapInboundIn(data) {
+        switch frame.payload {
         case .headers(let headers):
             endStream = headers.endStream
             // An informational (1xx) head precedes the answer; trailers follow it.
-            if response == nil, let status = headers.headers.first(name: ":status").flatMap({ Int($0) }),
+            if stream.response == nil, let status = headers.headers.first(name: ":status").flatMap({ Int($0) }),
                 status >= 200
             {
-                response = APNsConnection.Response(
+                stream.response = APNsConnection.Response(
                     status: status, apnsID: headers.headers.first(name: "apns-id"), body: [])
             }
         case .data(let data):
             endStream = data.endStream
-            guard case .byteBuffer(let buffer) = data.data, var current = response,
-                current.body.count + buffer.readableBytes <= Self.maximumBody
+            guard case .byteBuffer(let buffer) = data.data, var response = stream.response,
+                response.body.count + buffer.readableBytes <= Self.maximumBody
             else {
-                promise.fail(APNsConnection.StreamFailed(description: "an answer body over 64 KiB, or before the head"))
-                context.close(promise: nil)
+                end(
+                    frame.streamID,
+                    with: .failure(
+                        APNsConnection.StreamFailed(description: "an answer body over 64 KiB, or before the head")))
+                reset(frame.streamID)
                 return
             }
-            current.body.append(contentsOf: buffer.readableBytesView)
-            response = current
+            response.body.append(contentsOf: buffer.readableBytesView)
+            stream.response = response
         default:
             return
         }
+        pending[frame.streamID] = stream
+        // The stream is closed on both sides now; swift-nio-http2 forgets it. (Resetting it as well — as closing a
+        // stream's channel did — sent RST_STREAM(CANCEL), and nghttpd, like any server that limits resets since
+        // CVE-2023-44487, ended the connection with GOAWAY after about a thousand of them.)
         guard endStream else { return }
-        // The stream is closed on both sides now, and swift-nio-http2 closes its channel. Closing it here as well
-        // sent RST_STREAM(CANCEL) for streams not yet marked closed, and nghttpd (like any server that limits
-        // resets, since CVE-2023-44487) ended the connection with GOAWAY after about a thousand of them: a
-        // reconnection, and a second's backoff for the pushes under way, every 1,024 pushes.
-        if let response {
-            promise.succeed(response)
+        if let response = stream.response {
+            end(frame.streamID, with: .success(response))
         } else {
-            promise.fail(APNsConnection.StreamFailed(description: "a stream ended without an answer"))
+            end(
+                frame.streamID,
+                with: .failure(APNsConnection.StreamFailed(description: "a stream ended without an answer")))
         }
     }
 
+    func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
+        // The connection's receive window (the answers' bodies use it up): given back once half is used, as
+        // swift-nio-http2's stream multiplexer would.
+        if let window = event as? NIOHTTP2WindowUpdatedEvent, window.streamID == .rootStream,
+            let size = window.inboundWindowSize, size <= Self.connectionWindow / 2
+        {
+            context.writeAndFlush(
+                wrapOutboundOut(
+                    HTTP2Frame(
+                        streamID: .rootStream, payload: .windowUpdate(windowSizeIncrement: Self.connectionWindow - size)
+                    )),
+                promise: nil)
+        }
+        // A reset, a GOAWAY that refuses the stream, or a stream dropped from the buffer: no answer is coming.
+        if let closed = event as? StreamClosedEvent, pending[closed.streamID] != nil {
+            let reason = closed.reason.map { " (\($0))" } ?? ""
+            end(
+                closed.streamID,
+                with: .failure(APNsConnection.StreamFailed(description: "the stream closed without an answer\(reason)"))
+            )
+        }
+        context.fireUserInboundEventTriggered(event)
+    }
+
     func channelInactive(context: ChannelHandlerContext) {
-        promise.fail(APNsConnection.StreamFailed(description: "the stream closed without an answer"))
+        failAll(APNsConnection.StreamFailed(description: "the connection closed"))
         context.fireChannelInactive()
     }
 
-    func errorCaught(context: ChannelHandlerContext, error: any Error) {
-        promise.fail(error)
-        context.close(promise: nil)
+    /// Fails the streams past their deadline, and resets them.
+    private func sweep(now: NIODeadline) {
+        let late = pending.filter { $0.value.deadline <= now }.map(\.key)
+        for id in late {
+            end(id, with: .failure(APNsConnection.StreamFailed(description: "no answer in time", timedOut: true)))
+            reset(id)
+        }
+    }
+
+    private func end(_ id: HTTP2StreamID, with result: Result<APNsConnection.Response, any Error>) {
+        guard let stream = pending.removeValue(forKey: id) else { return }
+        stream.promise.completeWith(result)
+    }
+
+    private func reset(_ id: HTTP2StreamID) {
+        context?.writeAndFlush(wrapOutboundOut(HTTP2Frame(streamID: id, payload: .rstStream(.cancel))), promise: nil)
+    }
+
+    private func failAll(_ error: any Error) {
+        let streams = pending
+        pending.removeAll()
+        for stream in streams.values { stream.promise.fail(error) }
     }
 }

@@ -39,6 +39,13 @@ from apns_harness import CLIENT, TOPIC, Ledger, StandIn, device_token, provider_
 from ledger_server import _free_port, make_certificates  # noqa: E402
 
 
+def cpu_seconds(pid):
+    """User + system CPU time of `pid` so far (/proc/PID/stat fields 14 and 15)."""
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def rss_kib(pid):
     """(VmRSS, RssAnon, RssFile) of `pid` in KiB: the file-backed part is LMDB's map, pages of the ledger file
     that the kernel can drop; the anonymous part is the server's own memory."""
@@ -196,6 +203,7 @@ def wire_row(args, standin, directory, data, payload):
             "endpoint": sink.base, "sandboxEndpoint": sink.base, "caFile": sink.tls["ca"]})
         poller = httpx.Client()
         try:
+            cpu_before = cpu_seconds(ledger.process.pid), cpu_seconds(sink.process.pid)
             before = time.time()
             ledger.send({"topic": "everyone", "notification": {"title": "Storm warning", "body": "Gusts over 90"}})
             acknowledged = time.time()
@@ -207,6 +215,9 @@ def wire_row(args, standin, directory, data, payload):
                 # enough not to take the CPU the fan-out and nghttpd share.
                 time.sleep(0.2)
             elapsed = time.time() - acknowledged
+            # CPU per push, the server's and nghttpd's: what bounds the rate when the two cores are full.
+            server_cpu = (cpu_seconds(ledger.process.pid) - cpu_before[0]) / args.devices * 1e6
+            sink_cpu = (cpu_seconds(sink.process.pid) - cpu_before[1]) / args.devices * 1e6
         finally:
             poller.close()
             ledger.stop()
@@ -214,7 +225,8 @@ def wire_row(args, standin, directory, data, payload):
         sink.stop()
     pushes = args.devices / elapsed
     return {"h2load": {"requestsPerSecond": rate, "finished": finished, "statusCodes": codes},
-            "fanOut": {"pushesPerSecond": pushes, "seconds": elapsed, "sendSeconds": acknowledged - before},
+            "fanOut": {"pushesPerSecond": pushes, "seconds": elapsed, "sendSeconds": acknowledged - before,
+                       "serverCPUMicrosecondsPerPush": server_cpu, "nghttpdCPUMicrosecondsPerPush": sink_cpu},
             "ratioToH2load": pushes / rate}
 
 
@@ -257,7 +269,9 @@ def main():
             wire = result["wire"]
             print(f"nghttpd: h2load {wire['h2load']['requestsPerSecond']:,.0f} req/s, ledger serve "
                   f"{wire['fanOut']['pushesPerSecond']:,.0f} pushes/s ({wire['fanOut']['seconds']:.1f} s), ratio "
-                  f"{wire['ratioToH2load']:.2f}")
+                  f"{wire['ratioToH2load']:.2f}; CPU per push: server "
+                  f"{wire['fanOut']['serverCPUMicrosecondsPerPush']:.0f} µs, nghttpd "
+                  f"{wire['fanOut']['nghttpdCPUMicrosecondsPerPush']:.0f} µs")
             if args.json:
                 Path(args.json).write_text(json.dumps(result, indent=2))
             return
@@ -317,6 +331,7 @@ def main():
 | h2load against nghttpd ({args.devices:,} POSTs, 2 connections × 128 streams, TLS) | {wire['h2load']['requestsPerSecond']:,.0f} req/s |
 | ledger serve fan-out to nghttpd (ack → last push accepted) | {wire['fanOut']['pushesPerSecond']:,.0f} pushes/s ({wire['fanOut']['seconds']:.1f} s) |
 | ratio to h2load against nghttpd (target ≥ 0.5) | {wire['ratioToH2load']:.2f} |
+| CPU per push during that fan-out: server / nghttpd | {wire['fanOut']['serverCPUMicrosecondsPerPush']:.0f} µs / {wire['fanOut']['nghttpdCPUMicrosecondsPerPush']:.0f} µs |
 | h2load against the stand-in ({args.devices:,} POSTs, 2 connections × 128 streams) | {h2} |
 | ledger serve fan-out to {args.devices:,} APNs devices (ack → last push answered) | {fan['pushesPerSecond']:,.0f} pushes/s ({fan['seconds']:.1f} s) |
 | ratio to h2load against the stand-in | {ratio} |
