@@ -160,7 +160,7 @@ public final class OpenLedgers: ReplicaHost {
         let ledger = try await self.ledger(for: project)
         let removed = try await opener.perform { try ledger.rollBack(after: seq) }
         // The prepared sends of rolled-back seqs must not stand for the events that take those seqs next.
-        delivery(for: project).sends.removeAll()
+        delivery(for: project).forgetPreparedSends()
         metrics.recordRollBack(events: removed)
     }
 

@@ -23,6 +23,8 @@ public struct InboxMessage: Sendable, Equatable {
     public var priority: DevicePayload.Priority
     /// The APNs push type, for iOS devices.
     public var pushType: String?
+    /// The platform whose payload this is (the device's, or iOS's for a device registered without one).
+    public var platform: DevicePlatform
 }
 
 /// A page of a device's inbox.

@@ -48,7 +48,8 @@ extension LedgerSnapshot {
                     InboxMessage(
                         cursor: seq, messageID: send.sent.messageID, sentTime: send.time, target: send.sent.target,
                         messageJSON: send.sent.messageJSON, payloadJSON: delivery.payloadJSON, expires: expires,
-                        collapseKey: delivery.collapseKey, priority: delivery.priority, pushType: delivery.pushType))
+                        collapseKey: delivery.collapseKey, priority: delivery.priority, pushType: delivery.pushType,
+                        platform: delivery.platform))
             }
             return messages.count < limit
         }

@@ -152,9 +152,18 @@ final class DeliveryState: Sendable {
     let sends: SendCache
     /// Tells the project's APNs pusher that sends committed (it reads which from the ledger).
     let sendsCommitted = WakeSignal()
+    /// Each recent send's Server-Sent Event, rendered once and written to every streaming device that gets it.
+    let events: RenderedEvents
 
     init(project: ProjectID) {
         sends = SendCache(project: project)
+        events = RenderedEvents(project: project)
+    }
+
+    /// Forgets what was prepared from the log's sends (their seqs are about to stand for other events).
+    func forgetPreparedSends() {
+        sends.removeAll()
+        events.removeAll()
     }
 
     /// Wakes devices waiting for the sends at `seqs`, and the pusher.

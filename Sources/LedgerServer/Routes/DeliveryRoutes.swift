@@ -136,12 +136,17 @@ struct DeliveryRoutes {
                     // registration wakes the stream, so it ends at once.
                     guard let page = try inbox(device, instance, after: after) else { break }
                     // A page is one write (one flush), not one per message: a device with a backlog gets it
-                    // in up to `pageSize` events per write.
-                    var events: [UInt8] = []
-                    for message in page.messages {
-                        DeliveryJSON.event(message, project: device.project, to: &events)
+                    // in up to `pageSize` events per write. Each event is rendered once for every device.
+                    if page.messages.count == 1 {
+                        try await writer.write(device.shared.events.event(page.messages[0]))
+                    } else if !page.messages.isEmpty {
+                        var events = ByteBuffer()
+                        for message in page.messages {
+                            var event = device.shared.events.event(message)
+                            events.writeBuffer(&event)
+                        }
+                        try await writer.write(events)
                     }
-                    if !events.isEmpty { try await writer.write(ByteBuffer(bytes: events)) }
                     // Sends not for this device are not looked at again.
                     after = page.through
                     if page.messages.count == Self.pageSize {
