@@ -49,7 +49,7 @@ final class DeliveryNotifier: Sendable {
     func notify(seqs: [UInt64]) {
         let anyoneWaiting = waiters.state.withLock { state in
             state.generation &+= 1
-            return !state.waiters.isEmpty
+            return !state.entries.isEmpty
         }
         if anyoneWaiting { dispatcher.enqueue(contentsOf: seqs) }
     }
@@ -62,23 +62,26 @@ final class DeliveryNotifier: Sendable {
             state.generation &+= 1
             return state.take { $0.instance == instance }
         }
-        for waiter in woken { waiter.continuation.resume() }
+        for continuation in woken { continuation.resume() }
     }
 
     /// Wakes every waiter (the server is stopping).
     func wakeAll() {
         let woken = waiters.state.withLock { state in
             state.generation &+= 1
-            defer { state.waiters.removeAll() }
-            return Array(state.waiters.values)
+            defer {
+                state.entries.removeAll()
+                state.continuations.removeAll()
+            }
+            return Array(state.continuations.values)
         }
-        for waiter in woken { waiter.continuation.resume() }
+        for continuation in woken { continuation.resume() }
     }
 
     /// Resumes the waiters whose deadline is at or before `now` (``DeliverySweeper``).
     func sweep(now: ContinuousClock.Instant) {
         let expired = waiters.state.withLock { state in state.take { $0.deadline <= now } }
-        for waiter in expired { waiter.continuation.resume() }
+        for continuation in expired { continuation.resume() }
     }
 
     /// Returns when a send addressed to `instance` commits after `seen`, after `timeout` (give or take
@@ -93,38 +96,47 @@ final class DeliveryNotifier: Sendable {
             await withCheckedContinuation { continuation in
                 let immediate = waiters.state.withLock { state in
                     if state.generation != seen || Task.isCancelled { return true }
-                    state.waiters[id] = Waiter(instance: instance, deadline: deadline, continuation: continuation)
+                    state.entries[id] = Waiter(instance: instance, deadline: deadline)
+                    state.continuations[id] = continuation
                     return false
                 }
                 if immediate { continuation.resume() }
             }
         } onCancel: {
-            let waiter = waiters.state.withLock { $0.waiters.removeValue(forKey: id) }
-            waiter?.continuation.resume()
+            let continuation = waiters.state.withLock { state in
+                state.entries[id] = nil
+                return state.continuations.removeValue(forKey: id)
+            }
+            continuation?.resume()
         }
     }
 
+    /// Whom a waiter waits for, and until when: plain values, so that choosing whom to wake among thousands of
+    /// waiters copies no reference (copying the continuations with them was most of the dispatcher's time).
     private struct Waiter {
         let instance: InstanceID
         let deadline: ContinuousClock.Instant
-        let continuation: CheckedContinuation<Void, Never>
     }
 
     /// The waiting devices, shared by the notifier and its dispatcher.
     private final class Waiters: Sendable {
         struct State {
             var generation: UInt64 = 0
-            var waiters: [UInt64: Waiter] = [:]
+            var entries: [UInt64: Waiter] = [:]
+            /// Each waiter's continuation, under the same id as its entry.
+            var continuations: [UInt64: CheckedContinuation<Void, Never>] = [:]
             var nextWaiter: UInt64 = 0
             /// Reads the ledger to find each send's audience; set when the project's ledger opens.
             var audiences: (@Sendable ([UInt64]) throws -> [InstanceSet])?
 
-            /// Removes and returns the waiters that `chosen` picks.
-            mutating func take(where chosen: (Waiter) -> Bool) -> [Waiter] {
-                var taken: [(id: UInt64, waiter: Waiter)] = []
-                for (id, waiter) in waiters where chosen(waiter) { taken.append((id, waiter)) }
-                for entry in taken { waiters[entry.id] = nil }
-                return taken.map(\.waiter)
+            /// Removes the waiters that `chosen` picks and returns their continuations.
+            mutating func take(where chosen: (Waiter) -> Bool) -> [CheckedContinuation<Void, Never>] {
+                var taken: [UInt64] = []
+                for (id, waiter) in entries where chosen(waiter) { taken.append(id) }
+                return taken.compactMap { id in
+                    entries[id] = nil
+                    return continuations.removeValue(forKey: id)
+                }
             }
         }
 
@@ -132,14 +144,14 @@ final class DeliveryNotifier: Sendable {
 
         /// Resumes the waiters in the audiences of `seqs` (on the dispatcher's thread).
         func dispatch(_ seqs: [UInt64]) {
-            let compute = state.withLock { $0.waiters.isEmpty ? nil : $0.audiences }
+            let compute = state.withLock { $0.entries.isEmpty ? nil : $0.audiences }
             guard let compute else { return }
             // If the audiences cannot be read, wake everyone: each device then reads its own inbox.
             let sets = try? compute(seqs)
             let woken = state.withLock { state in
                 state.take { waiter in sets.map { $0.contains { $0.contains(waiter.instance) } } ?? true }
             }
-            for waiter in woken { waiter.continuation.resume() }
+            for continuation in woken { continuation.resume() }
         }
     }
 }
