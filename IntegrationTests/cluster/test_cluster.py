@@ -118,6 +118,32 @@ def test_a_paused_leader_past_its_lease_does_not_acknowledge_and_nothing_forks(c
     cluster.verify_all()
 
 
+def test_a_write_forwarded_to_a_paused_leader_is_given_up_once_another_leads(cluster):
+    # The follower's HTTP client would wait for the paused leader's answer until its 30 s deadline; the forwarder
+    # gives the request up with 503 as soon as the routing names another leader.
+    leader = cluster.wait_for_leader()
+    entry = next(node for node_id, node in cluster.nodes.items() if node_id != leader)
+    assert entry.register() is not None  # the follower forwards to this leader, and keeps its connection
+    paused = cluster.nodes[leader]
+    paused.pause()
+    try:
+        with ThreadPoolExecutor(1) as pool:
+            started = time.monotonic()
+            answer = pool.submit(requests.post, f"{entry.base}/v1/projects/{PROJECT}/registrations",
+                                 headers={"x-goog-api-key": CLIENT}, json={"platform": "android"}, timeout=60)
+            new_leader = cluster.wait_for_leader(excluding=leader, timeout=4 * LEASE_SECONDS + 10)
+            elected = time.monotonic()
+            response = answer.result()
+            answered = time.monotonic()
+        assert new_leader != leader
+        assert response.status_code == 503, response.text
+        assert "went away" in response.json()["error"]["message"], response.text
+        assert answered - elected < 3 and answered - started < 20, (answered - started, elected - started)
+    finally:
+        paused.resume()
+    cluster.verify_all()
+
+
 def test_one_etcd_member_lost(cluster):
     writers = Writers(list(cluster.nodes.values())).start()
     wait_until(lambda: writers.count() > 30, 60, "writes to be acknowledged")

@@ -23,6 +23,9 @@ struct ClusterForwarder: Sendable {
         configuration: HTTPClient.Configuration(
             connectionPool: .init(idleTimeout: .seconds(60), concurrentHTTP1ConnectionsPerHostSoftLimit: 256)))
 
+    /// The largest answer to a forwarded write that is read whole before it is written (larger ones are streamed).
+    static let collectedAnswerBytes = 1 << 20
+
     /// The client of forwarded event streams and long polls: one connection each while it lasts.
     static let streams = HTTPClient(
         eventLoopGroupProvider: .singleton,
@@ -51,31 +54,31 @@ struct ClusterForwarder: Sendable {
         "content-length", HTTPField.Name.ledgerForwardedBy.canonicalName, HTTPField.Name.ledgerPeer.canonicalName,
     ]
 
-    /// Forwards `request` to the node at `baseURL` for as long as `stillThere` says that node serves it —
-    /// asked again at each change of `cluster`'s routing (``ClusterNode/waitForRoutingChange(after:upTo:)``), and
-    /// at least every 5 s: when it stops (the leader died and another was elected), the request is given up with
-    /// 503. AsyncHTTPClient would otherwise go on trying to connect to a dead node until the request's deadline
-    /// (async-http-client#743).
+    /// The forwarded requests in flight, given up when their node stops serving them.
+    let watch = ForwardWatch()
+
+    /// Forwards `request` to the node at `baseURL` for as long as `stillThere` says that node serves it (asked at
+    /// each change of `cluster`'s routing, and at least every 5 s: ``ForwardWatch``): when it stops (the leader died
+    /// and another was elected), the request is given up with 503.
     func forward(
         _ request: Request, to baseURL: String, in cluster: ClusterNode,
         while stillThere: @escaping @Sendable () -> Bool
     ) async throws -> Response {
-        try await withThrowingTaskGroup(of: Response?.self) { group in
-            group.addTask { try await self.forward(request, to: baseURL) }
-            group.addTask {
-                while true {
-                    // The generation is read before the route is: a change in between is still waited for.
-                    let generation = cluster.routingGeneration
-                    guard stillThere() else { return nil }
-                    _ = await cluster.waitForRoutingChange(after: generation, upTo: .seconds(5))
-                    try Task.checkCancellation()
-                }
+        let forwarding = Task { try await self.forward(request, to: baseURL) }
+        let gaveUp = Atomic<Bool>(false)
+        let id = watch.begin(in: cluster, stillThere: stillThere) {
+            gaveUp.store(true, ordering: .relaxed)
+            forwarding.cancel()
+        }
+        defer { watch.end(id) }
+        do {
+            return try await withTaskCancellationHandler {
+                try await forwarding.value
+            } onCancel: {
+                forwarding.cancel()
             }
-            defer { group.cancelAll() }
-            guard let response = try await group.next() ?? nil else {
-                throw FCMError.unavailable("The node that served this request went away; retry.")
-            }
-            return response
+        } catch  where gaveUp.load(ordering: .relaxed) {
+            throw FCMError.unavailable("The node that served this request went away; retry.")
         }
     }
 
@@ -138,9 +141,21 @@ struct ClusterForwarder: Sendable {
         for header in answer.headers where !Self.notForwarded.contains(header.name.lowercased()) {
             if let name = HTTPField.Name(header.name) { headers.append(HTTPField(name: name, value: header.value)) }
         }
-        return Response(
-            status: HTTPResponse.Status(code: Int(answer.status.code), reasonPhrase: answer.status.reasonPhrase),
-            headers: headers, body: ResponseBody(asyncSequence: answer.body))
+        let status = HTTPResponse.Status(code: Int(answer.status.code), reasonPhrase: answer.status.reasonPhrase)
+        // A write's answer is a small JSON document: read whole, and written in one piece, rather than streamed
+        // through a task of its own. Anything else — a read, an answer of unknown or large size — is streamed.
+        if request.method != .get, let length = answer.headers.first(name: "content-length").flatMap(Int.init),
+            length <= Self.collectedAnswerBytes
+        {
+            do {
+                return Response(
+                    status: status, headers: headers,
+                    body: ResponseBody(byteBuffer: try await answer.body.collect(upTo: length)))
+            } catch {
+                throw FCMError.unavailable("The node serving this request stopped answering; retry.")
+            }
+        }
+        return Response(status: status, headers: headers, body: ResponseBody(asyncSequence: answer.body))
     }
 }
 
