@@ -114,6 +114,8 @@ public func buildApplication(configuration: ServerConfiguration, ledgers: Ledger
     // After the ledgers' service: its replicas stop (and its lease is revoked, passing its leaderships at once)
     // before the ledgers close.
     if let cluster = ledgers.cluster { services.append(cluster) }
+    // Before the HTTP server in the list, so it stops after the server has answered what it was forwarding.
+    if let forwards = ledgers.forwards { services.append(forwards) }
     if !configuration.witnesses.isEmpty || ledgers.cluster != nil {
         services.append(WitnessCollector(server: ServerContext(configuration: configuration, ledgers: ledgers)))
     }

@@ -43,6 +43,8 @@ public final class LedgerRegistry: Sendable {
 
     /// This node's part in a cluster (``ServerConfiguration/cluster``); `nil` for a node of its own.
     public let cluster: ClusterNode?
+    /// The requests this node forwards to another, in a cluster (a service of `ledger serve`).
+    let forwards: ForwardWatch?
 
     /// Made in the order each part needs the one before: in a cluster, the gates (``ReplicaGates``), then the
     /// ledgers opened with them (``OpenLedgers``), then the node given both (``ClusterNode``).
@@ -61,6 +63,7 @@ public final class LedgerRegistry: Sendable {
         } else {
             cluster = nil
         }
+        forwards = cluster.map { ForwardWatch(cluster: $0) }
     }
 
     /// The ledger of `project`, which must be one the server serves (``OpenLedgers/ledger(for:)``).

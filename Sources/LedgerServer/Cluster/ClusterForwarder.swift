@@ -2,7 +2,6 @@ import AsyncHTTPClient
 import FCMWire
 import HTTPTypes
 import Hummingbird
-import LedgerCluster
 import NIOCore
 import NIOHTTP1
 import Synchronization
@@ -46,6 +45,8 @@ struct ClusterForwarder: Sendable {
     /// request as a client's.
     let peerSecret: String?
     let maximumBodyBytes: Int
+    /// The forwarded requests in flight, given up when their node stops serving them.
+    let watch: ForwardWatch
 
     /// Hop-by-hop headers, which are the connection's and not the request's (RFC 9110 §7.6.1), and the
     /// ones the client sets itself.
@@ -54,19 +55,15 @@ struct ClusterForwarder: Sendable {
         "content-length", HTTPField.Name.ledgerForwardedBy.canonicalName, HTTPField.Name.ledgerPeer.canonicalName,
     ]
 
-    /// The forwarded requests in flight, given up when their node stops serving them.
-    let watch = ForwardWatch()
-
     /// Forwards `request` to the node at `baseURL` for as long as `stillThere` says that node serves it (asked at
-    /// each change of `cluster`'s routing, and at least every 5 s: ``ForwardWatch``): when it stops (the leader died
+    /// each change of the cluster's routing, and at least every 5 s: ``ForwardWatch``): when it stops (the leader died
     /// and another was elected), the request is given up with 503.
     func forward(
-        _ request: Request, to baseURL: String, in cluster: ClusterNode,
-        while stillThere: @escaping @Sendable () -> Bool
+        _ request: Request, to baseURL: String, while stillThere: @escaping @Sendable () -> Bool
     ) async throws -> Response {
         let forwarding = Task { try await self.forward(request, to: baseURL) }
         let gaveUp = Atomic<Bool>(false)
-        let id = watch.begin(in: cluster, stillThere: stillThere) {
+        let id = watch.begin(stillThere: stillThere) {
             gaveUp.store(true, ordering: .relaxed)
             forwarding.cancel()
         }

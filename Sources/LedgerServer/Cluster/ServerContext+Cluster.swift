@@ -21,7 +21,7 @@ extension ServerContext {
         case .local:
             return nil
         case .forward(let url):
-            return try await forwarder.forward(request, to: url, in: cluster) {
+            return try await forwarder.forward(request, to: url) {
                 cluster.route(project, isWrite: needsLeader) == .forward(url: url)
             }
         case .unavailable(let reason):

@@ -24,10 +24,12 @@ struct ServerContext: Sendable {
     init(configuration: ServerConfiguration, ledgers: LedgerRegistry) {
         self.configuration = configuration
         self.ledgers = ledgers
-        forwarder = ledgers.cluster.map {
-            ClusterForwarder(
-                nodeID: $0.nodeID, peerSecret: $0.configuration.peerSecret,
-                maximumBodyBytes: configuration.maximumBodyBytes)
+        if let cluster = ledgers.cluster, let forwards = ledgers.forwards {
+            forwarder = ClusterForwarder(
+                nodeID: cluster.nodeID, peerSecret: cluster.configuration.peerSecret,
+                maximumBodyBytes: configuration.maximumBodyBytes, watch: forwards)
+        } else {
+            forwarder = nil
         }
         let clock = configuration.rateClock
         let changes = Double(configuration.subscriptionChangesPerSecond)
