@@ -47,6 +47,10 @@ public final class OpenLedgers: ReplicaHost {
         self.gates = gates
     }
 
+    /// How long a request waits for a roll-back of its project's ledger to end before it is answered anyway (then
+    /// 503 UNAVAILABLE, should the projections still be being rebuilt).
+    static let rollBackPatience = Duration.seconds(10)
+
     /// The ledger of `project`, which must be one the server serves.
     ///
     /// A project whose ledger cannot be opened (locked by another process, damaged, unreadable) is refused:
@@ -55,7 +59,12 @@ public final class OpenLedgers: ReplicaHost {
     ///
     /// - Throws: `StoreError`.
     public func ledger(for project: ProjectID) async throws -> Ledger {
-        if let ledger = try openedLedger(project) { return ledger }
+        if let ledger = try openedLedger(project) {
+            // A cluster's replica rolling back what etcd refused rebuilds the projections: a request waits for
+            // the rebuild instead of being refused for it (a read of acknowledged data has no reason to fail).
+            if ledger.isRollingBack { _ = await ledger.waitForRollBack(upTo: Self.rollBackPatience) }
+            return ledger
+        }
         return try await opener.perform { [self] in
             // Another request may have opened it while this one waited for the opener.
             if let ledger = try openedLedger(project) { return ledger }

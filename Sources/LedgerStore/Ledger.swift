@@ -92,6 +92,8 @@ public final class Ledger: Sendable {
     let compactionDebt = CompactionDebt()
     /// Tasks waiting for the head to reach a seq (``waitForHead(_:upTo:)``).
     private let headWaiters: Watermark
+    /// The roll-backs run on this ledger (``rollBack(after:progress:)``), for requests waiting them out.
+    let rollBacks = RollBackWatch()
 
     /// Opens the ledger of `project` under `dataDirectory`, creating it when opened for writing.
     ///

@@ -1,3 +1,4 @@
+import Foundation
 import LMDBKit
 import LedgerCore
 import LedgerQueries
@@ -155,6 +156,68 @@ struct CommitAheadTests {
         #expect(topics.compactMap { $0 }.sorted() == ["news", "tech"])
         let report = try after.verify(checkAudiences: true)
         #expect(report.isSound, "\(report.problems)")
+    }
+
+    @Test("a roll-back says it runs while it rebuilds the projections; a wait for it ends once they are whole")
+    func rollBackCanBeWaitedFor() async throws {
+        let directory = TemporaryDirectory()
+        defer { directory.remove() }
+        let gate = AheadGate()
+        let leader = try openTestLedger(directory) { $0.replication = gate }
+        defer { leader.close() }
+        let first = Task {
+            try await leader.append(
+                Self.request("r", [.register(Self.token, platform: nil, appID: nil), Self.subscribe("news")]))
+        }
+        #expect(await gate.waitForHanded(1))
+        gate.answerNext()
+        _ = try await first.value
+        let refused = Task { try await leader.append(Self.request("s", [Self.subscribe("sport")])) }
+        #expect(await gate.waitForHanded(2))
+        gate.answerNext(ReplicationRefusal(.notLeader, "deposed"))
+        await #expect(throws: StoreError.self) { try await refused.value }
+        #expect(await leader.waitForRollBack(upTo: .zero), "no roll-back runs yet")
+
+        // The roll-back stops in the middle of its rebuild, on a thread of its own, until the test lets it go.
+        let folding = Watermark()
+        let release = DispatchSemaphore(value: 0)
+        let finished = Mutex<Result<UInt64, any Error>?>(nil)
+        let ended = Watermark()
+        Thread {
+            let paused = Mutex(false)
+            let result = Result {
+                try leader.rollBack(after: 2) { _, _ in
+                    let first = paused.withLock { paused in
+                        defer { paused = true }
+                        return !paused
+                    }
+                    guard first else { return }
+                    folding.advance(to: 1)
+                    release.wait()
+                }
+            }
+            finished.withLock { $0 = result }
+            ended.advance(to: 1)
+        }.start()
+        #expect(await folding.wait(for: 1, upTo: .seconds(30)))
+        #expect(leader.isRollingBack)
+        // What a reader would be told meanwhile, and why the server waits instead.
+        #expect {
+            try leader.read { try $0.head() }
+        } throws: { ($0 as? StoreError)?.code == .rebuildRequired }
+        #expect(await leader.waitForRollBack(upTo: .milliseconds(50)) == false)
+        let waiter = Task { await leader.waitForRollBack(upTo: .seconds(30)) }
+        release.signal()
+        #expect(await waiter.value)
+        #expect(await ended.wait(for: 1, upTo: .seconds(30)))
+        #expect(!leader.isRollingBack)
+        #expect(try finished.withLock { $0 }?.get() == 1)
+        let topics = try leader.read { snapshot in
+            try snapshot.topics(of: try #require(try snapshot.instanceID(of: Self.token))).map {
+                try snapshot.topicName(of: $0)?.rawValue
+            }
+        }
+        #expect(topics == ["news"])
     }
 
     @Test("a ledger opened on its own forgets the mark: what it then holds is never rolled back")

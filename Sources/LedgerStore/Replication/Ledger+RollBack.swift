@@ -1,4 +1,5 @@
 import LMDBKit
+import Synchronization
 import LedgerCore
 import Logging
 
@@ -13,11 +14,18 @@ extension Ledger {
     /// are refused). Readers are told the projections are being rebuilt meanwhile, and the writer's facts are
     /// forgotten, as after any transaction not its own (``WriterInstanceCache/begin(transaction:)``).
     ///
+    /// A roll-back in progress is announced (``isRollingBack``) so that a server can hold its requests until it
+    /// ends (``waitForRollBack(upTo:)``) instead of answering them from projections being rebuilt.
+    ///
+    /// - Parameter progress: called now and then with (events folded, events in all) while the projections are
+    ///   rebuilt.
     /// - Returns: how many events were removed.
-    public func rollBack(after seq: UInt64) throws -> UInt64 {
+    public func rollBack(after seq: UInt64, progress: (UInt64, UInt64) -> Void = { _, _ in }) throws -> UInt64 {
         guard options.mode == .readWrite else {
             throw StoreError(.invalidArgument, "a roll-back needs the ledger open for writing (exclusive access)")
         }
+        let ticket = rollBacks.begin()
+        defer { rollBacks.end(ticket) }
         let schema = self.schema
         let removed = try environment.write { txn -> UInt64 in
             let snapshot = try LedgerSnapshot(txn: txn, schema: schema)
@@ -45,10 +53,46 @@ extension Ledger {
             return head.seq - seq
         }
         guard removed > 0 else { return 0 }
-        try rebuildProjections()
+        try rebuildProjections(progress: progress)
         logger.warning(
             "rolled back events this node committed ahead of its cluster, which the cluster did not take",
             metadata: ["ledger.project": "\(project)", "ledger.head": "\(seq)", "ledger.removed": "\(removed)"])
         return removed
+    }
+
+    /// Whether a roll-back (``rollBack(after:progress:)``) is running: readers would be told the projections are
+    /// being rebuilt.
+    public var isRollingBack: Bool { rollBacks.isRunning }
+
+    /// Returns once no roll-back runs (at once when none does): `true`, or `false` after `timeout`.
+    public func waitForRollBack(upTo timeout: Duration) async -> Bool {
+        await rollBacks.waitUntilIdle(upTo: timeout)
+    }
+}
+
+/// The roll-backs of one ledger, begun and ended, for those waiting until none runs.
+///
+/// - Note: Thread-safe.
+final class RollBackWatch: Sendable {
+    private let begun = Mutex<UInt64>(0)
+    private let ended = Watermark()
+
+    /// Marks a roll-back begun; its ticket is handed to ``end(_:)``.
+    func begin() -> UInt64 {
+        begun.withLock { count in
+            count += 1
+            return count
+        }
+    }
+
+    /// Marks the roll-back with `ticket` (and every one begun before it) ended.
+    func end(_ ticket: UInt64) { ended.advance(to: ticket) }
+
+    var isRunning: Bool { begun.withLock { $0 } > ended.level }
+
+    func waitUntilIdle(upTo timeout: Duration) async -> Bool {
+        let last = begun.withLock { $0 }
+        guard last > ended.level else { return true }
+        return await ended.wait(for: last, upTo: timeout)
     }
 }
