@@ -161,7 +161,9 @@ struct ReplicaGateTests {
         "ahead: at most maximumInFlight blocks wait for etcd; the writer waits for a slot, or gives up and the gate closes"
     )
     func aheadBounded() async throws {
-        let gate = ReplicaGate(project: "shop", waitLimit: .milliseconds(300), commitsAhead: true, maximumInFlight: 2)
+        // The limit is long beside the 50 ms the slot takes to free: a loaded machine (the whole suite on two
+        // cores) must not make the first wait give up.
+        let gate = ReplicaGate(project: "shop", waitLimit: .seconds(2), commitsAhead: true, maximumInFlight: 2)
         let lead = gate.lead(revision: 7, tail: ReplicationTail(seq: 0, hash: HashChain.genesis))
         let blocks = Self.chain(4)
         for block in blocks.prefix(2) {

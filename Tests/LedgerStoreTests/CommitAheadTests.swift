@@ -220,6 +220,48 @@ struct CommitAheadTests {
         #expect(topics == ["news"])
     }
 
+    @Test("a send rides in one block with its small audience: taken together, or refused and rolled back together")
+    func sendAndAudienceInOneBlock() async throws {
+        let directory = TemporaryDirectory()
+        defer { directory.remove() }
+        let gate = AheadGate()
+        let leader = try openTestLedger(directory) { $0.replication = gate }
+        defer { leader.close() }
+        let setUp = Task {
+            try await leader.append(
+                Self.request("r", [.register(Self.token, platform: nil, appID: nil), Self.subscribe("news")]))
+        }
+        #expect(await gate.waitForHanded(1))
+        gate.answerNext()
+        _ = try await setUp.value
+        let send = LedgerOperation.send(.topic(try TopicName("news")), precedence: .leftToRight, messageJSON: [])
+        let sent = Task { try await leader.append(Self.request("s", [send])) }
+        #expect(await gate.waitForHanded(2))
+        let block = try #require(gate.waiting.withLock { $0.last?.block })
+        #expect(block.firstSeq == 3 && block.records.count == 2, "the send and its audience, in one block")
+        gate.answerNext()
+        let receipt = try await sent.value
+        guard case .sent(let seq, let messageID) = receipt.outcomes.first else {
+            Issue.record("not sent: \(receipt)")
+            return
+        }
+        #expect(seq == 3 && receipt.recordedAudiences == [messageID: 4])
+        #expect(leader.acknowledgedSeq == 4)
+        // The next send is refused: its audience goes with it.
+        let refused = Task { try await leader.append(Self.request("t", [send])) }
+        #expect(await gate.waitForHanded(3))
+        gate.answerNext(ReplicationRefusal(.notLeader, "deposed"))
+        await #expect(throws: StoreError.self) { try await refused.value }
+        #expect(try leader.read { try $0.head().seq } == 6)
+        #expect(try leader.rollBack(after: 4) == 2)
+        #expect(try leader.read { try $0.head().seq } == 4)
+        #expect(try leader.read { try $0.sendsWithoutAudience() }.isEmpty)
+        leader.waitForAudiences()
+        #expect(gate.handed.level == 3, "nothing more was written for the send: its audience came with it")
+        let report = try leader.verify(checkAudiences: true)
+        #expect(report.isSound, "\(report.problems)")
+    }
+
     @Test("a ledger opened on its own forgets the mark: what it then holds is never rolled back")
     func standaloneForgetsTheMark() async throws {
         let directory = TemporaryDirectory()

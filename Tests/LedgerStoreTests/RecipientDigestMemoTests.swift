@@ -116,7 +116,9 @@ struct RecipientDigestMemoTests {
     func recordedDigestsMatchReplay() async throws {
         let directory = TemporaryDirectory()
         defer { directory.remove() }
-        let ledger = try openTestLedger(directory)
+        // Every audience through the recorder, whose memo this is (small ones are otherwise recorded with their
+        // sends: ``Ledger/Options/inlineAudienceLimit``).
+        let ledger = try openTestLedger(directory) { $0.inlineAudienceLimit = 0 }
         let tokens = try (0..<70).map { try RegistrationToken("memo-\($0):APA91b\($0 &* 7919 % 1000)") }
         let news = try TopicName("news")
         let sports = try TopicName("sports")
@@ -262,7 +264,7 @@ struct TopicChangeTrackerTests {
     func randomBatches() async throws {
         let directory = TemporaryDirectory()
         defer { directory.remove() }
-        let ledger = try openTestLedger(directory)
+        let ledger = try openTestLedger(directory) { $0.inlineAudienceLimit = 0 }
         let history = RandomHistory(tokenCount: 24, topicCount: 3)
         _ = try await ledger.append(
             WriteRequest(

@@ -152,4 +152,7 @@ public struct WriteReceipt: Sendable, Equatable {
     public var outcomes: [OperationOutcome]
     /// The time stamped on the request's events.
     public var time: LedgerTime
+    /// The `audience` events appended with the request's sends, in the same transaction: message id → seq
+    /// (``Ledger/Options/inlineAudienceLimit``). A send not here has its audience recorded after it.
+    public var recordedAudiences: [UInt64: UInt64] = [:]
 }

@@ -1,0 +1,89 @@
+import LMDBKit
+import LedgerCore
+import Logging
+
+extension Ledger {
+    /// Appends, in the transaction of the sends, the `audience` event of each send in `results` whose audience
+    /// has at most `limit` recipients, and notes each in its request's receipt
+    /// (``WriteReceipt/recordedAudiences``); larger audiences are left to the recorder, which reads them from
+    /// a snapshot without holding up the writer (``AudienceRecorder``).
+    ///
+    /// On a cluster's leader the send and its audience then ride in one block — one etcd transaction for a
+    /// lone send, where the recorder's audience would be a second one after it — and etcd takes or refuses
+    /// them together: a refused send's audience is rolled back with it, so nothing unacknowledged is ever
+    /// recorded apart from its send.
+    ///
+    /// Runs after the batch's appender finished (the sends are in the log), in a child transaction: when the
+    /// audiences cannot be computed or appended, the child is aborted alone, the batch commits without them
+    /// and the recorder records them after it. A full map still aborts the batch (it is grown and run again).
+    ///
+    /// - Returns: the records the audiences appended, for the batch's replicated block (`nil`: none appended).
+    static func appendSmallAudiences(
+        of results: inout [Result<WriteReceipt, any Error>], limit: Int, txn: LMDBTransaction, schema: LedgerSchema,
+        limits: LedgerLimits, moves: RecentMemberships.MoveCursor, facts: WriterInstanceCache,
+        chainWorker: SerialWorker<BlockingJob, Void>, replicated: Bool, now: LedgerTime, logger: Logger
+    ) throws -> [[UInt8]]? {
+        guard limit > 0 else { return nil }
+        var sends: [(request: Int, send: PendingAudience)] = []
+        for (index, result) in results.enumerated() {
+            guard case .success(let receipt) = result else { continue }
+            for case .sent(let seq, let messageID) in receipt.outcomes {
+                sends.append((index, PendingAudience(messageID: messageID, sendSeq: seq)))
+            }
+        }
+        guard !sends.isEmpty else { return nil }
+        let appended: (receipt: WriteReceipt, owners: [(request: Int, messageID: UInt64)], records: [[UInt8]])?
+        do {
+            appended = try txn.nested { child in
+                let snapshot = LedgerSnapshot(txn: child, schema: schema)
+                var audiences: [AudienceRecord] = []
+                var owners: [(request: Int, messageID: UInt64)] = []
+                for (request, send) in sends {
+                    guard let audience = try snapshot.smallAudience(of: send, limit: limit) else { continue }
+                    audiences.append(audience)
+                    owners.append((request, send.messageID))
+                }
+                guard !audiences.isEmpty else { return nil }
+                var appender = try LogAppender(
+                    txn: child, schema: schema, limits: limits, facts: facts, chainWorker: chainWorker,
+                    messageIDs: SystemRandomNumberGenerator())
+                if replicated { appender.sink.replicatedRecords = [] }
+                let request = WriteRequest(
+                    actor: "ledger", requestID: "audience-\(RequestID.random())",
+                    operations: audiences.map { .recordAudience($0) })
+                let receipt = try appender.apply(request, now: now).get()
+                try finish(&appender, txn: child, schema: schema, limits: limits, moves: moves, facts: facts)
+                return (receipt, owners, appender.sink.replicatedRecords ?? [])
+            }
+        } catch LMDBError.Code.mapFull {
+            throw LMDBError(code: .mapFull, function: "mdb_put")
+        } catch {
+            // What the child learnt went with it.
+            facts.forget()
+            logger.warning(
+                "could not record audiences with their sends; the recorder records them next",
+                metadata: ["ledger.sends": "\(sends.count)", "error": "\(error)"])
+            return nil
+        }
+        guard let appended else { return nil }
+        for (owner, outcome) in zip(appended.owners, appended.receipt.outcomes) {
+            guard let seq = outcome.seq, case .success(var receipt) = results[owner.request] else { continue }
+            receipt.recordedAudiences[owner.messageID] = seq
+            results[owner.request] = .success(receipt)
+        }
+        return appended.records
+    }
+}
+
+extension LedgerSnapshot {
+    /// The `audience` record of `send` as of its seq, when its audience has at most `limit` recipients; `nil`
+    /// when it has more.
+    func smallAudience(of send: PendingAudience, limit: Int) throws -> AudienceRecord? {
+        let (_, sent) = try sentEvent(at: send.sendSeq)
+        let members = try audience(of: sent.target, precedence: sent.precedence, at: send.sendSeq)
+        guard members.count <= limit else { return nil }
+        let (count, digest) = try recipientDigest(members)
+        return AudienceRecord(
+            messageID: send.messageID, sendSeq: send.sendSeq, recipientCount: UInt64(count), recipientDigest: digest)
+    }
+}

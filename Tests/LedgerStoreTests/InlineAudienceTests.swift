@@ -1,0 +1,107 @@
+import Foundation
+import LedgerCore
+import LedgerQueries
+import LedgerTestSupport
+import Testing
+
+@testable import LedgerStore
+
+@Suite("Audiences recorded with their sends", .offThePool)
+struct InlineAudienceTests {
+    static func token(_ index: Int) -> RegistrationToken { try! RegistrationToken("inline-\(index):APA91b") }
+
+    static func subscribe(_ index: Int, _ topic: String) -> LedgerOperation {
+        .subscribe(token(index), try! TopicName(topic), via: .v1)
+    }
+
+    static func send(_ topic: String) -> LedgerOperation {
+        .send(.topic(try! TopicName(topic)), precedence: .leftToRight, messageJSON: [])
+    }
+
+    static func audience(at seq: UInt64, in ledger: Ledger) throws -> AudienceRecord? {
+        try ledger.read { snapshot in
+            guard case .audience(let record)? = try snapshot.event(at: seq)?.body else { return nil }
+            return record
+        }
+    }
+
+    @Test("a small audience is appended in its send's transaction, as of the send; a larger one after it")
+    func smallInlineLargeAfter() async throws {
+        let directory = TemporaryDirectory()
+        defer { directory.remove() }
+        let ledger = try openTestLedger(directory) { $0.inlineAudienceLimit = 3 }
+        defer { ledger.close() }
+        var setUp: [LedgerOperation] = (0..<4).map { .register(Self.token($0), platform: nil, appID: nil) }
+        setUp += (0..<3).map { Self.subscribe($0, "small") }
+        setUp += (0..<4).map { Self.subscribe($0, "large") }
+        _ = try await ledger.append(WriteRequest(actor: "t", requestID: "setup", operations: setUp))
+        let head = try ledger.read { try $0.head().seq }
+
+        // A subscription after the send, in the same request, is not in the send's audience.
+        let small = try await ledger.append(
+            WriteRequest(actor: "t", requestID: "small", operations: [Self.send("small"), Self.subscribe(3, "small")]))
+        guard case .sent(let sendSeq, let messageID) = small.outcomes[0] else {
+            Issue.record("not sent: \(small)")
+            return
+        }
+        #expect(sendSeq == head + 1)
+        #expect(small.recordedAudiences == [messageID: head + 3])
+        let record = try #require(try Self.audience(at: head + 3, in: ledger))
+        #expect(record.messageID == messageID && record.sendSeq == sendSeq && record.recipientCount == 3)
+        #expect(ledger.acknowledgedSeq == head + 3)
+
+        // Four recipients, over the limit: the recorder appends the audience after the send's transaction.
+        let large = try await ledger.append(
+            WriteRequest(actor: "t", requestID: "large", operations: [Self.send("large")]))
+        guard case .sent(let largeSeq, let largeID) = large.outcomes[0] else {
+            Issue.record("not sent: \(large)")
+            return
+        }
+        #expect(large.recordedAudiences.isEmpty)
+        ledger.waitForAudiences()
+        let later = try #require(try Self.audience(at: largeSeq + 1, in: ledger))
+        #expect(later.messageID == largeID && later.recipientCount == 4)
+        let report = try ledger.verify(checkAudiences: true)
+        #expect(report.isSound, "\(report.problems)")
+    }
+
+    @Test(
+        "each send of a batch gets its own audience, in one transaction, whatever the isolation",
+        arguments: [
+            Ledger.RequestIsolation.retryAlone, .nestedPerRequest,
+        ])
+    func batchOfSends(isolation: Ledger.RequestIsolation) async throws {
+        let directory = TemporaryDirectory()
+        defer { directory.remove() }
+        let ledger = try openTestLedger(directory) { $0.isolation = isolation }
+        defer { ledger.close() }
+        var setUp: [LedgerOperation] = (0..<3).map { .register(Self.token($0), platform: nil, appID: nil) }
+        setUp += [Self.subscribe(0, "a"), Self.subscribe(1, "a"), Self.subscribe(2, "b")]
+        _ = try await ledger.append(WriteRequest(actor: "t", requestID: "setup", operations: setUp))
+        // Requests submitted together share a group commit (or several, when the writer is quick).
+        let receipts = try await withThrowingTaskGroup(of: WriteReceipt.self) { group in
+            for index in 0..<8 {
+                group.addTask {
+                    try await ledger.append(
+                        WriteRequest(
+                            actor: "t", requestID: "send-\(index)",
+                            operations: [Self.send(index.isMultiple(of: 2) ? "a" : "b"), Self.send("a")]))
+                }
+            }
+            return try await group.reduce(into: []) { $0.append($1) }
+        }
+        for receipt in receipts {
+            let sent = receipt.outcomes.compactMap { outcome -> UInt64? in
+                guard case .sent(_, let messageID) = outcome else { return nil }
+                return messageID
+            }
+            #expect(Set(receipt.recordedAudiences.keys) == Set(sent) && sent.count == 2)
+            for (messageID, seq) in receipt.recordedAudiences {
+                #expect(try Self.audience(at: seq, in: ledger)?.messageID == messageID)
+            }
+        }
+        #expect(try ledger.read { try $0.sendsWithoutAudience() }.isEmpty)
+        let report = try ledger.verify(checkAudiences: true)
+        #expect(report.isSound, "\(report.problems)")
+    }
+}
