@@ -46,9 +46,10 @@ public final class Ledger: Sendable {
         /// Whether a writer appends the `audience` event of every send (SPEC §2.4), including sends a crash
         /// left without one. Off only for rebuilds and benchmarks of the bare write path.
         public var recordsAudiences = true
-        /// A send whose audience has at most this many recipients gets its `audience` event in the send's own
-        /// transaction (one commit, and on a cluster one etcd transaction, for both); a larger audience is
-        /// recorded after it by the recorder, so hashing it never holds up the writer. 0: always after.
+        /// A send to a token, or to a topic whose audience has at most this many recipients, gets its `audience`
+        /// event in the send's own transaction (one commit, and on a cluster one etcd transaction, for both);
+        /// a larger audience, and a condition's, is recorded after it by the recorder, so reading and hashing
+        /// it never holds up the writer. 0: always after.
         /// Hashing 1,024 device numbers costs the writer about 0.1 ms (16,163 take 1.39 ms: docs/performance.md).
         public var inlineAudienceLimit = 1024
         /// Called on the writer thread with the seqs of the sends a transaction committed, once durable

@@ -25,7 +25,8 @@ struct InlineAudienceTests {
         }
     }
 
-    @Test("a small audience is appended in its send's transaction, as of the send; a larger one after it")
+    @Test(
+        "a small topic's or a device's audience is appended in its send's transaction, as of the send; others after it")
     func smallInlineLargeAfter() async throws {
         let directory = TemporaryDirectory()
         defer { directory.remove() }
@@ -61,6 +62,29 @@ struct InlineAudienceTests {
         ledger.waitForAudiences()
         let later = try #require(try Self.audience(at: largeSeq + 1, in: ledger))
         #expect(later.messageID == largeID && later.recipientCount == 4)
+
+        // A device: inline. A condition (it may read every registered device) and a topic of more than twice the
+        // limit now (its members are not even read): the recorder's.
+        let others = try await ledger.append(
+            WriteRequest(
+                actor: "t", requestID: "others",
+                operations: [
+                    .send(.token(Self.token(0)), precedence: .leftToRight, messageJSON: []),
+                    .send(.condition("'small' in topics"), precedence: .leftToRight, messageJSON: []),
+                    .register(Self.token(4), platform: nil, appID: nil),
+                    .register(Self.token(5), platform: nil, appID: nil),
+                    .register(Self.token(6), platform: nil, appID: nil),
+                    Self.subscribe(4, "large"), Self.subscribe(5, "large"), Self.subscribe(6, "large"),
+                    Self.send("large"),
+                ]))
+        let sent = others.outcomes.compactMap { outcome -> UInt64? in
+            guard case .sent(_, let messageID) = outcome else { return nil }
+            return messageID
+        }
+        #expect(sent.count == 3)
+        #expect(Set(others.recordedAudiences.keys) == [sent[0]])
+        ledger.waitForAudiences()
+        #expect(try ledger.read { try $0.sendsWithoutAudience() }.isEmpty)
         let report = try ledger.verify(checkAudiences: true)
         #expect(report.isSound, "\(report.problems)")
     }

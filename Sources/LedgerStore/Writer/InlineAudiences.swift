@@ -3,8 +3,8 @@ import LedgerCore
 import Logging
 
 extension Ledger {
-    /// Appends, in the transaction of the sends, the `audience` event of each send in `results` whose audience
-    /// has at most `limit` recipients, and notes each in its request's receipt
+    /// Appends, in the transaction of the sends, the `audience` event of each send in `results` to one device or
+    /// to a topic of at most `limit` recipients (``LedgerSnapshot/smallAudience(of:limit:)``), and notes each in its request's receipt
     /// (``WriteReceipt/recordedAudiences``); larger audiences are left to the recorder, which reads them from
     /// a snapshot without holding up the writer (``AudienceRecorder``).
     ///
@@ -76,10 +76,22 @@ extension Ledger {
 }
 
 extension LedgerSnapshot {
-    /// The `audience` record of `send` as of its seq, when its audience has at most `limit` recipients; `nil`
-    /// when it has more.
+    /// The `audience` record of `send` as of its seq, when it goes to one device, or to a topic whose
+    /// audience has at most `limit` recipients; `nil` otherwise.
+    ///
+    /// Only what is cheap to rule out is read on the writer's thread: a topic whose count now is over twice the
+    /// limit (its member set would be large to read) and a condition (it may read the whole registered
+    /// universe, a few milliseconds at a million devices) are left to the recorder unread.
     func smallAudience(of send: PendingAudience, limit: Int) throws -> AudienceRecord? {
         let (_, sent) = try sentEvent(at: send.sendSeq)
+        switch sent.target {
+        case .token:
+            break
+        case .topic(let name):
+            if let topic = try topicID(of: name), try subscriberCount(of: topic) > 2 * limit { return nil }
+        case .condition:
+            return nil
+        }
         let members = try audience(of: sent.target, precedence: sent.precedence, at: send.sendSeq)
         guard members.count <= limit else { return nil }
         let (count, digest) = try recipientDigest(members)
