@@ -17,20 +17,25 @@ import Synchronization
 /// request as this node did.
 struct ClusterForwarder: Sendable {
     /// Lives as long as the process (a static is never deinitialized, so it needs no shutdown).
-    static let client = HTTPClient(
-        eventLoopGroupProvider: .singleton,
-        configuration: HTTPClient.Configuration(
-            connectionPool: .init(idleTimeout: .seconds(60), concurrentHTTP1ConnectionsPerHostSoftLimit: 256)))
+    static let client = peerClient(connectionsPerPeer: 256)
 
     /// The largest answer to a forwarded write that is read whole before it is written (larger ones are streamed).
     static let collectedAnswerBytes = 1 << 20
 
     /// The client of forwarded event streams and long polls: one connection each while it lasts.
-    static let streams = HTTPClient(
-        eventLoopGroupProvider: .singleton,
-        configuration: HTTPClient.Configuration(
+    static let streams = peerClient(connectionsPerPeer: maximumOpenStreams)
+
+    /// A client of the peers: keep-alive connections, up to `connectionsPerPeer` a peer. A peer's answer is the
+    /// answer — a redirect is passed on to the caller, never followed — and no tracing span is made per request
+    /// (the process bootstraps no tracer; the span's bookkeeping was 2 % of a forwarding follower's samples).
+    private static func peerClient(connectionsPerPeer: Int) -> HTTPClient {
+        var configuration = HTTPClient.Configuration(
+            redirectConfiguration: .disallow,
             connectionPool: .init(
-                idleTimeout: .seconds(60), concurrentHTTP1ConnectionsPerHostSoftLimit: maximumOpenStreams)))
+                idleTimeout: .seconds(60), concurrentHTTP1ConnectionsPerHostSoftLimit: connectionsPerPeer))
+        configuration.tracing.tracer = nil
+        return HTTPClient(eventLoopGroupProvider: .singleton, configuration: configuration)
+    }
 
     /// How many event streams and long polls this node forwards at once; more get 503 with `Retry-After` (a
     /// device retries them, against whichever node it reaches).
