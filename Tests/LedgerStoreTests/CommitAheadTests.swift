@@ -78,6 +78,21 @@ struct CommitAheadTests {
         .subscribe(token, try! TopicName(topic), via: .v1)
     }
 
+    /// A ledger behind `gate` whose first batch (``token`` registered and subscribed to `news`, seqs 1–2) the
+    /// cluster took.
+    fileprivate static func leaderWithOneDevice(_ directory: TemporaryDirectory, gate: AheadGate) async throws -> Ledger
+    {
+        let leader = try openTestLedger(directory) { $0.replication = gate }
+        let first = Task {
+            try await leader.append(
+                request("r", [.register(token, platform: nil, appID: nil), subscribe("news")]))
+        }
+        #expect(await gate.waitForHanded(1))
+        gate.answerNext()
+        _ = try await first.value
+        return leader
+    }
+
     @Test("a batch committed ahead is answered only once the cluster holds it; until then nothing names its seqs")
     func answeredOnAcknowledgement() async throws {
         let directory = TemporaryDirectory()
@@ -113,14 +128,7 @@ struct CommitAheadTests {
         let directory = TemporaryDirectory()
         defer { directory.remove() }
         let gate = AheadGate()
-        let leader = try openTestLedger(directory) { $0.replication = gate }
-        let first = Task {
-            try await leader.append(
-                Self.request("r", [.register(Self.token, platform: nil, appID: nil), Self.subscribe("news")]))
-        }
-        #expect(await gate.waitForHanded(1))
-        gate.answerNext()
-        _ = try await first.value
+        let leader = try await Self.leaderWithOneDevice(directory, gate: gate)
         // Two batches ahead of the cluster; it refuses the first, and with it the second.
         let refused = Task { try await leader.append(Self.request("s", [Self.subscribe("sport")])) }
         #expect(await gate.waitForHanded(2))
@@ -163,15 +171,8 @@ struct CommitAheadTests {
         let directory = TemporaryDirectory()
         defer { directory.remove() }
         let gate = AheadGate()
-        let leader = try openTestLedger(directory) { $0.replication = gate }
+        let leader = try await Self.leaderWithOneDevice(directory, gate: gate)
         defer { leader.close() }
-        let first = Task {
-            try await leader.append(
-                Self.request("r", [.register(Self.token, platform: nil, appID: nil), Self.subscribe("news")]))
-        }
-        #expect(await gate.waitForHanded(1))
-        gate.answerNext()
-        _ = try await first.value
         let refused = Task { try await leader.append(Self.request("s", [Self.subscribe("sport")])) }
         #expect(await gate.waitForHanded(2))
         gate.answerNext(ReplicationRefusal(.notLeader, "deposed"))
@@ -225,15 +226,8 @@ struct CommitAheadTests {
         let directory = TemporaryDirectory()
         defer { directory.remove() }
         let gate = AheadGate()
-        let leader = try openTestLedger(directory) { $0.replication = gate }
+        let leader = try await Self.leaderWithOneDevice(directory, gate: gate)
         defer { leader.close() }
-        let setUp = Task {
-            try await leader.append(
-                Self.request("r", [.register(Self.token, platform: nil, appID: nil), Self.subscribe("news")]))
-        }
-        #expect(await gate.waitForHanded(1))
-        gate.answerNext()
-        _ = try await setUp.value
         let send = LedgerOperation.send(.topic(try TopicName("news")), precedence: .leftToRight, messageJSON: [])
         let sent = Task { try await leader.append(Self.request("s", [send])) }
         #expect(await gate.waitForHanded(2))
