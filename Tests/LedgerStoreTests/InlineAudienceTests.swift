@@ -1,7 +1,9 @@
 import Foundation
+import LMDBKit
 import LedgerCore
 import LedgerQueries
 import LedgerTestSupport
+import Synchronization
 import Testing
 
 @testable import LedgerStore
@@ -85,6 +87,43 @@ struct InlineAudienceTests {
         #expect(Set(others.recordedAudiences.keys) == [sent[0]])
         ledger.waitForAudiences()
         #expect(try ledger.read { try $0.sendsWithoutAudience() }.isEmpty)
+        let report = try ledger.verify(checkAudiences: true)
+        #expect(report.isSound, "\(report.problems)")
+    }
+
+    @Test("when the audience cannot be appended with its send, the send still commits and the recorder records it")
+    func failedInlineFallsBackToTheRecorder() async throws {
+        let directory = TemporaryDirectory()
+        defer { directory.remove() }
+        // Once armed, the first LMDB call of the second write transaction after the last one seen fails: the
+        // send's batch is the first, the child transaction that appends its audience the second.
+        let injected = Mutex<(seen: Int, armedAt: Int?, fired: Int)>((0, nil, 0))
+        let ledger = try openTestLedger(directory) {
+            $0.environment.faultInjector = LMDBFaultInjector { transaction, call in
+                injected.withLock { state in
+                    state.seen = max(state.seen, transaction)
+                    guard let at = state.armedAt, transaction == at + 2, call == 1 else { return nil }
+                    state.fired += 1
+                    return .ioError
+                }
+            }
+        }
+        defer { ledger.close() }
+        _ = try await ledger.append(
+            WriteRequest(
+                actor: "t", requestID: "setup",
+                operations: [.register(Self.token(0), platform: nil, appID: nil), Self.subscribe(0, "news")]))
+        injected.withLock { $0.armedAt = $0.seen }
+        let sent = try await ledger.append(WriteRequest(actor: "t", requestID: "send", operations: [Self.send("news")]))
+        #expect(injected.withLock { $0.fired } == 1)
+        guard case .sent(let seq, let messageID) = sent.outcomes[0] else {
+            Issue.record("not sent: \(sent)")
+            return
+        }
+        #expect(sent.recordedAudiences.isEmpty)
+        ledger.waitForAudiences()
+        let record = try #require(try Self.audience(at: seq + 1, in: ledger))
+        #expect(record.messageID == messageID && record.recipientCount == 1)
         let report = try ledger.verify(checkAudiences: true)
         #expect(report.isSound, "\(report.problems)")
     }

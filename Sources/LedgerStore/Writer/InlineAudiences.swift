@@ -4,9 +4,9 @@ import Logging
 
 extension Ledger {
     /// Appends, in the transaction of the sends, the `audience` event of each send in `results` to one device or
-    /// to a topic of at most `limit` recipients (``LedgerSnapshot/smallAudience(of:limit:)``), and notes each in its request's receipt
-    /// (``WriteReceipt/recordedAudiences``); larger audiences are left to the recorder, which reads them from
-    /// a snapshot without holding up the writer (``AudienceRecorder``).
+    /// to a topic of at most `limit` recipients (``LedgerSnapshot/smallAudience(of:limit:)``), and notes each
+    /// in its request's receipt (``WriteReceipt/recordedAudiences``); larger audiences are left to the
+    /// recorder, which reads them from a snapshot without holding up the writer (``AudienceRecorder``).
     ///
     /// On a cluster's leader the send and its audience then ride in one block — one etcd transaction for a
     /// lone send, where the recorder's audience would be a second one after it — and etcd takes or refuses
@@ -88,7 +88,7 @@ extension LedgerSnapshot {
         case .token:
             break
         case .topic(let name):
-            if let topic = try topicID(of: name), try subscriberCount(of: topic) > 2 * limit { return nil }
+            if let topic = try topicID(of: name), try subscriberCount(of: topic) / 2 > limit { return nil }
         case .condition:
             return nil
         }
