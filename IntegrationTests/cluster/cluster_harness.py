@@ -146,11 +146,6 @@ class EtcdCluster:
 
     def blocks(self, project=PROJECT):
         """Each block etcd holds of `project`: (first seq, records, last seq of its commit)."""
-        return [block[:3] for block in self.blocks_with_revisions(project)]
-
-    def blocks_with_revisions(self, project=PROJECT):
-        """Each block etcd holds of `project`: (first seq, records, last seq of its commit, the revision of the
-        transaction that wrote it)."""
         result = subprocess.run(
             ["etcdctl", "--endpoints", ",".join(self.endpoints), "get", "--prefix",
              f"/topicledger/projects/{project}/blocks/", "--write-out", "json"],
@@ -158,7 +153,7 @@ class EtcdCluster:
         blocks = []
         for kv in json.loads(result.stdout).get("kvs", []):
             fields = protobuf_fields(base64.b64decode(kv["value"]))
-            blocks.append((fields[1][0], len(fields.get(3, [])), fields[4][0], int(kv["mod_revision"])))
+            blocks.append((fields[1][0], len(fields.get(3, [])), fields[4][0]))
         return sorted(blocks)
 
     def stop(self):

@@ -270,8 +270,9 @@ def test_a_leader_killed_between_its_commit_and_etcds_answer_restarts_with_etcds
 
 
 def test_a_lone_topic_send_and_its_audience_are_one_etcd_transaction(cluster):
-    """A send whose audience is small carries its `audience` event in its own commit, so a send made while nothing
-    else is written costs etcd one transaction, not two (docs/cluster.md, "The leader's write path")."""
+    """A send whose audience is small carries its `audience` event in its own commit: the send and its audience
+    are in one etcd block, so a send made while nothing else is written costs etcd one transaction, not two
+    (docs/cluster.md, "The leader's write path")."""
     leader = cluster.nodes[cluster.wait_for_leader()]
     tokens = cluster.register_many(20)
     assert all(tokens)
@@ -279,20 +280,19 @@ def test_a_lone_topic_send_and_its_audience_are_one_etcd_transaction(cluster):
                              json={"to": "/topics/alerts", "registration_tokens": tokens}, timeout=30)
     assert response.status_code == 200, response.text
     for _ in range(3):
-        time.sleep(0.5)
-        before = {block[0] for block in cluster.etcd.blocks_with_revisions()}
         sent = leader.send("alerts")
         assert sent.status_code == 200, sent.text
-        seq = int(sent.headers["x-ledger-seq"])
-        # Whatever the send wrote reached etcd before its answer; the recorder writes nothing after it.
-        time.sleep(0.5)
-        new = [block for block in cluster.etcd.blocks_with_revisions() if block[0] not in before]
-        assert len(new) == 1 and new[0][:3] == (seq - 1, 2, seq), new
+        # The answer names the seq through which the send's commit was acknowledged: its audience's.
+        audience_seq = int(sent.headers["x-ledger-seq"])
         events = requests.get(f"{leader.base}/v1/projects/{PROJECT}/audit/events",
-                              params={"fromSeq": seq - 1, "limit": 2},
+                              params={"fromSeq": audience_seq - 1, "limit": 2},
                               headers={"Authorization": f"Bearer {AUDITOR}"}, timeout=10)
         kinds = [json.loads(line)["kind"] for line in events.text.splitlines() if line]
         assert kinds == ["sent", "audience"], events.text[:500]
+        # etcd held both when the send was answered, in one block (one transaction's Put).
+        holding = [(first, records) for first, records, _ in cluster.etcd.blocks()
+                   if first <= audience_seq - 1 < first + records]
+        assert len(holding) == 1 and audience_seq < sum(holding[0]), holding
     cluster.verify_all()
 
 
