@@ -32,6 +32,9 @@ let package = Package(
         .library(name: "LedgerCore", targets: ["LedgerCore"]),
         .library(name: "LMDBKit", targets: ["LMDBKit"]),
     ],
+    // Each dependency from a version up to its next major (`from:`); none is held to one version (`exact:`): the
+    // generated protobuf and gRPC code needs only the 1.x / 2.x runtimes. Package.resolved is not committed (its
+    // pins would name this machine's package mirror; see .gitignore).
     dependencies: [
         .package(url: "https://github.com/apple/swift-argument-parser.git", from: "1.8.2"),
         .package(url: "https://github.com/apple/swift-log.git", from: "1.16.2"),
