@@ -54,6 +54,32 @@ struct ReplicaProgressTests {
         #expect(progress.state(at: start + .seconds(100), damage: nil, storageFailure: nil) == .current)
     }
 
+    @Test("a replica the tail leaves behind counts its 30 s from the moment it did, however long it stood at it")
+    func leftBehindByTheTail() {
+        var progress = ReplicaProgress(at: start)
+        progress.applied(10, at: start)
+        progress.tail(10, at: start)
+        // Nothing is written for a minute, and nothing observes the replica meanwhile; then the tail moves.
+        progress.tail(20, at: start + .seconds(60))
+        #expect(progress.state(at: start + .seconds(61), damage: nil, storageFailure: nil) == .catchingUp)
+        #expect(progress.state(at: start + .seconds(90), damage: nil, storageFailure: nil) == .catchingUp)
+        #expect(progress.state(at: start + .seconds(91), damage: nil, storageFailure: nil).isStalled)
+        // A replica already behind is not moved by the tail moving further.
+        progress.tail(30, at: start + .seconds(80))
+        #expect(progress.stallsAt == start + .seconds(90))
+    }
+
+    @Test("stallsAt is the moment a replica that moves no more goes from catching up to stalled")
+    func stallsAtIsTheMoment() {
+        var progress = ReplicaProgress(at: start)
+        progress.tail(50, at: start)
+        progress.applied(20, at: start + .seconds(5))
+        let moment = progress.stallsAt
+        #expect(moment == start + .seconds(5) + ReplicaProgress.stallAfter)
+        #expect(progress.state(at: moment, damage: nil, storageFailure: nil) == .catchingUp)
+        #expect(progress.state(at: moment + .nanoseconds(1), damage: nil, storageFailure: nil).isStalled)
+    }
+
     @Test("catch-up reads are bounded by bytes: the largest blocks any configuration allows fit the receive limit")
     func rangesFitTheReceiveLimit() {
         let largest = ClusterConfiguration.blockBytesRange.upperBound

@@ -52,7 +52,9 @@ final class ProjectReplica: Sendable {
             do {
                 let ledger = try await node.host.ledger(for: project)
                 try await withThrowingTaskGroup(of: Void.self) { group in
-                    group.addTask { try await self.reporter.reportProgress { try await self.head(of: ledger) } }
+                    group.addTask {
+                        try await self.reporter.reportProgress(of: ledger) { try await self.head(of: ledger) }
+                    }
                     group.addTask { try await self.cycle(ledger) }
                     // The cycle ends (the reporter never does); the next one begins with a new reporter.
                     _ = try await group.next()
@@ -162,7 +164,7 @@ final class ProjectReplica: Sendable {
             return revision
         }
         let tail = try ReplicationTail(decoding: tailValue.value)
-        reporter.update { $0.progress.tail(tail.seq) }
+        reporter.update { $0.progress.tail(tail.seq, at: .now) }
         if tail.seq < head.seq {
             throw try await reseeder.aheadOrForked(
                 .pastTail(head: head.seq, tail: tail.seq), ledger: ledger, tail: tail, revision: revision)
@@ -240,7 +242,7 @@ final class ProjectReplica: Sendable {
                     reporter.noteLeader(String(decoding: event.kv.value, as: UTF8.self))
                 } else if key == tailKey {
                     tail = try ReplicationTail(decoding: event.kv.value)
-                    reporter.update { $0.progress.tail(tail?.seq ?? 0) }
+                    reporter.update { $0.progress.tail(tail?.seq ?? 0, at: .now) }
                 } else if key.hasPrefix(blocksPrefix) {
                     let part = try StoredBlock(decoding: event.kv.value)
                     parts[part.block.firstSeq] = part

@@ -50,8 +50,23 @@ struct ReplicaProgress: Sendable, Equatable {
     /// The cluster's log ends at `seq`.
     mutating func tail(_ seq: UInt64) { tailSeq = max(tailSeq, seq) }
 
+    /// The cluster's log ends at `seq`, as read at `now`. A replica that stood at the tail until then moved until
+    /// then: the ``stallAfter`` of a replica the tail leaves behind count from that moment, however long it had
+    /// stood there unobserved.
+    mutating func tail(_ seq: UInt64, at now: ContinuousClock.Instant) {
+        if appliedSeq >= tailSeq, now > movedAt {
+            movedAt = now
+            lastFailure = nil
+        }
+        tail(seq)
+    }
+
     /// The replica's loop failed with `reason`.
     mutating func failed(_ reason: String) { lastFailure = reason }
+
+    /// The moment after which a replica behind the tail that moves no more is stalled (while it is catching up,
+    /// nothing else changes its state but an update): what a watcher of the state waits for, instead of polling.
+    var stallsAt: ContinuousClock.Instant { movedAt + Self.stallAfter }
 
     /// Events in the cluster's log that this replica has not applied.
     var lagEvents: UInt64 { tailSeq > appliedSeq ? tailSeq - appliedSeq : 0 }
