@@ -131,13 +131,54 @@ struct LeaderLog: Sendable {
         }
     }
 
-    /// Every second while `gate` leads: trims the blocks every replica has applied beyond the retention, below
-    /// the head `head` reads.
+    /// The least time between two trims. Each reads every replica's position and the blocks below them, and
+    /// deletes and compacts: under load every replica reports its position twice a second
+    /// (``ReplicaReporter/reportInterval``), and what they report within this time is trimmed at once.
+    static let trimInterval: Duration = .seconds(1)
+    /// How long trimming waits for a report before it looks again anyway. A safety net only: every position that
+    /// moves reaches it through the watch (the leader's own head as its own report), and a watch that fails is
+    /// started again; this bounds what an event lost between two watches could leave in etcd.
+    static let trimSafetyNet: Duration = .seconds(30)
+
+    /// While `gate` leads: trims the blocks every replica has applied beyond the retention, below the head `head`
+    /// reads — at once, then whenever a replica's applied position changes in etcd (a watch on the project's
+    /// `applied/` keys: the replicas' reports, the leader's own among them), at most once a ``trimInterval``.
     func maintain(gate: ReplicaGate, head: @Sendable () async throws -> LedgerHead) async throws {
+        let reports = Watermark()
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            group.addTask { try await watchReports(raising: reports) }
+            defer { group.cancelAll() }
+            while gate.isLeading {
+                let seen = reports.level
+                let started = ContinuousClock.now
+                try await trim(head: try await head())
+                try await Task.sleep(until: started + Self.trimInterval)
+                _ = await reports.wait(for: seen + 1, upTo: Self.trimSafetyNet)
+                try Task.checkCancellation()
+            }
+        }
+    }
+
+    /// Raises `reports` at each change of the project's `applied/` keys, until cancelled. A watch that fails is
+    /// watched again after ``trimInterval`` (the next member, as ``EtcdClient/watch(prefix:fromRevision:)`` picks
+    /// it), and raises it once: a change may have gone unseen in between.
+    private func watchReports(raising reports: Watermark) async throws {
         while true {
-            try await Task.sleep(for: .seconds(1))
-            guard gate.isLeading else { return }
-            try await trim(head: try await head())
+            do {
+                for try await response in node.etcd.watch(prefix: keys.applied(project), fromRevision: 0)
+                where !response.events.isEmpty {
+                    reports.bump()
+                }
+            } catch is CancellationError {
+                throw CancellationError()
+            } catch {
+                logger.debug(
+                    "the watch of the replicas' positions ended",
+                    metadata: ["ledger.project": "\(project)", "error": "\(error)"])
+            }
+            try Task.checkCancellation()
+            reports.bump()
+            try await Task.sleep(for: Self.trimInterval)
         }
     }
 
