@@ -42,6 +42,10 @@ final class EtcdSession: Sendable {
     /// How long a claim waits for a record left by this node's previous process to expire with its lease.
     private var patience: Duration { .seconds(2 * Int64(configuration.leaseSeconds) + 1) }
 
+    /// How long a claim waits before it tries again when the watch for the holder's deletion failed (its etcd
+    /// member went away): a failed watch is no notification, and trying again at once would grant a lease a turn.
+    static let retryAfterFailedWatch: Duration = .milliseconds(250)
+
     /// Claims this node's id and advertise URL under a new lease (``ClusterNode/join()``).
     ///
     /// - Throws: ``MembershipTaken`` when a live process holds either; an etcd error when etcd does not answer.
@@ -106,8 +110,10 @@ final class EtcdSession: Sendable {
     }
 
     /// Grants a lease and creates, under it, this node's membership record and its advertise URL's claim, each
-    /// only if absent (one transaction); tries again for ``patience`` while another lease holds either, then
-    /// throws ``MembershipTaken`` naming the holder. Never deletes or replaces another node's record.
+    /// only if absent (one transaction); while another lease holds either, waits for that record's deletion and
+    /// tries again — as etcd's `concurrency.Campaign` waits for the keys before its own (`waitDeletes`) — for
+    /// ``patience``, then throws ``MembershipTaken`` naming the holder. Never deletes or replaces another node's
+    /// record.
     private func claim() async throws -> Int64 {
         let nodeID = configuration.nodeID
         let memberKey = keys.member(nodeID)
@@ -143,7 +149,35 @@ final class EtcdSession: Sendable {
                     nodeID: nodeID, advertiseURL: configuration.advertiseURL, holderURL: holder?.url,
                     urlHolder: urlHolder)
             }
-            try await Task.sleep(for: .milliseconds(250))
+            // The first record held: once it is gone, the transaction says whether the other is.
+            let held = response.responses.first?.responseRange.kvs.isEmpty == false ? memberKey : urlKey
+            try await waitForDeletion(of: held, after: response.header.revision, until: deadline)
+        }
+    }
+
+    /// Returns when `key` is deleted after `revision` (its holder's lease expired or was revoked), or at
+    /// `deadline`, whichever comes first; ``retryAfterFailedWatch`` after a watch that failed.
+    ///
+    /// - Throws: `CancellationError` when the task is cancelled.
+    private func waitForDeletion(of key: String, after revision: Int64, until deadline: ContinuousClock.Instant)
+        async throws
+    {
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            group.addTask { [etcd] in
+                do {
+                    for try await response in etcd.watch(key: key, fromRevision: revision + 1)
+                    where response.events.contains(where: { $0.type == .delete }) {
+                        return
+                    }
+                } catch is CancellationError {
+                    throw CancellationError()
+                } catch {
+                    try await Task.sleep(for: Self.retryAfterFailedWatch)
+                }
+            }
+            group.addTask { try await Task.sleep(until: deadline) }
+            defer { group.cancelAll() }
+            try await group.next()
         }
     }
 }

@@ -65,9 +65,19 @@ extension EtcdClient {
     /// The loop throws ``WatchCompacted`` when `revision` is compacted; ``EtcdError`` or the gRPC error when
     /// the member fails (the caller watches again, on whichever member answers).
     public func watch(prefix: String, fromRevision revision: Int64) -> EtcdWatch {
+        watch(Data(prefix.utf8), rangeEnd: Data(Self.prefixEnd(prefix)), fromRevision: revision)
+    }
+
+    /// Watches the one key `key` from `revision`, as ``watch(prefix:fromRevision:)`` watches a prefix (a key's
+    /// prefix would also match every longer key that begins with it).
+    public func watch(key: String, fromRevision revision: Int64) -> EtcdWatch {
+        watch(Data(key.utf8), rangeEnd: Data(), fromRevision: revision)
+    }
+
+    private func watch(_ key: Data, rangeEnd: Data, fromRevision revision: Int64) -> EtcdWatch {
         var create = Etcdserverpb_WatchCreateRequest()
-        create.key = Data(prefix.utf8)
-        create.rangeEnd = Data(Self.prefixEnd(prefix))
+        create.key = key
+        create.rangeEnd = rangeEnd
         create.startRevision = revision
         create.progressNotify = true
         let request = Etcdserverpb_WatchRequest.with { $0.createRequest = create }
