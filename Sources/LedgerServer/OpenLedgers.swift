@@ -109,11 +109,8 @@ public final class OpenLedgers: ReplicaHost {
         var options = Ledger.Options()
         options.limits = configuration.limits
         if let initialMapBytes = configuration.initialMapBytes { options.initialMapBytes = initialMapBytes }
-        options.commitObserver = { [metrics] requests, operations, duration in
-            metrics.recordCommit(requests: requests, operations: operations, duration: duration)
-        }
         let delivery = self.delivery(for: project)
-        options.sendObserver = { [delivery] seqs in delivery.notify(seqs: seqs) }
+        options.observer = ProjectCommits(delivery: delivery, metrics: metrics)
         options.replication = gates?.gate(for: project)
         // In a cluster a request is answered only once etcd holds its commit, and a replica reads back from etcd
         // what a system crash undid here (a commit etcd never took was never answered): one fsync per commit is

@@ -321,14 +321,14 @@ struct CommitAheadTests {
             Self.request("r\(index)", [.register(token, platform: nil, appID: nil)])
         }
         let handed = Mutex<[(UInt64, [Int])]>([])
-        let committed = Ledger.commit(
-            batch, environment: storage.environment, schema: storage.schema, limits: options.limits,
+        let commit = BatchCommit(
+            environment: storage.environment, schema: storage.schema, limits: options.limits,
             moves: RecentMemberships.MoveCursor(), facts: WriterInstanceCache(),
-            chainWorker: SerialWorker<BlockingJob, Void>(name: "test-chain"), gate: gate,
-            ahead: { block, requests in
-                handed.withLock { $0.append((block.firstSeq, requests)) }
-                gate.handOver(block) { _ in }
-            }, now: LedgerTime(microseconds: 1_800_000_000_000_000), logger: quietLogger)
+            chainWorker: SerialWorker<BlockingJob, Void>(name: "test-chain"), gate: gate, logger: quietLogger)
+        let committed = commit.run(batch, now: LedgerTime(microseconds: 1_800_000_000_000_000)) { block, requests in
+            handed.withLock { $0.append((block.firstSeq, requests)) }
+            gate.handOver(block) { _ in }
+        }
         #expect(armed.withLock { $0 } == false)
         #expect(committed.results.allSatisfy { (try? $0.get()) != nil })
         #expect(handed.withLock { $0.map(\.0) } == [1, 2, 3])

@@ -344,19 +344,3 @@ struct ErasureTests {
         #expect(!IdentifierSearch.files(under: directory.path, holding: Array(erased.rawValue.utf8)).isEmpty)
     }
 }
-
-/// A gate that keeps the blocks it is given, as etcd would.
-private final class KeepingGate: ReplicationGate {
-    private let blocks = Mutex<[ReplicatedBlock]>([])
-
-    func replicate(_ block: ReplicatedBlock) throws { blocks.withLock { $0.append(block) } }
-
-    func confirmLeadership() throws {}
-
-    /// The blocks kept since the last call.
-    func take() -> [ReplicatedBlock] {
-        blocks.withLock { blocks in
-            defer { blocks = [] }; return blocks
-        }
-    }
-}

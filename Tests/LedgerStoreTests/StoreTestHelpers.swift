@@ -3,6 +3,7 @@ import LMDBKit
 import LedgerCore
 import LedgerStore
 import LedgerTestSupport
+import Synchronization
 import Testing
 
 /// Appends `requests` one after another and returns the receipts.
@@ -125,4 +126,20 @@ let projectionDatabases = [
 func withRawLog<R>(directory: String, _ body: (LMDBTransaction, LMDBDatabase) throws -> R) throws -> R {
     let environment = try LMDBEnvironment(path: directory)
     return try environment.write { txn in try body(txn, try txn.openDatabase("log")) }
+}
+
+/// A gate that accepts every block and keeps it, as etcd would, for another node to apply.
+final class KeepingGate: ReplicationGate {
+    private let blocks = Mutex<[ReplicatedBlock]>([])
+
+    func replicate(_ block: ReplicatedBlock) throws { blocks.withLock { $0.append(block) } }
+
+    func confirmLeadership() throws {}
+
+    /// The blocks kept since the last call.
+    func take() -> [ReplicatedBlock] {
+        blocks.withLock { blocks in
+            defer { blocks = [] }; return blocks
+        }
+    }
 }

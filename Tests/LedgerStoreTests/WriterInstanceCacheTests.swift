@@ -131,15 +131,10 @@ struct WriterInstanceCacheTests {
                     WriteRequest(actor: "t", requestID: "r\($0.offset)", operations: $0.element)
                 }
                 let now = LedgerTime(microseconds: 1_800_000_000_000_000)
-                return isolation == .retryAlone
-                    ? Ledger.commit(
-                        batch, environment: storage.environment, schema: storage.schema, limits: options.limits,
-                        moves: moves, facts: facts, chainWorker: chainWorker, now: now, logger: quietLogger
-                    ).results
-                    : Ledger.commitNested(
-                        batch, environment: storage.environment, schema: storage.schema, limits: options.limits,
-                        moves: moves, facts: facts, chainWorker: chainWorker, now: now, logger: quietLogger
-                    ).results
+                return BatchCommit(
+                    environment: storage.environment, schema: storage.schema, limits: options.limits, moves: moves,
+                    facts: facts, chainWorker: chainWorker, isolation: isolation, logger: quietLogger
+                ).run(batch, now: now).results
             }
             let other = try RegistrationToken("other")
             _ = try commit([

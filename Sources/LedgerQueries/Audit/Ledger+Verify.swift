@@ -155,7 +155,7 @@ extension Ledger {
         }
         // Unlinked as soon as it is open: LMDB works on the files it opened and never opens them by name again,
         // so the space goes back to the file system when this environment closes — or when the process ends,
-        // however it ends. An interrupted verify (Ctrl-C, a kill, a crash) used to leave a comparison ledger
+        // however it ends. So an interrupted verify (Ctrl-C, a kill, a crash) never leaves a comparison ledger
         // as large as the projections in the temporary directory.
         try? FileManager.default.removeItem(atPath: directory)
         let referenceSchema = try reference.write { try LedgerSchema($0) }

@@ -64,7 +64,11 @@ extension Ledger {
         } catch {
             throw Ledger.storageError(error, directory: directory)
         }
-        if !erasures.isEmpty { compactAfterErasures(at: erasures) } else { compactIfOwed() }
+        if !erasures.isEmpty {
+            compaction?.afterReplicatedErasures(at: erasures)
+        } else {
+            compaction?.compactIfOwed()
+        }
         if case .applied(let head) = application {
             notifyReplicated(through: head.seq, sends: sends)
         }

@@ -13,9 +13,9 @@ package struct PendingAudience: Sendable, Equatable {
 /// index makes the state at the send's seq readable at any later time), then recorded through the group
 /// committer like any other write.
 ///
-/// Sends reach it from the writer's thread as soon as they commit; sends left without an audience by a crash
-/// are found when the ledger opens (see ``Ledger``). Recording is idempotent: the store refuses a second
-/// audience for a message, so a send queued twice is recorded once.
+/// Sends reach it as soon as their commit is released (it is one of the ledger's observers: ``CommitRelease``);
+/// sends left without an audience by a crash are found when the ledger opens (see ``Ledger``). Recording is
+/// idempotent: the store refuses a second audience for a message, so a send queued twice is recorded once.
 ///
 /// - Note: Thread-safe.
 final class AudienceRecorder: Sendable {
@@ -40,7 +40,8 @@ final class AudienceRecorder: Sendable {
     func enqueue(_ sends: [PendingAudience]) { worker.enqueue(contentsOf: sends) }
 
     /// Sends committed whose audience is not recorded yet: queued, or being computed and appended. It grows
-    /// when sends arrive faster than their audiences can be hashed (SHA-256 over every recipient's token).
+    /// when sends arrive faster than their audiences can be read and hashed (SHA-256 over every recipient's
+    /// device number).
     var backlog: Int { worker.backlog }
 
     /// Blocks until every queued send has been recorded (or has failed and been logged).
@@ -76,5 +77,12 @@ final class AudienceRecorder: Sendable {
                 "could not append audiences; they will be recorded when the ledger is next opened",
                 metadata: ["ledger.sends": "\(batch.count)", "error": "\(error)"])
         }
+    }
+}
+
+extension AudienceRecorder: LedgerCommitObserver {
+    /// Queues the released sends whose audience was not appended with them.
+    func released(_ commit: ReleasedCommit) {
+        if !commit.unrecordedSends.isEmpty { enqueue(commit.unrecordedSends) }
     }
 }

@@ -2,9 +2,9 @@ import LMDBKit
 import LedgerCore
 import Logging
 
-extension Ledger {
+extension BatchCommit {
     /// Appends, in the transaction of the sends, the `audience` event of each send in `results` to one device or
-    /// to a topic of at most `limit` recipients (``LedgerSnapshot/smallAudience(of:limit:)``), and notes each
+    /// to a topic of at most ``inlineAudienceLimit`` recipients (``LedgerSnapshot/smallAudience(of:limit:)``), and notes each
     /// in its request's receipt (``WriteReceipt/recordedAudiences``); larger audiences are left to the
     /// recorder, which reads them from a snapshot without holding up the writer (``AudienceRecorder``).
     ///
@@ -18,11 +18,10 @@ extension Ledger {
     /// and the recorder records them after it. A full map still aborts the batch (it is grown and run again).
     ///
     /// - Returns: the records the audiences appended, for the batch's replicated block (`nil`: none appended).
-    static func appendSmallAudiences(
-        of results: inout [Result<WriteReceipt, any Error>], limit: Int, txn: LMDBTransaction, schema: LedgerSchema,
-        limits: LedgerLimits, moves: RecentMemberships.MoveCursor, facts: WriterInstanceCache,
-        chainWorker: SerialWorker<BlockingJob, Void>, replicated: Bool, now: LedgerTime, logger: Logger
-    ) throws -> [[UInt8]]? {
+    func appendSmallAudiences(of results: inout [Result<WriteReceipt, any Error>], txn: LMDBTransaction, now: LedgerTime)
+        throws -> [[UInt8]]?
+    {
+        let limit = inlineAudienceLimit
         guard limit > 0 else { return nil }
         var sends: [(request: Int, send: PendingAudience)] = []
         for (index, result) in results.enumerated() {
@@ -44,16 +43,12 @@ extension Ledger {
                     owners.append((request, send.messageID))
                 }
                 guard !audiences.isEmpty else { return nil }
-                var appender = try LogAppender(
-                    txn: child, schema: schema, limits: limits, facts: facts, chainWorker: chainWorker,
-                    messageIDs: SystemRandomNumberGenerator())
-                if replicated { appender.sink.replicatedRecords = [] }
                 let request = WriteRequest(
                     actor: "ledger", requestID: "audience-\(RequestID.random())",
                     operations: audiences.map { .recordAudience($0) })
-                let receipt = try appender.apply(request, now: now).get()
-                try finish(&appender, txn: child, schema: schema, limits: limits, moves: moves, facts: facts)
-                return (receipt, owners, appender.sink.replicatedRecords ?? [])
+                var start: LedgerHead?
+                let appended = try append([request], txn: child, now: now, start: &start)
+                return (try appended.results[0].get(), owners, appended.records)
             }
         } catch LMDBError.Code.mapFull {
             throw LMDBError(code: .mapFull, function: "mdb_put")

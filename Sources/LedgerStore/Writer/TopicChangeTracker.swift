@@ -69,3 +69,13 @@ final class TopicChangeTracker: Sendable {
 
     private static func bucket(of topic: TopicName) -> Int { topic.rawValue.hashValue & (bucketCount - 1) }
 }
+
+extension TopicChangeTracker: LedgerCommitObserver {
+    /// Dates the membership changes of what was released, before its sends reach the recorder (``CommitRelease``).
+    func released(_ commit: ReleasedCommit) {
+        switch commit.changes {
+        case .of(let requests): noteChanges(of: requests, through: commit.through)
+        case .everyTopic: noteChangesOfEveryTopic(through: commit.through)
+        }
+    }
+}

@@ -1,0 +1,140 @@
+import Foundation
+import LMDBKit
+import LedgerCore
+import Logging
+
+/// What follows an erasure's commit, on the thread that committed it: the erasure journaled
+/// (``ErasureJournal``) and the file rewritten with its live pages only, so that no freed page keeps what was
+/// erased (``LMDBEnvironment/compact()``). A compaction that fails is owed (``CompactionDebt``) and made before
+/// the writer's next transaction, or after a follower's next applied block; meanwhile ``problem`` says so.
+///
+/// - Note: Thread-safe; its calls run on the ledger's writer thread, or on the replica's while it applies blocks.
+final class ErasureCompaction: Sendable {
+    private let environment: LMDBEnvironment
+    /// The data file the writer mapped, adopted anew after each compaction replaces it.
+    private let dataFile: DataFileWatch?
+    private let debt = CompactionDebt()
+    private let logger: Logger
+
+    init(environment: LMDBEnvironment, dataFile: DataFileWatch?, logger: Logger) {
+        self.environment = environment
+        self.dataFile = dataFile
+        self.logger = logger
+    }
+
+    /// While a compaction is owed after an erasure: why the last one failed (freed pages of the file may still
+    /// hold what was erased).
+    var problem: String? { debt.problem }
+
+    /// After the writer committed the erasures of `receipt`: journals and compacts, and says what the request is
+    /// told. When the compaction fails the erasure stands (it is durable) but the request is told the file still
+    /// holds the old bytes, and the writer compacts again before its next transaction (``settleOwed()``).
+    func afterErasure(_ receipt: WriteReceipt) -> Result<WriteReceipt, any Error> {
+        let start = ContinuousClock.now
+        do {
+            try ErasureJournal.append(
+                try environment.read { txn in
+                    try Self.journalEntries(
+                        of: receipt.outcomes.compactMap(\.seq), in: LedgerSnapshot(txn: txn, schema: LedgerSchema(txn)))
+                }, directory: environment.path)
+        } catch {
+            logger.critical(
+                "an erasure is recorded in the log but not in erasures.jsonl: a restore of an older backup would not apply it again",
+                metadata: ["error": "\(error)"])
+        }
+        do {
+            try compact()
+            logger.notice(
+                "erased devices' identifiers and compacted the ledger's file",
+                metadata: [
+                    "ledger.erased": "\(receipt.outcomes.filter { $0.seq != nil }.count)",
+                    "ledger.compaction.duration": "\(ContinuousClock.now - start)",
+                ])
+            return .success(receipt)
+        } catch {
+            logger.critical(
+                """
+                an erasure is recorded, but the ledger's file could not be compacted: freed pages may still hold \
+                what was erased until the next compaction
+                """,
+                metadata: ["error": "\(error)"])
+            return .failure(
+                StoreError(
+                    .unavailable,
+                    "the erasure is recorded, but the ledger's file could not be compacted yet; it will be before the"
+                        + " next write"))
+        }
+    }
+
+    /// After a replicated block with `erased` events at `seqs` was applied (a follower): journals them and
+    /// compacts the file, as the leader did for its copy. A failed compaction is owed and tried again after the
+    /// next block applied (``compactIfOwed()``).
+    func afterReplicatedErasures(at seqs: [UInt64]) {
+        do {
+            try ErasureJournal.append(
+                try environment.read { txn in
+                    try Self.journalEntries(of: seqs, in: LedgerSnapshot(txn: txn, schema: LedgerSchema(txn)))
+                }, directory: environment.path)
+        } catch {
+            logger.critical(
+                "a replicated erasure is applied but not in erasures.jsonl: a restore of an older backup would not apply it again",
+                metadata: ["error": "\(error)"])
+        }
+        do {
+            try compact()
+            logger.notice(
+                "applied a replicated erasure to this copy and compacted its file",
+                metadata: ["ledger.erased": "\(seqs.count)"])
+        } catch {
+            logger.critical(
+                """
+                a replicated erasure is applied, but this copy's file could not be compacted: freed pages may still \
+                hold what was erased until the next compaction, tried after the next block
+                """,
+                metadata: ["error": "\(error)"])
+        }
+    }
+
+    /// The writer, before its next transaction: makes the compaction owed, if one is; throws when it still fails.
+    /// - Returns: whether it compacted (the file changed under the writer's cached facts).
+    func settleOwed() throws -> Bool {
+        guard debt.problem != nil else { return false }
+        try compact()
+        logger.notice("compacted the ledger's file after an earlier erasure")
+        return true
+    }
+
+    /// A follower's retry, after an applied block, of a compaction owed.
+    func compactIfOwed() {
+        guard debt.problem != nil, (try? compact()) != nil else { return }
+        logger.notice("compacted this copy's file after an earlier erasure")
+    }
+
+    /// Rewrites the file with its live pages only and adopts the new file's identity; the debt is settled, or
+    /// owed the error, which is rethrown.
+    private func compact() throws {
+        do {
+            try environment.compact()
+            dataFile?.adopt()
+            debt.settle()
+        } catch {
+            debt.owe(because: error)
+            throw error
+        }
+    }
+
+    /// The journal lines of the `erased` events at `seqs`.
+    private static func journalEntries(of seqs: [UInt64], in snapshot: LedgerSnapshot) throws
+        -> [ErasureJournal.Entry]
+    {
+        try seqs.compactMap { seq in
+            guard let event = try snapshot.event(at: seq), case .erased(let erasure) = event.body,
+                let registeredHash = try snapshot.hash(at: erasure.registeredSeq)
+            else { return nil }
+            return ErasureJournal.Entry(
+                seq: seq, time: event.time.rfc3339, actor: event.actor, reason: erasure.reason,
+                pseudonym: erasure.pseudonym.rawValue, registeredSeq: erasure.registeredSeq,
+                registeredHash: Hex.encode(registeredHash))
+        }
+    }
+}
