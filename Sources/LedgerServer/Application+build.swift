@@ -50,7 +50,7 @@ public func buildRouter(
                 holding: projects.filter { cluster.holds($0) }.count, stalled: cluster.stalledReplicas)
         }
         if !configuration.witnesses.isEmpty {
-            ledgers.metrics.recordWitnesses(ledgers.witnessReports().values)
+            ledgers.metrics.recordWitnesses(ledgers.witnesses.reports().values)
         }
         if !configuration.apns.isEmpty {
             let apns = ledgers.apnsTotals()

@@ -59,11 +59,25 @@ public struct CheckpointKeeper: Sendable {
 
     /// Signs a checkpoint of `snapshot`'s log — the whole log, or its first `size` events — and keeps it.
     public func sign(_ snapshot: LedgerSnapshot, size: UInt64? = nil) throws -> (checkpoint: Checkpoint, note: String) {
+        let checkpoint = try self.checkpoint(of: snapshot, size: size)
+        return (checkpoint, try signAndKeep(checkpoint))
+    }
+
+    /// The checkpoint (unsigned) of `snapshot`'s log — the whole log, or its first `size` events: reads only, so
+    /// that a caller can end its read transaction before ``signAndKeep(_:)`` writes.
+    public func checkpoint(of snapshot: LedgerSnapshot, size: UInt64? = nil) throws -> Checkpoint {
         let tree = try snapshot.merkleTree(size: size)
-        let checkpoint = Checkpoint(origin: origin, size: tree.size, root: try tree.root())
+        return Checkpoint(origin: origin, size: tree.size, root: try tree.root())
+    }
+
+    /// Signs `checkpoint` and keeps its note (appended to `checkpoints.jsonl` and synced: durable when it
+    /// returns); the note.
+    ///
+    /// - Note: File I/O and an `fsync`: for a worker's thread, outside any lock and any transaction.
+    public func signAndKeep(_ checkpoint: Checkpoint) throws -> String {
         let note = try signer.sign(checkpoint)
         try Self.keep(size: checkpoint.size, note: note, in: keptPath)
-        return (checkpoint, note)
+        return note
     }
 
     /// Keeps a checkpoint with the cosignatures of its witnesses' quorum (durable when it returns).

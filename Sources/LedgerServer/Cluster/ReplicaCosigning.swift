@@ -40,7 +40,7 @@ enum ReplicaCosigning {
         guard let cluster = ledgers.cluster else { throw FCMError.notFound("This server is not part of a cluster.") }
         let keeper: CheckpointKeeper
         do {
-            keeper = try await ledgers.checkpoints(for: project).keeper
+            keeper = try await ledgers.signers.signer(for: project).keeper
         } catch {
             throw FCMError.unavailable("Project \(project) cannot check checkpoints: its signing key cannot be used.")
         }
@@ -61,7 +61,7 @@ enum ReplicaCosigning {
                 metadata: ["ledger.project": "\(project)", "ledger.size": "\(checkpoint.size)"])
             return text(.conflict, "this replica's copy has another root at size \(checkpoint.size)\n")
         }
-        let cosigner = try ledgers.nodeCosigner(name: name(ofNode: cluster.nodeID))
+        let cosigner = try await ledgers.cosignatures.cosigner(name: name(ofNode: cluster.nodeID))
         let line = try cosigner.cosign(request.note, time: UInt64(max(0, Date().timeIntervalSince1970)))
         try? await cluster.reportCosigned(project, size: checkpoint.size, vkey: cosigner.verifier.vkey)
         return text(.ok, line + "\n")
@@ -74,7 +74,7 @@ enum ReplicaCosigning {
     static func collect(_ note: SignedNote, project: ProjectID, server: ServerContext) async -> [String] {
         let ledgers = server.ledgers
         guard let cluster = ledgers.cluster,
-            let cosigner = try? ledgers.nodeCosigner(name: name(ofNode: cluster.nodeID)),
+            let cosigner = try? await ledgers.cosignatures.cosigner(name: name(ofNode: cluster.nodeID)),
             let own = try? cosigner.cosign(note, time: UInt64(max(0, Date().timeIntervalSince1970)))
         else { return [] }
         try? await cluster.reportCosigned(project, size: note.checkpoint.size, vkey: cosigner.verifier.vkey)

@@ -35,7 +35,7 @@ struct ProofRoutes {
         let project = context.caller.project
         // The ledger is open (its opening made the project's directory, where a first checkpoint key is made).
         let ledger = context.ledger
-        let note = try await server.latestCheckpoint(for: project, of: ledger).note
+        let note = try await server.latestCheckpoint(for: project, of: ledger).text
         return Response(
             status: .ok, headers: [.contentType: "text/plain; charset=utf-8"],
             body: ResponseBody(byteBuffer: ByteBuffer(string: note)))
@@ -70,7 +70,7 @@ struct ProofRoutes {
         let body = try ledger.read { snapshot -> LedgerProofs.MessageProof in
             guard
                 let proof = try LedgerProofs.messageProof(
-                    id, in: snapshot, checkpoint: signed.note, size: signed.checkpoint.size)
+                    id, in: snapshot, checkpoint: signed.text, size: signed.checkpoint.size)
             else { throw FCMError.notFound("Message \(id) was not found in project \(project).") }
             return proof
         }
@@ -103,7 +103,7 @@ struct ProofRoutes {
             }
             return try LedgerProofs.consistencyProof(from: from, to: to, in: snapshot)
         }
-        if let cosigned, body.to == cosigned.checkpoint.size { body.toCheckpoint = cosigned.note }
+        if let cosigned, body.to == cosigned.checkpoint.size { body.toCheckpoint = cosigned.text }
         return try JSONResponse.encoded(body)
     }
 }

@@ -85,53 +85,6 @@ struct ServerContext: Sendable {
         }
     }
 
-    /// The project's latest checkpoint of `ledger` (signed now unless the last is under a second old or the log
-    /// has not grown), or 503 UNAVAILABLE with a reason and no file paths when its signing key cannot be used (the
-    /// registry logs the detail once, and `/readyz` reports it).
-    ///
-    /// With witnesses configured, the latest checkpoint that a quorum of them cosigned, with their cosignature
-    /// lines: the one signed now once they cosign it (submitted here, on demand, if it is new), or an older one;
-    /// 503 when none ever was.
-    func latestCheckpoint(for project: ProjectID, of ledger: Ledger) async throws -> (
-        checkpoint: Checkpoint, note: String
-    ) {
-        let signer: CheckpointSigner
-        do {
-            signer = try await ledgers.checkpoints(for: project)
-        } catch is StoreError {
-            throw FCMError.unavailable(
-                "Project \(project) cannot sign checkpoints: its signing key cannot be used (the server log says why).")
-        }
-        let signedHere = try await ledgers.latestCheckpoint(of: ledger, signedBy: signer)
-        // In a cluster this node leads the project (checkpoints are forwarded to the leader): its replicas cosign
-        // first.
-        let signed =
-            ledgers.cluster == nil ? signedHere : await ledgers.replicaCosigned(signedHere, of: project, server: self)
-        let witnesses: CheckpointWitnesses
-        do {
-            guard let configured = try ledgers.witnesses(for: project, signer: signer) else { return signed }
-            witnesses = configured
-        } catch let error as StoreError {
-            ledgers.logger.error(
-                "the project's cosigned checkpoints cannot be read; its checkpoints get 503 UNAVAILABLE",
-                metadata: ["ledger.project": "\(project)", "error": "\(error)"])
-            throw FCMError.unavailable(
-                "Project \(project)'s cosigned checkpoints cannot be read (the server log says why).")
-        }
-        let registry = ledgers
-        let size = signed.checkpoint.size
-        let cosigned = await witnesses.cosigned(
-            signed, proof: { old in try await registry.consistencyProof(of: ledger, from: old, to: size) },
-            keep: { keeper, size, note in try await registry.keepCosigned(size: size, note: note, by: keeper) })
-        guard let cosigned else {
-            let requirement = witnesses.requirement
-            throw FCMError.unavailable(
-                "Project \(project) has no checkpoint cosigned by \(requirement.quorum) of its "
-                    + "\(requirement.witnesses.count) witnesses yet (/readyz says which witness fails and why).")
-        }
-        return cosigned
-    }
-
     /// Appends to `ledger` (the caller's, from its request context) and maps storage failures to 503 UNAVAILABLE
     /// (nothing was written; the writer logged why).
     func append(_ request: WriteRequest, to ledger: Ledger) async throws -> WriteReceipt {

@@ -9,8 +9,8 @@ import NIOHTTP1
 import Synchronization
 
 /// One project's witnesses (``WitnessRequirement``): submits each new signed checkpoint to every witness with
-/// C2SP tlog-witness's `add-checkpoint`, keeps the checkpoint once a quorum has cosigned it (``CheckpointKeeper/
-/// keepCosigned(size:note:)``), and remembers what each witness last answered, for `/readyz` and the metrics.
+/// C2SP tlog-witness's `add-checkpoint`, keeps the checkpoint once a quorum has cosigned it (`cosigned.jsonl`,
+/// through the caller's `keep`), and remembers what each witness last answered, for `/readyz` and the metrics.
 ///
 /// Submissions are one at a time (an actor): each witness's size is tracked between them, as the protocol's old
 /// size line needs.
@@ -41,24 +41,19 @@ actor CheckpointWitnesses {
     static let attempts = 3
 
     let requirement: WitnessRequirement
-    private let keeper: CheckpointKeeper
     private let logger: Logger
     private var statuses: [Status]
-    private var latest: (checkpoint: Checkpoint, note: String)?
+    private var latest: SignedNote?
     nonisolated let report: Mutex<Report>
 
-    /// Loads the last cosigned checkpoint kept (`cosigned.jsonl`).
-    ///
-    /// - Throws: `StoreError` when the kept file cannot be read.
-    init(requirement: WitnessRequirement, keeper: CheckpointKeeper, logger: Logger) throws {
+    /// - Parameter lastCosigned: the last cosigned checkpoint kept (`cosigned.jsonl`, read by the caller off the
+    ///   cooperative pool), nil when none is.
+    init(requirement: WitnessRequirement, lastCosigned: SignedNote?, logger: Logger) {
         self.requirement = requirement
-        self.keeper = keeper
         self.logger = logger
         statuses = requirement.witnesses.map { Status(name: $0.key.name, url: $0.url) }
-        if let last = try keeper.lastCosigned(), let note = try? SignedNote(parsing: last.note) {
-            latest = (note.checkpoint, last.note)
-        }
-        report = Mutex(Report(statuses: statuses, cosignedSize: latest?.checkpoint.size, quorumMissing: false))
+        latest = lastCosigned
+        report = Mutex(Report(statuses: statuses, cosignedSize: lastCosigned?.checkpoint.size, quorumMissing: false))
     }
 
     /// The latest checkpoint with the quorum's cosignatures, after submitting `signed` when it is newer: `signed`
@@ -68,12 +63,21 @@ actor CheckpointWitnesses {
     /// - Parameter keep: makes the cosigned note durable (``CheckpointKeeper/keepCosigned(size:note:)``, off the
     ///   cooperative pool).
     func cosigned(
-        _ signed: (checkpoint: Checkpoint, note: String),
+        _ signed: SignedNote,
         proof: @escaping @Sendable (UInt64) async throws -> [[UInt8]],
-        keep: @Sendable (CheckpointKeeper, UInt64, String) async throws -> Void
-    ) async -> (checkpoint: Checkpoint, note: String)? {
+        keep: @Sendable (SignedNote) async throws -> Void
+    ) async -> SignedNote? {
         if let latest, latest.checkpoint.size >= signed.checkpoint.size { return latest }
-        guard let note = try? SignedNote(parsing: signed.note) else { return latest }
+        await submit(signed, proof: proof, keep: keep)
+        return latest
+    }
+
+    /// One round: `note` to every witness at once, then their answers recorded, and the note kept and made
+    /// ``latest`` when a quorum cosigned it.
+    private func submit(
+        _ note: SignedNote, proof: @escaping @Sendable (UInt64) async throws -> [[UInt8]],
+        keep: @Sendable (SignedNote) async throws -> Void
+    ) async {
         let submissions = requirement.witnesses.enumerated().map { index, witness in
             Submission(witness: witness, knownSize: statuses[index].knownSize)
         }
@@ -109,17 +113,16 @@ actor CheckpointWitnesses {
         }
         let quorumMet = lines.count >= requirement.quorum
         if quorumMet {
-            let text = note.adding(lines).text
+            let cosigned = note.adding(lines)
             do {
-                try await keep(keeper, note.checkpoint.size, text)
-                latest = (note.checkpoint, text)
+                try await keep(cosigned)
+                latest = cosigned
             } catch {
                 logger.error("could not keep a cosigned checkpoint", metadata: ["error": "\(error)"])
             }
         }
         let snapshot = Report(statuses: statuses, cosignedSize: latest?.checkpoint.size, quorumMissing: !quorumMet)
         report.withLock { $0 = snapshot }
-        return latest
     }
 
     /// One checkpoint's submission to one witness, run outside the actor.
