@@ -12,8 +12,11 @@ import Synchronization
 /// C2SP tlog-witness's `add-checkpoint`, keeps the checkpoint once a quorum has cosigned it (`cosigned.jsonl`,
 /// through the caller's `keep`), and remembers what each witness last answered, for `/readyz` and the metrics.
 ///
-/// Submissions are one at a time (an actor): each witness's size is tracked between them, as the protocol's old
-/// size line needs.
+/// One round at a time, for real: an actor alone would not do, since it takes other calls at each `await` of a
+/// round. A call that finds a round in flight joins it when that round's checkpoint is at least as large as its
+/// own (it answers with what the round leaves), and otherwise queues behind it and looks again; only then does
+/// it submit. So each witness sees one submission of this project at a time, and the size tracked for it between
+/// rounds (the protocol's old size) is the one it last answered. ``latest`` only moves forward (by tree size).
 actor CheckpointWitnesses {
     /// What one witness last answered.
     struct Status: Sendable, Equatable {
@@ -43,7 +46,12 @@ actor CheckpointWitnesses {
     let requirement: WitnessRequirement
     private let logger: Logger
     private var statuses: [Status]
-    private var latest: SignedNote?
+    /// The latest checkpoint a quorum cosigned, with their lines; it only grows.
+    private(set) var latest: SignedNote?
+    /// The size of the checkpoint whose round is in flight; nil when none is.
+    private var roundSize: UInt64?
+    /// The calls waiting for the round in flight to end, each resumed once when it does.
+    private var waiting: [CheckedContinuation<Void, Never>] = []
     nonisolated let report: Mutex<Report>
 
     /// - Parameter lastCosigned: the last cosigned checkpoint kept (`cosigned.jsonl`, read by the caller off the
@@ -59,6 +67,9 @@ actor CheckpointWitnesses {
     /// The latest checkpoint with the quorum's cosignatures, after submitting `signed` when it is newer: `signed`
     /// cosigned, or the last one that was, or nil when none ever was.
     ///
+    /// Waits for a round in flight first: joins it when it submits a checkpoint at least as large as `signed`,
+    /// queues behind it otherwise.
+    ///
     /// - Parameter proof: the consistency proof of the log from an old size to `signed`'s.
     /// - Parameter keep: makes the cosigned note durable (``CheckpointKeeper/keepCosigned(size:note:)``, off the
     ///   cooperative pool).
@@ -67,8 +78,17 @@ actor CheckpointWitnesses {
         proof: @escaping @Sendable (UInt64) async throws -> [[UInt8]],
         keep: @Sendable (SignedNote) async throws -> Void
     ) async -> SignedNote? {
+        while let inFlight = roundSize {
+            await withCheckedContinuation { waiting.append($0) }
+            if inFlight >= signed.checkpoint.size { return latest }
+        }
         if let latest, latest.checkpoint.size >= signed.checkpoint.size { return latest }
+        roundSize = signed.checkpoint.size
         await submit(signed, proof: proof, keep: keep)
+        roundSize = nil
+        let woken = waiting
+        waiting.removeAll()
+        for continuation in woken { continuation.resume() }
         return latest
     }
 
@@ -112,7 +132,7 @@ actor CheckpointWitnesses {
             }
         }
         let quorumMet = lines.count >= requirement.quorum
-        if quorumMet {
+        if quorumMet, (latest?.checkpoint.size).map({ $0 < note.checkpoint.size }) ?? true {
             let cosigned = note.adding(lines)
             do {
                 try await keep(cosigned)
