@@ -67,10 +67,15 @@ enum ReplicaCosigning {
         return text(.ok, line + "\n")
     }
 
-    /// The cosignature lines of the replicas of `project` on `note`: this node's (the leader's: its copy is the one
-    /// it signed), and each other replica's that etcd lists and that answers within ``wait`` with a line that
-    /// verifies with the vkey it reported. A replica that does not is left out (the checkpoint is served all the
-    /// same; `/v1/cluster` shows what each cosigned).
+    /// The cosignature lines of the replicas of `project` on `note` (parsed once, by the caller): this node's (the
+    /// leader's: its copy is the one it signed), and each other replica's that answers within ``wait`` with a line
+    /// that verifies with the vkey it reported. A replica that does not is left out (the checkpoint is served all
+    /// the same; `/v1/cluster` shows what each cosigned).
+    ///
+    /// One etcd read a round. Whom to ask needs none: the project's other holders by placement over the live
+    /// members, which this node follows by a watch (``ClusterNode/peerReplicas(of:)``). The vkeys are read once,
+    /// after the answers (``ClusterNode/reportedCosignatures(of:)``, a range of the project's `cosigned/` keys): a
+    /// replica reports its vkey before it answers, so the key of one cosigning its first checkpoint is there.
     static func collect(_ note: SignedNote, project: ProjectID, server: ServerContext) async -> [String] {
         let ledgers = server.ledgers
         guard let cluster = ledgers.cluster,
@@ -78,28 +83,28 @@ enum ReplicaCosigning {
             let own = try? cosigner.cosign(note, time: UInt64(max(0, Date().timeIntervalSince1970)))
         else { return [] }
         try? await cluster.reportCosigned(project, size: note.checkpoint.size, vkey: cosigner.verifier.vkey)
-        guard let secret = cluster.configuration.peerSecret, let status = try? await cluster.status(of: [project]),
-            let replicas = status.projects.first?.replicas
-        else { return [own] }
-        let urls = Dictionary(status.nodes.map { ($0.id, $0.url) }, uniquingKeysWith: { first, _ in first })
-        let others = replicas.filter { $0.node != cluster.nodeID }
-        let lines = await withTaskGroup(of: String?.self) { group in
-            for replica in others {
-                guard let url = urls[replica.node], !url.isEmpty else { continue }
+        guard let secret = cluster.configuration.peerSecret else { return [own] }
+        let answers = await withTaskGroup(of: (node: String, line: String)?.self) { group in
+            for peer in cluster.peerReplicas(of: project) {
                 group.addTask {
-                    await ask(url + path(project), secret: secret, note: note, node: replica.node)
+                    await ask(peer.url + path(project), secret: secret, note: note, node: peer.node).map {
+                        (peer.node, $0)
+                    }
                 }
             }
-            var lines: [String] = []
-            for await line in group { if let line { lines.append(line) } }
-            return lines
+            var answers: [(node: String, line: String)] = []
+            for await answer in group { if let answer { answers.append(answer) } }
+            return answers
         }
-        // Each line counts when it verifies with the vkey its replica reported (read again: a replica reports its
-        // key when it cosigns its first checkpoint).
-        let reported = (try? await cluster.status(of: [project]))?.projects.first?.replicas ?? []
-        let keys = reported.compactMap { $0.cosignerKey.flatMap(CosignatureVerifier.init(vkey:)) }
-        let valid = lines.filter { line in keys.contains { $0.cosignedTime(of: note.adding([line])) != nil } }
-        return [own] + valid.sorted()
+        guard !answers.isEmpty, let reported = try? await cluster.reportedCosignatures(of: project) else {
+            return [own]
+        }
+        // Each line counts when it verifies with the vkey its replica reported.
+        let valid = answers.filter { answer in
+            guard let key = reported[answer.node].flatMap({ CosignatureVerifier(vkey: $0.vkey) }) else { return false }
+            return key.cosignedTime(of: note.adding([answer.line])) != nil
+        }
+        return [own] + valid.map(\.line).sorted()
     }
 
     private static func ask(_ url: String, secret: String, note: SignedNote, node: String) async -> String? {
