@@ -25,6 +25,8 @@ final class CheckpointSigner: Sendable {
     private let worker: SerialWorker<BlockingJob, Void>
     /// The last checkpoint signed.
     private let last = Mutex<Signed?>(nil)
+    /// The size of the last checkpoint signed, raised after each: what ``waitForCheckpoint(covering:)`` waits on.
+    private let signedSize = Watermark()
 
     /// - Parameter worker: the checkpoints' worker, where every signature of this project is made.
     init(keeper: CheckpointKeeper, worker: SerialWorker<BlockingJob, Void>) {
@@ -76,11 +78,20 @@ final class CheckpointSigner: Sendable {
         }
     }
 
+    /// Returns once a checkpoint covering `size` events has been signed, or when the signer may sign again (the
+    /// rest of its second), whichever is first: then ``latest(of:)`` covers `size` whoever signs it.
+    func waitForCheckpoint(covering size: UInt64) async {
+        let signedAt = last.withLock { $0?.at } ?? -Self.interval
+        let rest = max(0, signedAt + Self.interval - monotonicSeconds())
+        _ = await signedSize.wait(for: size, upTo: .milliseconds(Int64((rest * 1000).rounded(.up))))
+    }
+
     /// Signs `checkpoint`, appends it to the kept file and syncs it (on the worker, outside the read transaction
     /// and the lock), and remembers it as the last.
     private func keep(_ checkpoint: Checkpoint, at time: Double) throws -> SignedNote {
         let note = try SignedNote(parsing: try keeper.signAndKeep(checkpoint))
         last.withLock { $0 = Signed(note: note, at: time) }
+        signedSize.advance(to: checkpoint.size)
         return note
     }
 }

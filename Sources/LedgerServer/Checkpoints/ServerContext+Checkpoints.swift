@@ -47,6 +47,13 @@ extension ServerContext {
         return cosigned
     }
 
+    /// Returns once `project` has a signed checkpoint covering `size` events, or once its signer may sign one
+    /// again (within a second), whichever is first: a notification, then ``latestCheckpoint(for:of:)`` covers
+    /// `size` (signing it if no one else did).
+    func waitForCheckpoint(covering size: UInt64, of project: ProjectID) async throws {
+        try await checkpointSigner(for: project).waitForCheckpoint(covering: size)
+    }
+
     /// The project's checkpoint signer, or 503 UNAVAILABLE when its signing key cannot be used.
     private func checkpointSigner(for project: ProjectID) async throws -> CheckpointSigner {
         do {

@@ -49,7 +49,9 @@ struct ProofRoutes {
         let id = try Parameters.messageID(idText)
         let ledger = context.ledger
         // The checkpoint must cover the message's events (its audience once recorded): one signed within the last
-        // second may not yet, so wait out the second once (checkpoints stay at most one a second).
+        // second may not yet, so wait once for the next checkpoint signed that covers them — the collector's or
+        // another request's — up to the end of that second, when this request may sign it (checkpoints stay at
+        // most one a second).
         let needed = try ledger.read { snapshot -> UInt64 in
             guard let message = try snapshot.message(id) else {
                 throw FCMError.notFound("Message \(id) was not found in project \(project).")
@@ -58,7 +60,7 @@ struct ProofRoutes {
         }
         var signed = try await server.latestCheckpoint(for: project, of: ledger)
         if signed.checkpoint.size < needed {
-            try await Task.sleep(for: .seconds(1))
+            try await server.waitForCheckpoint(covering: needed, of: project)
             signed = try await server.latestCheckpoint(for: project, of: ledger)
         }
         guard signed.checkpoint.size >= needed else {
