@@ -17,7 +17,8 @@ run:
 # (IntegrationTests/apns-standin: HTTP/2, provider tokens, Apple's documented replies) and the APNs provider through `ledger
 # serve` against it, the cluster suite (IntegrationTests/cluster: three etcd members and three nodes on loopback, tmpfs mounts for full disks, and a
 # network namespace for a node cut off; apt installs etcd-server, etcd-client and iptables), the witnesses (IntegrationTests/witness:
-# `ledger witness` against a log the test plays from the C2SP texts, and `ledger serve` with two witnesses), the seeds scenario, the audit console in headless chromium (apt installs chromium and
+# `ledger witness` against a log the test plays from the C2SP texts, and `ledger serve` with two witnesses), the alert rules (IntegrationTests/alerts: promtool,
+# and every metric the rules use scraped from `ledger serve`; apt installs prometheus), the seeds scenario, the audit console in headless chromium (apt installs chromium and
 # chromium-driver, pip selenium; screenshots to IntegrationTests/console-browser/screenshots, ignored: `make screenshots`
 # refreshes the ones in docs/console), schemathesis against docs/openapi.yaml (30 s), and
 # the libFuzzer targets (15 s each, an unoptimized build: it builds in half the time of a release one, which is most
@@ -42,6 +43,7 @@ test:
 	IntegrationTests/apns-standin/run.sh "$$(swift build --show-bin-path)/ledger"
 	IntegrationTests/cluster/run.sh "$$(swift build --show-bin-path)/ledger"
 	IntegrationTests/witness/run.sh "$$(swift build --show-bin-path)/ledger"
+	IntegrationTests/alerts/run.sh "$$(swift build --show-bin-path)/ledger"
 	samples/seeds-scenario.sh
 	IntegrationTests/console-browser/run.sh "$$(swift build --show-bin-path)/ledger"
 	IntegrationTests/schemathesis/run.sh "$$(swift build --show-bin-path)/ledger" 30
