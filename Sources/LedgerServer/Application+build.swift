@@ -53,7 +53,7 @@ public func buildRouter(
             ledgers.metrics.recordWitnesses(ledgers.witnesses.reports().values)
         }
         if !configuration.apns.isEmpty {
-            let apns = ledgers.apnsTotals()
+            let apns = ledgers.apns.totals()
             ledgers.metrics.recordAPNs(outboxDepth: apns.outboxDepth, failingProjects: apns.failingProjects)
         }
         return Response(
@@ -72,7 +72,7 @@ public func buildRouter(
                     byteBuffer: ByteBuffer(
                         bytes: ServerMetrics.projectExposition(
                             statistics, project: context.project, lagEvents: lag,
-                            apns: ledgers.apnsState(of: context.project)))))
+                            apns: ledgers.apns.state(of: context.project)))))
         }
     MessageRoutes(server: server).register(on: router)
     TopicSubscriptionRoutes(server: server).register(on: router)

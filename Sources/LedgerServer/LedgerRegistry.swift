@@ -1,5 +1,4 @@
 import Foundation
-import Synchronization
 import LedgerCore
 import LedgerStore
 import Logging
@@ -7,14 +6,13 @@ import LedgerQueries
 import LedgerCluster
 
 /// What the server keeps per project beside its routes: the open ledgers and their devices' wake-ups
-/// (``OpenLedgers``), the APNs pushers' reports, the devices heard from, and this node's part in a cluster.
-/// Checkpoints have rooms of their own, which it hands out: signing (``CheckpointSigners``), witnessing
-/// (``ProjectWitnesses``) and, in a cluster, cosigning by the replicas (``ReplicaCosignatures``).
+/// (``OpenLedgers``), the devices heard from, and this node's part in a cluster. What is not the registry's has
+/// a room of its own, which it hands out: checkpoint signing (``CheckpointSigners``), witnessing
+/// (``ProjectWitnesses``), cosigning by the replicas in a cluster (``ReplicaCosignatures``), and the APNs
+/// pushers' reports (``APNsReports``).
 ///
 /// - Note: Thread-safe.
 public final class LedgerRegistry: Sendable {
-    /// Each pushing project's APNs state, as its pusher last reported it.
-    private let apnsStates = Mutex<[ProjectID: APNsState]>([:])
     /// Each served project's open ledger.
     public let opened: OpenLedgers
     /// Each project's checkpoint signer, and the worker that writes the checkpoint files.
@@ -23,6 +21,8 @@ public final class LedgerRegistry: Sendable {
     let witnesses: ProjectWitnesses
     /// This node's cosigner key and its replicas' cosignatures, in a cluster.
     let cosignatures: ReplicaCosignatures
+    /// What each pushing project's APNs pusher last reported.
+    let apns = APNsReports()
     /// Runs maintenance that reads or writes a whole ledger (expiry sweeps) off the cooperative pool.
     private let maintenance = SerialWorker<BlockingJob, Void>(name: "ledger-maintenance")
     /// The devices heard from since the last expiry sweep (``RegistrationExpirySweeper``).
@@ -109,7 +109,7 @@ public final class LedgerRegistry: Sendable {
                     problems.append("a project cannot sign checkpoints: its signing key cannot be used")
                 }
                 if let problem = witnesses.problem(of: project) { problems.append(problem) }
-                if let problem = apnsStates.withLock({ $0[project]?.problem }) {
+                if let problem = apns.state(of: project)?.problem {
                     problems.append("a project cannot push to APNs: \(problem)")
                 }
             } catch let error as StoreError {
@@ -128,31 +128,6 @@ public final class LedgerRegistry: Sendable {
     /// - Throws: `StoreError` `.invalidArgument` or `.unavailable`, naming the key file.
     public func checkCheckpointKeys() throws {
         try signers.checkKeys(of: configuration.credentials.projects)
-    }
-
-    /// What a project's APNs pusher reports: why APNs refuses it or does not answer (`nil`: neither), whether
-    /// APNs has not answered for ``ProjectPusher/silenceLimit``, and the pushes it owes.
-    struct APNsState: Sendable {
-        var problem: String?
-        var outboxDepth: Int
-        var notAnswering = false
-    }
-
-    /// What `project`'s APNs pusher last reported, or `nil` (it has none).
-    func apnsState(of project: ProjectID) -> APNsState? { apnsStates.withLock { $0[project] } }
-
-    func reportAPNs(_ report: APNsState, for project: ProjectID) {
-        apnsStates.withLock { $0[project] = report }
-    }
-
-    /// The pushes owed over every project, and how many projects APNs refuses.
-    func apnsTotals() -> (outboxDepth: Int, failingProjects: Int) {
-        apnsStates.withLock { states in
-            (
-                states.values.reduce(0) { $0 + $1.outboxDepth },
-                states.values.filter { $0.problem != nil }.count
-            )
-        }
     }
 
     /// Signs a last checkpoint of every open ledger whose log grew since its last one (the server's

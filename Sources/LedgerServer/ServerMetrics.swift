@@ -213,7 +213,7 @@ public final class ServerMetrics: Sendable {
     /// In a cluster, `lagEvents` is this node's replica's lag, as `topicledger_replica_lag_events{project}`; with
     /// APNs, `apns` its outbox and whether APNs answers.
     static func projectExposition(
-        _ statistics: LedgerStatistics, project: ProjectID, lagEvents: UInt64?, apns: LedgerRegistry.APNsState?
+        _ statistics: LedgerStatistics, project: ProjectID, lagEvents: UInt64?, apns: APNsReports.State?
     ) -> [UInt8] {
         let series: [(String, String, String)] = [
             ("ledger_project_events", "Events in the project's log", String(statistics.events)),

@@ -21,7 +21,7 @@ struct APNsPushService: Service {
                 // `ledger serve` read the same files at start: they changed since.
                 logger.error(
                     "APNs cannot start for a project: \(error)", metadata: ["ledger.project": "\(project)"])
-                ledgers.reportAPNs(.init(problem: "its APNs settings cannot be used", outboxDepth: 0), for: project)
+                ledgers.apns.report(.init(problem: "its APNs settings cannot be used", outboxDepth: 0), for: project)
             }
         }
         let started = pushers

@@ -17,8 +17,10 @@ import LedgerCluster
 ///   token at the send are passed at once; at most ``maximumInFlight`` pushes are under way;
 /// - progress is appended every ``progressBatch`` outcomes or every second, and at the send's end, with the
 ///   refusals (a 410 also appends the registration's end, a `BadDeviceToken` the APNs token's clearing);
-/// - after a crash the pushes of the send under way that were not yet recorded are made again: at most
-///   ``maximumInFlight`` + ``progressBatch`` duplicates, each with the same `apns-id`;
+/// - after a crash the pushes of the send under way that were not yet recorded are made again: the window of
+///   recipients past the recorded progress is at most ``maximumOpen`` (``maximumInFlight`` + ``progressBatch``)
+///   wide — a push that takes long holds the walk back — so at most that many duplicates, each with the same
+///   `apns-id`;
 /// - nothing is pushed past the message's iOS expiry (its `apns-expiration`, FCM's 4 weeks by default).
 ///
 /// - Note: Never logs device tokens, registration tokens or payloads.
@@ -28,6 +30,10 @@ final class ProjectPusher: Sendable {
     /// resumption for them all, rather than one each.
     static let pushBatch = 32
     static let progressBatch = 1000
+    /// Recipients taken and not yet passed by the progress (``PushWindow/open``): pushes in flight, and answered
+    /// ones behind a push still in flight. A crash makes at most these again, whatever APNs' latency, and
+    /// however long one push takes.
+    static let maximumOpen = maximumInFlight + progressBatch
     /// How long a push waits before trying again after APNs refused the project's provider token.
     static let invalidTokenRetry: Duration = .seconds(60)
     /// How long APNs may leave every request unanswered before `/readyz` says it is not answering.
@@ -51,8 +57,8 @@ final class ProjectPusher: Sendable {
         /// The send under way and the pushes it still owes (its recipients not yet walked, and those open).
         var current: (seq: UInt64, owed: Int)?
 
-        var state: LedgerRegistry.APNsState {
-            LedgerRegistry.APNsState(
+        var state: APNsReports.State {
+            APNsReports.State(
                 problem: problem
                     ?? (notAnswering
                         ? "APNs is not answering (no answer for \(ProjectPusher.silenceLimit.components.seconds) s)"
@@ -100,13 +106,13 @@ final class ProjectPusher: Sendable {
             if let owed = try? await countOwed() { report(outboxDepth: owed) }
             let silence = [production.silence, sandbox.silence].compactMap { $0 }.max()
             let notAnswering = silence.map { $0 >= Self.silenceLimit } ?? false
-            let changed = failing.withLock { failing -> LedgerRegistry.APNsState? in
+            let changed = failing.withLock { failing -> APNsReports.State? in
                 guard failing.notAnswering != notAnswering else { return nil }
                 failing.notAnswering = notAnswering
                 return failing.state
             }
             if let changed {
-                ledgers.reportAPNs(changed, for: project)
+                ledgers.apns.report(changed, for: project)
                 if notAnswering {
                     logger.error(
                         "APNs is not answering: no answer for \(Self.silenceLimit.components.seconds) s; pushes are retried until their messages expire"
@@ -191,7 +197,7 @@ final class ProjectPusher: Sendable {
             failing.outboxDepth = outboxDepth
             return failing.state
         }
-        ledgers.reportAPNs(state, for: project)
+        ledgers.apns.report(state, for: project)
     }
 
     /// What one push came to, for the progress record (``APNsOutcome/interrupted`` until it has been sent).
@@ -363,8 +369,13 @@ final class ProjectPusher: Sendable {
                         window.take(instance, token: token, done: true)
                         continue
                     }
-                    if inFlight >= Self.maximumInFlight { launchAll() }
-                    while inFlight >= Self.maximumInFlight, let finished = try await group.next() {
+                    if inFlight >= Self.maximumInFlight || window.open >= Self.maximumOpen { launchAll() }
+                    // At most `maximumInFlight` pushes under way, and at most `maximumOpen` recipients past the
+                    // last one whose push and every one before it have an outcome: a slow push holds the walk
+                    // back rather than letting a crash repeat everything answered after it.
+                    while inFlight >= Self.maximumInFlight || (window.open >= Self.maximumOpen && inFlight > 0),
+                        let finished = try await group.next()
+                    {
                         finished.forEach(settle)
                     }
                     if stopped || expired { break issuing }
@@ -468,7 +479,7 @@ final class ProjectPusher: Sendable {
 
     /// Records why APNs refuses the project (`nil`: it no longer does); logs the first refusal once.
     private func setProblem(_ problem: String?) {
-        let (state, log) = failing.withLock { failing -> (LedgerRegistry.APNsState?, Bool) in
+        let (state, log) = failing.withLock { failing -> (APNsReports.State?, Bool) in
             guard failing.problem != problem else { return (nil, false) }
             failing.problem = problem
             let log = problem != nil && !failing.logged
@@ -476,7 +487,7 @@ final class ProjectPusher: Sendable {
             if problem == nil { failing.logged = false }
             return (failing.state, log)
         }
-        if let state { ledgers.reportAPNs(state, for: project) }
+        if let state { ledgers.apns.report(state, for: project) }
         if log, let problem {
             logger.error("APNs pushes wait: \(problem); they are kept until their messages expire")
         }
