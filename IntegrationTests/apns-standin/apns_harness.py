@@ -45,7 +45,8 @@ def _hash(secret):
 class StandIn:
     """IntegrationTests/apns-standin/standin.py on free ports, with its own CA and team key."""
 
-    def __init__(self, directory, max_streams=1000, token_update_interval=1200, team_key=None, summary_only=False):
+    def __init__(self, directory, max_streams=1000, token_update_interval=1200, team_key=None, summary_only=False,
+                 delay=0):
         self.directory = Path(directory)
         self.directory.mkdir(parents=True, exist_ok=True)
         self.tls = make_certificates(self.directory, name="apns")
@@ -59,7 +60,7 @@ class StandIn:
             [sys.executable, str(HERE / "standin.py"), "--cert", self.tls["cert"], "--key", self.tls["key"],
              "--team-key", str(public), "--team-id", TEAM, "--key-id", KEY_ID, "--topic", TOPIC,
              "--port", str(self.port), "--control-port", str(control), "--max-streams", str(max_streams),
-             "--token-update-interval", str(token_update_interval), "--exit-with-parent"]
+             "--token-update-interval", str(token_update_interval), "--delay", str(delay), "--exit-with-parent"]
             + (["--summary-only"] if summary_only else []),
             stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT)
         deadline = time.time() + 20
@@ -165,12 +166,12 @@ class Ledger:
     def url(self, path):
         return f"{self.base}/v1/projects/{PROJECT}{path}"
 
-    def register(self, apns_token=None, sandbox=False, platform="ios"):
+    def register(self, apns_token=None, sandbox=False, platform="ios", client=httpx):
         body = {"platform": platform}
         if apns_token:
             body["apnsToken"] = apns_token
             body["apnsSandbox"] = sandbox
-        response = httpx.post(self.url("/registrations"), headers={"x-goog-api-key": CLIENT}, json=body)
+        response = client.post(self.url("/registrations"), headers={"x-goog-api-key": CLIENT}, json=body)
         assert response.status_code == 200, response.text
         return response.json()["token"]
 

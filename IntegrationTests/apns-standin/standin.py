@@ -305,7 +305,7 @@ class Connection:
             # Any other field of the script (`timestamp`, a test's padding) goes into the answer's body.
             extra = {k: v for k, v in scripted.items() if k not in ("status", "reason", "delay")}
             return scripted.get("status", 200), scripted.get("reason"), extra, scripted.get("delay", 0)
-        return 200, None, {}, 0
+        return 200, None, {}, self.state.args.delay
 
     def goaway(self):
         try:
@@ -402,6 +402,8 @@ if __name__ == "__main__":
     parser.add_argument("--key-id", required=True, help="the `kid` the provider tokens must carry")
     parser.add_argument("--topic", required=True, help="the app's bundle id: the only apns-topic accepted")
     parser.add_argument("--port", type=int, default=2197)
+    parser.add_argument("--delay", type=float, default=0,
+                        help="seconds every unscripted answer is held (APNs' latency; a script's delay overrides it)")
     parser.add_argument("--control-port", type=int, default=2198)
     parser.add_argument("--max-streams", type=int, default=1000,
                         help="concurrent streams announced once a request has gone through")

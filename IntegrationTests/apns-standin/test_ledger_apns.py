@@ -404,6 +404,52 @@ def test_kill_9_mid_fan_out_resumes_every_device_gets_a_push_duplicates_stay_in_
     ledger.verify()
 
 
+def test_kill_9_behind_a_slow_push_repeats_at_most_the_open_window(tmp_path):
+    """The 601st push answered after 25 s, the others in 50 ms: the pusher walks at most 1,256 recipients past the
+    recorded progress (the pushes in flight and those answered behind the slow one), so a kill well after the
+    first progress records repeats at most those — never a push a record before the kill passed, at any latency."""
+    standin = StandIn(tmp_path, delay=0.05)
+    ledger = Ledger(standin, tmp_path, limits={"registrationsPerSecond": 100000})
+    try:
+        devices, slow = 2500, 600
+        with httpx.Client() as client:
+            tokens = [ledger.register(device_token(i), client=client) for i in range(devices)]
+        order = {token: index for index, token in enumerate(tokens)}  # registration order is instance order
+        # Answered within APNsConnection's 30 s timeout: slow, not lost.
+        standin.script(device_token(slow), [{"status": 200, "delay": 25}])
+        ledger.batch_add(tokens, "everyone")
+        sent = ledger.send({"topic": "everyone", "notification": {"title": "fan-out"}})
+        standin.wait_for(lambda r: len(r) >= 1500, timeout=60)
+        deadline = time.time() + 20
+        while not [e for e in ledger.events("pushProgress") if e.get("throughToken")]:
+            assert time.time() < deadline, "no progress was recorded"
+            time.sleep(0.2)
+        time.sleep(4)  # unbounded, the walk would have pushed to about every device by now
+        ledger.kill()
+        recorded = [order[e["throughToken"]] for e in ledger.events("pushProgress") if e.get("throughToken")]
+        before = standin.requests()
+        assert recorded and 0 < max(recorded) < slow, recorded
+        assert 1500 <= len(before) <= max(recorded) + 1 + 256 + 1000, (len(before), max(recorded))
+        ledger.start()
+        standin.wait_for(lambda r: len({x["token"] for x in r}) >= devices, timeout=120)
+        _, counts = _wait_outcomes(ledger, _message_id(sent), _settled, timeout=60)
+        assert counts["accepted"] == devices
+        time.sleep(0.5)
+        requests = standin.requests()
+        per_device = {}
+        for request in requests:
+            per_device[request["token"]] = per_device.get(request["token"], 0) + 1
+        repeated = [index for index in range(devices) if per_device[device_token(index)] > 1]
+        assert all(per_device[device_token(index)] == 2 for index in repeated)
+        # Not one push that a record before the kill had passed was made again.
+        assert all(index > max(recorded) for index in repeated), (recorded, repeated[:5])
+        assert len(requests) - devices == len(repeated) <= 256 + 1000, len(repeated)
+    finally:
+        ledger.stop()
+        standin.stop()
+    ledger.verify()
+
+
 def test_ledger_device_hands_its_apns_token_to_the_server_and_gets_the_push(world):
     """The app library's token path through `ledger serve`: samples/DeviceClient (TopicLedgerMessaging) registers
     with an APNs token, subscribes, and the send reaches the stand-in."""
