@@ -39,6 +39,8 @@ public final class OpenLedgers: ReplicaHost {
     private let metrics: ServerMetrics
     /// Each project's gate in a cluster; `nil` for a node of its own.
     private let gates: ReplicaGates?
+    /// Raised each time a ledger is opened or one is replaced (``waitForOpenings(after:upTo:)``).
+    private let openingsMark = Watermark()
 
     init(configuration: ServerConfiguration, logger: Logger, metrics: ServerMetrics, gates: ReplicaGates?) {
         self.configuration = configuration
@@ -119,6 +121,7 @@ public final class OpenLedgers: ReplicaHost {
         let ledger = try Ledger.open(
             dataDirectory: configuration.dataDirectory, project: project, options: options, logger: logger)
         state.withLock { $0.ledgers[project] = ledger }
+        openingsMark.bump()
         // Weak: a closed ledger must be released (it holds the project's writer lock).
         delivery.notifier.connect { [weak ledger, sends = delivery.sends] seqs in
             guard let ledger else { throw StoreError(.unavailable, "the ledger is closed") }
@@ -136,6 +139,16 @@ public final class OpenLedgers: ReplicaHost {
     /// Every project's delivery state made so far (``DeliverySweeper``).
     func deliveries() -> [DeliveryState] {
         state.withLock { Array($0.deliveries.values) }
+    }
+
+    /// A generation of the open ledgers: it rises each time one is opened or replaced. Read it, look at
+    /// ``openLedgers()``, then ``waitForOpenings(after:upTo:)`` to be told of the next.
+    var openings: UInt64 { openingsMark.level }
+
+    /// Returns `true` once a ledger was opened or replaced after `generation`, `false` after `timeout` (or when
+    /// cancelled).
+    func waitForOpenings(after generation: UInt64, upTo timeout: Duration) async -> Bool {
+        await openingsMark.wait(for: generation + 1, upTo: timeout)
     }
 
     /// The ledgers opened so far.
@@ -233,6 +246,7 @@ public final class OpenLedgers: ReplicaHost {
             let directory = (dataDirectory as NSString).appendingPathComponent(project.rawValue)
             let replaced = state.withLock { $0.ledgers.removeValue(forKey: project) }
             replaced?.close()
+            openingsMark.bump()
             try FileManager.default.createDirectory(
                 atPath: directory, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
             if keepingAside, FileManager.default.fileExists(atPath: directory + "/data.mdb") {
