@@ -38,11 +38,18 @@ public func buildRouter(
     router.get("/metrics") { _, _ in
         var events: UInt64 = 0
         var pendingAudiences = 0
+        var compactionsOwed = 0
+        var mapUsed = 0.0
         for ledger in ledgers.openLedgers().values {
             events &+= try ledger.readLog { try $0.head().seq }
             pendingAudiences += ledger.pendingAudiences
+            if ledger.compactionProblem != nil { compactionsOwed += 1 }
+            mapUsed = max(mapUsed, ledger.mapUsedFraction)
         }
         ledgers.metrics.recordEvents(events, pendingAudiences: pendingAudiences)
+        ledgers.metrics.recordStorage(
+            compactionsOwed: compactionsOwed, mapUsedFraction: mapUsed,
+            disk: FileSystemSpace.sizes(at: configuration.dataDirectory))
         if let cluster = ledgers.cluster {
             let projects = cluster.projects
             ledgers.metrics.recordCluster(

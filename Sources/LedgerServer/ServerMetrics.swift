@@ -54,6 +54,7 @@ public final class ServerMetrics: Sendable {
                 .milliseconds(250), .milliseconds(500), .seconds(1), .seconds(5), .seconds(30), .seconds(300),
             ],
             help: "Time from a push's first attempt to its final outcome")
+        prepareExpirySweeps()
     }
 
     /// Records one group commit (the store's commit observer).
@@ -103,6 +104,39 @@ public final class ServerMetrics: Sendable {
             name: "ledger_expiry_sweeps_total", labels: [("outcome", label)],
             help: "Registration expiry sweeps: completed, skipped (a replica did not answer: nobody expired), failed"
         ).increment()
+    }
+
+    /// Makes each outcome's expiry-sweep series at zero, so that the first skipped or failed sweep is an increase
+    /// an alert can see (``recordExpirySweep(_:)``).
+    private func prepareExpirySweeps() {
+        for outcome in ["completed", "skipped", "failed"] {
+            registry.makeCounter(
+                name: "ledger_expiry_sweeps_total", labels: [("outcome", outcome)],
+                help: "Registration expiry sweeps: completed, skipped (a replica did not answer: nobody expired), failed"
+            ).increment(by: Int64(0))
+        }
+    }
+
+    /// Sets the storage gauges before a scrape: the open projects whose file owes a compaction after an erasure
+    /// (freed pages may still hold what was erased), the fullest project's map, and the data directory's file
+    /// system. No series carries a project id (`/metrics` needs no credential).
+    func recordStorage(compactionsOwed: Int, mapUsedFraction: Double, disk: (available: UInt64, size: UInt64)?) {
+        registry.makeGauge(
+            name: "topicledger_compactions_owed",
+            help: "Open projects whose file could not be compacted after an erasure (tried again before each write)"
+        ).set(Double(compactionsOwed))
+        registry.makeGauge(
+            name: "topicledger_map_used_ratio",
+            help: "The fullest open project's LMDB file in use over the largest map it may grow to (1 TiB)"
+        ).set(mapUsedFraction)
+        guard let disk else { return }
+        registry.makeGauge(
+            name: "topicledger_disk_available_bytes",
+            help: "Bytes the server may still write on the file system of its data directory"
+        ).set(Double(disk.available))
+        registry.makeGauge(
+            name: "topicledger_disk_size_bytes", help: "Size of the file system of the server's data directory"
+        ).set(Double(disk.size))
     }
 
     /// Counts one answered request.

@@ -196,6 +196,12 @@ public final class Ledger: Sendable {
     /// file may still hold what was erased).
     public var compactionProblem: String? { compaction?.problem }
 
+    /// How full the ledger's map is: the bytes of the file in use over the largest map it may grow to (a write
+    /// that needs more fails: the ledger's disk is full).
+    public var mapUsedFraction: Double {
+        Double(environment.usedBytes) / Double(max(1, environment.options.maximumMapSize))
+    }
+
     /// Group-commit counters since the ledger was opened (zero for read-only ledgers).
     public var writerStatistics: WriterStatistics { writer?.statistics ?? WriterStatistics() }
 

@@ -1,5 +1,6 @@
 import Foundation
 import LedgerServer
+import LedgerTestSupport
 import Testing
 import HTTPTypes
 
@@ -42,6 +43,42 @@ struct MetricsTests {
                 .get, "/v1/projects/demo-project/metrics", headers: TestServer.Client.auditor)
             #expect(own.status == .ok)
             #expect(own.text.contains("ledger_project_events 2") && own.text.contains("ledger_project_subscriptions 1"))
+        }
+    }
+
+    @Test(
+        "/metrics tells a compaction owed after an erasure, the fullest map and the data directory's disk, with every expiry outcome at zero"
+    )
+    func storage() async throws {
+        let server = TestServer()
+        let directory = server.directory.path
+        try await server.run { client in
+            let token = try await client.registerDevice()
+            func gauge(_ name: String) async throws -> Double? {
+                let text = try await client.call(.get, "/metrics", headers: [:]).text
+                return text.split(separator: "\n").first { $0.hasPrefix(name + " ") }.flatMap {
+                    Double($0.dropFirst(name.count + 1))
+                }
+            }
+            #expect(try await gauge("topicledger_compactions_owed") == 0)
+            let ratio = try #require(try await gauge("topicledger_map_used_ratio"))
+            #expect(ratio > 0 && ratio < 0.001, "a new ledger's file is a few pages of 1 TiB")
+            let available = try #require(try await gauge("topicledger_disk_available_bytes"))
+            let size = try #require(try await gauge("topicledger_disk_size_bytes"))
+            #expect(available > 0 && available <= size)
+            for outcome in ["completed", "skipped", "failed"] {
+                #expect(try await gauge(#"ledger_expiry_sweeps_total{outcome="\#(outcome)"}"#) == 0)
+            }
+            // A file where the compacting copy's directory goes: the erasure stands, its compaction is owed.
+            let blocker = directory + "/demo-project/.compacting"
+            #expect(FileManager.default.createFile(atPath: blocker, contents: Data("x".utf8)))
+            let erased = try await client.call(
+                .post, "/v1/projects/demo-project/registrations/\(token):erase", body: #"{"reason":"test"}"#)
+            #expect(erased.status == .serviceUnavailable)
+            #expect(try await gauge("topicledger_compactions_owed") == 1)
+            try FileManager.default.removeItem(atPath: blocker)
+            _ = try await client.registerDevice()
+            #expect(try await gauge("topicledger_compactions_owed") == 0)
         }
     }
 }

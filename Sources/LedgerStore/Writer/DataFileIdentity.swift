@@ -53,11 +53,21 @@ final class DataFileWatch: Sendable {
 }
 
 /// Free space of the file system holding a path.
-enum FileSystemSpace {
+package enum FileSystemSpace {
     /// Bytes an unprivileged writer may still use on the file system of `path`, or `nil` if unknown.
-    static func availableBytes(at path: String) -> UInt64? {
+    package static func availableBytes(at path: String) -> UInt64? {
+        sizes(at: path)?.available
+    }
+
+    /// The bytes an unprivileged writer may still use on the file system of `path`, and its size, or `nil` if
+    /// unknown. Products that would overflow (no file system is that large) saturate.
+    package static func sizes(at path: String) -> (available: UInt64, size: UInt64)? {
         var info = statvfs()
         guard statvfs(path, &info) == 0 else { return nil }
-        return UInt64(info.f_bavail).multipliedReportingOverflow(by: UInt64(info.f_frsize)).partialValue
+        func bytes(_ blocks: UInt64) -> UInt64 {
+            let (product, overflow) = blocks.multipliedReportingOverflow(by: UInt64(info.f_frsize))
+            return overflow ? .max : product
+        }
+        return (bytes(UInt64(info.f_bavail)), bytes(UInt64(info.f_blocks)))
     }
 }
