@@ -245,6 +245,8 @@ let package = Package(
                 // Run as a child process and killed (CrashSafetyTests).
                 "LedgerCrashWorker",
                 .product(name: "PropertyBased", package: "swift-property-based"),
+                // The witness store's tests sign checkpoints (WitnessStoreTests).
+                .product(name: "Crypto", package: "swift-crypto"),
             ]
         ),
         .testTarget(

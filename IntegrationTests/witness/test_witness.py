@@ -5,6 +5,7 @@ import base64
 import concurrent.futures
 import contextlib
 import json
+import os
 import subprocess
 import time
 
@@ -12,7 +13,7 @@ import pytest
 import requests
 
 from witness_harness import (
-    PlayedLog, Server, Witness, binary, consistency_proof, remove, temporary_directory, verify_proof)
+    NoteKey, PlayedLog, Server, Witness, binary, consistency_proof, remove, temporary_directory, verify_proof)
 
 
 @pytest.fixture
@@ -86,22 +87,69 @@ def test_each_error_code_of_the_spec(played):
     assert cosign(witness, log, 8, LEAVES[:10]).status_code == 200
 
 
-def test_a_forked_history_is_refused_and_kept_as_evidence(played):
+def _body(note):
+    """The signed text of a note (through its last text line's newline)."""
+    return note.split("\n\n")[0] + "\n"
+
+
+def test_a_forked_history_is_kept_once_as_evidence_with_the_logs_lines_only(played):
     log, witness = played
-    assert cosign(witness, log, 0, LEAVES[:8]).status_code == 200
+    stranger = NoteKey("someone.else/key")
+    held = log.checkpoint(LEAVES[:8])
+    assert witness.add(PlayedLog.request(0, [], held + stranger.sign(_body(held)))).status_code == 200
     forked = LEAVES[:4] + [b"rewritten"] + LEAVES[5:12]
-    # The fork at the same size: 409. The fork grown past it, with its own (valid for it) proof: 422.
-    assert witness.add(PlayedLog.request(8, [], log.checkpoint(forked[:8]))).status_code == 409
+    fork = log.checkpoint(forked[:8])
+    # The fork at the same size: 409, kept once however often it is shown, without the stranger's line.
+    for _ in range(3):
+        assert witness.add(PlayedLog.request(8, [], fork + stranger.sign(_body(fork)))).status_code == 409
+    # The fork grown past it, with its own (valid for it) proof: 422, and nothing kept — a proof is anyone's to write.
     assert witness.add(PlayedLog.request(8, consistency_proof(8, forked), log.checkpoint(forked))).status_code == 422
-    witness.stop()
-    evidence = witness.evidence()
-    assert [item["reason"] for item in evidence] == ["different-root", "inconsistent"]
-    assert all(item["origin"] == log.origin and item["heldSize"] == 8 for item in evidence)
-    assert evidence[1]["submitted"].endswith(log.checkpoint(forked))
+    metrics = requests.get(witness.base + "/metrics", timeout=10).text
+    assert "topicledger_witness_evidence 1\n" in metrics and "topicledger_witness_evidence_dropped_total 0\n" in metrics
+    output = witness.stop()
+    assert output.count("SPLIT VIEW") == 1, output
+    [evidence] = witness.evidence()
+    assert evidence["reason"] == "different-root" and evidence["origin"] == log.origin and evidence["heldSize"] == 8
+    assert evidence["submittedNote"] == fork
+    assert "someone.else/key" not in evidence["heldNote"]
     # What the witness held is in the evidence, cosigned: both views, each signed by the log.
-    assert verify_proof.count_cosignatures(evidence[0]["heldNote"], [witness.vkey]) == 1
+    assert verify_proof.count_cosignatures(evidence["heldNote"], [witness.vkey]) == 1
     output = witness.start().stop()
     assert "SPLIT VIEW" not in output  # logged when shown, not again at start
+
+
+def test_proofs_anyone_can_write_are_refused_and_nothing_is_kept_or_alarmed(played, directory):
+    """Without credentials, with only a checkpoint the log signed (any proof carries one): no evidence, no SPLIT
+    VIEW, and a file that does not grow."""
+    log, witness = played
+    junk = [os.urandom(32)]
+    # A fresh witness: old 0, one random proof line, the valid checkpoint.
+    assert witness.add(PlayedLog.request(0, junk, log.checkpoint(LEAVES[:5]))).status_code == 422
+    assert cosign(witness, log, 0, LEAVES[:5]).status_code == 200
+    # After it cosigned size 5: the same checkpoint, old 5 and a junk proof line: the root is the same, no fork.
+    assert witness.add(PlayedLog.request(5, junk, log.checkpoint(LEAVES[:5]))).status_code == 422
+    # Bodies padded to about 62 KB: 63 proof lines and signature lines of unknown keys.
+    note = log.checkpoint(LEAVES[:9])
+    strangers = [NoteKey(f"someone.else/k{i}") for i in range(4)]
+    padding = "".join(strangers[i % 4].sign(_body(note)) for i in range(520))
+    padded = PlayedLog.request(5, [os.urandom(32) for _ in range(63)], note + padding)
+    assert 60_000 < len(padded) < 64 * 1024
+    data = directory / "w" / "data" / "data.mdb"
+    before = data.stat().st_size
+    with requests.Session() as session:
+        for _ in range(600):
+            assert session.post(f"{witness.base}/add-checkpoint", data=padded, timeout=10).status_code == 422
+    assert data.stat().st_size - before < 256 * 1024, (before, data.stat().st_size)
+    metrics = requests.get(witness.base + "/metrics", timeout=10).text
+    assert "topicledger_witness_refused_proofs_total 602\n" in metrics, metrics
+    assert "topicledger_witness_evidence 0\n" in metrics
+    output = witness.stop()
+    assert "SPLIT VIEW" not in output
+    assert output.count("a consistency proof did not verify") == 1, output  # at most once a minute per origin
+    assert witness.evidence() == []
+    # The witness still cosigns the log's growth.
+    witness.start()
+    assert cosign(witness, log, 5, LEAVES[:9]).status_code == 200
 
 
 def test_a_restarted_witness_keeps_its_size(played):

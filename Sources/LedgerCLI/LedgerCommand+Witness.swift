@@ -14,9 +14,9 @@ extension LedgerCommand {
             abstract: "Run a transparency-log witness (C2SP tlog-witness) that cosigns consistent checkpoints.",
             discussion: """
                 Serves POST /add-checkpoint for each --log ORIGIN=VKEY. The latest checkpoint cosigned per log is \
-                kept in LMDB in --data, written in the same transaction as its check, before the answer. Every \
-                validly signed checkpoint that contradicts it is kept as evidence of a split view (--evidence \
-                prints them). The key file (mode 0600) is made when missing; --public-key prints the vkey to pin. \
+                kept in LMDB in --data, written in the same transaction as its check, before the answer. A checkpoint \
+                the log signed at a cosigned size with another root is kept once as evidence of a split view, up to \
+                1 MiB (--evidence prints them); a proof that does not verify is refused and not kept. The key file (mode 0600) is made when missing; --public-key prints the vkey to pin. \
                 docs/compliance.md says how an auditor runs one.
                 """)
 

@@ -106,17 +106,28 @@ struct CosignatureTests {
                 latest: latest.map { (size: $0.0, root: $0.1) })
         }
         let proof = try tree.consistencyProof(from: 4)
-        #expect(check(4, proof, note) == .cosign)
-        #expect(check(0, [], note, latest: nil) == .cosign)
-        #expect(check(0, proof, note, latest: nil) == .inconsistent)  // a proof from 0 is empty
-        #expect(check(3, proof, note) == .conflict(latestSize: 4))
-        #expect(check(10, [], note) == .oldSizeTooLarge)
-        #expect(check(4, Array(proof.dropLast()), note) == .inconsistent)
-        #expect(check(4, [], try Self.note(size: 4)) == .cosign)
         var forked = Self.leaves
         forked[0] = MerkleHash.leaf([1])
-        #expect(check(4, [], try Self.note(size: 4, leaves: forked)) == .differentRoot)
-        #expect(WitnessDecision.differentRoot.isEvidence && WitnessDecision.inconsistent.isEvidence)
+        let sameSize = try Self.note(size: 4)
+        // The case table (WitnessPolicy's doc comment), in the spec's order.
+        let cases: [(String, WitnessDecision, WitnessDecision)] = [
+            ("old size above the checkpoint's", check(10, [], note), .oldSizeTooLarge),
+            ("old size not the latest", check(3, proof, note), .conflict(latestSize: 4)),
+            ("a non-empty proof from 0", check(0, proof, note, latest: nil), .badProof),
+            ("an empty proof from 0", check(0, [], note, latest: nil), .cosign),
+            ("a proof that does not verify", check(4, Array(proof.dropLast()), note), .badProof),
+            ("a proof that verifies", check(4, proof, note), .cosign),
+            ("equal sizes, equal roots, an empty proof", check(4, [], sameSize), .cosign),
+            ("equal sizes, equal roots, a non-empty proof", check(4, [proof[0]], sameSize), .badProof),
+            ("equal sizes, different signed roots", check(4, [], try Self.note(size: 4, leaves: forked)), .differentRoot),
+            (
+                "equal sizes, different roots, a proof", check(4, [proof[0]], try Self.note(size: 4, leaves: forked)),
+                .differentRoot
+            ),
+        ]
+        for (name, decided, expected) in cases { #expect(decided == expected, "\(name)") }
+        // Only two checkpoints the log signed are evidence; nothing that rests on a proof is.
+        #expect(WitnessDecision.differentRoot.isEvidence && !WitnessDecision.badProof.isEvidence)
         // Unknown origin before the signature; an untrusted signature before anything else.
         let stranger = try NoteSigner(name: "example.com/log", key: Curve25519.Signing.PrivateKey())
         let foreign = try SignedNote(parsing: stranger.sign(note.checkpoint))

@@ -45,6 +45,11 @@ public struct SignedNote: Sendable, Equatable {
             checkpoint: checkpoint)
     }
 
+    /// The note with only `lines` of its signature lines (in their order).
+    public func keeping(_ lines: [String]) -> SignedNote {
+        SignedNote(body: body, signatureLines: signatureLines.filter { lines.contains($0) }, checkpoint: checkpoint)
+    }
+
     private init(body: String, signatureLines: [String], checkpoint: Checkpoint) {
         self.body = body
         self.signatureLines = signatureLines
@@ -206,18 +211,32 @@ public enum WitnessDecision: Equatable, Sendable {
     case oldSizeTooLarge
     /// 409 with the witness's size: the old size is not the latest it cosigned.
     case conflict(latestSize: UInt64)
-    /// 409: the same size as the latest with another root — a fork (evidence).
+    /// 409: the same size as the latest with another root, both signed by the log — a fork (evidence).
     case differentRoot
-    /// 422: the consistency proof does not lead from the latest root to the checkpoint's — a fork or a bad
-    /// proof (evidence).
-    case inconsistent
+    /// 422: the consistency proof does not lead from the latest root to the checkpoint's, or a proof was sent
+    /// where none belongs (from size 0, or between equal sizes). Anyone can write a proof line, so this is never
+    /// evidence: a log that forked shows it by a signed checkpoint of a size the witness cosigned.
+    case badProof
 
-    /// Whether a validly signed checkpoint contradicts what the witness holds: evidence of a split view.
-    public var isEvidence: Bool { self == .differentRoot || self == .inconsistent }
+    /// Whether the request proves a split view to a third party: two checkpoints the log signed, of one size,
+    /// with different roots. Nothing that rests on a proof alone does.
+    public var isEvidence: Bool { self == .differentRoot }
 }
 
 /// The checks of C2SP tlog-witness's `add-checkpoint`, in the spec's order, with nothing stored: the caller
 /// decides and persists under one lock (or one write transaction), so that two requests cannot roll it back.
+///
+/// | request | answer |
+/// | --- | --- |
+/// | an origin the witness does not know | 404 |
+/// | no signature by a key it trusts for the origin | 403 |
+/// | old size above the checkpoint's | 400 |
+/// | old size not the latest it cosigned | 409 with its size |
+/// | a non-empty proof from 0 | 422 |
+/// | a proof that does not verify | 422 |
+/// | equal sizes, equal roots, an empty proof | 200 |
+/// | equal sizes, equal roots, a non-empty proof | 422 |
+/// | equal sizes, different roots | 409, evidence |
 public enum WitnessPolicy {
     /// - Parameters:
     ///   - logKeys: the signed-note keys the witness trusts for each origin.
@@ -233,14 +252,27 @@ public enum WitnessPolicy {
         guard request.oldSize == latestSize else { return .conflict(latestSize: latestSize) }
         guard let latest, latest.size > 0 else {
             // Nothing cosigned yet: the proof from size 0 is empty.
-            return request.proof.isEmpty ? .cosign : .inconsistent
+            return request.proof.isEmpty ? .cosign : .badProof
         }
         if checkpoint.size == latest.size {
-            return request.proof.isEmpty && checkpoint.root == latest.root ? .cosign : .differentRoot
+            guard checkpoint.root == latest.root else { return .differentRoot }
+            return request.proof.isEmpty ? .cosign : .badProof
         }
         let consistent = MerkleVerifier.verifyConsistency(
             proof: request.proof, oldSize: latest.size, newSize: checkpoint.size, oldRoot: latest.root,
             newRoot: checkpoint.root)
-        return consistent ? .cosign : .inconsistent
+        return consistent ? .cosign : .badProof
+    }
+
+    /// `note` with only the signature lines a key of `keys` made and that verify (and `also`, this witness's own
+    /// lines): what a witness keeps of a note, so that lines from unknown keys — anyone can add them — take no room.
+    public static func logSigned(_ note: SignedNote, keys: [NoteVerifier], also: [String] = []) -> SignedNote {
+        let kept = note.signatureLines.filter { line in
+            also.contains(line)
+                || keys.contains { key in
+                    (try? key.verify(note: note.body + "\n" + line + "\n")) != nil
+                }
+        }
+        return note.keeping(kept)
     }
 }
