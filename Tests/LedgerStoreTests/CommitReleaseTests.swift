@@ -62,8 +62,8 @@ struct CommitReleaseTests {
         #expect(report.problems == [] && report.audiencesChecked == 2)
     }
 
-    @Test("after an erasure, the next send to a topic over the inline limit records the audience without the device")
-    func afterErasure() async throws {
+    /// On one ledger: everyone on `big`, a send, `change` (which takes device 7 off), and the next send.
+    private func sendAround(_ change: LedgerOperation, actor: String) async throws {
         let directory = TemporaryDirectory()
         defer { directory.remove() }
         let ledger = try openTestLedger(directory)
@@ -72,23 +72,18 @@ struct CommitReleaseTests {
         let first = try await sendToBig(ledger)
         let firstMatches = first.matchesRecord
         #expect(first.recipientCount == Self.devices && firstMatches)
-
-        _ = try await ledger.append(request([.erase(Self.token(7), reason: "GDPR Art. 17")]))
+        _ = try await ledger.append(request([change], actor: actor))
         try await expectAudienceAfterChange(ledger, first: first)
+    }
+
+    @Test("after an erasure, the next send to a topic over the inline limit records the audience without the device")
+    func afterErasure() async throws {
+        try await sendAround(.erase(Self.token(7), reason: "GDPR Art. 17"), actor: "admin")
     }
 
     @Test("after an expiry (an unregistration by the sweeper), the next send's audience leaves the device out")
     func afterExpiry() async throws {
-        let directory = TemporaryDirectory()
-        defer { directory.remove() }
-        let ledger = try openTestLedger(directory)
-        defer { ledger.close() }
-        try await subscribeAll(ledger)
-        let first = try await sendToBig(ledger)
-
-        _ = try await ledger.append(
-            request([.unregister(Self.token(7), reason: "expired: no activity")], actor: "expiry"))
-        try await expectAudienceAfterChange(ledger, first: first)
+        try await sendAround(.unregister(Self.token(7), reason: "expired: no activity"), actor: "expiry")
     }
 
     @Test(

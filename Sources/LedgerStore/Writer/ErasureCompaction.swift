@@ -31,17 +31,7 @@ final class ErasureCompaction: Sendable {
     /// holds the old bytes, and the writer compacts again before its next transaction (``settleOwed()``).
     func afterErasure(_ receipt: WriteReceipt) -> Result<WriteReceipt, any Error> {
         let start = ContinuousClock.now
-        do {
-            try ErasureJournal.append(
-                try environment.read { txn in
-                    try Self.journalEntries(
-                        of: receipt.outcomes.compactMap(\.seq), in: LedgerSnapshot(txn: txn, schema: LedgerSchema(txn)))
-                }, directory: environment.path)
-        } catch {
-            logger.critical(
-                "an erasure is recorded in the log but not in erasures.jsonl: a restore of an older backup would not apply it again",
-                metadata: ["error": "\(error)"])
-        }
+        journal(receipt.outcomes.compactMap(\.seq), "an erasure is recorded in the log")
         do {
             try compact()
             logger.notice(
@@ -70,16 +60,7 @@ final class ErasureCompaction: Sendable {
     /// compacts the file, as the leader did for its copy. A failed compaction is owed and tried again after the
     /// next block applied (``compactIfOwed()``).
     func afterReplicatedErasures(at seqs: [UInt64]) {
-        do {
-            try ErasureJournal.append(
-                try environment.read { txn in
-                    try Self.journalEntries(of: seqs, in: LedgerSnapshot(txn: txn, schema: LedgerSchema(txn)))
-                }, directory: environment.path)
-        } catch {
-            logger.critical(
-                "a replicated erasure is applied but not in erasures.jsonl: a restore of an older backup would not apply it again",
-                metadata: ["error": "\(error)"])
-        }
+        journal(seqs, "a replicated erasure is applied")
         do {
             try compact()
             logger.notice(
@@ -120,6 +101,21 @@ final class ErasureCompaction: Sendable {
         } catch {
             debt.owe(because: error)
             throw error
+        }
+    }
+
+    /// Appends the `erased` events at `seqs` to the journal; a failure is logged (`what` says what stands without
+    /// it), and the erasure stands: the log holds it.
+    private func journal(_ seqs: [UInt64], _ what: String) {
+        do {
+            try ErasureJournal.append(
+                try environment.read { txn in
+                    try Self.journalEntries(of: seqs, in: LedgerSnapshot(txn: txn, schema: LedgerSchema(txn)))
+                }, directory: environment.path)
+        } catch {
+            logger.critical(
+                "\(what) but not in erasures.jsonl: a restore of an older backup would not apply it again",
+                metadata: ["error": "\(error)"])
         }
     }
 
