@@ -23,7 +23,8 @@ struct CheckpointSignerTests {
         defer { ledger.close() }
         let worker = SerialWorker<BlockingJob, Void>(name: "test-checkpoints")
         let signer = CheckpointSigner(
-            keeper: try CheckpointKeeper.open(dataDirectory: directory.path, project: .default), worker: worker)
+            keeper: try CheckpointKeeper.open(dataDirectory: directory.path, project: .default), worker: worker,
+            logger: quietLogger)
         try await register(ledger, "a")
         let signedAt = monotonicSeconds()  // at most the signature's time
         let first = try await signer.latest(of: ledger)
@@ -56,7 +57,8 @@ struct CheckpointSignerTests {
         defer { ledger.close() }
         let worker = SerialWorker<BlockingJob, Void>(name: "test-checkpoints")
         let signer = CheckpointSigner(
-            keeper: try CheckpointKeeper.open(dataDirectory: directory.path, project: .default), worker: worker)
+            keeper: try CheckpointKeeper.open(dataDirectory: directory.path, project: .default), worker: worker,
+            logger: quietLogger)
         try await register(ledger, "a")
         let signedAt = monotonicSeconds()  // at most the signature's time
         _ = try await signer.latest(of: ledger)

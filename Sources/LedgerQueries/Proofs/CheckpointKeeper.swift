@@ -8,10 +8,13 @@ import LedgerCore
 /// - `<data>/<project>/checkpoint.key`: the Ed25519 signing key, created on first use with mode 0600, in Go's
 ///   `note` signer-key format `PRIVATE+KEY+<name>+<key hash>+<base64(0x01 ‖ 32-byte seed)>`. A key file that
 ///   others can read is refused. Never logged, never printed.
-/// - `<data>/<project>/checkpoints.jsonl`: every checkpoint signed, one JSON object a line
-///   (`{"size":N,"note":"…"}`), appended under an exclusive lock — what an auditor can ask for later.
+/// - `<data>/<project>/checkpoints.jsonl`: the checkpoints signed, one JSON object a line
+///   (`{"note":"…","size":N,"time":T}`, T in seconds since the Unix epoch), appended under an exclusive lock.
 /// - `<data>/<project>/cosigned.jsonl`: with witnesses configured, each checkpoint that reached the quorum, with
 ///   its cosignature lines, in the same format — the server serves the last one.
+///
+/// Both stay bounded: the server thins them by ``CheckpointRetention`` (``thin(by:now:)``). What a proof comes
+/// from is the Merkle tree, which keeps every event, not these files.
 ///
 /// Origin and key name are `topicledger/<project>` unless configured (``CheckpointSettings``).
 public struct CheckpointKeeper: Sendable {
@@ -73,16 +76,48 @@ public struct CheckpointKeeper: Sendable {
     /// Signs `checkpoint` and keeps its note (appended to `checkpoints.jsonl` and synced: durable when it
     /// returns); the note.
     ///
+    /// - Parameter time: when it is signed, in seconds since the Unix epoch (what ``thin(by:now:)`` ages it by).
     /// - Note: File I/O and an `fsync`: for a worker's thread, outside any lock and any transaction.
-    public func signAndKeep(_ checkpoint: Checkpoint) throws -> String {
+    public func signAndKeep(_ checkpoint: Checkpoint, at time: Int64 = CheckpointKeeper.wallClock()) throws -> String {
         let note = try signer.sign(checkpoint)
-        try Self.keep(size: checkpoint.size, note: note, in: keptPath)
+        try Self.keep(KeptLine(note: note, size: checkpoint.size, time: time), in: keptPath)
         return note
     }
 
     /// Keeps a checkpoint with the cosignatures of its witnesses' quorum (durable when it returns).
-    public func keepCosigned(size: UInt64, note: String) throws {
-        try Self.keep(size: size, note: note, in: cosignedPath)
+    ///
+    /// - Parameter time: when it is kept, in seconds since the Unix epoch.
+    public func keepCosigned(size: UInt64, note: String, at time: Int64 = CheckpointKeeper.wallClock()) throws {
+        try Self.keep(KeptLine(note: note, size: size, time: time), in: cosignedPath)
+    }
+
+    /// The seconds since the Unix epoch now: the time recorded with each kept checkpoint.
+    public static func wallClock() -> Int64 { Int64(time(nil)) }
+
+    /// What ``thin(by:now:)`` did to one file.
+    public struct Thinning: Sendable, Equatable {
+        public var keptLines: Int
+        public var droppedLines: Int
+        /// The file's size afterwards.
+        public var bytes: Int
+    }
+
+    /// Drops from `checkpoints.jsonl` and `cosigned.jsonl` the lines `retention` no longer keeps at `now`.
+    ///
+    /// Each file that loses a line is rewritten whole under its lock: a temporary file beside it written and
+    /// synced, renamed over it, and the directory synced. A reader sees the old file or the new one, never a mix;
+    /// an append from another process (`ledger checkpoint`) waits for the lock and then appends to the new file.
+    /// A last line cut short by a crash is dropped as well.
+    ///
+    /// - Returns: what it did to each file; nil for a file that does not exist.
+    /// - Throws: `StoreError` `.corrupt` for a file with a line that is not a kept checkpoint (it is left as it
+    ///   is), `.unavailable` for an I/O error.
+    /// - Note: File I/O and `fsync`s: for a worker's thread, outside any lock and any transaction. The server calls
+    ///   it at most once every few minutes, not at each append.
+    public func thin(by retention: CheckpointRetention, now: Int64) throws -> (
+        checkpoints: Thinning?, cosigned: Thinning?
+    ) {
+        (try Self.thin(keptPath, by: retention, now: now), try Self.thin(cosignedPath, by: retention, now: now))
     }
 
     /// The cosigned checkpoints kept so far, oldest first (see ``kept()``).
@@ -119,37 +154,134 @@ public struct CheckpointKeeper: Sendable {
     /// The kept checkpoints of `data`, whole lines of the file at `keptPath` (a last line without its newline
     /// left out).
     private static func lines(of data: Data, path keptPath: String) throws -> [(size: UInt64, note: String)] {
-        var data = data
-        if let lastNewline = data.lastIndex(of: UInt8(ascii: "\n")) {
-            data = data[...lastNewline]
-        } else {
-            data = Data()
-        }
-        return try data.split(separator: UInt8(ascii: "\n")).map { line in
-            guard let kept = try? JSONDecoder().decode(KeptLine.self, from: Data(line)) else {
-                throw StoreError(.corrupt, "\(keptPath) holds a line that is not a kept checkpoint")
-            }
-            return (kept.size, kept.note)
-        }
+        try entries(of: data, path: keptPath).map { ($0.line.size, $0.line.note) }
     }
 
-    /// One line of the kept checkpoints' file: `{"note":…,"size":…}`.
+    /// One whole line of a kept checkpoints' file: where it is in the file's bytes (with its newline), and what
+    /// it says.
+    private struct Entry {
+        var range: Range<Data.Index>
+        var line: KeptLine
+    }
+
+    /// The whole lines of `data` (a last line without its newline left out, empty lines skipped).
+    ///
+    /// - Throws: `StoreError` `.corrupt` for a line that is not a kept checkpoint.
+    private static func entries(of data: Data, path keptPath: String) throws -> [Entry] {
+        let decoder = JSONDecoder()
+        var entries: [Entry] = []
+        var start = data.startIndex
+        while let newline = data[start...].firstIndex(of: UInt8(ascii: "\n")) {
+            if newline > start {
+                guard let line = try? decoder.decode(KeptLine.self, from: Data(data[start..<newline])) else {
+                    throw StoreError(.corrupt, "\(keptPath) holds a line that is not a kept checkpoint")
+                }
+                entries.append(Entry(range: start..<(newline + 1), line: line))
+            }
+            start = newline + 1
+        }
+        return entries
+    }
+
+    /// One line of the kept checkpoints' file: `{"note":…,"size":…,"time":…}`. Lines written before times were
+    /// recorded have none.
     private struct KeptLine: Codable {
         var note: String
         var size: UInt64
+        /// When it was kept, in seconds since the Unix epoch.
+        var time: Int64?
     }
 
-    private static func keep(size: UInt64, note: String, in keptPath: String) throws {
+    private static func keep(_ kept: KeptLine, in keptPath: String) throws {
         let encoder = JSONEncoder()
         encoder.outputFormatting = [.sortedKeys]
-        var line = try encoder.encode(KeptLine(note: note, size: size))
+        var line = try encoder.encode(kept)
         line.append(UInt8(ascii: "\n"))
-        let fd = openFile(keptPath, O_RDWR | O_CREAT | O_APPEND | O_CLOEXEC, 0o600)
-        guard fd >= 0 else { throw StoreError(.unavailable, "cannot write \(keptPath): errno \(errno)") }
+        let fd = try openLocked(keptPath, create: true)!
         defer { close(fd) }
-        flock(fd, LOCK_EX)
         try dropTornTail(fd, path: keptPath)
         try writeDurably(fd, Array(line), path: keptPath)
+    }
+
+    /// The file at `path` opened to append and locked exclusively, once the file opened is still the one at the
+    /// path: a thinning renames a new file over it, and an append that waited for the lock of the old one opens
+    /// the new one instead. Nil when there is no file and not `create`.
+    private static func openLocked(_ path: String, create: Bool) throws -> Int32? {
+        while true {
+            let fd = openFile(path, O_RDWR | O_APPEND | O_CLOEXEC | (create ? O_CREAT : 0), 0o600)
+            guard fd >= 0 else {
+                let error = errno
+                if error == ENOENT, !create { return nil }
+                throw StoreError(.unavailable, "cannot open \(path): errno \(error)")
+            }
+            guard flock(fd, LOCK_EX) == 0 else {
+                let error = errno
+                close(fd)
+                throw StoreError(.unavailable, "cannot lock \(path): errno \(error)")
+            }
+            var opened = stat()
+            var named = stat()
+            if fstat(fd, &opened) == 0, stat(path, &named) == 0, opened.st_ino == named.st_ino,
+                opened.st_dev == named.st_dev
+            {
+                return fd
+            }
+            close(fd)
+        }
+    }
+
+    private static func thin(_ path: String, by retention: CheckpointRetention, now: Int64) throws -> Thinning? {
+        guard let fd = try openLocked(path, create: false) else { return nil }
+        defer { close(fd) }
+        let data = try readAll(fd, path: path)
+        let entries = try entries(of: data, path: path)
+        let keep = retention.kept(times: entries.map(\.line.time), now: now)
+        var kept = [UInt8]()
+        kept.reserveCapacity(data.count)
+        for index in keep { kept.append(contentsOf: data[entries[index].range]) }
+        let thinning = Thinning(keptLines: keep.count, droppedLines: entries.count - keep.count, bytes: kept.count)
+        guard kept.count != data.count else { return thinning }
+        let temporary = path + ".thinning"
+        let out = openFile(temporary, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o600)
+        guard out >= 0 else { throw StoreError(.unavailable, "cannot write \(temporary): errno \(errno)") }
+        do {
+            try writeDurably(out, kept, path: temporary)
+            close(out)
+        } catch {
+            close(out)
+            unlink(temporary)
+            throw error
+        }
+        guard rename(temporary, path) == 0 else {
+            let error = errno
+            unlink(temporary)
+            throw StoreError(.unavailable, "cannot rename \(temporary) to \(path): errno \(error)")
+        }
+        try syncDirectory(of: path)
+        return thinning
+    }
+
+    /// All of the file `fd` (at `path`) holds.
+    private static func readAll(_ fd: Int32, path: String) throws -> Data {
+        var status = stat()
+        guard fstat(fd, &status) == 0 else { throw StoreError(.unavailable, "cannot read \(path): errno \(errno)") }
+        var bytes = [UInt8](repeating: 0, count: Int(status.st_size))
+        var done = 0
+        while done < bytes.count {
+            let count = bytes.withUnsafeMutableBytes { pread(fd, $0.baseAddress! + done, $0.count - done, off_t(done)) }
+            guard count > 0 else { throw StoreError(.unavailable, "cannot read \(path): errno \(errno)") }
+            done += count
+        }
+        return Data(bytes)
+    }
+
+    /// Syncs the directory that holds `path`, so that a rename into it is durable.
+    private static func syncDirectory(of path: String) throws {
+        let directory = (path as NSString).deletingLastPathComponent
+        let fd = openFile(directory.isEmpty ? "." : directory, O_RDONLY | O_DIRECTORY | O_CLOEXEC, 0)
+        guard fd >= 0 else { throw StoreError(.unavailable, "cannot open \(directory): errno \(errno)") }
+        defer { close(fd) }
+        guard fsync(fd) == 0 else { throw StoreError(.unavailable, "cannot sync \(directory): errno \(errno)") }
     }
 
     private static func createKey(_ path: String, name: String) throws -> NoteSigner {

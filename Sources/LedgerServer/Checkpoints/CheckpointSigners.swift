@@ -57,7 +57,7 @@ final class CheckpointSigners: Sendable {
                 keeper: try CheckpointKeeper.open(
                     dataDirectory: configuration.dataDirectory, project: project,
                     settings: configuration.checkpoints[project] ?? CheckpointSettings()),
-                worker: worker)
+                worker: worker, logger: logger)
             state.withLock { state in
                 state.signers[project] = signer
                 state.problems.removeValue(forKey: project)
