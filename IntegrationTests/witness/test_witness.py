@@ -13,7 +13,8 @@ import pytest
 import requests
 
 from witness_harness import (
-    NoteKey, PlayedLog, Server, Witness, binary, consistency_proof, remove, temporary_directory, verify_proof)
+    NoteKey, PlayedLog, ScriptedWitness, Server, Witness, binary, consistency_proof, remove, temporary_directory,
+    verify_proof)
 
 
 @pytest.fixture
@@ -350,3 +351,149 @@ def test_a_config_with_a_bad_witness_is_refused(directory):
     result = subprocess.run([binary(), "serve", "--data", str(server.data), "--port", "0", "--config",
                              str(server.config)], capture_output=True, text=True, timeout=30)
     assert result.returncode != 0 and "witnessQuorum" in result.stdout + result.stderr
+
+
+# ---- the server's witness client against a witness that misbehaves ----
+
+STARTS = "a witness did not cosign the project's checkpoint"
+ENDS = "a witness cosigns the project's checkpoints again"
+
+
+def readiness(server):
+    ready = requests.get(f"{server.base}/readyz", timeout=10)
+    return ready.status_code, " ".join(ready.json().get("reasons", [])) if ready.status_code != 200 else ""
+
+
+def failing_gauge(server, name):
+    metrics = requests.get(f"{server.base}/metrics", timeout=10).text
+    prefix = f'topicledger_witness_failing{{witness="{name}"}} '
+    return float(next(line[len(prefix):] for line in metrics.splitlines() if line.startswith(prefix)))
+
+
+def test_a_409_with_a_size_above_the_checkpoint_fails_that_round_only(directory):
+    """Anything between the server and an http:// witness can answer 409 with text/x.tlog.size 2^64-1: the witness
+    fails that round, the next starts again from the size it last cosigned (or 0), and once it answers correctly
+    it cosigns again, without a restart. The problem is logged once when it starts and once when it ends."""
+    real = Witness(directory / "w1", "witness.example/w1", [])
+    stand_in = ScriptedWitness("witness.example/w1", forward_to=real)
+    server = Server(directory / "server", [stand_in], quorum=1)
+    real.logs = [(Server.ORIGIN, server.log_key.vkey)]
+    real.start()
+    try:
+        with running(server, [real]) as output:
+            server.send()
+            cosigned = int(checkpoint_past(server, 0).text.split("\n")[1])
+            huge = (409, "text/x.tlog.size", "18446744073709551615\n")
+            stand_in.set_script(lambda old, size: huge)
+            server.send("sports")
+            # Three rounds answered so: the witness is still asked (not disabled), and reported failing.
+            stand_in.wait_for(lambda seen: sum(how == "scripted" for *_, how, _ in seen) >= 3, what="three rounds")
+            status, reasons = readiness(server)
+            assert status == 503 and "witness.example/w1: 409" in reasons, reasons
+            assert "above this checkpoint" in reasons, reasons
+            assert failing_gauge(server, "witness.example/w1") == 1
+            # No round after the first is answered by anything but the script: none sent an old size from it.
+            assert all(old <= size for old, size, *_ in stand_in.recorded()), stand_in.recorded()
+            last_cosigned = max(size for _, size, how, status in stand_in.recorded()
+                                if how == "forwarded" and status == 200)
+            assert last_cosigned >= cosigned
+
+            switched = len(stand_in.recorded())
+            stand_in.set_script(None)
+            started = time.time()
+            recovered = checkpoint_past(server, last_cosigned, timeout=10)
+            assert time.time() - started < 5, "cosigned again only after more than a few rounds"
+            assert verify_proof.count_cosignatures(recovered.text, [real.vkey]) == 1
+            first_after = stand_in.recorded()[switched]
+            assert first_after[0] in (last_cosigned, 0), first_after  # from what it last cosigned, or from 0
+            assert readiness(server) == (200, "")
+            assert failing_gauge(server, "witness.example/w1") == 0
+    finally:
+        stand_in.close()
+    assert output["server"].count(STARTS) == 1, output["server"]
+    assert output["server"].count(ENDS) == 1, output["server"]
+
+
+def test_cosignatures_dated_0_or_ahead_of_the_clock_are_refused_and_reported(directory):
+    stand_in = ScriptedWitness("stand-in.example/w")
+    server = Server(directory / "server", [stand_in], quorum=1)
+    try:
+        with running(server, []) as output:
+            server.send()
+            for bad in (lambda: 0, lambda: int(time.time()) + 3600, lambda: 2**63 - 1):
+                stand_in.time = bad
+                seen = len(stand_in.recorded())
+                server.send("sports")
+                refused = server.get("/ledger:checkpoint")
+                assert refused.status_code == 503, refused.text  # none was ever cosigned
+                stand_in.wait_for(lambda requests: len(requests) > seen)
+                status, reasons = readiness(server)
+                assert status == 503 and "stand-in.example/w: the cosignature's time" in reasons, reasons
+                assert failing_gauge(server, "stand-in.example/w") == 1
+            stand_in.time = lambda: int(time.time())
+            accepted = checkpoint_past(server, 0, timeout=10)
+            assert verify_proof.count_cosignatures(accepted.text, [stand_in.vkey]) == 1
+            assert readiness(server) == (200, "")
+            assert failing_gauge(server, "stand-in.example/w") == 0
+    finally:
+        stand_in.close()
+    assert output["server"].count(STARTS) == 1, output["server"]
+    assert output["server"].count(ENDS) == 1, output["server"]
+
+
+# ---- bounded checkpoint files ----
+
+HOUR, DAY = 3600, 86400
+
+
+def expected_survivors(times, now):
+    """The retention rule of docs/compliance.md, written here from its text: every checkpoint of the last hour; of
+    older ones, the last of each clock hour that began less than 30 days ago, and the last of each UTC day before."""
+    last_of = {}
+    for index, signed in enumerate(times):
+        hour_began = signed // HOUR * HOUR
+        bucket = (("recent", index) if now - signed < HOUR
+                  else ("hour", hour_began) if now - hour_began < 30 * DAY else ("day", signed // DAY))
+        last_of[bucket] = index
+    return sorted(last_of.values())
+
+
+def test_the_checkpoint_files_are_thinned_by_the_retention_rule_and_proofs_still_come_from_the_tree(directory):
+    """Files seeded with a checkpoint every 10 minutes for 40 days (times 5 minutes from the last hour's boundary):
+    the server's first signature thins both, atomically, to what the rule keeps, and appends after it."""
+    server, witnesses = server_with_witnesses(directory, quorum=2)
+    project = server.data / "shop"
+    project.mkdir(parents=True, mode=0o700)
+    if time.time() % HOUR > HOUR - 60:
+        time.sleep(HOUR - time.time() % HOUR + 1)  # an hour leaves the 30 days at each hour: not while the server thins
+    now = int(time.time())
+    times = sorted(now - k * 600 - 300 for k in range(1, 40 * 144 + 1))
+    for name in ("checkpoints.jsonl", "cosigned.jsonl"):
+        with open(project / name, "w") as file:
+            for size, signed in enumerate(times, start=1):
+                file.write(json.dumps({"note": f"seeded\n{size}\n", "size": size, "time": signed}) + "\n")
+        (project / name).chmod(0o600)
+    survivors = [times[i] for i in expected_survivors(times, now)]
+    assert 700 < len(survivors) < 760
+    with running(server, witnesses):
+        first = server.send()
+        cosigned = checkpoint_past(server, 0)
+        for name in ("checkpoints.jsonl", "cosigned.jsonl"):
+            lines = [json.loads(line) for line in (project / name).read_text().splitlines()]
+            seeded = [line for line in lines if line["note"].startswith("seeded\n")]
+            assert [line["time"] for line in seeded] == survivors, name
+            signed_here = lines[len(seeded):]
+            assert signed_here and all(not line["note"].startswith("seeded") for line in signed_here)
+            assert all(abs(line["time"] - time.time()) < 120 for line in signed_here), signed_here
+            assert oct((project / name).stat().st_mode & 0o777) == "0o600"
+            assert not [path for path in project.iterdir() if path.name.startswith(name) and path.name != name]
+        # What is served and proved does not come from the files: the cosigned checkpoint, and a consistency proof
+        # from size 1 to it, verified outside Swift.
+        assert verify_proof.count_cosignatures(cosigned.text, [w.vkey for w in witnesses]) == 2
+        consistency = server.get("/ledger:consistency?from=1")
+        assert consistency.status_code == 200, consistency.text
+        path = directory / "consistency.json"
+        path.write_text(consistency.text)
+        assert verify_with_python(str(path), server, witnesses, 2).returncode == 0
+        proof = server.get(f"/messages/{first}:proof")
+        assert proof.status_code == 200, proof.text

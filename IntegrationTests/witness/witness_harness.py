@@ -4,6 +4,7 @@ tlog-checkpoint, tlog-witness, tlog-cosignature) and RFC 6962, not from TopicLed
 
 import base64
 import hashlib
+import http.server
 import json
 import os
 import shutil
@@ -12,6 +13,7 @@ import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -239,3 +241,88 @@ def temporary_directory():
 
 def remove(directory):
     shutil.rmtree(directory, ignore_errors=True)
+
+
+class ScriptedWitness:
+    """A tiny HTTP stand-in for a witness, answering each `add-checkpoint` as the test scripts it.
+
+    `script(old, size)` returns `(status, content_type, text)` to answer, or None for the default: forwarded to
+    `forward_to` (a real `ledger witness`, whose answer is relayed) when given, else a cosignature by this
+    stand-in's own key (C2SP tlog-cosignature, cosignature/v1) dated `time()`. Every request is recorded as
+    `(old, size, how, status)`, how being "scripted", "forwarded" or "cosigned"."""
+
+    def __init__(self, name, forward_to=None):
+        self.name, self.forward_to = name, forward_to
+        self.private = Ed25519PrivateKey.generate()
+        public = self.private.public_key().public_bytes(serialization.Encoding.Raw, serialization.PublicFormat.Raw)
+        self.key_id = hashlib.sha256(name.encode() + b"\n\x04" + public).digest()[:4]
+        blob = base64.b64encode(b"\x04" + public).decode()
+        self.own_vkey = f"{name}+{self.key_id.hex()}+{blob}"
+        self.vkey = forward_to.vkey if forward_to else self.own_vkey
+        self.script = None
+        self.time = lambda: int(time.time())
+        self.requests = []
+        self.lock = threading.Lock()
+        stand_in = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def do_POST(self):
+                body = self.rfile.read(int(self.headers.get("Content-Length", 0))).decode()
+                status, content_type, text = stand_in.answer(body)
+                data = text.encode()
+                self.send_response(status)
+                self.send_header("Content-Type", content_type)
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+            def log_message(self, *arguments):
+                pass
+
+        self.http = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.port = self.http.server_address[1]
+        self.base = f"http://127.0.0.1:{self.port}"
+        threading.Thread(target=self.http.serve_forever, daemon=True).start()
+
+    def answer(self, body):
+        head, _, note = body.partition("\n\n")
+        old = int(head.split("\n")[0].split(" ")[1])
+        size = int(note.split("\n")[1])
+        with self.lock:
+            script = self.script
+        scripted = script(old, size) if script else None
+        if scripted is not None:
+            how, answer = "scripted", scripted
+        elif self.forward_to:
+            response = requests.post(f"{self.forward_to.base}/add-checkpoint", data=body.encode(), timeout=10)
+            how = "forwarded"
+            answer = (response.status_code, response.headers.get("Content-Type", "text/plain"), response.text)
+        else:
+            how, answer = "cosigned", (200, "text/plain; charset=utf-8", self.cosignature(note, self.time()))
+        with self.lock:
+            self.requests.append((old, size, how, answer[0]))
+        return answer
+
+    def cosignature(self, note, timestamp):
+        body = note.partition("\n\n")[0] + "\n"
+        signature = self.private.sign(f"cosignature/v1\ntime {timestamp}\n{body}".encode())
+        blob = self.key_id + timestamp.to_bytes(8, "big") + signature
+        return f"\u2014 {self.name} {base64.b64encode(blob).decode()}\n"
+
+    def set_script(self, script):
+        with self.lock:
+            self.script = script
+
+    def recorded(self):
+        with self.lock:
+            return list(self.requests)
+
+    def wait_for(self, predicate, timeout=20, what="requests"):
+        deadline = time.time() + timeout
+        while not predicate(self.recorded()):
+            assert time.time() < deadline, f"the stand-in did not see {what}: {self.recorded()}"
+            time.sleep(0.1)
+
+    def close(self):
+        self.http.shutdown()
+        self.http.server_close()
