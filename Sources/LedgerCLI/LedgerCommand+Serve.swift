@@ -134,7 +134,7 @@ extension LedgerCommand {
             if let sendQuota { configuration.sendsPerMinute = sendQuota }
             if let maxTopics { configuration.limits.maximumTopicsPerInstance = maxTopics }
             if let maxBodyBytes { configuration.maximumBodyBytes = maxBodyBytes }
-            if let maxConnections { configuration.maximumConnections = maxConnections }
+            if let maxConnections { configuration.connections.maximumConnections = maxConnections }
             if let tlsCert, let tlsKey { configuration.tlsFiles = (tlsCert, tlsKey) }
             if nodeID != nil || etcd != nil || advertiseURL != nil || configuration.cluster != nil {
                 var cluster =
@@ -158,24 +158,6 @@ extension LedgerCommand {
             return configuration
         }
 
-        /// Raises the process's limit on open files to its hard limit, and returns the connection cap that leaves
-        /// room for: the configured one, or lower — said on standard error — when the limit is too low for it
-        /// (``FileDescriptorLimit``).
-        func connectionCap(_ configuration: ServerConfiguration, logger: Logger) -> Int {
-            let openFiles = FileDescriptorLimit.raiseToHardLimit()
-            let cap = FileDescriptorLimit.connectionCap(
-                requested: configuration.maximumConnections, limit: openFiles,
-                reserve: FileDescriptorLimit.reserve(projects: configuration.credentials.projects.count))
-            if cap < configuration.maximumConnections, let openFiles {
-                let message =
-                    "this process may open \(openFiles) files: connections are capped at \(cap), not"
-                    + " \(configuration.maximumConnections). Raise the hard limit on open files (ulimit -Hn,"
-                    + " systemd's LimitNOFILE=) or lower --max-connections."
-                logger.warning("\(message)")
-            }
-            return cap
-        }
-
         /// Whether `host` names only this machine (127.0.0.0/8, ::1, localhost).
         static func isLoopback(_ host: String) -> Bool {
             host == "localhost" || host == "::1" || host == "[::1]"
@@ -191,7 +173,9 @@ extension LedgerCommand {
             var logger = Logger(label: "ledger")
             logger.logLevel = .info
             var configuration = try configuration()
-            configuration.maximumConnections = connectionCap(configuration, logger: logger)
+            configuration.connections.fitOpenFiles(
+                reserve: FileDescriptorLimit.reserve(projects: configuration.credentials.projects.count),
+                logger: logger)
             let ledgers: LedgerRegistry
             do {
                 ledgers = try LedgerRegistry(configuration: configuration, logger: logger)

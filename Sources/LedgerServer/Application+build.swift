@@ -18,6 +18,13 @@ import LedgerCluster
 public func buildRouter(
     configuration: ServerConfiguration, ledgers: LedgerRegistry, logger: Logger = Logger(label: "topicledger")
 ) -> TokenPathRouter {
+    buildRouter(configuration: configuration, ledgers: ledgers, logger: logger, connections: nil)
+}
+
+/// The router, whose `GET /metrics` also serves the series of `connections` (the server's ``ConnectionLimiter``).
+func buildRouter(
+    configuration: ServerConfiguration, ledgers: LedgerRegistry, logger: Logger, connections: ConnectionLimiter?
+) -> TokenPathRouter {
     let router = TokenPathRouter(router: Router(context: LedgerRequestContext.self))
     let server = ServerContext(configuration: configuration, ledgers: ledgers)
     router.add(middleware: MetricsMiddleware(metrics: ledgers.metrics))
@@ -44,7 +51,7 @@ public func buildRouter(
             events &+= try ledger.readLog { try $0.head().seq }
             pendingAudiences += ledger.pendingAudiences
             if ledger.compactionProblem != nil { compactionsOwed += 1 }
-            mapUsed = max(mapUsed, ledger.mapUsedFraction)
+            mapUsed = max(mapUsed, try ledger.mapUsedFraction)
         }
         ledgers.metrics.recordEvents(events, pendingAudiences: pendingAudiences)
         ledgers.metrics.recordStorage(
@@ -63,9 +70,11 @@ public func buildRouter(
             let apns = ledgers.apns.totals()
             ledgers.metrics.recordAPNs(outboxDepth: apns.outboxDepth, failingProjects: apns.failingProjects)
         }
+        var body = ByteBuffer(bytes: ledgers.metrics.exposition())
+        if let connections { body.writeString(connections.exposition()) }
         return Response(
             status: .ok, headers: [.contentType: "text/plain; version=0.0.4; charset=utf-8"],
-            body: ResponseBody(byteBuffer: ByteBuffer(bytes: ledgers.metrics.exposition())))
+            body: ResponseBody(byteBuffer: body))
     }
     router.group("/v1/projects/:project")
         .projectRoutes(server, roles: [.admin, .auditor])
@@ -97,22 +106,18 @@ public func buildRouter(
 /// HTTPS with HTTP/2 negotiated by ALPN beside HTTP/1.1, every answer carrying `Strict-Transport-Security`, and
 /// the certificate read again on SIGHUP (``CertificateReloader``).
 ///
-/// Every connection is counted by the ``ConnectionLimiter`` before TLS or HTTP; every request (an HTTP/1.1
-/// request or an HTTP/2 stream) has its body's deadline (``RequestBodyDeadline``).
+/// Every connection is held to ``ServerConfiguration/connections``, by the code `ledger witness` uses too
+/// (``HTTPServerBuilder/limited(_:limiter:certificate:logger:)``).
 ///
 /// - Note: Never logs registration tokens, keys or message payloads: routes carry tokens in their paths, so
 ///   no request-logging middleware that prints URIs is installed.
 public func buildApplication(configuration: ServerConfiguration, ledgers: LedgerRegistry, logger: Logger)
     -> some ApplicationProtocol
 {
-    let router = buildRouter(configuration: configuration, ledgers: ledgers, logger: logger)
-    let limiter = ConnectionLimiter(maximum: configuration.maximumConnections)
-    let bodyTimeout = TimeAmount.seconds(Int64(configuration.requestBodyTimeoutSeconds))
-    let bodyLimits = RequestBodyDeadline.Limits(
-        grace: min(.seconds(10), bodyTimeout), maximum: bodyTimeout,
-        minimumBytesPerSecond: configuration.minimumBodyBytesPerSecond)
-    let idleTimeout = Duration.seconds(configuration.idleTimeoutSeconds)
-    let server: HTTPServerBuilder
+    let limiter = ConnectionLimiter(limits: configuration.connections, logger: logger)
+    let router = buildRouter(configuration: configuration, ledgers: ledgers, logger: logger, connections: limiter)
+    let server = HTTPServerBuilder.limited(
+        configuration.connections, limiter: limiter, certificate: configuration.certificate, logger: logger)
     // The ledgers' service first: the last to be told to shut down (``LedgerLifecycle``).
     var services: [any Service] = [
         LedgerLifecycle(ledgers: ledgers), DeliverySweeper(ledgers: ledgers),
@@ -127,26 +132,7 @@ public func buildApplication(configuration: ServerConfiguration, ledgers: Ledger
         services.append(WitnessCollector(server: ServerContext(configuration: configuration, ledgers: ledgers)))
     }
     if let certificate = configuration.certificate {
-        let stream = HTTP1Channel.Configuration(
-            additionalChannelHandlers: [
-                RequestBodyDeadline(limits: bodyLimits, logger: logger), StrictTransportSecurity(),
-            ],
-            idleTimeout: TimeAmount(idleTimeout))
-        let http2 = HTTP2UpgradeChannel.Configuration(idleTimeout: idleTimeout, streamConfiguration: stream)
-        server = HTTPServerBuilder { responder in
-            LimitedConnections(
-                inner: try HTTP2UpgradeChannel(
-                    tlsConfiguration: certificate.tlsConfiguration, configuration: http2, responder: responder),
-                limiter: limiter, tlsHandshakeTimeout: TimeAmount(idleTimeout))
-        }
         services.append(CertificateReloader(certificate: certificate, logger: logger))
-    } else {
-        let http1 = HTTP1Channel.Configuration(
-            additionalChannelHandlers: [RequestBodyDeadline(limits: bodyLimits, logger: logger)],
-            idleTimeout: TimeAmount(idleTimeout))
-        server = HTTPServerBuilder { responder in
-            LimitedConnections(inner: HTTP1Channel(responder: responder, configuration: http1), limiter: limiter)
-        }
     }
     if !configuration.apns.isEmpty {
         services.append(APNsPushService(configuration: configuration, ledgers: ledgers, logger: logger))

@@ -1,3 +1,5 @@
+import Logging
+
 #if canImport(Glibc)
     import Glibc
 #elseif canImport(Darwin)
@@ -10,7 +12,7 @@
 /// after accepting it. If the cap is above what the process may open, `accept` fails first (`EMFILE`): the
 /// connections past the limit wait unanswered in the kernel's queue, `/healthz` with them, until idle ones
 /// time out — and the ledgers' own files (a checkpoint, a backup) fail to open meanwhile. So `ledger serve`
-/// raises its soft limit to the hard one at start, as Go's runtime does for every program (systemd's default
+/// and `ledger witness` raise their soft limit to the hard one at start, as Go's runtime does for every program (systemd's default
 /// soft limit is 1,024, its hard one 524,288, for programs to raise when they do not use `select`), and
 /// lowers the cap to what the limit leaves room for when even the hard limit is too low.
 public enum FileDescriptorLimit {
@@ -46,4 +48,26 @@ public enum FileDescriptorLimit {
     #else
         private static let resource = RLIMIT_NOFILE
     #endif
+}
+
+extension ConnectionLimits {
+    /// Raises the process's limit on open files to its hard limit (``FileDescriptorLimit/raiseToHardLimit()``) and
+    /// lowers ``maximumConnections`` to what that leaves room for beside `reserve` descriptors
+    /// (``FileDescriptorLimit/connectionCap(requested:limit:reserve:)``), saying so in a warning when it must.
+    ///
+    /// - Parameters:
+    ///   - reserve: The descriptors kept for everything but connections (``FileDescriptorLimit/reserve(projects:)``).
+    ///   - logger: Where a lowered cap is warned of.
+    public mutating func fitOpenFiles(reserve: Int, logger: Logger) {
+        let openFiles = FileDescriptorLimit.raiseToHardLimit()
+        let cap = FileDescriptorLimit.connectionCap(requested: maximumConnections, limit: openFiles, reserve: reserve)
+        if cap < maximumConnections, let openFiles {
+            let message =
+                "this process may open \(openFiles) files: connections are capped at \(cap), not"
+                + " \(maximumConnections). Raise the hard limit on open files (ulimit -Hn,"
+                + " systemd's LimitNOFILE=) or lower --max-connections."
+            logger.warning("\(message)")
+        }
+        maximumConnections = cap
+    }
 }

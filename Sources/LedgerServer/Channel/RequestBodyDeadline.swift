@@ -7,7 +7,7 @@ import NIOHTTPTypes
 /// and then trickles its body (a slow-body slowloris, one byte every few seconds) cannot hold a connection —
 /// and, with enough of them, every connection the server allows — with no credential at all.
 ///
-/// The head is bounded by the idle timeout (``ServerConfiguration/idleTimeoutSeconds``: a connection that
+/// The head is bounded by the idle timeout (``ConnectionLimits/idleTimeoutSeconds``: a connection that
 /// has not sent a whole head in time is closed). From the head on, the body must be whole by
 ///
 ///     head + min(maximum, grace + received bytes ÷ minimum rate)

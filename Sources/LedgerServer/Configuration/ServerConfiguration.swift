@@ -24,18 +24,11 @@ public struct ServerConfiguration: Sendable {
     /// The LMDB map size each ledger is opened with, in bytes (`nil`: LMDBKit's default); it doubles
     /// whenever it fills. Small values let tests exercise map growth through the server.
     public var initialMapBytes: Int?
-    /// A connection that has not sent a whole request for this long — idle between requests, or stuck in
-    /// the middle of a request head — is closed. Long polls and streams are requests in progress, not idle.
-    public var idleTimeoutSeconds = 30
-    /// The most a request body may take to arrive, from its head (``RequestBodyDeadline``): a body must also
-    /// keep ``minimumBodyBytesPerSecond`` after its first 10 seconds, or its connection is closed.
-    public var requestBodyTimeoutSeconds = 60
-    /// The slowest a request body may arrive, averaged from its head: each this many bytes allow one more
-    /// second beyond the first 10 (never past ``requestBodyTimeoutSeconds``).
-    public var minimumBodyBytesPerSecond = 1024
-    /// Connections held open at once; the ones beyond are closed on arrival. `ledger serve` lowers it to what
-    /// the process's limit on open files leaves room for (``FileDescriptorLimit``).
-    public var maximumConnections = 10_000
+    /// The timeouts and caps of every connection (the config file's `idleTimeoutSeconds`,
+    /// `requestBodyTimeoutSeconds`, `minRequestBodyBytesPerSecond`, `maxConnections` and
+    /// `maxConnectionsPerAddress`), as `ledger witness` has them too. `ledger serve` lowers the cap to what the
+    /// process's limit on open files leaves room for (``ConnectionLimits/fitOpenFiles(reserve:logger:)``).
+    public var connections = ConnectionLimits.server
     /// Subscription changes per second per project, counted per token (FCM: 3000). A single change over the
     /// rate gets 429 RESOURCE_EXHAUSTED with Retry-After; in a batch, the tokens beyond the budget do.
     public var subscriptionChangesPerSecond = 3000
@@ -87,20 +80,21 @@ public struct ServerConfiguration: Sendable {
 extension ServerConfiguration {
     /// The limits a config file may set, with the key each is read from.
     static var limitKeys: [(key: String, path: WritableKeyPath<ServerConfiguration, Int>)] {
-        [
+        var keys: [(key: String, path: WritableKeyPath<ServerConfiguration, Int>)] = [
             ("topicsPerInstance", \.limits.maximumTopicsPerInstance),
             ("tokensPerBatch", \.maximumBatchTokens),
             ("subscriptionChangesPerSecond", \.subscriptionChangesPerSecond),
             ("sendsPerMinute", \.sendsPerMinute),
             ("maxRequestBodyBytes", \.maximumBodyBytes),
-            ("idleTimeoutSeconds", \.idleTimeoutSeconds),  // at most a day: see `readLimits`
             ("registrationsPerSecond", \.registrationsPerSecond),
             ("deviceSubscriptionChangesPerMinute", \.deviceSubscriptionChangesPerMinute),
             ("deviceAcknowledgementsPerMinute", \.deviceAcknowledgementsPerMinute),
-            ("maxConnections", \.maximumConnections),
-            ("requestBodyTimeoutSeconds", \.requestBodyTimeoutSeconds),  // at most a day, as idleTimeoutSeconds
-            ("minRequestBodyBytesPerSecond", \.minimumBodyBytesPerSecond),
         ]
+        // idleTimeoutSeconds, requestBodyTimeoutSeconds, minRequestBodyBytesPerSecond, maxConnections,
+        // maxConnectionsPerAddress: the limits `ledger witness` takes as flags.
+        let connections: WritableKeyPath<ServerConfiguration, ConnectionLimits> = \.connections
+        keys += ConnectionLimits.keys.map { limit in (key: limit.key, path: connections.appending(path: limit.path)) }
+        return keys
     }
 
     /// Reads a config file: credentials per project, and optionally limits and the condition rule.
@@ -207,14 +201,13 @@ extension ServerConfiguration {
                     .invalidArgument, field: "\(path): limits.\(key)",
                     "unknown limit; expected one of \(Self.limitKeys.map(\.key).joined(separator: ", "))")
             }
-            guard let integer, integer >= 1 else {
+            guard let integer else {
                 throw LedgerCoreError(
                     .invalidArgument, field: "\(path): limits.\(key)", "expected a whole number of at least 1")
             }
-            // TimeAmount counts nanoseconds in an Int64: a timeout past a day is a mistake, not a wish.
-            if (key == "idleTimeoutSeconds" || key == "requestBodyTimeoutSeconds") && integer > 86_400 {
-                throw LedgerCoreError(
-                    .invalidArgument, field: "\(path): limits.\(key)", "expected at most 86400 seconds (a day)")
+            // At least 1, and a timeout at most a day.
+            if let problem = ConnectionLimits.problem(key: key, value: integer) {
+                throw LedgerCoreError(.invalidArgument, field: "\(path): limits.\(key)", problem)
             }
             self[keyPath: keyPath] = integer
         }

@@ -94,8 +94,8 @@ func monotonicSeconds() -> Double {
     return Double(spec.tv_sec) + Double(spec.tv_nsec) / 1e9
 }
 
-/// The part of a client's address the console's sign-in throttle counts by: a whole IPv4 address, or the /64
-/// network of an IPv6 one (a single host is commonly given a whole /64). IPv4-mapped IPv6 addresses count as
+/// The part of a client's address the console's sign-in throttle and the per-address connection cap
+/// (``ConnectionLimiter``) count by: a whole IPv4 address, or the /64 network of an IPv6 one (a single host is commonly given a whole /64). IPv4-mapped IPv6 addresses count as
 /// their IPv4 address; a peer without an IP address (a Unix socket, a test) counts as one client.
 struct ClientNetwork: Hashable, Sendable {
     let bytes: [UInt8]
