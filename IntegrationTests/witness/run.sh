@@ -7,4 +7,4 @@ cd "$(dirname "$0")"
 binary="${1:-$(cd ../.. && swift build --show-bin-path)/ledger}"
 shift $(( $# > 0 ? 1 : 0 ))
 python3 -m pip install --quiet --disable-pip-version-check -r requirements.txt
-LEDGER_BIN="$binary" python3 -m pytest -q -p no:cacheprovider test_witness.py "$@"
+LEDGER_BIN="$binary" python3 -m pytest -q -p no:cacheprovider test_witness.py test_witness_limits.py "$@"

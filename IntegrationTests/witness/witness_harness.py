@@ -7,6 +7,7 @@ import hashlib
 import http.server
 import json
 import os
+import resource
 import shutil
 import signal
 import socket
@@ -149,12 +150,20 @@ class Witness:
             capture_output=True, text=True, check=True).stdout.strip()
         self.process = None
 
-    def start(self):
+    def start(self, extra=(), open_files=None):
+        """Starts it with `extra` arguments; with `open_files`, under that limit on open files (soft and hard, as
+        `ulimit -n` sets both)."""
         arguments = [binary(), "witness", "--data", str(self.directory / "data"), "--key", str(self.key), "--name",
                      self.name, "--port", str(self.port)]
         for origin, vkey in self.logs:
             arguments += ["--log", f"{origin}={vkey}"]
-        self.process = subprocess.Popen(arguments, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+        arguments += list(extra)
+
+        def limit_open_files():
+            resource.setrlimit(resource.RLIMIT_NOFILE, (open_files, open_files))
+
+        self.process = subprocess.Popen(arguments, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                        preexec_fn=limit_open_files if open_files else None)
         wait_healthy(self.base, self.process, f"witness {self.name}")
         return self
 

@@ -17,7 +17,8 @@ extension LedgerCommand {
                 kept in LMDB in --data, written in the same transaction as its check, before the answer. A checkpoint \
                 the log signed at a cosigned size with another root is kept once as evidence of a split view, up to \
                 1 MiB (--evidence prints them); a proof that does not verify is refused and not kept. The key file (mode 0600) is made when missing; --public-key prints the vkey to pin. \
-                docs/compliance.md says how an auditor runs one.
+                Every connection has `ledger serve`'s timeouts and caps (docs/server.md, "Witness limits"), with \
+                defaults for a public service. docs/compliance.md says how an auditor runs one.
                 """)
 
         @Option(help: "The witness's own directory (its LMDB store).")
@@ -40,6 +41,37 @@ extension LedgerCommand {
             help: "A log to witness: ORIGIN=VKEY, its verifier key (`ledger checkpoint --public-key`). Repeatable.")
         var logs: [String] = []
 
+        @Option(
+            help: """
+                Close a connection that has not sent a whole request head this many seconds after it opened or after \
+                its last answer (`ledger serve`'s idleTimeoutSeconds; at most 86400).
+                """)
+        var idleTimeoutSeconds = ConnectionLimits.witness.idleTimeoutSeconds
+
+        @Option(help: "The most a request body may take from its head, in seconds (requestBodyTimeoutSeconds).")
+        var requestBodyTimeoutSeconds = ConnectionLimits.witness.requestBodyTimeoutSeconds
+
+        @Option(
+            help: """
+                After a body's first 10 seconds, each this many bytes received allow one more second \
+                (minRequestBodyBytesPerSecond).
+                """)
+        var minRequestBodyBytesPerSecond = ConnectionLimits.witness.minimumBodyBytesPerSecond
+
+        @Option(
+            help: """
+                Connections open at once; more are closed as they arrive. Lowered to what the limit on open files \
+                leaves room for (maxConnections).
+                """)
+        var maxConnections = ConnectionLimits.witness.maximumConnections
+
+        @Option(
+            help: """
+                Connections one client address (IPv4, or an IPv6 /64) may hold open at once; more are closed as they \
+                arrive. Behind a reverse proxy, give --max-connections' value (maxConnectionsPerAddress).
+                """)
+        var maxConnectionsPerAddress = ConnectionLimits.witness.maximumConnectionsPerAddress
+
         @Flag(help: "Print the witness's vkey (`<name>+<key id>+<base64(0x04 ‖ key)>`) and exit.")
         var publicKey = false
 
@@ -52,6 +84,25 @@ extension LedgerCommand {
             if !publicKey && !evidence && logs.isEmpty {
                 throw ValidationError("give at least one --log ORIGIN=VKEY to witness")
             }
+            for (flag, key, value) in [
+                ("--idle-timeout-seconds", "idleTimeoutSeconds", idleTimeoutSeconds),
+                ("--request-body-timeout-seconds", "requestBodyTimeoutSeconds", requestBodyTimeoutSeconds),
+                ("--min-request-body-bytes-per-second", "minRequestBodyBytesPerSecond", minRequestBodyBytesPerSecond),
+                ("--max-connections", "maxConnections", maxConnections),
+                ("--max-connections-per-address", "maxConnectionsPerAddress", maxConnectionsPerAddress),
+            ] {
+                if let problem = ConnectionLimits.problem(key: key, value: value) {
+                    throw ValidationError("\(flag): \(problem)")
+                }
+            }
+        }
+
+        /// The connection limits the flags give.
+        var connectionLimits: ConnectionLimits {
+            ConnectionLimits(
+                idleTimeoutSeconds: idleTimeoutSeconds, requestBodyTimeoutSeconds: requestBodyTimeoutSeconds,
+                minimumBodyBytesPerSecond: minRequestBodyBytesPerSecond, maximumConnections: maxConnections,
+                maximumConnectionsPerAddress: maxConnectionsPerAddress)
         }
 
         /// The trusted keys per origin, from `--log ORIGIN=VKEY` (an origin may be given more than one key).
@@ -103,12 +154,15 @@ extension LedgerCommand {
             LoggingSystem.bootstrap { label in StreamLogHandler.standardError(label: label) }
             var logger = Logger(label: "ledger-witness")
             logger.logLevel = .info
+            var connections = connectionLimits
+            // Its one LMDB store holds the descriptors a project's ledger does.
+            connections.fitOpenFiles(reserve: FileDescriptorLimit.reserve(projects: 1), logger: logger)
             printNow(
                 "TopicLedger witness \(cosigner.verifier.vkey) on http://\(host):\(port), logs: \(keys.keys.sorted().joined(separator: ", "))"
             )
             let app = buildWitnessApplication(
-                settings: WitnessSettings(host: host, port: port, logKeys: keys), store: store, cosigner: cosigner,
-                logger: logger)
+                settings: WitnessSettings(host: host, port: port, logKeys: keys, connections: connections),
+                store: store, cosigner: cosigner, logger: logger)
             try await app.runService()
         }
     }

@@ -16,22 +16,30 @@ public struct WitnessSettings: Sendable {
     public var port: Int
     /// The signed-note keys trusted for each log origin.
     public var logKeys: [String: [NoteVerifier]]
+    /// The timeouts and caps of every connection: `ledger serve`'s limits, with a public witness's defaults.
+    public var connections: ConnectionLimits
 
-    public init(host: String, port: Int, logKeys: [String: [NoteVerifier]]) {
+    public init(
+        host: String, port: Int, logKeys: [String: [NoteVerifier]], connections: ConnectionLimits = .witness
+    ) {
         self.host = host
         self.port = port
         self.logKeys = logKeys
+        self.connections = connections
     }
 }
 
 /// The largest add-checkpoint body read: 63 proof lines, and a checkpoint with room for many signatures.
 let maximumAddCheckpointBytes = 64 * 1024
 
-/// The witness's HTTP application: `POST /add-checkpoint`, `GET /healthz` and `GET /metrics`.
+/// The witness's HTTP application: `POST /add-checkpoint`, `GET /healthz` and `GET /metrics`, each connection held
+/// to ``WitnessSettings/connections`` by the code `ledger serve` uses
+/// (``HTTPServerBuilder/limited(_:limiter:certificate:logger:)``; plain HTTP: TLS is a reverse proxy's).
 public func buildWitnessApplication(
     settings: WitnessSettings, store: WitnessStore, cosigner: Cosigner, logger: Logger
 ) -> some ApplicationProtocol {
     let router = Router()
+    let limiter = ConnectionLimiter(limits: settings.connections, logger: logger)
     let worker = SerialWorker<BlockingJob, Void>(name: "ledger-witness")
     let refusedProofs = RefusedProofs()
     router.get("healthz") { _, _ in "ok\n" }
@@ -96,13 +104,14 @@ public func buildWitnessApplication(
     }
     router.get("metrics") { _, _ -> Response in
         let counters = try await worker.perform { try store.counters() }
-        let text = WitnessMetrics.exposition(counters, refusedProofs: refusedProofs.total)
+        let text = WitnessMetrics.exposition(counters, refusedProofs: refusedProofs.total) + limiter.exposition()
         return Response(
             status: .ok, headers: [.contentType: "text/plain; version=0.0.4; charset=utf-8"],
             body: ResponseBody(byteBuffer: ByteBuffer(string: text)))
     }
     return Application(
         router: router,
+        server: .limited(settings.connections, limiter: limiter, certificate: nil, logger: logger),
         configuration: .init(address: .hostname(settings.host, port: settings.port), serverName: "TopicLedger-witness"),
         onServerRunning: { channel in
             logger.notice(
