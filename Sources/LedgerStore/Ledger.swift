@@ -99,6 +99,17 @@ public final class Ledger: Sendable {
         }
         let compaction = ErasureCompaction(environment: storage.environment, dataFile: dataFile, logger: logger)
         self.compaction = compaction
+        // A compaction owed by an earlier process (it failed, or a crash interrupted it) is made before anything
+        // else; if it still fails, writes are refused and `/readyz` says why until it succeeds.
+        if let owed = compaction.problem {
+            do {
+                _ = try compaction.settleOwed()
+            } catch {
+                logger.critical(
+                    "the ledger's file owes a compaction after an erasure and cannot be compacted; writes wait for it",
+                    metadata: ["ledger.project": "\(project)", "ledger.owed": "\(owed)", "error": "\(error)"])
+            }
+        }
         let writer = LedgerWriter(
             storage: storage, options: options, release: release, compaction: compaction, dataFile: dataFile,
             logger: logger)
@@ -197,9 +208,13 @@ public final class Ledger: Sendable {
     public var compactionProblem: String? { compaction?.problem }
 
     /// How full the ledger's map is: the bytes of the file in use over the largest map it may grow to (a write
-    /// that needs more fails: the ledger's disk is full).
+    /// that needs more fails: the ledger's disk is full). Read in a transaction, which holds the map lock: a
+    /// compaction or a growth of the map replaces what it reads.
     public var mapUsedFraction: Double {
-        Double(environment.usedBytes) / Double(max(1, environment.options.maximumMapSize))
+        get throws {
+            let used = try environment.read { txn in txn.environment.usedBytes }
+            return Double(used) / Double(max(1, environment.options.maximumMapSize))
+        }
     }
 
     /// Group-commit counters since the ledger was opened (zero for read-only ledgers).

@@ -227,6 +227,45 @@ struct ErasureTests {
         #expect(IdentifierSearch.files(under: directory.path, holding: Array(erased.rawValue.utf8)) == [])
     }
 
+    @Test(
+        "a compaction owed when the ledger closes is owed when a writer opens it again, and made before anything else"
+    )
+    func owedAcrossRestart() async throws {
+        let directory = TemporaryDirectory()
+        defer { directory.remove() }
+        let erasedBytes = Array(erased.rawValue.utf8)
+        var blocker = ""
+        do {
+            let ledger = try openTestLedger(directory)
+            defer { ledger.close() }
+            try await history(ledger)
+            // A file where the compacting copy's directory goes: the copy cannot be made.
+            blocker = ledger.directory + "/.compacting"
+            #expect(FileManager.default.createFile(atPath: blocker, contents: Data("x".utf8)))
+            await #expect(throws: StoreError.self) {
+                _ = try await ledger.append(request([.erase(erased, reason: "r")]))
+            }
+        }
+        do {
+            // Reopened while the compaction still cannot be made: owed, writes refused, the freed pages unchanged.
+            let ledger = try openTestLedger(directory)
+            defer { ledger.close() }
+            #expect(ledger.compactionProblem != nil)
+            await #expect(throws: StoreError.self) {
+                _ = try await ledger.append(request([.subscribe(kept, try TopicName("weather"), via: .v1)]))
+            }
+            #expect(!IdentifierSearch.files(under: directory.path, holding: erasedBytes).isEmpty)
+        }
+        try FileManager.default.removeItem(atPath: blocker)
+        let ledger = try openTestLedger(directory)
+        defer { ledger.close() }
+        // Compacted when it opened, before any write.
+        #expect(ledger.compactionProblem == nil)
+        #expect(IdentifierSearch.files(under: directory.path, holding: erasedBytes) == [])
+        #expect(!FileManager.default.fileExists(atPath: ledger.directory + "/compaction-owed"))
+        _ = try await ledger.append(request([.subscribe(kept, try TopicName("weather"), via: .v1)]))
+    }
+
     @Test("a follower whose compaction fails after a replicated erasure owes it, and makes it after the next block")
     func followerOwedCompaction() async throws {
         let leaderDirectory = TemporaryDirectory()

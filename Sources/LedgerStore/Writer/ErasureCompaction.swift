@@ -13,13 +13,14 @@ final class ErasureCompaction: Sendable {
     private let environment: LMDBEnvironment
     /// The data file the writer mapped, adopted anew after each compaction replaces it.
     private let dataFile: DataFileWatch?
-    private let debt = CompactionDebt()
+    private let debt: CompactionDebt
     private let logger: Logger
 
     init(environment: LMDBEnvironment, dataFile: DataFileWatch?, logger: Logger) {
         self.environment = environment
         self.dataFile = dataFile
         self.logger = logger
+        debt = CompactionDebt(directory: environment.path)
     }
 
     /// While a compaction is owed after an erasure: why the last one failed (freed pages of the file may still
@@ -95,6 +96,7 @@ final class ErasureCompaction: Sendable {
     /// owed the error, which is rethrown.
     private func compact() throws {
         do {
+            try debt.begin()
             try environment.compact()
             dataFile?.adopt()
             debt.settle()
