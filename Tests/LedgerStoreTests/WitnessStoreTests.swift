@@ -46,7 +46,11 @@ struct WitnessStoreTests {
         #expect(try add(store, old: 4, Self.note(size: 4), proof: junk).decision == .badProof)
         #expect(try add(store, old: 4, Self.note(size: 9), proof: junk).decision == .badProof)
         #expect(try store.evidence().isEmpty)
-        let fork = try Self.note(size: 4, fork: "b", padded: true)
+        // The log's own line fifty times, and a stranger's: the log's line is kept once.
+        let padded = try Self.note(size: 4, fork: "b", padded: true)
+        let fork = try SignedNote(
+            parsing: padded.body + "\n" + String(repeating: padded.signatureLines[0] + "\n", count: 50)
+                + padded.signatureLines[1] + "\n")
         let first = try add(store, old: 4, fork)
         #expect(first.decision == .differentRoot && first.newEvidence)
         let again = try add(store, old: 4, fork)
@@ -75,5 +79,9 @@ struct WitnessStoreTests {
         #expect(kept > 0 && kept < 10)
         #expect(counters.evidence == kept && counters.evidenceBytes <= 2_000)
         #expect(counters.evidenceDropped == UInt64(10 - kept))
+        // A pair counted past the limit, shown again, is not counted again.
+        let replayed = try add(store, old: 4, Self.note(size: 4, fork: "f9"))
+        #expect(replayed.decision == .differentRoot && !replayed.newEvidence)
+        #expect(try store.counters().evidenceDropped == UInt64(10 - kept))
     }
 }

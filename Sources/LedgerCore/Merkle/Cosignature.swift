@@ -45,9 +45,11 @@ public struct SignedNote: Sendable, Equatable {
             checkpoint: checkpoint)
     }
 
-    /// The note with only `lines` of its signature lines (in their order).
+    /// The note with only `lines` of its signature lines, each once (in their order).
     public func keeping(_ lines: [String]) -> SignedNote {
-        SignedNote(body: body, signatureLines: signatureLines.filter { lines.contains($0) }, checkpoint: checkpoint)
+        var seen = Set<String>()
+        let kept = signatureLines.filter { lines.contains($0) && seen.insert($0).inserted }
+        return SignedNote(body: body, signatureLines: kept, checkpoint: checkpoint)
     }
 
     private init(body: String, signatureLines: [String], checkpoint: Checkpoint) {
@@ -264,14 +266,24 @@ public enum WitnessPolicy {
         return consistent ? .cosign : .badProof
     }
 
-    /// `note` with only the signature lines a key of `keys` made and that verify (and `also`, this witness's own
-    /// lines): what a witness keeps of a note, so that lines from unknown keys — anyone can add them — take no room.
+    /// `note` with only one signature line of each key of `keys` that verifies (and `also`, this witness's own
+    /// lines): what a witness keeps of a note, so that lines from unknown keys, and a key's line repeated — anyone
+    /// can add them — take no room.
     public static func logSigned(_ note: SignedNote, keys: [NoteVerifier], also: [String] = []) -> SignedNote {
-        let kept = note.signatureLines.filter { line in
-            also.contains(line)
-                || keys.contains { key in
+        var unmatched = keys
+        var kept: [String] = []
+        for line in note.signatureLines {
+            if also.contains(line) {
+                if !kept.contains(line) { kept.append(line) }
+                continue
+            }
+            guard
+                let index = unmatched.firstIndex(where: { key in
                     (try? key.verify(note: note.body + "\n" + line + "\n")) != nil
-                }
+                })
+            else { continue }
+            unmatched.remove(at: index)
+            kept.append(line)
         }
         return note.keeping(kept)
     }

@@ -72,6 +72,8 @@ public final class WitnessStore: Sendable {
     private let latestDatabase: LMDBDatabase
     private let evidenceDatabase: LMDBDatabase
     private let countersDatabase: LMDBDatabase
+    /// The keys of the pairs counted past the limit, so that each is counted once.
+    private let droppedDatabase: LMDBDatabase
 
     /// Opens (creating) the store in `directory` (made mode 0700 when missing).
     ///
@@ -84,10 +86,10 @@ public final class WitnessStore: Sendable {
             var options = LMDBEnvironment.Options()
             options.mapSize = 1 << 24
             environment = try LMDBEnvironment(path: directory, options: options)
-            (latestDatabase, evidenceDatabase, countersDatabase) = try environment.write { txn in
+            (latestDatabase, evidenceDatabase, countersDatabase, droppedDatabase) = try environment.write { txn in
                 (
                     try txn.openDatabase("latest", flags: .create), try txn.openDatabase("evidence", flags: .create),
-                    try txn.openDatabase("counters", flags: .create)
+                    try txn.openDatabase("counters", flags: .create), try txn.openDatabase("dropped", flags: .create)
                 )
             }
         } catch {
@@ -134,13 +136,17 @@ public final class WitnessStore: Sendable {
         }
     }
 
-    /// Keeps `evidence` under `key` unless a piece is kept there already; past ``evidenceByteLimit`` only counts
-    /// it. Returns whether it was new.
+    /// Keeps `evidence` under `key` unless the pair is kept (or was counted) already; past ``evidenceByteLimit``
+    /// only counts it, once, and remembers its key (32 bytes: only the log can make another pair). Returns whether
+    /// it was new.
     private func keep(_ evidence: Evidence, key: [UInt8], in txn: LMDBTransaction) throws -> Bool {
-        guard try txn.value(in: evidenceDatabase, forKey: key) == nil else { return false }
+        guard try txn.value(in: evidenceDatabase, forKey: key) == nil,
+            try txn.value(in: droppedDatabase, forKey: key) == nil
+        else { return false }
         let value = Array(try JSONEncoder().encode(evidence))
         let bytes = try counter(Self.evidenceBytesKey, in: txn)
         guard bytes + UInt64(value.count) <= UInt64(max(0, evidenceByteLimit)) else {
+            try txn.put(droppedDatabase, key: key, value: [UInt8]())
             try txn.put(
                 countersDatabase, key: Self.droppedKey, value: try counter(Self.droppedKey, in: txn) &+ 1)
             return true
