@@ -272,9 +272,9 @@ actor CheckpointWitnesses {
                         .unknownLog, "404: the witness knows no log of origin \(note.checkpoint.origin)")
                 case 422:
                     answer.problem = WitnessProblem(
-                        .inconsistent,
-                        "422: the witness finds this checkpoint inconsistent with the one it holds")
-                case 400: answer.problem = WitnessProblem(.malformed, "400: the witness refused the request as malformed")
+                        .inconsistent, "422: the witness finds this checkpoint inconsistent with the one it holds")
+                case 400:
+                    answer.problem = WitnessProblem(.malformed, "400: the witness refused the request as malformed")
                 default: answer.problem = WitnessProblem(.unexpectedStatus, "HTTP \(status)")
                 }
                 if status != 409 { return answer }
