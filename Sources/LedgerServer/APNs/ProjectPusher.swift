@@ -17,10 +17,10 @@ import LedgerCluster
 ///   token at the send are passed at once; at most ``maximumInFlight`` pushes are under way;
 /// - progress is appended every ``progressBatch`` outcomes or every second, and at the send's end, with the
 ///   refusals (a 410 also appends the registration's end, a `BadDeviceToken` the APNs token's clearing);
-/// - after a crash the pushes of the send under way that were not yet recorded are made again: the window of
-///   recipients past the recorded progress is at most ``maximumOpen`` (``maximumInFlight`` + ``progressBatch``)
-///   wide — a push that takes long holds the walk back — so at most that many duplicates, each with the same
-///   `apns-id`;
+/// - after a crash the pushes of the send under way that were not yet recorded are made again: the recipients
+///   past the recorded progress — taken and not passed, or passed since the last record — are at most
+///   ``maximumOpen`` (``maximumInFlight`` + ``progressBatch``): a push that takes long holds the walk back, and
+///   what the window passes meanwhile is recorded; so at most that many duplicates, each with the same `apns-id`;
 /// - nothing is pushed past the message's iOS expiry (its `apns-expiration`, FCM's 4 weeks by default).
 ///
 /// - Note: Never logs device tokens, registration tokens or payloads.
@@ -30,9 +30,9 @@ final class ProjectPusher: Sendable {
     /// resumption for them all, rather than one each.
     static let pushBatch = 32
     static let progressBatch = 1000
-    /// Recipients taken and not yet passed by the progress (``PushWindow/open``): pushes in flight, and answered
-    /// ones behind a push still in flight. A crash makes at most these again, whatever APNs' latency, and
-    /// however long one push takes.
+    /// Recipients past the recorded progress: taken and not passed (``PushWindow/open``: pushes in flight, and
+    /// answered ones behind a push still in flight), and passed since the last record. A crash makes at most these
+    /// again, whatever APNs' latency, and however long one push takes.
     static let maximumOpen = maximumInFlight + progressBatch
     /// How long a push waits before trying again after APNs refused the project's provider token.
     static let invalidTokenRetry: Duration = .seconds(60)
@@ -228,7 +228,8 @@ final class ProjectPusher: Sendable {
         var window = PushWindow()
         var after = progress.map(\.through).flatMap { $0 == 0 ? nil : $0 }
         var failures: [(failure: PushFailure, apnsToken: APNsDeviceToken, since: Int64?)] = []
-        var outcomesSinceRecord = 0
+        // Recipients the window had passed at the last record: those passed since would be pushed again after a crash.
+        var passedAtRecord = 0
         var lastRecord = ContinuousClock.now
         var expired = false
         var stopped = false
@@ -238,6 +239,7 @@ final class ProjectPusher: Sendable {
 
         func record(finished: Bool) async throws {
             let passed = window.through
+            let passedNow = window.passed
             guard passed != nil || finished || !failures.isEmpty else { return }
             var operations: [LedgerOperation] = []
             // A device erased since it was taken is named by its pseudonym now (its instance's token), and its
@@ -284,7 +286,7 @@ final class ProjectPusher: Sendable {
             _ = try await ledger.append(
                 WriteRequest(actor: "apns", requestID: RequestID.random(), operations: operations))
             failures.removeAll()
-            outcomesSinceRecord = 0
+            passedAtRecord = passedNow
             lastRecord = .now
         }
 
@@ -342,7 +344,6 @@ final class ProjectPusher: Sendable {
                     return
                 }
                 window.finish(finished.instance)
-                outcomesSinceRecord += 1
             }
 
             issuing: while !stopped && !expired {
@@ -369,14 +370,23 @@ final class ProjectPusher: Sendable {
                         window.take(instance, token: token, done: true)
                         continue
                     }
-                    if inFlight >= Self.maximumInFlight || window.open >= Self.maximumOpen { launchAll() }
-                    // At most `maximumInFlight` pushes under way, and at most `maximumOpen` recipients past the
-                    // last one whose push and every one before it have an outcome: a slow push holds the walk
-                    // back rather than letting a crash repeat everything answered after it.
-                    while inFlight >= Self.maximumInFlight || (window.open >= Self.maximumOpen && inFlight > 0),
-                        let finished = try await group.next()
-                    {
+                    // What a crash now would make again: the recipients taken and not passed (in flight, or answered
+                    // behind one in flight), and those passed since the last record.
+                    func unrecorded() -> Int { window.open + (window.passed - passedAtRecord) }
+                    if inFlight >= Self.maximumInFlight || unrecorded() >= Self.maximumOpen { launchAll() }
+                    // At most `maximumInFlight` pushes under way, and at most `maximumOpen` recipients unrecorded: a
+                    // slow push holds the walk back, and what the window passes while it waits is recorded, rather
+                    // than letting a crash repeat everything answered after it.
+                    while inFlight >= Self.maximumInFlight || unrecorded() >= Self.maximumOpen {
+                        if unrecorded() >= Self.maximumOpen, window.passed > passedAtRecord {
+                            try await record(finished: false)
+                            continue
+                        }
+                        guard inFlight > 0, let finished = try await group.next() else { break }
                         finished.forEach(settle)
+                        if window.passed > passedAtRecord, ContinuousClock.now - lastRecord > .seconds(1) {
+                            try await record(finished: false)
+                        }
                     }
                     if stopped || expired { break issuing }
                     window.take(instance, token: token)
@@ -392,7 +402,9 @@ final class ProjectPusher: Sendable {
                         instance: instance, token: token, apnsToken: apnsToken, outcome: .interrupted)
                     pending[apnsToken.sandbox, default: []].append((recipient, push))
                     if pending[apnsToken.sandbox]?.count ?? 0 >= Self.pushBatch { launch(sandboxed: apnsToken.sandbox) }
-                    if outcomesSinceRecord >= Self.progressBatch || ContinuousClock.now - lastRecord > .seconds(1) {
+                    if window.passed - passedAtRecord >= Self.progressBatch
+                        || ContinuousClock.now - lastRecord > .seconds(1)
+                    {
                         launchAll()  // not held back while the progress is committed
                         try await record(finished: false)
                     }

@@ -11,6 +11,8 @@ struct PushWindow {
     private var start = 0
     /// The last recipient whose push and those of every recipient before it have an outcome.
     private(set) var through: (instance: InstanceID, token: RegistrationToken)?
+    /// How many recipients ``through`` has passed so far.
+    private(set) var passed = 0
 
     /// Takes `instance`, which must follow every instance taken before.
     mutating func take(_ instance: InstanceID, token: RegistrationToken, done isDone: Bool = false) {
@@ -25,6 +27,7 @@ struct PushWindow {
         while start < taken.count, done.remove(taken[start].instance) != nil {
             through = taken[start]
             start += 1
+            passed += 1
         }
         // Drop what the window has passed now and then, not on every step.
         if start > 4096 && start * 2 > taken.count {
