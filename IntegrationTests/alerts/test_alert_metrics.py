@@ -11,6 +11,7 @@ Two servers are scraped, each on a free port with a temporary data directory:
 Both routes of each are scraped: `/metrics`, and `GET /v1/projects/{p}/metrics` with the auditor key.
 """
 
+import base64
 import hashlib
 import json
 import os
@@ -292,11 +293,36 @@ def cluster(directory):
 
 
 @pytest.fixture(scope="module")
-def served(alone, cluster):
+def witness(directory):
+    """`ledger witness` (its own /metrics: evidence, refused proofs, connections) for one log. Returns its base URL."""
+    key = directory / "witness.key"
+    subprocess.run([ledger_binary(), "witness", "--key", str(key), "--name", "witness.example/alerts",
+                    "--public-key"], capture_output=True, check=True)
+    # A signed-note verifier key of a log (C2SP signed-note, type 0x01): the witness only parses it here.
+    name, public = "example.com/alerts-log", bytes(range(32))
+    key_hash = hashlib.sha256(name.encode() + b"\n\x01" + public).digest()[:4].hex()
+    blob = base64.b64encode(b"\x01" + public).decode()
+    vkey = f"{name}+{key_hash}+{blob}"
+    port = free_port()
+    base = f"http://127.0.0.1:{port}"
+    process = Process([ledger_binary(), "witness", "--data", str(directory / "witness"), "--key", str(key),
+                       "--name", "witness.example/alerts", "--port", str(port), "--log", f"{name}={vkey}"],
+                      directory / "witness.log")
+    try:
+        wait_until(lambda: requests.get(f"{base}/healthz", timeout=1).ok, 30, "the witness to answer",
+                   process.process, process.log)
+        yield base
+    finally:
+        process.stop()
+
+
+@pytest.fixture(scope="module")
+def served(alone, cluster, witness):
     scrapes = Scrape()
     for base in (alone, cluster):
         scrapes.add(*scrape(base))
         scrapes.add(*scrape(base, PROJECT))
+    scrapes.add(*scrape(witness))
     return scrapes
 
 
@@ -406,7 +432,7 @@ def test_the_metrics_the_docs_name_are_served(served):
         if name in DOCUMENTED_FROM_SOURCE and any(f'"{name}"' in p.read_text() for p in source_files_naming(name)):
             continue
         missing.append(name)
-    assert not missing, f"named in the docs, not served by `ledger serve`: {missing}"
+    assert not missing, f"named in the docs, not served by `ledger serve` or `ledger witness`: {missing}"
 
 
 # Helpers of the checks
