@@ -112,7 +112,8 @@ public final class ServerMetrics: Sendable {
         for outcome in ["completed", "skipped", "failed"] {
             registry.makeCounter(
                 name: "ledger_expiry_sweeps_total", labels: [("outcome", outcome)],
-                help: "Registration expiry sweeps: completed, skipped (a replica did not answer: nobody expired), failed"
+                help:
+                    "Registration expiry sweeps: completed, skipped (a replica did not answer: nobody expired), failed"
             ).increment(by: Int64(0))
         }
     }

@@ -89,7 +89,9 @@ public final class Ledger: Sendable {
                 storage: storage, writer: writerReference, memo: digestMemo, changes: changes, logger: logger)
             : nil
         self.audienceRecorder = recorder
-        let observers: [(any LedgerCommitObserver)?] = [HeadRelease(waiters: headWaiters), changes, recorder, options.observer]
+        let observers: [(any LedgerCommitObserver)?] = [
+            HeadRelease(waiters: headWaiters), changes, recorder, options.observer,
+        ]
         let release = CommitRelease(observers.compactMap { $0 })
         self.release = release
         guard writesHere else {

@@ -119,7 +119,10 @@ struct CosignatureTests {
             ("a proof that verifies", check(4, proof, note), .cosign),
             ("equal sizes, equal roots, an empty proof", check(4, [], sameSize), .cosign),
             ("equal sizes, equal roots, a non-empty proof", check(4, [proof[0]], sameSize), .badProof),
-            ("equal sizes, different signed roots", check(4, [], try Self.note(size: 4, leaves: forked)), .differentRoot),
+            (
+                "equal sizes, different signed roots", check(4, [], try Self.note(size: 4, leaves: forked)),
+                .differentRoot
+            ),
             (
                 "equal sizes, different roots, a proof", check(4, [proof[0]], try Self.note(size: 4, leaves: forked)),
                 .differentRoot

@@ -30,7 +30,10 @@ struct CommitReleaseTests {
     /// Registers the devices and subscribes them all to `big`.
     private func subscribeAll(_ ledger: Ledger) async throws {
         let operations = (0..<Self.devices).flatMap { index -> [LedgerOperation] in
-            [.register(Self.token(index), platform: nil, appID: nil), .subscribe(Self.token(index), Self.big, via: .v1)]
+            [
+                .register(Self.token(index), platform: nil, appID: nil),
+                .subscribe(Self.token(index), Self.big, via: .v1),
+            ]
         }
         let receipt = try await ledger.append(request(operations))
         #expect(receipt.outcomes.allSatisfy { $0.seq != nil })

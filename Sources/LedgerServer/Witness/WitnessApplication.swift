@@ -179,7 +179,9 @@ enum WitnessMetrics {
                 "Consistency proofs refused (422) since the witness started", String(refusedProofs)
             ),
         ]
-        return series.map { name, type, help, value in "# HELP \(name) \(help)\n# TYPE \(name) \(type)\n\(name) \(value)\n" }
-            .joined()
+        return series.map { name, type, help, value in
+            "# HELP \(name) \(help)\n# TYPE \(name) \(type)\n\(name) \(value)\n"
+        }
+        .joined()
     }
 }

@@ -35,7 +35,9 @@ final class CompactionDebt: Sendable {
         }
         let synced = fsync(descriptor) == 0
         close(descriptor)
-        guard synced else { throw StoreError(.unavailable, "cannot sync \(marker): \(String(cString: strerror(errno)))") }
+        guard synced else {
+            throw StoreError(.unavailable, "cannot sync \(marker): \(String(cString: strerror(errno)))")
+        }
         try syncPath((marker as NSString).deletingLastPathComponent)
     }
 

@@ -18,7 +18,9 @@ extension BatchCommit {
     /// and the recorder records them after it. A full map still aborts the batch (it is grown and run again).
     ///
     /// - Returns: the records the audiences appended, for the batch's replicated block (`nil`: none appended).
-    func appendSmallAudiences(of results: inout [Result<WriteReceipt, any Error>], txn: LMDBTransaction, now: LedgerTime)
+    func appendSmallAudiences(
+        of results: inout [Result<WriteReceipt, any Error>], txn: LMDBTransaction, now: LedgerTime
+    )
         throws -> [[UInt8]]?
     {
         let limit = inlineAudienceLimit

@@ -78,9 +78,11 @@ final class LedgerWriter: Sendable {
                 })
             guard let acknowledgement, let gate else {
                 var answers = committed.results
-                if erases, case .success(let receipt) = committed.results[0], receipt.outcomes.contains(where: {
-                    $0.seq != nil
-                }) {
+                if erases, case .success(let receipt) = committed.results[0],
+                    receipt.outcomes.contains(where: {
+                        $0.seq != nil
+                    })
+                {
                     answers = [compaction.afterErasure(receipt)]
                     // The file was rewritten: what the writer knew of its pages is gone.
                     state.instances.forget()
