@@ -73,6 +73,21 @@ struct WitnessRoundTests {
         return try SignedNote(parsing: try log.sign(Checkpoint(origin: "log.example", size: size, root: root)))
     }
 
+    /// The stand-ins served on a free port, and a project's witnesses asking them.
+    func live(_ standIns: StandIns, _ body: @escaping @Sendable (CheckpointWitnesses) async throws -> Void)
+        async throws
+    {
+        let app = Application(
+            router: standIns.router, configuration: .init(address: .hostname("127.0.0.1", port: 0)),
+            logger: quietLogger)
+        try await app.test(.live) { client in
+            try await body(
+                CheckpointWitnesses(
+                    requirement: try standIns.requirement(port: try #require(client.port)), lastCosigned: nil,
+                    logger: quietLogger))
+        }
+    }
+
     /// Waits for the stand-ins to tell of a submission of `size` to `witness`.
     func arrival(of size: UInt64, at witness: String, in standIns: StandIns) async {
         for await arrival in standIns.received where arrival.witness == witness && arrival.size == size { return }
@@ -81,13 +96,7 @@ struct WitnessRoundTests {
     @Test("a newer checkpoint asked in a slow round waits: no witness is asked twice at once; latest only grows")
     func slowThenFast() async throws {
         let standIns = StandIns(slowSizes: [5])
-        let app = Application(
-            router: standIns.router, configuration: .init(address: .hostname("127.0.0.1", port: 0)),
-            logger: quietLogger)
-        try await app.test(.live) { client in
-            let witnesses = CheckpointWitnesses(
-                requirement: try standIns.requirement(port: try #require(client.port)), lastCosigned: nil,
-                logger: quietLogger)
+        try await live(standIns) { witnesses in
             let kept = Mutex<[UInt64]>([])
             let keep: @Sendable (SignedNote) async throws -> Void = { note in
                 kept.withLock { $0.append(note.checkpoint.size) }
@@ -119,13 +128,7 @@ struct WitnessRoundTests {
     @Test("the same checkpoint asked during its round joins it: each witness is asked once")
     func joined() async throws {
         let standIns = StandIns(slowSizes: [7])
-        let app = Application(
-            router: standIns.router, configuration: .init(address: .hostname("127.0.0.1", port: 0)),
-            logger: quietLogger)
-        try await app.test(.live) { client in
-            let witnesses = CheckpointWitnesses(
-                requirement: try standIns.requirement(port: try #require(client.port)), lastCosigned: nil,
-                logger: quietLogger)
+        try await live(standIns) { witnesses in
             let seven = try signed(7)
             async let first = witnesses.cosigned(seven, proof: { _ in [] }, keep: { _ in })
             await arrival(of: 7, at: "slow", in: standIns)
