@@ -8,15 +8,21 @@ import base64
 import hashlib
 import json
 import os
+import re
+import secrets
 import subprocess
 import sys
 import tempfile
+import threading
+import time
 from pathlib import Path
+from urllib.parse import quote
 
 import pytest
 import requests
 
-from conftest import CLIENT_KEY, PROJECT, restart_server, start_server, stop_and_verify
+from conftest import CLIENT_KEY, PROJECT, _server_ports, restart_server, start_server, stop_and_verify
+from ledger_server import _free_port
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "tools" / "merkle"))
 import verify_proof  # noqa: E402
@@ -27,11 +33,39 @@ CLIENT = {"x-goog-api-key": CLIENT_KEY}
 APNS_TOKEN = "c4" * 16 + "5e" * 16
 
 
+def percent(value: bytes, lower=False):
+    """`value` percent-encoded as in a URL query (RFC 3986: all but A-Z a-z 0-9 - . _ ~), %XX in either case."""
+    quoted = quote(value, safe="")
+    return (re.sub(r"%[0-9A-F]{2}", lambda m: m.group(0).lower(), quoted) if lower else quoted).encode()
+
+
+def encodings(identifier: bytes):
+    """The identifier in each encoding a message's content may carry it in, in the order of
+    IdentifierEncodings.encodings(of:) (Sources/LedgerCore/IdentifierEncodings.swift)."""
+    standard, url_safe = base64.b64encode(identifier), base64.urlsafe_b64encode(identifier)
+    return {"raw": identifier, "hex": identifier.hex().encode(), "HEX": identifier.hex().upper().encode(),
+            "base64": standard, "base64-unpadded": standard.rstrip(b"="),
+            "base64url": url_safe, "base64url-unpadded": url_safe.rstrip(b"="),
+            "percent": percent(identifier), "percent-lower": percent(identifier, lower=True),
+            "percent-base64": percent(standard), "percent-base64-lower": percent(standard, lower=True),
+            "percent-base64-unpadded": percent(standard.rstrip(b"=")),
+            "percent-base64-unpadded-lower": percent(standard.rstrip(b"="), lower=True)}
+
+
+def digests(identifier: bytes):
+    """The SHA-1 and SHA-256 of the identifier in hex (both cases) and base64 (standard and URL-safe, padded or
+    not): a hash over an identifier is not forgetting it."""
+    found = set()
+    for digest in (hashlib.sha1(identifier).digest(), hashlib.sha256(identifier).digest()):
+        standard, url_safe = base64.b64encode(digest), base64.urlsafe_b64encode(digest)
+        found |= {digest.hex().encode(), digest.hex().upper().encode(), standard, standard.rstrip(b"="),
+                  url_safe, url_safe.rstrip(b"=")}
+    return found
+
+
 def forms(identifier: bytes):
-    """The identifier as bytes, hex (both cases) and base64 (standard and URL-safe, unpadded)."""
-    standard = base64.b64encode(identifier).rstrip(b"=")
-    return {identifier, identifier.hex().encode(), identifier.hex().upper().encode(), standard,
-            standard.replace(b"+", b"-").replace(b"/", b"_")}
+    """Every form searched for: each encoding of `encodings`, and each form of its digests."""
+    return set(encodings(identifier).values()) | digests(identifier)
 
 
 def holders(directory, identifier: bytes):
@@ -236,3 +270,180 @@ def test_a_compaction_that_cannot_be_made_is_a_readiness_reason_until_it_is(serv
     register(base, platform="web")
     assert requests.get(f"{base}/readyz", timeout=10).status_code == 200
     assert holders(served["data"], device.encode()) == []
+
+
+class LoggedServer:
+    """`ledger serve` on a fresh data directory, its output appended to a file outside it across restarts, so that
+    the server's log is searched too."""
+
+    def __init__(self, binary):
+        self.binary, self.data = binary, tempfile.mkdtemp(prefix="ledger-erasure-forms-")
+        self.log = Path(tempfile.mkdtemp(prefix="ledger-erasure-log-")) / "serve.log"
+        port = _free_port()
+        _server_ports.add(port)
+        self.base = f"http://127.0.0.1:{port}"
+        self.start()
+
+    def start(self):
+        with open(self.log, "ab") as output:
+            self.process = subprocess.Popen(
+                [self.binary, "serve", "--data", self.data, "--port", self.base.rsplit(":", 1)[1]],
+                stdout=output, stderr=subprocess.STDOUT, preexec_fn=lambda: os.umask(0o022))
+        deadline = time.time() + 30
+        while time.time() < deadline and self.process.poll() is None:
+            try:
+                if requests.get(f"{self.base}/healthz", timeout=1).status_code == 200:
+                    return
+            except requests.ConnectionError:
+                time.sleep(0.1)
+        raise AssertionError(f"the server did not start on {self.data}")
+
+    def stop(self):
+        self.process.terminate()
+        self.process.wait(timeout=10)
+
+    def restart(self):
+        self.stop()
+        self.start()
+
+
+@pytest.fixture(scope="module")
+def logged():
+    server = LoggedServer(os.environ["LEDGER_BIN"])
+    yield server
+    stop_and_verify(server.process, server.data, server.binary)
+
+
+def status(reply):
+    return reply.json()["error"]["status"] if reply.status_code >= 400 else None
+
+
+def test_a_reason_that_holds_an_identifier_is_refused_and_changes_nothing(logged):
+    base = logged.base
+    apns = secrets.token_bytes(32)
+    device, other = register(base, apns=apns.hex()), register(base, apns=secrets.token_bytes(32).hex())
+    # A 16-byte APNs token (the shortest accepted) is 22 base64 digits, shorter than a token-shaped run: the
+    # lookup of the project's APNs tokens refuses it.
+    short_apns = secrets.token_bytes(16)
+    register(base, apns=short_apns.hex())
+    subscribe(base, device, "reasons")
+    erase = url(base, f"/registrations/{device}:erase")
+    batch = url(base, "/registrations:batchErase")
+    before = requests.get(url(base, "/audit/erasures"), headers=AUDITOR, timeout=10).json()["erasures"]
+    shaped_rule = "token-shaped string: 32 or more characters in a row from A-Z a-z 0-9 + / _ -"
+    refused = {
+        "its own token": (f"asked by {device}", "token being erased"),
+        "its own token, base64": (f"asked by {base64.b64encode(device.encode()).decode()}", "token being erased"),
+        "its own token, percent-encoded": (f"see /open?t={percent(device.encode()).decode()}", "token being erased"),
+        "another live device's token": (f"duplicate of {other}", shaped_rule),
+        "an APNs token in hex": (f"phone {apns.hex().upper()}", shaped_rule),
+        "another token in base64": (f"see {base64.urlsafe_b64encode(other.encode()).decode()}", shaped_rule),
+        "a token-shaped string": ("ref " + "Zm9vYmFyYmF6cXV4" * 2 + "!", shaped_rule),
+        "a short APNs token of the project in base64": (
+            f"phone {base64.b64encode(short_apns).decode()}", "registration token or APNs token of this project"),
+    }
+    for case, (reason, rule) in refused.items():
+        for reply in (requests.post(erase, headers=ADMIN, json={"reason": reason}, timeout=10),
+                      requests.post(batch, headers=ADMIN, json={"registrationTokens": [device], "reason": reason},
+                                    timeout=10)):
+            assert reply.status_code == 400 and status(reply) == "INVALID_ARGUMENT", f"{case}: {reply.text}"
+            error = reply.json()["error"]
+            assert error["message"].startswith("reason: reason must not hold") and rule in error["message"], case
+            assert error["details"][0]["errorCode"] == "INVALID_ARGUMENT"
+            # The refusal names the rule, never the text.
+            assert device not in reply.text and other not in reply.text and apns.hex().upper() not in reply.text
+    # `ledger erase --reason` (no server holding the ledger) refuses by the same rules.
+    logged.stop()
+    try:
+        for reason, rule in (refused["its own token, base64"], refused["another live device's token"],
+                             refused["an APNs token in hex"]):
+            erased = cli({"binary": logged.binary, "data": logged.data}, "erase", "--token", device, "--reason", reason)
+            assert erased.returncode != 0 and "--reason: reason must not hold" in erased.stderr, erased.stderr
+            assert rule in erased.stderr and device not in erased.stderr + erased.stdout
+    finally:
+        logged.start()
+    # Nothing changed: the device is still there, no erasure was recorded.
+    assert requests.get(url(base, f"/registrations/{device}/messages"), headers=CLIENT, timeout=10).status_code == 200
+    subscribe(base, device, "still-here")
+    assert requests.get(url(base, "/audit/erasures"), headers=AUDITOR, timeout=10).json()["erasures"] == before
+    # A prose reason is accepted.
+    prose = "user request 2026-12-01 ticket #4411, see https://support.example.com/tickets/4411"
+    reply = requests.post(erase, headers=ADMIN, json={"reason": prose}, timeout=60)
+    assert reply.status_code == 200, reply.text
+    erasures = requests.get(url(base, "/audit/erasures"), headers=AUDITOR, timeout=10).json()["erasures"]
+    assert [e["reason"] for e in erasures[len(before):]] == [prose]
+
+
+def test_every_encoding_of_the_identifiers_is_forgotten_everywhere(logged):
+    base = logged.base
+    apns = secrets.token_bytes(32)
+    erased, kept = register(base, apns=apns.hex()), register(base, platform="android")
+    subscribe(base, erased, "forms")
+    subscribe(base, kept, "forms")
+    tokens, apns_forms = encodings(erased.encode()), encodings(apns)
+    # Raw APNs bytes are not UTF-8 text: a message cannot carry them; every other form it can.
+    sent = {}
+    for name, form in tokens.items():
+        data = {"token": form.decode(), "link": f"https://app.example/open?device={form.decode()}&x=1"}
+        if name != "raw":
+            data["apns"] = apns_forms[name].decode()
+        sent[name] = [send(base, {"topic": "forms", "data": data}), send(base, {"token": erased, "data": data})]
+    # Before the erasure, every form sent is in the ledger's file.
+    stored = (Path(logged.data) / PROJECT / "data.mdb").read_bytes()
+    missing = [name for name, form in tokens.items() if form not in stored]
+    missing += [f"apns {name}" for name, form in apns_forms.items() if name != "raw" and form not in stored]
+    assert missing == [], "forms sent but not stored"
+
+    reply = requests.post(url(base, f"/registrations/{erased}:erase"), headers=ADMIN,
+                          json={"reason": "user request 2026-12-01 ticket #4411"}, timeout=60)
+    assert reply.status_code == 200, reply.text
+    pseudonym = reply.json()["pseudonym"]
+    verified = cli({"binary": logged.binary, "data": logged.data}, "verify", "--format", "json")
+    assert verified.returncode == 0, verified.stdout + verified.stderr
+
+    def nothing_left(where):
+        assert holders(where, erased.encode()) == [] and holders(where, apns) == []
+        assert holders(where, kept.encode())
+
+    # Forgotten from every file under the data directory.
+    nothing_left(logged.data)
+    # Each form of an identifier in a message became the same form of the pseudonym (the first form in the order
+    # of `encodings` with the same bytes decides), and the messages still replay to their recipients.
+    replacements = encodings(pseudonym.encode())
+    first = {name: next(n for n, f in tokens.items() if f == tokens[name]) for name in tokens}
+    first_apns = {name: next(n for n, f in apns_forms.items() if f == apns_forms[name]) for name in apns_forms}
+    every_form = forms(erased.encode()) | forms(apns)
+    for name, (by_topic, by_token) in sent.items():
+        for message in (by_topic, by_token):
+            replay = requests.get(url(base, f"/audit/messages/{message}"), headers=AUDITOR, timeout=10)
+            assert replay.status_code == 200 and pseudonym in replay.json()["recipients"], name
+            text = json.dumps(replay.json()).encode()
+            assert replay.json()["matchesRecord"] and not [f for f in every_form if f in text], name
+        # The topic's message keeps its content, the identifiers in it renamed (what a message addressed to the
+        # device keeps of its content is the sealed-fields rule's to say; above: none of the identifiers).
+        data = requests.get(url(base, f"/audit/messages/{by_topic}"), headers=AUDITOR, timeout=10).json()[
+            "message"]["data"]
+        assert data["token"] == replacements[first[name]].decode(), name
+        assert data["link"] == f"https://app.example/open?device={replacements[first[name]].decode()}&x=1", name
+        if name != "raw":
+            assert data["apns"] == replacements[first_apns[name]].decode(), name
+
+    # A backup taken after holds none of it; nor does the server's log.
+    backups = tempfile.mkdtemp(prefix="ledger-erasure-forms-backup-")
+    backup = cli({"binary": logged.binary, "data": logged.data}, "backup", backups)
+    assert backup.returncode == 0, backup.stdout + backup.stderr
+    nothing_left(backups)
+    log = logged.log.read_bytes()
+    assert [f for f in forms(erased.encode()) | forms(apns) if f in log] == []
+
+    # After a restart, and after more writes (sends naming the pseudonym's device's topic), still none.
+    logged.restart()
+    nothing_left(logged.data)
+    subscribe(base, kept, "more")
+    send(base, {"topic": "forms", "data": {"k": "v"}})
+    send(base, {"token": kept, "data": {"k": "v"}})
+    nothing_left(logged.data)
+    logged.stop()
+    log = logged.log.read_bytes()
+    assert [f for f in forms(erased.encode()) | forms(apns) if f in log] == []
+    logged.start()

@@ -15,16 +15,16 @@ extension LedgerCommand {
         @Option(help: "A registration token to erase (repeat for several, at most 1,000).")
         var token: [String] = []
 
-        @Option(help: "Why: kept in the log with the erasure (never quote a token).")
+        @Option(
+            help: ArgumentHelp(
+                "Why: kept in the log with the erasure. Refused when it holds a token of the project (in any "
+                    + "form) or 32 or more characters in a row from A-Z a-z 0-9 + / _ -."))
         var reason: String
 
         func validate() throws {
             guard (1...1000).contains(token.count) else { throw ValidationError("give 1 to 1,000 --token") }
             guard !reason.allSatisfy(\.isWhitespace), reason.utf8.count <= 1024 else {
                 throw ValidationError("--reason is required, at most 1,024 bytes")
-            }
-            guard !token.contains(where: reason.contains) else {
-                throw ValidationError("--reason must not quote a registration token")
             }
         }
 
@@ -37,6 +37,13 @@ extension LedgerCommand {
             }
             let ledger = try common.open(.readWrite)
             defer { ledger.close() }
+            // A reason that holds an identifier would put it back in the log, for ever.
+            let refusal = try ledger.read { snapshot in
+                try ReasonIdentifiers(reason).refusal(
+                    erasing: tokens, isKnownToken: { try snapshot.instanceID(of: $0) != nil },
+                    holdsAnyAPNsToken: { try snapshot.holdsAnyAPNsToken(among: $0) })
+            }
+            if let refusal { throw InputError("--reason: \(refusal.rule.message)") }
             let receipt = try await ledger.append(
                 WriteRequest(actor: "cli", requestID: "erase", operations: tokens.map { .erase($0, reason: reason) }))
             var missing = 0

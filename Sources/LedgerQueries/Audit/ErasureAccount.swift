@@ -49,10 +49,12 @@ struct ErasureAccount {
         var accounted = Set<UInt64>()
         for (erasure, seq) in recorded {
             let name = erasure.pseudonym.rawValue
-            let needle = Array(name.utf8)
+            // A message's content names the pseudonym in the form it named the token (or APNs token) in.
+            let forms = IdentifierEncodings.encodings(of: Array(name.utf8))
             let naming = redacted.filter { record in
                 record.seq < seq
-                    && (record.tokens.contains(name) || ByteSearch.contains(record.messageJSON, needle))
+                    && (record.tokens.contains(name)
+                        || forms.contains { ByteSearch.contains(record.messageJSON, $0) })
             }
             accounted.formUnion(naming.map(\.seq))
             if UInt64(naming.count) != erasure.redactedEvents {

@@ -13,7 +13,8 @@ import FCMWire
 /// A request answers once the erasure is durable and the ledger's file has been compacted, so that no file
 /// under the data directory holds the identifiers any more (``LedgerOperation/erase(_:reason:pseudonym:)``).
 /// In a cluster the leader answers (a follower forwards) once etcd holds the `erased` event; each follower
-/// rewrites and compacts its own copy when it applies it. Nothing here logs a token or the reason.
+/// rewrites and compacts its own copy when it applies it. A reason that holds an identifier is refused
+/// (``ReasonIdentifiers``). Nothing here logs a token or the reason.
 struct ErasureRoutes {
     let server: ServerContext
 
@@ -68,11 +69,14 @@ struct ErasureRoutes {
         _ tokens: [RegistrationToken], reason: String, _ request: Request, _ context: ProjectRequestContext
     ) async throws -> [ErasureResult] {
         let caller = context.caller
-        // A reason that quotes a token would put it back in the log.
-        if tokens.contains(where: { reason.contains($0.rawValue) }) {
-            throw FCMError.invalidArgument("reason must not quote a registration token", field: "reason")
-        }
         let ledger = context.ledger
+        // A reason that holds an identifier would put it back in the log, for ever.
+        let refusal = try ledger.read { snapshot in
+            try ReasonIdentifiers(reason).refusal(
+                erasing: tokens, isKnownToken: { try snapshot.instanceID(of: $0) != nil },
+                holdsAnyAPNsToken: { try snapshot.holdsAnyAPNsToken(among: $0) })
+        }
+        if let refusal { throw FCMError.invalidArgument(refusal.rule.message, field: "reason") }
         let instances = try ledger.read { snapshot in try tokens.map { try snapshot.instanceID(of: $0) } }
         let start = ContinuousClock.now
         let receipt = try await server.append(
