@@ -100,3 +100,70 @@ def test_a_malformed_registration_expiry_stops_the_server_naming_the_key(expiry)
 def served_binary():
     import os
     return os.environ["LEDGER_BIN"]
+
+
+def registered(base, token):
+    return requests.get(f"{base}/iid/info/{token}", headers=ADMIN, timeout=10).status_code == 200
+
+
+def test_an_open_stream_or_long_poll_is_activity_for_as_long_as_it_stays_open(served):
+    base = served["base"]
+    streaming, polling, silent = register(base), register(base), register(base)
+    stream = requests.get(url(base, f"/registrations/{streaming}/messages:stream"), headers=CLIENT, stream=True,
+                          timeout=30)
+    assert stream.status_code == 200
+    poll = {}
+
+    def long_poll():
+        poll["reply"] = requests.get(url(base, f"/registrations/{polling}/messages?waitSeconds=14"), headers=CLIENT,
+                                     timeout=30)
+
+    import threading
+    waiting = threading.Thread(target=long_poll)
+    waiting.start()
+    try:
+        # The silent device expires (3 s, a sweep a second); the two whose connection is open outlive it by sweeps.
+        deadline = time.time() + 10
+        while registered(base, silent):
+            assert time.time() < deadline, "the silent device was never expired"
+            time.sleep(0.2)
+        time.sleep(4)
+        assert waiting.is_alive(), "the long poll is still open"
+        assert registered(base, streaming) and registered(base, polling)
+    finally:
+        stream.close()
+        waiting.join(timeout=30)
+    assert poll["reply"].status_code == 200 and poll["reply"].json()["messages"] == []
+
+
+DEVICE_ROUTES = [
+    ("GET", "/topicSubscriptions", None), ("GET", "/topicSubscriptions/news", None),
+    ("POST", "/topicSubscriptions?topicName=news", None), ("DELETE", "/topicSubscriptions/news", None),
+    ("DELETE", "/topicSubscriptions/news?allowMissing=true", None), ("PUT", "/apnsToken", {"apnsToken": "ab" * 32}),
+    ("DELETE", "/apnsToken", None), ("GET", "/messages?waitSeconds=0", None), ("GET", "/messages:stream", None),
+    ("POST", "/messages:ack", {"through": "1"}), ("DELETE", "", None),
+]
+
+
+def test_every_device_route_answers_unregistered_for_an_expired_or_erased_token(served):
+    base = served["base"]
+    reply = requests.post(url(base, "/registrations"), headers=CLIENT, json={"platform": "ios"}, timeout=10)
+    expired, erased = reply.json()["token"], register(base)
+    for token in (expired, erased):
+        assert requests.post(url(base, f"/registrations/{token}/topicSubscriptions?topicName=news"), headers=CLIENT,
+                             timeout=10).status_code == 200
+    reply = requests.post(url(base, f"/registrations/{erased}:erase"), headers=ADMIN, json={"reason": "ticket 65"},
+                          timeout=60)
+    assert reply.status_code == 200, reply.text
+    deadline = time.time() + 10
+    while registered(base, expired):
+        assert time.time() < deadline, "the device was never expired"
+        time.sleep(0.2)
+    for token in (expired, erased):
+        for method, path, body in DEVICE_ROUTES:
+            reply = requests.request(method, url(base, f"/registrations/{token}{path}"), headers=CLIENT, json=body,
+                                     timeout=10)
+            assert reply.status_code == 404, (method, path, reply.text)
+            error = reply.json()["error"]
+            assert (error["status"], error["details"][0]["errorCode"]) == ("NOT_FOUND", "UNREGISTERED"), (
+                method, path, token == erased, reply.text)

@@ -94,6 +94,10 @@ struct DeliveryRoutes {
         }
         let deadline = ContinuousClock.now + .seconds(wait)
         let stopping = StopFlag()
+        // Waiting is activity for as long as it lasts (registration expiry).
+        let activity = server.ledgers.activity
+        activity.opened(device.token, in: device.project)
+        defer { activity.closed(device.token, in: device.project) }
         // A server that is stopping answers a waiting poll at once (with what there is) instead of holding
         // SIGTERM for up to a minute.
         return try await withGracefulShutdownHandler {
@@ -118,15 +122,19 @@ struct DeliveryRoutes {
     /// `GET …/messages:stream`: Server-Sent Events, one `message` event per message with `id:` its cursor,
     /// from `Last-Event-ID` if given (never before the acknowledgement cursor), else from the
     /// acknowledgement cursor; a comment every 15 s keeps idle connections open. Ends when the device is
-    /// unregistered.
+    /// unregistered, erased or expired.
     private func stream(_ request: Request, _ context: RegistrationRequestContext) async throws -> Response {
         let (device, instance, acknowledged) = try await device(request, context)
         var start = acknowledged
         if let lastEventID = request.headers[.lastEventID] {
             start = max(try cursor(lastEventID, field: "Last-Event-ID", device: device), acknowledged)
         }
+        let activity = server.ledgers.activity
         let body = ResponseBody { [start] writer in
             let stopping = StopFlag()
+            // An open stream is activity for as long as it stays open (registration expiry).
+            activity.opened(device.token, in: device.project)
+            defer { activity.closed(device.token, in: device.project) }
             try await withGracefulShutdownHandler {
                 var after = start
                 try await writer.write(ByteBuffer(string: "retry: 1000\n\n"))

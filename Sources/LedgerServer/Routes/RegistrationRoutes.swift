@@ -49,7 +49,9 @@ struct RegistrationRoutes {
                                 reason: caller.role == .client ? "deleted by the device" : "deleted by the server")
                         ]),
                     to: context.ledger)
-                if receipt.outcomes[0].rejection != nil { throw FCMError.notFound("Requested entity was not found.") }
+                if let rejection = receipt.outcomes[0].rejection {
+                    throw TopicSubscriptionRoutes.error(for: rejection, to: caller.role)
+                }
                 // The device's open stream or long poll ends now, not at its next keep-alive.
                 if let instance = try context.ledger.read({ try $0.instanceID(of: token) }) {
                     server.ledgers.delivery(for: project).notifier.wake(instance)

@@ -88,8 +88,10 @@ struct TopicSubscriptionRoutes {
         let (caller, token, _) = try prepare(context)
         let topic = try topicName(try context.parameters.decoded("topic"), field: "topic")
         let created: LedgerTime? = try context.ledger.read { snapshot in
-            guard let instance = try registeredInstance(token, snapshot),
-                let topicID = try snapshot.topicID(of: topic),
+            guard let instance = try registeredInstance(token, snapshot) else {
+                throw Self.error(for: .unregistered, to: caller.role)
+            }
+            guard let topicID = try snapshot.topicID(of: topic),
                 let since = try snapshot.subscriptions(of: instance).first(where: { $0.topic == topicID })?.since
             else { return nil }
             return try snapshot.event(at: since)?.time
@@ -106,7 +108,7 @@ struct TopicSubscriptionRoutes {
         let after = pageRequest.after
         let subscriptions: [(TopicName, LedgerTime)] = try context.ledger.read { snapshot in
             guard let instance = try registeredInstance(token, snapshot) else {
-                throw FCMError.notFound("Requested entity was not found.")
+                throw Self.error(for: .unregistered, to: caller.role)
             }
             return try snapshot.subscriptions(of: instance).map { entry in
                 guard let name = try snapshot.topicName(of: entry.topic),

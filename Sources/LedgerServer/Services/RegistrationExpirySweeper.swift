@@ -9,21 +9,54 @@ import Synchronization
 /// The devices heard from since the last sweep, by project: every request a device makes with its own token
 /// (``RegistrationInPath`` under the client key) is noted here, in memory, and written to the ledger's
 /// `activity` database once a sweep (``Ledger/noteActivity(_:at:)``) — never an event per poll.
+///
+/// A stream or long poll is activity for as long as it stays open: it is counted open from ``opened(_:in:)``
+/// to ``closed(_:in:)``, and every sweep takes the devices with one open as heard from then, so that a device
+/// listening on one connection for longer than `registrationExpiry` is never expired under it.
+///
+/// - Note: Thread-safe.
 final class ActivityTracker: Sendable {
     /// Tokens kept per project between two sweeps; past it, further ones wait for the next sweep's devices.
     static let maximumPending = 1_000_000
-    private let pending = Mutex<[ProjectID: Set<RegistrationToken>]>([:])
+
+    private struct State {
+        var pending: [ProjectID: Set<RegistrationToken>] = [:]
+        /// The streams and polls open now, counted per token (a device may hold more than one).
+        var open: [ProjectID: [RegistrationToken: Int]] = [:]
+    }
+
+    private let state = Mutex(State())
 
     func note(_ token: RegistrationToken, in project: ProjectID) {
-        pending.withLock { pending in
-            guard pending[project, default: []].count < Self.maximumPending else { return }
-            pending[project, default: []].insert(token)
+        state.withLock { state in
+            guard state.pending[project, default: []].count < Self.maximumPending else { return }
+            state.pending[project, default: []].insert(token)
         }
     }
 
-    /// The tokens noted for `project` since the last call.
+    /// A stream or a long poll of `token` opened: the device counts as heard from at every sweep until it
+    /// closes. Pair each call with one ``closed(_:in:)``.
+    func opened(_ token: RegistrationToken, in project: ProjectID) {
+        state.withLock { $0.open[project, default: [:]][token, default: 0] += 1 }
+    }
+
+    /// A stream or a long poll of `token` closed.
+    func closed(_ token: RegistrationToken, in project: ProjectID) {
+        state.withLock { state in
+            guard let count = state.open[project]?[token] else { return }
+            state.open[project]?[token] = count > 1 ? count - 1 : nil
+            if state.open[project]?.isEmpty == true { state.open[project] = nil }
+        }
+    }
+
+    /// The tokens noted for `project` since the last call, and those with a stream or poll open now.
     func take(_ project: ProjectID) -> [RegistrationToken] {
-        Array(pending.withLock { $0.removeValue(forKey: project) } ?? [])
+        Array(
+            state.withLock { state in
+                var tokens = state.pending.removeValue(forKey: project) ?? []
+                if let open = state.open[project] { tokens.formUnion(open.keys) }
+                return tokens
+            })
     }
 }
 
@@ -126,15 +159,7 @@ struct RegistrationExpirySweeper: Service {
                     }
                 }
             }
-            var expired = 0
-            for start in stride(from: 0, to: silent.count, by: Self.batch) where !Task.isCancelled {
-                let operations: [LedgerOperation] = silent[start..<min(start + Self.batch, silent.count)].map {
-                    .unregister($0.token, reason: Self.reason(lastActive: $0.lastActive, expiry: expiry))
-                }
-                let receipt = try await ledger.append(
-                    WriteRequest(actor: "expiry", requestID: "expiry-\(UUID().uuidString)", operations: operations))
-                expired += receipt.outcomes.filter { $0.seq != nil }.count
-            }
+            let expired = try await expire(silent, of: project, in: ledger, expiry: expiry)
             if expired > 0 {
                 ledgers.metrics.recordExpiry(devices: expired)
                 logger.notice(
@@ -148,6 +173,30 @@ struct RegistrationExpirySweeper: Service {
                 metadata: ["ledger.project": "\(project)", "error": "\(error)"])
             return .failed
         }
+    }
+
+    /// Appends an `unregistered` event with the reason `expired` for each of `devices`, in requests of ``batch``,
+    /// and ends their open streams and long polls at once, as an unregistration or an erasure does; returns how
+    /// many it expired (a device unregistered meanwhile is passed over).
+    func expire(
+        _ devices: [(token: RegistrationToken, device: InstanceID, lastActive: Int64)], of project: ProjectID,
+        in ledger: Ledger, expiry: RegistrationExpiry
+    ) async throws -> Int {
+        var expired = 0
+        let notifier = ledgers.delivery(for: project).notifier
+        for start in stride(from: 0, to: devices.count, by: Self.batch) where !Task.isCancelled {
+            let chunk = devices[start..<min(start + Self.batch, devices.count)]
+            let operations: [LedgerOperation] = chunk.map {
+                .unregister($0.token, reason: Self.reason(lastActive: $0.lastActive, expiry: expiry))
+            }
+            let receipt = try await ledger.append(
+                WriteRequest(actor: "expiry", requestID: "expiry-\(UUID().uuidString)", operations: operations))
+            for (device, outcome) in zip(chunk, receipt.outcomes) where outcome.seq != nil {
+                notifier.wake(device.device)
+                expired += 1
+            }
+        }
+        return expired
     }
 
     /// The latest activity any other replica of `project` saw of `devices` (a time past `now`, from a replica
