@@ -20,7 +20,7 @@ extension LedgerCommand {
             @OptionGroup var common: CommonOptions
 
             func run() throws {
-                let ledger = try common.open(.readOnly)
+                let ledger = try common.openForReading()
                 let records = try ledger.read { try $0.erasures() }
                 switch common.format {
                 case .json:
@@ -57,7 +57,7 @@ extension LedgerCommand {
                 } catch {
                     throw InputError(error.description)
                 }
-                let ledger = try common.open(.readOnly)
+                let ledger = try common.openForReading()
                 let lines: [String] = try ledger.read { snapshot in
                     guard let audit = try snapshot.instanceAudit(token, at: try moment.seq(in: snapshot)) else {
                         throw InputError("token \(token.rawValue) was never registered in project \(common.projectID)")
@@ -136,7 +136,7 @@ extension LedgerCommand {
                 } catch {
                     throw InputError(error.description)
                 }
-                let ledger = try common.open(.readOnly)
+                let ledger = try common.openForReading()
                 let lines: [String] = try ledger.read { snapshot in
                     guard
                         let audit = try snapshot.topicAudit(topic, at: try moment.seq(in: snapshot), members: members)

@@ -14,7 +14,7 @@ extension LedgerCommand {
         var destination: String
 
         func run() throws {
-            let ledger = try common.open(.readOnly)
+            let ledger = try common.openForReading()
             let head = try ledger.readLog { try $0.head() }
             try ledger.backup(to: destination)
             let copy = try LedgerLocation.parse(["--data", destination, "--project", common.projectID.rawValue])

@@ -27,7 +27,7 @@ extension LedgerCommand {
             } catch {
                 throw InputError(error.description)
             }
-            let ledger = try common.open(.readOnly)
+            let ledger = try common.openForReading()
             let (seq, tree, total) = try ledger.read { snapshot in
                 let seq = try moment.seq(in: snapshot)
                 let tree = try snapshot.explain(parsed, at: seq)

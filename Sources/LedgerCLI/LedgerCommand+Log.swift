@@ -31,7 +31,7 @@ extension LedgerCommand {
         }
 
         func run() throws {
-            let ledger = try location.open(.readOnly)
+            let ledger = try location.openForReading()
             var output = BufferedOutput()
             try ledger.readLog { snapshot in
                 try snapshot.forEachChainedEvent(from: fromSeq, through: toSeq) { event, previous, hash in

@@ -25,7 +25,7 @@ extension LedgerCommand {
         var publicKey = false
 
         func run() throws {
-            let ledger = try location.open(.readOnly)
+            let ledger = try location.openForReading()
             defer { ledger.close() }
             let keeper = try signing.keeper(data: location.data, project: location.projectID)
             if publicKey {
@@ -75,7 +75,7 @@ extension LedgerCommand {
         }
 
         func run() throws {
-            let ledger = try options.open(.readOnly)
+            let ledger = try options.openForReading()
             defer { ledger.close() }
             if let message {
                 let messageID = try Replay.messageID(message, project: options.projectID)

@@ -35,7 +35,7 @@ extension LedgerCommand {
 
         func run() throws {
             let messageID = try Self.messageID(message, project: location.projectID)
-            let ledger = try location.open(.readOnly)
+            let ledger = try location.openForReading()
             guard let replay = try ledger.read({ try MessageReplay.replay(messageID, in: $0, naive: naive) }) else {
                 throw InputError("no message \(messageID) in project \(location.projectID)")
             }

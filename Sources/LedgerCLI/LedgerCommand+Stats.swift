@@ -10,7 +10,7 @@ extension LedgerCommand {
         @OptionGroup var common: CommonOptions
 
         func run() throws {
-            let ledger = try common.open(.readOnly)
+            let ledger = try common.openForReading()
             let stats = try ledger.read { try $0.statistics() }
             let rows: [(String, String)] = [
                 ("project", common.location.project),

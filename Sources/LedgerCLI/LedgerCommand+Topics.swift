@@ -32,7 +32,7 @@ extension LedgerCommand {
         var sort: Sort = .name
 
         func run() throws {
-            let ledger = try location.open(.readOnly)
+            let ledger = try location.openForReading()
             defer { ledger.close() }
             let topics = try ledger.read {
                 try $0.topicsWithCounts(orderedBy: sort == .name ? .name : .subscribers)

@@ -15,7 +15,7 @@ extension LedgerCommand {
         var audiences = false
 
         func run() throws {
-            let ledger = try common.open(.readOnly)
+            let ledger = try common.openForReading()
             let report = try ledger.verify(checkAudiences: audiences)
             switch common.format {
             case .json:

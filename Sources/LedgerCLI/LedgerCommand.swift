@@ -66,6 +66,43 @@ struct LedgerLocation: ParsableArguments {
         if let initialMapSize { options.initialMapBytes = initialMapSize }
         return try Ledger.open(dataDirectory: data, project: projectID, options: options, logger: logger)
     }
+
+    /// Opens the project's ledger for a command that reads it, never showing what `erasures.jsonl` says is
+    /// erased: a ledger restored from a copy older than an erasure has the journal's erasures applied first,
+    /// by opening it for writing as a server would (``Ledger/pendingJournaledErasures()``); when another process
+    /// holds the writer lock, or they cannot be applied, the command is refused with an error naming the
+    /// journal. A ledger with nothing pending (every ledger but a fresh restore) is opened read-only and left
+    /// untouched.
+    ///
+    /// - Throws: `StoreError` from opening, or ``InputError`` naming `erasures.jsonl`.
+    func openForReading() throws -> Ledger {
+        if let ledger = try openIfNothingPending() { return ledger }
+        do {
+            // A writer applies them when it opens (and compacts the file); closing it leaves them durable.
+            try open(.readWrite).close()
+        } catch let error as StoreError where error.code == .locked {
+            throw InputError(
+                "the ledger does not hold erasures listed in \(journal) (restored from an older copy?), and"
+                    + " another process holds its writer lock, so they cannot be applied here: run this command"
+                    + " again once that process has stopped (a server applies them when it opens the ledger)")
+        } catch {
+            throw InputError("erasures listed in \(journal) could not be applied to the restored ledger: \(error)")
+        }
+        guard let ledger = try openIfNothingPending() else {
+            throw InputError("erasures listed in \(journal) are still not applied to the restored ledger")
+        }
+        return ledger
+    }
+
+    /// The ledger opened read-only, or `nil` (and closed again, before any other opening in this process) when
+    /// the journal has erasures it does not hold.
+    private func openIfNothingPending() throws -> Ledger? {
+        let ledger = try open(.readOnly)
+        return try ledger.pendingJournaledErasures() == 0 ? ledger : nil
+    }
+
+    /// The path of the ledger's erasure journal, as the operator sees it.
+    private var journal: String { "\(data)/\(project)/erasures.jsonl" }
 }
 
 /// The ledger's location and the output format (text or json).
@@ -80,6 +117,11 @@ struct CommonOptions: ParsableArguments {
 
     func open(_ mode: Ledger.Options.Mode, forRebuild: Bool = false, recordsAudiences: Bool = true) throws -> Ledger {
         try location.open(mode, forRebuild: forRebuild, recordsAudiences: recordsAudiences)
+    }
+
+    /// See ``LedgerLocation/openForReading()``.
+    func openForReading() throws -> Ledger {
+        try location.openForReading()
     }
 }
 

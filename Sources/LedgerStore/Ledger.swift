@@ -147,21 +147,7 @@ public final class Ledger: Sendable {
     /// `restore`. Called when a writer opens the ledger.
     private func reapplyJournaledErasures() throws {
         guard let writer else { return }
-        // An erasure applied again is journaled again: the first line of each device is its erasure.
-        var seen = Set<UInt64>()
-        let entries = ErasureJournal.read(directory: directory).filter { seen.insert($0.registeredSeq).inserted }
-        guard !entries.isEmpty else { return }
-        let operations: [LedgerOperation] = try read { snapshot in
-            try entries.compactMap { entry in
-                guard entry.registeredSeq > 0,
-                    let hash = try snapshot.hash(at: entry.registeredSeq), Hex.encode(hash) == entry.registeredHash,
-                    let event = try snapshot.event(at: entry.registeredSeq),
-                    case .registered(let token, _, _) = event.body, !Erasure.isPseudonym(token),
-                    let pseudonym = try? RegistrationToken(entry.pseudonym), Erasure.isPseudonym(pseudonym)
-                else { return nil }
-                return .erase(token, reason: "applied again after a restore: " + entry.reason, pseudonym: pseudonym)
-            }
-        }
+        let operations = try journaledErasuresNotHeld()
         guard !operations.isEmpty else { return }
         let receipt = try writer.submitAndWait(
             WriteRequest(actor: "restore", requestID: "erasures-journal", operations: operations)
