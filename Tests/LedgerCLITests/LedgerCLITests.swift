@@ -105,7 +105,10 @@ struct LedgerCLITests {
         let again = try await ledger("erase", "--token", token, "--reason", "again", data: data)
         #expect(again.status == 1 && again.stdout.contains("not known to the ledger"))
         let quoting = try await ledger("erase", "--token", token, "--reason", "for \(token)", data: data)
-        #expect(quoting.status != 0 && quoting.stderr.contains("must not quote"))
+        #expect(quoting.status != 0 && quoting.stderr.contains("must not hold a token being erased"))
+        let shaped = try await ledger(
+            "erase", "--token", token, "--reason", "ref " + String(repeating: "Ab0-", count: 8), data: data)
+        #expect(shaped.status != 0 && shaped.stderr.contains("token-shaped"))
     }
 
     @Test("log --format text: one readable line per event; user input is quoted and cannot reach the terminal raw")
