@@ -29,7 +29,9 @@ extension LedgerCommand {
                     print("\(records.count) erasure(s) and expiries")
                     for record in records {
                         // The reason is the eraser's text: quoted, never raw on a terminal.
-                        let rewritten = record.redactedEvents.map { ", \($0) event(s) rewritten" } ?? ""
+                        let rewritten =
+                            record.redactedEvents.map { ", \($0) event(s) rewritten" + (record.linkable.map { " (\($0) linkable)" } ?? "") }
+                            ?? ""
                         print(
                             "  seq \(record.seq) \(record.time.rfc3339) \(record.kind.rawValue) \(record.device.rawValue)"
                                 + " by \(EventText.quoted(record.actor))\(rewritten): \(EventText.quoted(record.reason))"

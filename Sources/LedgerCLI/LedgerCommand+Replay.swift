@@ -91,6 +91,7 @@ extension LedgerCommand {
                 "sent:       seq \(replay.seq) at \(replay.time)",
                 "target:     \(replay.target.kindName) \(replay.target.text)",
                 "rule:       \(replay.precedence.rawValue)",
+                "content:    " + (replay.contentForgotten.map { "forgotten by \($0)" } ?? "held"),
                 "recipients: \(replay.recipientCount), digest \(digest)"
                     + (naive ? " (recomputed by folding the log from seq 1)" : " (from the temporal index)"),
                 "digest of:  "

@@ -27,6 +27,7 @@ extension LedgerCommand {
                 out.field("audiencesCountOnly", number: report.audiencesCountOnly)
                 out.field("erasures", number: report.erasures)
                 out.field("redactedEvents", number: report.redactedEvents)
+                out.field("linkable", number: report.linkable)
                 out.field(
                     "problems", raw: "[" + report.problems.map(JSONObjectWriter.quoted).joined(separator: ",") + "]")
                 print(out.finish())
@@ -44,6 +45,11 @@ extension LedgerCommand {
                         print(
                             "erasures: \(report.erasures); \(report.redactedEvents) event(s) rewritten by them keep their"
                                 + " hashes (chained and in the tree) and are each accounted for by an erased event")
+                    }
+                    if report.linkable > 0 {
+                        print(
+                            "linkable: \(report.linkable) rewritten event(s) predate sealed fields: their hashes are over"
+                                + " the erased identifiers, which a holder of one can test (docs/compliance.md)")
                     }
                     if report.sendsWithoutAudience > 0 {
                         print(

@@ -32,6 +32,9 @@ public enum EventJSON {
             json.field("target", raw: target.finishBytes())
             json.field("precedence", string: sent.precedence.rawValue)
             json.field("message", raw: sent.messageJSON.isEmpty ? Array("{}".utf8) : sent.messageJSON)
+            if let forgotten = event.contentForgotten {
+                json.field("contentForgotten", string: "content forgotten by \(forgotten)")
+            }
         case .audience(let audience):
             json.field("messageId", string: String(audience.messageID))
             json.field("sendSeq", number: audience.sendSeq)

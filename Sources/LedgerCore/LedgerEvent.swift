@@ -9,13 +9,26 @@ public struct LedgerEvent: Sendable, Equatable {
     /// Shared by every event of one request.
     public var requestID: String
     public var body: Body
+    /// How the body's sealed values are held, one ``Seal`` for each of ``Body/sealedValues`` in order; `nil` for
+    /// an event written before the ledger sealed its fields (encoding version 1 or 2), whose hash is over the
+    /// plain values. Not part of what happened: two events that differ only in their seals are equal.
+    public var seals: [Seal]?
 
-    public init(seq: UInt64, time: LedgerTime, actor: String, requestID: String, body: Body) {
+    public init(
+        seq: UInt64, time: LedgerTime, actor: String, requestID: String, body: Body, seals: [Seal]? = nil
+    ) {
         self.seq = seq
         self.time = time
         self.actor = actor
         self.requestID = requestID
         self.body = body
+        self.seals = seals
+    }
+
+    /// What happened, compared: the seals (how the values are held) are left out.
+    public static func == (left: LedgerEvent, right: LedgerEvent) -> Bool {
+        left.seq == right.seq && left.time == right.time && left.actor == right.actor
+            && left.requestID == right.requestID && left.body == right.body
     }
 
     /// What happened.

@@ -182,14 +182,17 @@ struct EventCodecTests {
     @Test("an event of another encoding version fails with a clear message")
     func unsupportedVersion() throws {
         var encoded = EventCodec.encode(randomEvent(seed: 1))
-        encoded[0] = 3
+        encoded[0] = 4
         #expect {
             try EventCodec.decode(encoded)
         } throws: { error in
             guard let error = error as? LedgerCoreError else { return false }
-            return error.code == .unsupportedVersion && error.message.contains("version 3")
-                && error.message.contains("reads versions 1 and 2")
+            return error.code == .unsupportedVersion && error.message.contains("version 4")
+                && error.message.contains("reads versions 1, 2 and 3")
         }
+        // Version 3 is sealed: a version-1 event relabelled has no seals for its sealed values, and is corrupt.
+        encoded[0] = EventCodec.sealedVersion
+        #expect(throws: LedgerCoreError.self) { try EventCodec.decode(encoded) }
         // Version 2 is version 1 rewritten by an erasure: the same encoding, read the same way.
         encoded[0] = EventCodec.redactedVersion
         #expect(try EventCodec.decode(encoded) == randomEvent(seed: 1))

@@ -55,13 +55,13 @@ struct ConsoleViewTests {
             pushCounts: .init(accepted: 3007, unregistered: 3008, failed: 3009, pending: 3010, expired: 3011),
             firstShown: 3012, lastShown: 3013,
             recipients: [.init(token: "recipient-v", acknowledged: true, push: "push-v")], next: "/next-v",
-            messageJSON: "json-v")
+            messageJSON: "json-v", contentForgotten: "forgotten-v")
         expectAll(
             render("message", message),
             [
                 "3001", "verdict-v", "3002", "time-v", "kind-v", "target-v", "rule-v", "3003", "replay-digest-v",
                 "3004", "recorded-digest-v", "3005", "3006", "3007", "3008", "3009", "3010", "3011", "3012", "3013",
-                "recipient-v", "acknowledged", "push-v", "/next-v", "json-v",
+                "recipient-v", "acknowledged", "push-v", "/next-v", "forgotten-v", "json-v",
             ])
     }
 

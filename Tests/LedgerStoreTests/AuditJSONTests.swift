@@ -22,7 +22,7 @@ struct AuditJSONTests {
             recordedCount: nil, recordedDigest: nil, audienceSeq: nil,
             matchesRecord: false, erasedRecipients: 0, acknowledgedCount: 0, acknowledgedRecipients: [],
             pushCounts: nil, pushes: [],
-            message: nil)
+            message: nil, contentForgotten: nil)
         let json = try object(replay)
         for key in ["recordedCount", "recordedDigest", "audienceSeq"] { #expect(json[key] is NSNull, "\(key)") }
         #expect(json["message"] == nil)

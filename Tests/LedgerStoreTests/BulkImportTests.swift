@@ -317,6 +317,8 @@ struct BulkImportTests {
         try openTestLedger(directory) { options in
             options.clock = { BulkImportTests.fixedTime }
             options.limits.maximumTopicsPerInstance = 2
+            // The same seal keys in the same order for the live writer and the import (the log is compared).
+            options.limits.sealKeys = SealKeySource(seed: 65)
             configure(&options)
         }
     }

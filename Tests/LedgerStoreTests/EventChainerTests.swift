@@ -52,6 +52,8 @@ struct EventChainerTests {
         // run's chainer and records must leave nothing behind.
         let firings = Firings(limit: 4)
         let large = try openTestLedger(directory, project: try ProjectID("large")) {
+            // Both ledgers seal under keys from one seed and the event's place: their logs are compared.
+            $0.limits.sealKeys = SealKeySource(seed: 56)
             $0.isolation = isolation
             if fullMap {
                 $0.environment.faultInjector = LMDBFaultInjector { _, call in
@@ -61,7 +63,9 @@ struct EventChainerTests {
         }
         try await Self.append(operations, in: sizes, to: large)
         #expect(fullMap ? firings.count > 0 : firings.count == 0)
-        let small = try openTestLedger(directory, project: try ProjectID("small"))
+        let small = try openTestLedger(directory, project: try ProjectID("small")) {
+            $0.limits.sealKeys = SealKeySource(seed: 56)
+        }
         try await Self.append(operations, in: Array(repeating: 1, count: operations.count), to: small)
         #expect(try large.verify().isSound)
         #expect(try small.verify().isSound)

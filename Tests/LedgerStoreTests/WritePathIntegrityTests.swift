@@ -145,7 +145,7 @@ struct WritePathIntegrityTests {
         let version = try upgraded.read { snapshot in
             try snapshot.txn.value(in: try snapshot.txn.openDatabase("meta"), forKey: "layoutVersion")
         }
-        #expect(version == [0, 0, 0, 10])
+        #expect(version == [0, 0, 0, 11])
         #expect(try upgraded.verify().isSound)
     }
 

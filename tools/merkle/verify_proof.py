@@ -20,7 +20,11 @@ import argparse
 import base64
 import hashlib
 import json
+import os
 import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import sealed_form  # noqa: E402
 
 
 class Refused(Exception):
@@ -203,11 +207,16 @@ def verify_message_proof(document, key_line):
     for entry in document["entries"]:
         event = base64.b64decode(entry["event"], validate=True)
         previous, claimed = bytes.fromhex(entry["prevHash"]), bytes.fromhex(entry["hash"])
-        # An event an erasure rewrote (first byte 2) keeps the hash of the bytes it replaced: the tree vouches
-        # for that hash; its bytes are what is left after the erasure (docs/event-format.md, "Erasure").
-        if hashlib.sha256(previous + event).digest() != claimed and event[:1] != b"\x02":
+        # A sealed event (first byte 3) hashes through its hashed form, forgotten values or not (sealed_form.py).
+        # An event an erasure rewrote before the ledger sealed (first byte 2) keeps the hash of the bytes it
+        # replaced: the tree vouches for that hash; its bytes are what is left (docs/event-format.md, "Erasure").
+        try:
+            computed = sealed_form.record_hash(previous, event)
+        except sealed_form.Malformed as error:
+            raise Refused(f"the {entry['kind']} event at seq {entry['seq']} is malformed: {error}")
+        if computed != claimed and event[:1] != b"\x02":
             raise Refused(f"the {entry['kind']} event at seq {entry['seq']} does not hash to its chain hash")
-        erased += hashlib.sha256(previous + event).digest() != claimed
+        erased += computed != claimed
         if entry["leafIndex"] != entry["seq"] - 1:
             raise Refused("a leaf index is its seq minus one")
         proof = [base64.b64decode(p, validate=True) for p in entry["inclusionProof"]]

@@ -10,17 +10,22 @@
 /// out-of-order field, a bad enum. The caller then decodes with SwiftProtobuf, which accepts or rejects
 /// those bytes by the full rules. A property test checks both paths agree on random events and mutations.
 package enum CanonicalEventDecoder {
-    /// Decodes `bytes` (the protobuf message, after the format-version byte), or `nil` to defer.
-    package static func decode(_ bytes: UnsafeRawBufferPointer) -> LedgerEvent? {
+    /// Decodes `bytes` (the protobuf message, after the format-version byte), or `nil` to defer. With `sealed`
+    /// (encoding version 3), the seals that follow the body (field 30, repeated) are read too, and must be as many
+    /// as the body's sealed values; without it, a seal defers.
+    package static func decode(_ bytes: UnsafeRawBufferPointer, sealed: Bool = false) -> LedgerEvent? {
         var reader = WireReader(bytes)
         var seq: UInt64 = 0
         var micros: Int64 = 0
         var actor = ""
         var requestID = ""
         var body: LedgerEvent.Body?
+        var seals: [Seal] = []
         var lastField: UInt64 = 0
         while !reader.isAtEnd {
-            guard let (field, wireType) = reader.key(), field > lastField else { return nil }
+            guard let (field, wireType) = reader.key(), field > lastField || (field == 30 && lastField == 30) else {
+                return nil
+            }
             lastField = field
             switch (field, wireType) {
             case (1, 0): guard let value = reader.varint() else { return nil }; seq = value
@@ -31,12 +36,16 @@ package enum CanonicalEventDecoder {
                 guard body == nil, let message = reader.lengthDelimited(), let decoded = Self.body(field, message)
                 else { return nil }
                 body = decoded
+            case (30, 2) where sealed:
+                guard let message = reader.lengthDelimited(), let seal = SealWire.seal(message) else { return nil }
+                seals.append(seal)
             default: return nil
             }
         }
-        guard let body else { return nil }
+        guard let body, !sealed || seals.count == body.sealedValueCount else { return nil }
         return LedgerEvent(
-            seq: seq, time: LedgerTime(microseconds: micros), actor: actor, requestID: requestID, body: body)
+            seq: seq, time: LedgerTime(microseconds: micros), actor: actor, requestID: requestID, body: body,
+            seals: sealed ? seals : nil)
     }
 
     private static func body(_ field: UInt64, _ bytes: UnsafeRawBufferPointer) -> LedgerEvent.Body? {
@@ -80,11 +89,33 @@ package enum CanonicalEventDecoder {
 }
 
 /// Reads protobuf wire-format primitives from a buffer; every read answers `nil` past the end.
-private struct WireReader {
+struct WireReader {
     private let bytes: UnsafeRawBufferPointer
     private var offset = 0
 
+    /// The value ``skipOrRead(wireType:keep:)`` last kept.
+    private(set) var lastValue: UnsafeRawBufferPointer?
+
     init(_ bytes: UnsafeRawBufferPointer) { self.bytes = bytes }
+
+    /// Reads past a field's value of `wireType` (0, 1, 2 or 5; groups are not used by the schema), keeping a
+    /// length-delimited one in ``lastValue`` when `keep`; false when it does not parse.
+    mutating func skipOrRead(wireType: UInt8, keep: Bool) -> Bool {
+        lastValue = nil
+        switch wireType {
+        case 0: return varint() != nil
+        case 1, 5:
+            let size = wireType == 1 ? 8 : 4
+            guard bytes.count - offset >= size else { return false }
+            offset += size
+            return true
+        case 2:
+            guard let value = lengthDelimited() else { return false }
+            if keep { lastValue = value }
+            return true
+        default: return false
+        }
+    }
 
     var isAtEnd: Bool { offset >= bytes.count }
 

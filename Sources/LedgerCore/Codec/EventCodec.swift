@@ -6,24 +6,30 @@ import SwiftProtobuf
 /// The schema is `ledger_event.proto` beside this file; `docs/event-format.md` documents the layout so
 /// that another language can read the log. Generated code is committed (`tools/generate-protobuf.sh`).
 public enum EventCodec {
-    /// The encoding version written by this build, the first byte of every encoded event.
+    /// The encoding version of an event written before the ledger sealed its fields: its hash is over these bytes.
     public static let formatVersion: UInt8 = 1
-    /// The first byte of an event rewritten by an erasure: the same encoding as ``formatVersion``, with the
-    /// erased device's identifiers replaced by its pseudonym. Its record keeps the hash of the bytes it
-    /// replaced, which these bytes no longer reproduce (``isRedacted(_:)``).
+    /// The first byte of an event of version 1 rewritten by an erasure: the same encoding, with the erased
+    /// device's identifiers replaced by its pseudonym. Its record keeps the hash of the bytes it replaced, which
+    /// these bytes no longer reproduce (``isRedacted(_:)``): a holder of the token can rebuild the original and
+    /// find the record by its hash (docs/compliance.md, "linkable").
     public static let redactedVersion: UInt8 = 2
+    /// The encoding version this build writes: the event with its ``Seal``s (field 30), its hash over its
+    /// *hashed form* (``appendHashedForm(of:to:)``), every sealed value replaced by its commitment.
+    public static let sealedVersion: UInt8 = 3
 
     /// Whether `encoded` is an event rewritten by an erasure (its hash is the original's, not its own).
     public static func isRedacted(_ encoded: UnsafeRawBufferPointer) -> Bool { encoded.first == redactedVersion }
 
-    /// `event` as an erasure rewrites it: its encoding under ``redactedVersion``.
+    /// `event` as an erasure rewrites an unsealed one: its encoding under ``redactedVersion``.
     public static func encodeRedacted(_ event: LedgerEvent) -> [UInt8] {
-        var bytes = encode(event)
+        var unsealed = event
+        unsealed.seals = nil
+        var bytes = encode(unsealed)
         bytes[0] = redactedVersion
         return bytes
     }
 
-    /// Encodes `event`.
+    /// Encodes `event`: under ``sealedVersion`` when it has seals, else ``formatVersion``.
     public static func encode(_ event: LedgerEvent) -> [UInt8] {
         var bytes: [UInt8] = []
         append(event, to: &bytes)
@@ -34,12 +40,29 @@ public enum EventCodec {
     /// straight after the record's hash; see ``HashChain/appendRecord(of:chainingFrom:to:)``).
     ///
     /// The common kinds are written by ``CanonicalEventEncoder``, the others by SwiftProtobuf; the bytes are
-    /// the same either way (a property test compares them).
+    /// the same either way (a property test compares them). The seals follow the body, as field 30.
     public static func append(_ event: LedgerEvent, to bytes: inout [UInt8]) {
-        if CanonicalEventEncoder.append(event, after: formatVersion, to: &bytes) { return }
+        guard let seals = event.seals else { return appendMessage(event, after: formatVersion, to: &bytes) }
+        appendMessage(event, after: sealedVersion, to: &bytes)
+        SealWire.append(seals, to: &bytes)
+    }
+
+    /// Appends the hashed form of a sealed event, `0x03 ‖ protobuf(event)` with each sealed value replaced by its
+    /// commitment and no seals (docs/event-format.md, "Sealed fields"); false, with `bytes` untouched, for an event
+    /// without seals or with seals that do not match its sealed values.
+    @discardableResult
+    public static func appendHashedForm(of event: LedgerEvent, to bytes: inout [UInt8]) -> Bool {
+        guard let view = event.hashedView else { return false }
+        appendMessage(view, after: sealedVersion, to: &bytes)
+        return true
+    }
+
+    /// Appends `version`, then the protobuf message of `event` without its seals.
+    private static func appendMessage(_ event: LedgerEvent, after version: UInt8, to bytes: inout [UInt8]) {
+        if CanonicalEventEncoder.append(event, after: version, to: &bytes) { return }
         let body = encodeWithSwiftProtobuf(event)
         bytes.reserveRoom(for: 1 + body.count)
-        bytes.append(formatVersion)
+        bytes.append(version)
         bytes.append(contentsOf: body)
     }
 
@@ -146,15 +169,25 @@ public enum EventCodec {
     ///   decode or lack a body.
     public static func decode(_ bytes: UnsafeRawBufferPointer) throws(LedgerCoreError) -> LedgerEvent {
         guard let version = bytes.first else { throw LedgerCoreError(.corruptEvent, "empty event") }
-        guard version == formatVersion || version == redactedVersion else {
+        guard version == formatVersion || version == redactedVersion || version == sealedVersion else {
             throw LedgerCoreError(
                 .unsupportedVersion,
-                "event encoding version \(version) is not supported by this build (it reads versions \(formatVersion)"
-                    + " and \(redactedVersion))")
+                "event encoding version \(version) is not supported by this build (it reads versions \(formatVersion),"
+                    + " \(redactedVersion) and \(sealedVersion))")
         }
         let body = UnsafeRawBufferPointer(rebasing: bytes.dropFirst())
-        if let event = CanonicalEventDecoder.decode(body) { return event }
-        return try decodeWithSwiftProtobuf(body)
+        let sealed = version == sealedVersion
+        if let event = CanonicalEventDecoder.decode(body, sealed: sealed) { return event }
+        var event = try decodeWithSwiftProtobuf(body)
+        if sealed {
+            event.seals = try SealWire.seals(in: body)
+            guard event.seals?.count == event.body.sealedValueCount else {
+                throw LedgerCoreError(
+                    .corruptEvent,
+                    "event \(event.seq) has \(event.seals?.count ?? 0) seals for \(event.body.sealedValueCount) sealed values")
+            }
+        }
+        return event
     }
 
     /// Decodes the protobuf message (after the version byte) by SwiftProtobuf's full rules: the path for

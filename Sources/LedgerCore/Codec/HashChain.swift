@@ -1,6 +1,8 @@
 import Crypto
 
-/// The log's hash chain: `hash = SHA-256(prevHash ‖ encodedEvent)`, with 32 zero bytes before seq 1.
+/// The log's hash chain: `hash = SHA-256(prevHash ‖ hashedForm)`, with 32 zero bytes before seq 1, where the
+/// hashed form of a sealed event (encoding version 3) has each sealed value replaced by its commitment
+/// (``EventCodec/appendHashedForm(of:to:)``), and that of an older event (version 1) is its encoding.
 ///
 /// A stored record is `hash ‖ encodedEvent`, so every record carries its own hash and the chain can be
 /// checked by reading the log once in order.
@@ -9,7 +11,30 @@ public enum HashChain {
     /// The `prevHash` of the first event.
     public static let genesis = [UInt8](repeating: 0, count: hashSize)
 
-    /// The hash of `encodedEvent` following `previous`.
+    /// The hash a record holding `encodedEvent` must carry after `previous`: over its hashed form when it is sealed
+    /// (`decoded`, when given, is the event those bytes decode to, so they are not decoded again), over its bytes
+    /// when it is of version 1; `nil` for a record an erasure rewrote under version 2, whose hash is over bytes no
+    /// longer stored.
+    ///
+    /// - Throws: `.corruptEvent` for a sealed event that does not decode or whose seals do not match it.
+    public static func recomputedHash(
+        previous: some Sequence<UInt8>, encodedEvent: UnsafeRawBufferPointer, decoded: LedgerEvent? = nil
+    ) throws(LedgerCoreError) -> [UInt8]? {
+        switch encodedEvent.first {
+        case EventCodec.redactedVersion: return nil
+        case EventCodec.sealedVersion:
+            let event: LedgerEvent
+            if let decoded { event = decoded } else { event = try EventCodec.decode(encodedEvent) }
+            var form: [UInt8] = []
+            guard EventCodec.appendHashedForm(of: event, to: &form) else {
+                throw LedgerCoreError(.corruptEvent, "event \(event.seq) is sealed but its seals do not match it")
+            }
+            return form.withUnsafeBytes { hash(previous: previous, encodedEvent: $0) }
+        default: return hash(previous: previous, encodedEvent: encodedEvent)
+        }
+    }
+
+    /// SHA-256 of `previous ‖ encodedEvent`: the hash of an event of version 1, or of a hashed form.
     public static func hash(previous: some Sequence<UInt8>, encodedEvent: UnsafeRawBufferPointer) -> [UInt8] {
         var hasher = SHA256()
         hasher.update(data: Array(previous))
@@ -29,8 +54,16 @@ public enum HashChain {
         EventCodec.append(event, to: &record)
         var hasher = SHA256()
         hasher.update(data: previous)
-        record.withUnsafeBytes {
-            hasher.update(bufferPointer: UnsafeRawBufferPointer(rebasing: $0[(start + hashSize)...]))
+        var form: [UInt8] = []
+        let sealed = EventCodec.appendHashedForm(of: event, to: &form)
+        // The appender gives every sealed event one seal per sealed value (``EventSealer``).
+        assert(sealed || event.seals == nil, "event \(event.seq) has seals that do not match it")
+        if sealed {
+            hasher.update(data: form)
+        } else {
+            record.withUnsafeBytes {
+                hasher.update(bufferPointer: UnsafeRawBufferPointer(rebasing: $0[(start + hashSize)...]))
+            }
         }
         let digest = hasher.finalize()
         digest.withUnsafeBytes { digest in

@@ -8,11 +8,13 @@
 // For information on using the generated types, please see the documentation:
 //   https://github.com/apple/swift-protobuf/
 
-/// TopicLedger event encoding, format version 1.
+/// TopicLedger event encoding, format versions 1 to 3.
 ///
 /// A stored log record is: hash (32 bytes) ‖ encodedEvent, where
-///   encodedEvent = formatVersion (1 byte, = 0x01) ‖ protobuf(Event)
-///   hash         = SHA-256(prevHash ‖ encodedEvent), prevHash of seq 1 = 32 zero bytes.
+///   encodedEvent = formatVersion (1 byte) ‖ protobuf(Event)
+///   hash         = SHA-256(prevHash ‖ hashedForm), prevHash of seq 1 = 32 zero bytes;
+///   hashedForm   = encodedEvent for version 1; for version 3 (sealed), 0x03 ‖ protobuf(Event) with every
+///                  sealed value replaced by its commitment and no `seals` (docs/event-format.md, "Sealed fields").
 /// See docs/event-format.md. Field numbers are never reused; new fields are additive.
 
 #if canImport(FoundationEssentials)
@@ -319,6 +321,9 @@ nonisolated struct Topicledger_V1_Event: Sendable {
     set {body = .erased(newValue)}
   }
 
+  /// Version 3: one per sealed value of the body, in the order docs/event-format.md gives (absent before).
+  var seals: [Topicledger_V1_Seal] = []
+
   var unknownFields = SwiftProtobuf.UnknownStorage()
 
   nonisolated enum OneOf_Body: Equatable, Sendable {
@@ -335,6 +340,27 @@ nonisolated struct Topicledger_V1_Event: Sendable {
     case erased(Topicledger_V1_Erased)
 
   }
+
+  init() {}
+}
+
+/// How a sealed value is held: exactly one of `key` (the field holds the value; its commitment is
+/// HMAC-SHA-256(key, value)) and `commitment` (the value was forgotten: the field holds a stand-in).
+nonisolated struct Topicledger_V1_Seal: Sendable {
+  // SwiftProtobuf.Message conformance is added in an extension below. See the
+  // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
+  // methods supported on all messages.
+
+  /// 32 random bytes: the device's key, or the send's for its content
+  var key: Data = Data()
+
+  /// 32 bytes
+  var commitment: Data = Data()
+
+  /// with commitment: why ("erasure", "retention at <time>")
+  var forgotten: String = String()
+
+  var unknownFields = SwiftProtobuf.UnknownStorage()
 
   init() {}
 }
@@ -608,7 +634,7 @@ nonisolated extension Topicledger_V1_PushFailureKind: SwiftProtobuf._ProtoNamePr
 
 nonisolated extension Topicledger_V1_Event: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
   static let protoMessageName: String = _protobuf_package + ".Event"
-  static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}seq\0\u{3}time_micros\0\u{1}actor\0\u{3}request_id\0\u{2}\u{6}registered\0\u{1}unregistered\0\u{1}subscribed\0\u{1}unsubscribed\0\u{1}sent\0\u{1}audience\0\u{1}acknowledged\0\u{3}apns_token_set\0\u{3}apns_token_cleared\0\u{3}push_progress\0\u{1}erased\0")
+  static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}seq\0\u{3}time_micros\0\u{1}actor\0\u{3}request_id\0\u{2}\u{6}registered\0\u{1}unregistered\0\u{1}subscribed\0\u{1}unsubscribed\0\u{1}sent\0\u{1}audience\0\u{1}acknowledged\0\u{3}apns_token_set\0\u{3}apns_token_cleared\0\u{3}push_progress\0\u{1}erased\0\u{2}\u{a}seals\0")
 
   mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
     while let fieldNumber = try decoder.nextFieldNumber() {
@@ -763,6 +789,7 @@ nonisolated extension Topicledger_V1_Event: SwiftProtobuf.Message, SwiftProtobuf
           self.body = .erased(v)
         }
       }()
+      case 30: try { try decoder.decodeRepeatedMessageField(value: &self.seals) }()
       default: break
       }
     }
@@ -832,6 +859,9 @@ nonisolated extension Topicledger_V1_Event: SwiftProtobuf.Message, SwiftProtobuf
     }()
     case nil: break
     }
+    if !self.seals.isEmpty {
+      try visitor.visitRepeatedMessageField(value: self.seals, fieldNumber: 30)
+    }
     try unknownFields.traverse(visitor: &visitor)
   }
 
@@ -841,6 +871,47 @@ nonisolated extension Topicledger_V1_Event: SwiftProtobuf.Message, SwiftProtobuf
     if lhs.actor != rhs.actor {return false}
     if lhs.requestID != rhs.requestID {return false}
     if lhs.body != rhs.body {return false}
+    if lhs.seals != rhs.seals {return false}
+    if lhs.unknownFields != rhs.unknownFields {return false}
+    return true
+  }
+}
+
+nonisolated extension Topicledger_V1_Seal: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
+  static let protoMessageName: String = _protobuf_package + ".Seal"
+  static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}key\0\u{1}commitment\0\u{1}forgotten\0")
+
+  mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+    while let fieldNumber = try decoder.nextFieldNumber() {
+      // The use of inline closures is to circumvent an issue where the compiler
+      // allocates stack space for every case branch when no optimizations are
+      // enabled. https://github.com/apple/swift-protobuf/issues/1034
+      switch fieldNumber {
+      case 1: try { try decoder.decodeSingularBytesField(value: &self.key) }()
+      case 2: try { try decoder.decodeSingularBytesField(value: &self.commitment) }()
+      case 3: try { try decoder.decodeSingularStringField(value: &self.forgotten) }()
+      default: break
+      }
+    }
+  }
+
+  func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    if !self.key.isEmpty {
+      try visitor.visitSingularBytesField(value: self.key, fieldNumber: 1)
+    }
+    if !self.commitment.isEmpty {
+      try visitor.visitSingularBytesField(value: self.commitment, fieldNumber: 2)
+    }
+    if !self.forgotten.isEmpty {
+      try visitor.visitSingularStringField(value: self.forgotten, fieldNumber: 3)
+    }
+    try unknownFields.traverse(visitor: &visitor)
+  }
+
+  static func ==(lhs: Topicledger_V1_Seal, rhs: Topicledger_V1_Seal) -> Bool {
+    if lhs.key != rhs.key {return false}
+    if lhs.commitment != rhs.commitment {return false}
+    if lhs.forgotten != rhs.forgotten {return false}
     if lhs.unknownFields != rhs.unknownFields {return false}
     return true
   }

@@ -34,7 +34,8 @@ public enum AuditJSON {
             pushes: recipients.indices.compactMap { index in
                 replay.pushes[index].map { RecipientPush(token: replay.recipients[index].rawValue, Push($0)) }
             },
-            message: try? JSONValue(parsing: replay.messageJSON))
+            message: try? JSONValue(parsing: replay.messageJSON),
+            contentForgotten: replay.contentForgotten.map { "content forgotten by \($0)" })
     }
 
     /// `ledger audit instance` / `GET …/audit/instances/{token}`.
@@ -119,6 +120,8 @@ public enum AuditJSON {
         public let pushes: [RecipientPush]
         /// The message as sent, when its stored JSON reads back.
         public let message: JSONValue?
+        /// "content forgotten by erasure" or "… by retention at <time>": `message` is then empty or rewritten.
+        public let contentForgotten: String?
         /// The next page of recipients (the API only).
         public var nextPageToken: String?
 
@@ -369,6 +372,7 @@ extension AuditJSON {
         public let device: String
         public let registeredSeq: UInt64?
         public let redactedEvents: UInt64?
+        public let linkable: UInt64?
 
         public init(_ record: ErasureRecord) {
             kind = record.kind.rawValue
@@ -379,6 +383,7 @@ extension AuditJSON {
             device = record.device.rawValue
             registeredSeq = record.registeredSeq
             redactedEvents = record.redactedEvents
+            linkable = record.linkable
         }
     }
 

@@ -95,17 +95,24 @@ extension Ledger {
                 }
                 let parts = try HashChain.split(record: entry.value)
                 let redacted = EventCodec.isRedacted(parts.encodedEvent)
-                // A record an erasure rewrote keeps the original's hash, which its bytes no longer give: the
-                // next record's hash (chained from it), the Merkle tree over the hashes and the `erased` event
-                // that accounts for it (``ErasureAccount``) are what vouch for it.
-                let computed = HashChain.hash(previous: previousHash, encodedEvent: parts.encodedEvent)
-                if !redacted, !computed.elementsEqual(parts.hash) {
-                    problem("seq \(seq): hash mismatch: stored \(parts.hash.hexString), computed \(computed.hexString)")
-                }
+                let previous = previousHash
                 previousHash = Array(parts.hash)
                 do {
                     let event = try EventCodec.decode(parts.encodedEvent)
-                    if redacted {
+                    // A sealed record's hash recomputes from its hashed form, forgotten values or not. A record an
+                    // erasure rewrote before the ledger sealed (version 2) keeps the original's hash, which its
+                    // bytes no longer give: the next record's hash (chained from it), the Merkle tree over the
+                    // hashes and the `erased` event that accounts for it (``ErasureAccount``) vouch for it — and a
+                    // holder of the token can rebuild the original and find it by that hash (`linkable`).
+                    if let computed = try HashChain.recomputedHash(
+                        previous: previous, encodedEvent: parts.encodedEvent, decoded: event),
+                        !computed.elementsEqual(parts.hash)
+                    {
+                        problem(
+                            "seq \(seq): hash mismatch: stored \(parts.hash.hexString), computed \(computed.hexString)")
+                    }
+                    if redacted { report.linkable += 1 }
+                    if redacted || event.seals?.contains(where: { $0.forgotten == Seal.erasure }) == true {
                         erasures.noteRedacted(event)
                     } else if case .erased(let erasure) = event.body {
                         erasures.noteErasure(erasure, at: seq)

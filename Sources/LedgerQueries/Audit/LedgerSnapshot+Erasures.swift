@@ -1,3 +1,4 @@
+import LMDBKit
 import LedgerCore
 import LedgerStore
 
@@ -25,6 +26,9 @@ public struct ErasureRecord: Sendable, Equatable {
     /// An erasure's: the seq of the device's first registration, and how many events it rewrote.
     public var registeredSeq: UInt64?
     public var redactedEvents: UInt64?
+    /// An erasure's: of the events it rewrote, those written before the ledger sealed its fields (encoding version
+    /// 2), whose hashes are over the erased identifiers — a holder of the token can find them by their hash.
+    public var linkable: UInt64?
 }
 
 extension LedgerSnapshot {
@@ -32,24 +36,44 @@ extension LedgerSnapshot {
     /// path).
     public func erasures() throws -> [ErasureRecord] {
         var records: [ErasureRecord] = []
-        try forEachEvent { event, _ in
+        var linkable: [RegistrationToken: UInt64] = [:]
+        try forEachEncodedEvent { event, encoded in
+            if EventCodec.isRedacted(encoded) {
+                var named = Set<RegistrationToken>()
+                for case .token(let token) in event.body.sealedValues where Erasure.isPseudonym(token) {
+                    named.insert(token)
+                }
+                for pseudonym in named { linkable[pseudonym, default: 0] += 1 }
+            }
             switch event.body {
             case .erased(let erasure):
                 records.append(
                     ErasureRecord(
                         kind: .erased, seq: event.seq, time: event.time, actor: event.actor, reason: erasure.reason,
                         device: erasure.pseudonym, registeredSeq: erasure.registeredSeq,
-                        redactedEvents: erasure.redactedEvents))
+                        redactedEvents: erasure.redactedEvents, linkable: linkable[erasure.pseudonym] ?? 0))
             case .unregistered(let token, let reason) where event.actor == "expiry" && reason.hasPrefix("expired"):
                 records.append(
                     ErasureRecord(
                         kind: .expired, seq: event.seq, time: event.time, actor: event.actor, reason: reason,
-                        device: token, registeredSeq: nil, redactedEvents: nil))
+                        device: token, registeredSeq: nil, redactedEvents: nil, linkable: nil))
             default:
                 break
             }
             return true
         }
         return records
+    }
+}
+
+extension LedgerSnapshot {
+    /// Calls `body` with each event and its encoded bytes (the encoding version is their first byte), in seq order.
+    func forEachEncodedEvent(_ body: (LedgerEvent, UnsafeRawBufferPointer) throws -> Bool) throws {
+        try txn.withCursor(schema.log) { cursor in
+            try cursor.forEach { entry in
+                let parts = try HashChain.split(record: entry.value)
+                return try body(try EventCodec.decode(parts.encodedEvent), parts.encodedEvent)
+            }
+        }
     }
 }

@@ -18,9 +18,13 @@ public struct VerificationReport: Sendable {
     public var audiencesCountOnly = 0
     /// `erased` events in the log.
     public var erasures = 0
-    /// Events whose identifiers an erasure removed: their records keep their hashes (chained and in the tree),
-    /// but their bytes no longer reproduce them.
+    /// Events whose identifiers an erasure removed: sealed ones with their values forgotten (their hashes still
+    /// recompute), and ones written before the ledger sealed, rewritten (their bytes no longer reproduce them).
     public var redactedEvents = 0
+    /// Of those, the ones written before the ledger sealed (encoding version 2): each keeps the hash of its original
+    /// bytes, so whoever holds the token can rebuild the original, hash it and find the record — linking the
+    /// pseudonym and its history back to the token (docs/compliance.md, "What stays linkable").
+    public var linkable = 0
 
     public var isSound: Bool { problems.isEmpty }
 }

@@ -201,16 +201,23 @@ public enum LedgerProofs {
                 let previous = hexBytes(entry.prevHash), let hash = hexBytes(entry.hash),
                 !hashes.contains(where: { $0 == nil })
             else { throw ProofRefusal("an entry is malformed") }
-            // An event an erasure rewrote (encoding version 2) keeps the hash of the bytes it replaced: the tree
-            // vouches for that hash, and its bytes are what is left after the erasure.
-            let computed = event.withUnsafeBytes { HashChain.hash(previous: previous, encodedEvent: $0) }
-            guard computed == hash || event.first == EventCodec.redactedVersion else {
-                throw ProofRefusal("the \(kind) event does not hash to its chain hash")
-            }
-            if computed != hash { erased += 1 }
             let decoded: LedgerEvent
             do { decoded = try EventCodec.decode(event) } catch {
                 throw ProofRefusal("the \(kind) event does not decode: \(error)")
+            }
+            // An event an erasure rewrote before the ledger sealed (encoding version 2) keeps the hash of the bytes
+            // it replaced: the tree vouches for that hash, and its bytes are what is left after the erasure. A
+            // sealed event hashes to its chain hash through its hashed form, forgotten values or not.
+            let computed: [UInt8]?
+            do {
+                computed = try event.withUnsafeBytes {
+                    try HashChain.recomputedHash(previous: previous, encodedEvent: $0, decoded: decoded)
+                }
+            } catch { throw ProofRefusal("the \(kind) event does not hash to its chain hash") }
+            if let computed {
+                guard computed == hash else { throw ProofRefusal("the \(kind) event does not hash to its chain hash") }
+            } else {
+                erased += 1
             }
             let matches: Bool
             switch decoded.body {

@@ -11,8 +11,11 @@ public struct MessageReplay: Sendable {
     public var target: MessageTarget
     /// The rule the condition is evaluated with: the one stored in the `sent` event.
     public var precedence: ConditionPrecedence
-    /// The message as accepted (JSON).
+    /// The message as accepted (JSON); empty, or the text with an erased device's identifiers rewritten, once its
+    /// content is forgotten (``contentForgotten``).
     public var messageJSON: [UInt8]
+    /// Why the content was forgotten ("erasure", "retention at <time>"); `nil` while it is held.
+    public var contentForgotten: String? = nil
     /// The recipients' tokens in byte order (an erased recipient's pseudonym in its place).
     public var recipients: [RegistrationToken]
     /// Per recipient (same order): its device number (``RecipientDigest/Version/devices``).
@@ -90,8 +93,9 @@ public struct MessageReplay: Sendable {
             }
         return MessageReplay(
             messageID: messageID, seq: sendSeq, time: event.time, target: sent.target, precedence: sent.precedence,
-            messageJSON: sent.messageJSON, recipients: recipients, devices: devices, recipientDigest: digest,
-            digestVersion: version, recorded: recorded, acknowledged: acknowledged, pushes: pushes)
+            messageJSON: sent.messageJSON, contentForgotten: event.contentForgotten, recipients: recipients,
+            devices: devices, recipientDigest: digest, digestVersion: version, recorded: recorded,
+            acknowledged: acknowledged, pushes: pushes)
     }
 
     /// The naive path: events 1…S−1 folded in memory, then every registered instance tested. Device numbers

@@ -275,7 +275,8 @@ struct ConsoleRoutes {
                     push: replay.pushes[index]?.summary ?? "")
             },
             next: end < replay.recipientCount ? "/console/messages/\(replay.messageID)?start=\(end)" : nil,
-            messageJSON: Self.prettyJSON(replay.messageJSON))
+            messageJSON: Self.prettyJSON(replay.messageJSON),
+            contentForgotten: replay.contentForgotten.map { "Content forgotten by \($0)." })
         return page("message", title: "Message \(replay.messageID)", visitor: visitor, view)
     }
 

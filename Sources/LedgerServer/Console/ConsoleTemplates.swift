@@ -127,6 +127,7 @@ enum ConsoleTemplates {
         </table>
         {{#next}}<p><a rel="next" href="{{next}}">Next recipients</a></p>{{/next}}
         <h2>The message as accepted</h2>
+        {{#contentForgotten}}<p class="forgotten">{{contentForgotten}}</p>{{/contentForgotten}}
         <pre class="json">{{messageJSON}}</pre>
         {{/content}}
         {{> footer}}

@@ -109,6 +109,8 @@ enum ConsoleView {
         let recipients: [Recipient]
         let next: String?
         let messageJSON: String
+        /// "Content forgotten by erasure." or "… by retention at <time>.", when it is.
+        let contentForgotten: String?
     }
 
     /// `/console/devices`: the lookup as given, and the device's audit when it was found.

@@ -189,6 +189,12 @@ struct MemoizedProjection: AppenderProjection {
 
     func forgetAPNsTokens(of instance: InstanceID) throws { try stored.forgetAPNsTokens(of: instance) }
 
+    func sealKey(of instance: InstanceID) throws -> [UInt8]? { try stored.sealKey(of: instance) }
+
+    func setSealKey(_ key: [UInt8], of instance: InstanceID) throws { try stored.setSealKey(key, of: instance) }
+
+    func forgetSealKey(of instance: InstanceID) throws { try stored.forgetSealKey(of: instance) }
+
     mutating func redact(_ targets: [ErasureTarget]) throws -> [Redaction] {
         lastToken = nil
         return try LogRedaction.redact(targets, txn: stored.txn, schema: stored.schema)

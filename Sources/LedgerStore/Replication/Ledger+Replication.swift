@@ -93,10 +93,17 @@ extension Ledger {
         for record in records {
             let event = try record.withUnsafeBytes { bytes -> LedgerEvent in
                 let (hash, encoded) = try HashChain.split(record: bytes)
-                guard HashChain.hash(previous: head.hash, encodedEvent: encoded).elementsEqual(hash) else {
+                let event = try EventCodec.decode(encoded)
+                // A leader writes only sealed (or, before the upgrade, version-1) records: a rewritten one (version
+                // 2) never travels, and its hash could not be checked.
+                guard
+                    let computed = try HashChain.recomputedHash(
+                        previous: head.hash, encodedEvent: encoded, decoded: event),
+                    computed.elementsEqual(hash)
+                else {
                     throw StoreError(.corrupt, "replicated record at seq \(head.seq + 1) does not chain (a fork)")
                 }
-                return try EventCodec.decode(encoded)
+                return event
             }
             guard event.seq == head.seq + 1 else {
                 throw StoreError(.corrupt, "replicated record holds seq \(event.seq) where \(head.seq + 1) was due")

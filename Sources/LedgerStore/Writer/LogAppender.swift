@@ -271,7 +271,9 @@ package struct LogAppender<Projection: AppenderProjection, Sink: EventSink> {
         -> UInt64
     {
         let event = LedgerEvent(
-            seq: head.seq + 1, time: time, actor: request.actor, requestID: request.requestID, body: body)
+            seq: head.seq + 1, time: time, actor: request.actor, requestID: request.requestID, body: body,
+            seals: limits.sealsEvents
+                ? try EventSealer.seals(for: body, seq: head.seq + 1, in: &projection, keys: limits.sealKeys) : nil)
         try sink.store(event, chainingFrom: &head.hash)
         head.seq = event.seq
         head.time = time
@@ -404,6 +406,11 @@ public struct LedgerLimits: Sendable {
     /// each instance's page is rewritten per membership, and the more a reader of one instance's topics scans
     /// (its partition's share of them).
     public var recentMembershipsBeforeMove = 262_144
+    /// Whether appended events are sealed (encoding version 3, docs/event-format.md "Sealed fields"). Only tests
+    /// turn it off, to write a log as the builds before sealing did (version 1), and check what stays of it.
+    package var sealsEvents = true
+    /// Where seal keys come from: the kernel's random numbers; a seeded sequence in tests that compare ledgers.
+    package var sealKeys = SealKeySource.system
 
     public init() {}
 }

@@ -38,6 +38,12 @@ enum LogRedaction {
             }
         }
         identifiers.pseudonyms = targets.map(\.pseudonym)
+        for (token, index) in identifiers.tokens {
+            identifiers.encodings.add(Array(token.utf8), replacedBy: Array(targets[index].pseudonym.rawValue.utf8), owner: index)
+        }
+        for (apnsToken, index) in identifiers.apnsTokens {
+            identifiers.encodings.add(apnsToken, replacedBy: [UInt8](repeating: 0, count: apnsToken.count), owner: index)
+        }
         let needles = identifiers.needles
         var redactions = Array(repeating: Redaction(), count: targets.count)
         var rewritten: [(seq: UInt64, record: [UInt8])] = []
@@ -57,8 +63,7 @@ enum LogRedaction {
                     redactions[index].registeredSeq = event.seq
                 }
                 for index in Set(touched) { redactions[index].events += 1 }
-                rewritten.append(
-                    (event.seq, Array(entry.value[..<HashChain.hashSize]) + EventCodec.encodeRedacted(redacted)))
+                rewritten.append((event.seq, Array(entry.value[..<HashChain.hashSize]) + Self.encode(redacted, of: event)))
                 return true
             }
         }
@@ -77,23 +82,35 @@ enum LogRedaction {
         return redactions
     }
 
+    /// The record's new bytes: a sealed event keeps its encoding version, each value the rewrite changed forgotten
+    /// (its seal's key replaced by its commitment, ``Seal/forgetting(_:reason:)``), so that its hash still recomputes
+    /// and nothing in it links to the identifier; an older one is rewritten under ``EventCodec/redactedVersion``.
+    private static func encode(_ redacted: LedgerEvent, of original: LedgerEvent) -> [UInt8] {
+        guard let seals = original.seals else { return EventCodec.encodeRedacted(redacted) }
+        var sealed = redacted
+        sealed.seals = original.seals(forgettingChangesIn: redacted.body, reason: Seal.erasure) ?? seals
+        return EventCodec.encode(sealed)
+    }
+
     /// The identifiers being erased, each with the index of its target.
     struct Identifiers {
         var tokens: [String: Int] = [:]
         var apnsTokens: [[UInt8]: Int] = [:]
         var pseudonyms: [RegistrationToken] = []
+        /// Every form of every identifier inside a message's content, with the same form of its replacement.
+        var encodings = IdentifierEncodings()
 
         /// Below this many identifiers a record's bytes are searched for each before it is decoded; above
         /// it every record is decoded and its fields looked up.
         static let searchedIdentifiers = 8
 
-        /// The identifiers' bytes, searched for in each record (made once: the log has a million records).
-        var needles: [[UInt8]] { tokens.keys.map { Array($0.utf8) } + Array(apnsTokens.keys) }
+        /// Every form of the identifiers, searched for in each record (made once: the log has a million records).
+        var needles: [[UInt8]] { encodings.needles }
 
         /// Whether `encoded` may name one of `needles`: `false` only when it certainly does not; always `true`
-        /// past ``searchedIdentifiers``.
+        /// past ``searchedIdentifiers`` identifiers.
         func mayBeNamed(in encoded: UnsafeRawBufferPointer, needles: [[UInt8]]) -> Bool {
-            guard needles.count <= Self.searchedIdentifiers else { return true }
+            guard tokens.count + apnsTokens.count <= Self.searchedIdentifiers else { return true }
             return needles.contains { ByteSearch.contains(encoded, $0) }
         }
 
@@ -129,13 +146,16 @@ enum LogRedaction {
                 }
                 result.body = .apnsTokenSet(token: renamed(token), apnsToken: apnsToken)
             case .sent(var sent):
-                if case .token(let token) = sent.target { sent.target = .token(renamed(token)) }
-                for (token, index) in tokens {
-                    let needle = Array(token.utf8)
-                    guard ByteSearch.contains(sent.messageJSON, needle) else { continue }
-                    touched.append(index)
-                    sent.messageJSON = ByteSearch.replacing(
-                        needle, with: Array(pseudonyms[index].rawValue.utf8), in: sent.messageJSON)
+                if case .token(let token) = sent.target {
+                    sent.target = .token(renamed(token))
+                    // A message addressed to the device is its data: the fact, time, target (the pseudonym),
+                    // audience and commitment stay; the content goes.
+                    if sent.target != .token(token) { sent.messageJSON = [] }
+                }
+                // Every form of a token or APNs token inside the content: the same form of its replacement.
+                if let rewrite = encodings.rewrite(sent.messageJSON) {
+                    touched.append(contentsOf: rewrite.owners)
+                    sent.messageJSON = rewrite.bytes
                 }
                 result.body = .sent(sent)
             case .pushProgress(var progress):

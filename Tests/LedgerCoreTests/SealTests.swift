@@ -1,0 +1,253 @@
+import Crypto
+import Foundation
+import Testing
+
+@testable import LedgerCore
+
+/// Sealed fields (docs/event-format.md, "Sealed fields"): every identifier and content reaches the hash only as
+/// `HMAC-SHA-256(key, value)`; forgetting replaces value and key with that commitment and keeps the hash.
+@Suite struct SealTests {
+    static let token = RegistrationToken(trusted: "dT0k3n:APA91b" + String(repeating: "x", count: 40))
+    static let apns = try! APNsDeviceToken(bytes: Array(repeating: 0xC4, count: 32), sandbox: false)
+
+    static func sealed(_ body: LedgerEvent.Body, seq: UInt64 = 7) -> LedgerEvent {
+        var state = InMemoryLedgerState()
+        let seals = try! EventSealer.seals(for: body, seq: seq, in: &state)
+        return LedgerEvent(
+            seq: seq, time: LedgerTime(microseconds: 1_765_000_000_000_000), actor: "device", requestID: "r1",
+            body: body, seals: seals)
+    }
+
+    static var bodies: [LedgerEvent.Body] {
+        let other = RegistrationToken(trusted: "other-token-" + String(repeating: "y", count: 30))
+        return [
+            .registered(token: token, platform: "ios", appID: "com.example"),
+            .unregistered(token: token, reason: "deleted"),
+            .subscribed(token: token, topic: TopicName(trusted: "news"), via: .client),
+            .unsubscribed(token: token, topic: TopicName(trusted: "news"), via: .v1),
+            .acknowledged(token: token, through: 5),
+            .apnsTokenSet(token: token, apnsToken: apns),
+            .apnsTokenCleared(token: token, reason: "deleted by the device"),
+            .sent(
+                SentMessage(
+                    messageID: 9, target: .token(token), precedence: .leftToRight,
+                    messageJSON: Array(#"{"token":"\#(token.rawValue)","data":{"a":"b"}}"#.utf8))),
+            .sent(
+                SentMessage(
+                    messageID: 10, target: .topic(TopicName(trusted: "news")), precedence: .standard,
+                    messageJSON: Array(#"{"topic":"news","notification":{"title":"Anna"}}"#.utf8))),
+            .pushProgress(
+                PushProgress(
+                    sendSeq: 3, throughToken: token, finished: false, expired: false,
+                    failures: [PushFailure(token: other, kind: .unregistered, status: 410, reason: "Unregistered")],
+                    settledThrough: 0)),
+            .audience(AudienceRecord(messageID: 9, sendSeq: 3, recipientCount: 1, recipientDigest: Array(repeating: 1, count: 32))),
+        ]
+    }
+
+    @Test func sealedEventsRoundTripWithTheirSeals() throws {
+        for body in Self.bodies {
+            let event = Self.sealed(body)
+            let encoded = EventCodec.encode(event)
+            #expect(encoded[0] == EventCodec.sealedVersion)
+            let decoded = try EventCodec.decode(encoded)
+            #expect(decoded == event)
+            #expect(decoded.seals == event.seals, "\(event.kind)")
+            #expect(decoded.seals?.count == body.sealedValues.count)
+            // The hand decoder and SwiftProtobuf's path agree on the seals.
+            let viaProtobuf = try encoded.withUnsafeBytes {
+                try EventCodec.decodeWithSwiftProtobuf(UnsafeRawBufferPointer(rebasing: $0.dropFirst()))
+            }
+            #expect(viaProtobuf == event)
+        }
+    }
+
+    @Test func theHashedFormHoldsCommitmentsAndNoValueOrKey() throws {
+        for body in Self.bodies {
+            let event = Self.sealed(body)
+            var form: [UInt8] = []
+            #expect(EventCodec.appendHashedForm(of: event, to: &form))
+            #expect(form[0] == EventCodec.sealedVersion)
+            for (value, seal) in zip(body.sealedValues, event.seals ?? []) {
+                let key = try #require(seal.key)
+                #expect(!ByteSearch.contains(form, key), "the key is not hashed")
+                #expect(!ByteSearch.contains(form, value.bytes), "\(event.kind): the value is not hashed")
+                let commitment = Array(HMAC<SHA256>.authenticationCode(for: value.bytes, using: SymmetricKey(data: key)))
+                let expected: [UInt8] =
+                    if case .token = value { Array(Hex.encode(commitment).utf8) } else { commitment }
+                #expect(ByteSearch.contains(form, expected), "\(event.kind): the commitment is hashed")
+            }
+        }
+    }
+
+    @Test func forgettingKeepsTheHashAndLeavesNothingToTest() throws {
+        let pseudonym = RegistrationToken(trusted: "erased-" + String(repeating: "a", count: 32))
+        for body in Self.bodies where body.sealedValueCount > 0 {
+            let event = Self.sealed(body)
+            var record: [UInt8] = []
+            var hash = HashChain.genesis
+            HashChain.appendRecord(of: event, chainingFrom: &hash, to: &record)
+            // What an erasure leaves: every token the pseudonym, every APNs token zeros, the content gone.
+            var rewritten = event
+            rewritten.body = body.replacingSealedValues { _, value in
+                switch value {
+                case .token: .token(pseudonym)
+                case .apnsToken(let token): .apnsToken(try! APNsDeviceToken(bytes: Array(repeating: 0, count: token.bytes.count), sandbox: token.sandbox))
+                case .content: .content([])
+                }
+            }
+            rewritten.seals = event.seals(forgettingChangesIn: rewritten.body, reason: Seal.erasure)
+            #expect(rewritten.seals?.allSatisfy { $0.isForgotten && $0.forgotten == Seal.erasure } == true)
+            let stored = EventCodec.encode(rewritten)
+            for value in body.sealedValues { #expect(!ByteSearch.contains(stored, value.bytes)) }
+            for seal in event.seals ?? [] { #expect(!ByteSearch.contains(stored, seal.key ?? [])) }
+            let recomputed = try stored.withUnsafeBytes {
+                try HashChain.recomputedHash(previous: HashChain.genesis, encodedEvent: $0)
+            }
+            #expect(recomputed == Array(record.prefix(32)), "\(event.kind): the forgotten record proves its hash")
+            // The token's holder rebuilds the event with it, plain: no hash matches.
+            var guess = event
+            guess.seals = nil
+            let plain = EventCodec.encode(guess)
+            #expect(plain.withUnsafeBytes { HashChain.hash(previous: HashChain.genesis, encodedEvent: $0) } != recomputed)
+        }
+    }
+
+    @Test func changingASealedValueChangesTheHash() throws {
+        let event = Self.sealed(.subscribed(token: Self.token, topic: TopicName(trusted: "news"), via: .client))
+        let encoded = EventCodec.encode(event)
+        let hash = try encoded.withUnsafeBytes { try HashChain.recomputedHash(previous: HashChain.genesis, encodedEvent: $0) }
+        var other = event
+        other.body = .subscribed(token: RegistrationToken(trusted: "another"), topic: TopicName(trusted: "news"), via: .client)
+        let otherHash = try EventCodec.encode(other).withUnsafeBytes {
+            try HashChain.recomputedHash(previous: HashChain.genesis, encodedEvent: $0)
+        }
+        #expect(hash != otherHash)
+        var rekeyed = event
+        rekeyed.seals = [Seal(key: Seal.newKey())]
+        let rekeyedHash = try EventCodec.encode(rekeyed).withUnsafeBytes {
+            try HashChain.recomputedHash(previous: HashChain.genesis, encodedEvent: $0)
+        }
+        #expect(hash != rekeyedHash)
+    }
+
+    @Test func badSealsAreRefusedNotTrapped() throws {
+        let event = Self.sealed(.subscribed(token: Self.token, topic: TopicName(trusted: "news"), via: .client))
+        var tooMany = event
+        tooMany.seals = [Seal(key: Seal.newKey()), Seal(key: Seal.newKey())]
+        #expect(throws: LedgerCoreError.self) { try EventCodec.decode(EventCodec.encode(tooMany)) }
+        var shortKey = EventCodec.encode(event)
+        // The seal's key length byte (after the tag F2 01, the seal's length and 0A): 32 → 31.
+        let at = try #require(shortKey.firstRange(of: [0xF2, 0x01])).lowerBound
+        shortKey[at + 4] = 31
+        shortKey[at + 2] -= 1
+        shortKey.remove(at: at + 5)
+        #expect(throws: LedgerCoreError.self) { try EventCodec.decode(shortKey) }
+    }
+
+    @Test func theSealerReusesADevicesKeyAndKeysEachContentApart() throws {
+        var state = InMemoryLedgerState()
+        let registered = LedgerEvent(
+            seq: 1, time: LedgerTime(microseconds: 1), actor: "device", requestID: "a",
+            body: .registered(token: Self.token, platform: "ios", appID: nil),
+            seals: try EventSealer.seals(for: .registered(token: Self.token, platform: "ios", appID: nil), seq: 1, in: &state))
+        try EventFold.apply(registered, to: &state)
+        let key = try #require(registered.seals?[0].key)
+        #expect(state.sealKeys.values.first == key)
+        let subscribe = try EventSealer.seals(
+            for: .subscribed(token: Self.token, topic: TopicName(trusted: "t"), via: .client), seq: 2, in: &state)
+        #expect(subscribe[0].key == key)
+        let send = LedgerEvent.Body.sent(
+            SentMessage(messageID: 1, target: .token(Self.token), precedence: .standard, messageJSON: Array("{}".utf8)))
+        let first = try EventSealer.seals(for: send, seq: 3, in: &state)
+        let second = try EventSealer.seals(for: send, seq: 4, in: &state)
+        #expect(first[0].key == key)
+        #expect(first[1].key != second[1].key)
+        #expect(first[1].key != key)
+    }
+}
+
+/// tools/merkle/sealed_form.py, written from docs/event-format.md alone, gives the hash Swift gives for every kind
+/// of sealed event, held or forgotten.
+@Suite struct SealedFormScriptTests {
+    @Test func thePythonScriptReproducesEveryHash() throws {
+        var lines: [String] = []
+        var previous = HashChain.genesis
+        for (index, body) in SealTests.bodies.enumerated() {
+            for forget in [false, true] {
+                var event = SealTests.sealed(body, seq: UInt64(index + 1))
+                if forget {
+                    event.seals = event.seals(
+                        forgettingChangesIn: body.replacingSealedValues { _, value in
+                            switch value {
+                            case .token: .token(RegistrationToken(trusted: "erased-" + String(repeating: "b", count: 32)))
+                            case .apnsToken: .apnsToken(try! APNsDeviceToken(bytes: Array(repeating: 0, count: 32), sandbox: false))
+                            case .content: .content([])
+                            }
+                        }, reason: Seal.erasure)
+                }
+                var record: [UInt8] = []
+                let before = previous
+                HashChain.appendRecord(of: event, chainingFrom: &previous, to: &record)
+                lines.append("\(Hex.encode(before)) \(Hex.encode(Array(record.dropFirst(32)))) \(Hex.encode(previous))")
+            }
+        }
+        let script = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+            .deletingLastPathComponent().appendingPathComponent("tools/merkle/sealed_form.py").path
+        let driver = """
+            import sys, importlib.util
+            spec = importlib.util.spec_from_file_location("sealed_form", sys.argv[1])
+            sealed_form = importlib.util.module_from_spec(spec); spec.loader.exec_module(sealed_form)
+            for line in sys.stdin:
+                previous, encoded, expected = line.split()
+                got = sealed_form.record_hash(bytes.fromhex(previous), bytes.fromhex(encoded)).hex()
+                print("ok" if got == expected else "MISMATCH " + line)
+            """
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
+        process.arguments = ["python3", "-c", driver, script]
+        let input = Pipe()
+        let output = Pipe()
+        process.standardInput = input
+        process.standardOutput = output
+        try process.run()
+        input.fileHandleForWriting.write(Data((lines.joined(separator: "\n") + "\n").utf8))
+        try input.fileHandleForWriting.close()
+        let text = String(decoding: output.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+        process.waitUntilExit()
+        #expect(process.terminationStatus == 0)
+        let answers = text.split(separator: "\n")
+        #expect(answers.count == lines.count)
+        #expect(answers.allSatisfy { $0 == "ok" }, "\(text)")
+    }
+}
+
+/// The worked example of docs/event-format.md ("Sealed fields"), byte for byte: if the encoding or the hashed form
+/// changes, this fails and the page must change with it.
+@Suite struct SealedWorkedExampleTests {
+    @Test func theDocumentedExampleIsWhatTheCodeWrites() throws {
+        let token = RegistrationToken(trusted: "dGVzdA:APA91b-example")
+        let event = LedgerEvent(
+            seq: 3, time: LedgerTime(microseconds: 1_765_000_000_000_000), actor: "device", requestID: "r-1",
+            body: .subscribed(token: token, topic: TopicName(trusted: "news"), via: .client),
+            seals: [Seal(key: Array(0..<32))])
+        #expect(
+            Hex.encode(EventCodec.encode(event))
+                == "0308031080a09db0a1a891031a066465766963652203722d31621f0a156447567a64413a4150413931622d6578616d706c65"
+                + "12046e6577731801f201220a20000102030405060708090a0b0c0d0e0f101112131415161718191a1b1c1d1e1f")
+        #expect(
+            Hex.encode(Seal.commitment(key: Array(0..<32), value: Array(token.rawValue.utf8)))
+                == "4020d6e1b34e4267d409fbf14b6bd67be178654244cb7e67227f51c474ce679c")
+        var form: [UInt8] = []
+        #expect(EventCodec.appendHashedForm(of: event, to: &form))
+        #expect(
+            Hex.encode(form)
+                == "0308031080a09db0a1a891031a066465766963652203722d31624a0a4034303230643665316233346534323637643430"
+                + "396662663134623662643637626531373836353432343463623765363732323766353163343734636536373963120"
+                + "46e6577731801")
+        var record: [UInt8] = []
+        var hash = HashChain.genesis
+        HashChain.appendRecord(of: event, chainingFrom: &hash, to: &record)
+        #expect(Hex.encode(hash) == "67a9a058f18f4b4f99a87aaf450fe6dc5d3812df9c61ca1a1226728784586aa6")
+    }
+}

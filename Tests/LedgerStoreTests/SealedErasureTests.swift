@@ -1,0 +1,172 @@
+import Foundation
+import LMDBKit
+import LedgerCore
+import LedgerQueries
+import LedgerTestSupport
+import Testing
+
+@testable import LedgerStore
+
+/// Sealed fields against the linking attack (docs/compliance.md, "What stays linkable"): whoever holds an erased
+/// token rebuilds each event that could name it, hashes it after the record before, and compares with every stored
+/// hash. A ledger that sealed its fields gives no match; one written before gives one per rewritten record, and
+/// `verify` counts those as `linkable`.
+@Suite("Sealed fields and erasure", .offThePool)
+struct SealedErasureTests {
+    private let erased = try! RegistrationToken(
+        "cAAAAAAAAAAAAAAAAAAAAA:APA91b-erase-me-0123456789abcdefghijklmnopqrstuvwxyz")
+    private let kept = try! RegistrationToken(
+        "dBBBBBBBBBBBBBBBBBBBBB:APA91b-keep-me-0123456789abcdefghijklmnopqrstuvwxyz")
+    private let apnsToken = try! APNsDeviceToken(bytes: (0..<32).map { UInt8(0xA0 + $0 % 16) }, sandbox: false)
+
+    private func request(_ operations: [LedgerOperation], actor: String = "admin") -> WriteRequest {
+        WriteRequest(actor: actor, requestID: UUID().uuidString, operations: operations)
+    }
+
+    /// The device to erase registers, gives an APNs token, subscribes, is sent to by token (its token in the data
+    /// too) and by topic, acknowledges, clears its APNs token and unsubscribes; another device shares the topic.
+    private func history(_ ledger: Ledger) async throws {
+        _ = try await ledger.append(
+            request([.register(erased, platform: "ios", appID: "app"), .register(kept, platform: "ios", appID: "app")]))
+        try await activity(ledger)
+    }
+
+    private func activity(_ ledger: Ledger) async throws {
+        _ = try await ledger.append(request([.setAPNsToken(erased, apnsToken)]))
+        _ = try await ledger.append(request([.subscribe(erased, try TopicName("news"), via: .v1)]))
+        _ = try await ledger.append(request([.subscribe(kept, try TopicName("news"), via: .v1)]))
+        let json = Array("{\"token\":\"\(erased.rawValue)\",\"data\":{\"note\":\"Your result is ready, Anna\"}}".utf8)
+        _ = try await ledger.append(request([.send(.token(erased), precedence: .leftToRight, messageJSON: json)]))
+        _ = try await ledger.append(
+            request([
+                .send(
+                    .topic(try TopicName("news")), precedence: .leftToRight,
+                    messageJSON: Array("{\"data\":{\"about\":\"\(erased.rawValue)\"}}".utf8))
+            ]))
+        ledger.waitForAudiences()
+        let head = try ledger.read { try $0.head().seq }
+        _ = try await ledger.append(request([.acknowledge(erased, through: head)], actor: "device"))
+        _ = try await ledger.append(request([.clearAPNsToken(erased, reason: "deleted by the device")]))
+        _ = try await ledger.append(request([.unsubscribe(erased, try TopicName("news"), via: .v1)]))
+    }
+
+    /// The seqs of the records whose stored hash the token's holder reproduces: each record's event with every
+    /// registration token slot set to the token, every APNs token slot to the APNs token, hashed as the builds
+    /// before sealing did (its bytes) and as a sealed record with plain values would be.
+    private func linked(_ ledger: Ledger) throws -> [UInt64] {
+        try ledger.readLog { snapshot in
+            var matches: [UInt64] = []
+            try snapshot.forEachChainedEvent { event, previous, stored in
+                // Audiences and erasures name no token: nothing to rebuild.
+                guard event.body.sealedValueCount > 0 else { return true }
+                let hash = Array(stored)
+                var guess = event
+                guess.seals = nil
+                guess.body = guess.body.replacingSealedValues { _, value in
+                    switch value {
+                    case .token: .token(erased)
+                    case .apnsToken: .apnsToken(apnsToken)
+                    case .content(let json): .content(json)
+                    }
+                }
+                let plain = EventCodec.encode(guess)
+                let candidates = [plain, [EventCodec.sealedVersion] + plain.dropFirst()]
+                if candidates.contains(where: { bytes in
+                    bytes.withUnsafeBytes { HashChain.hash(previous: previous, encodedEvent: $0) } == hash
+                }) {
+                    matches.append(event.seq)
+                }
+                return true
+            }
+            return matches
+        }
+    }
+
+    @Test("a sealed ledger: after the erasure no stored hash is reproduced from the token; every hash recomputes")
+    func sealedLedgerIsNotLinkable() async throws {
+        let directory = TemporaryDirectory()
+        defer { directory.remove() }
+        let ledger = try openTestLedger(directory)
+        defer { ledger.close() }
+        try await history(ledger)
+        _ = try await ledger.append(request([.erase(erased, reason: "GDPR Art. 17 request #7")]))
+        _ = try await ledger.append(request([.subscribe(kept, try TopicName("later"), via: .v1)]))
+
+        #expect(try linked(ledger) == [])
+        let report = try ledger.verify(checkAudiences: true)
+        #expect(report.problems == [])
+        #expect(report.linkable == 0)
+        #expect(report.redactedEvents >= 8)
+        // Every record is sealed and names the device only through forgotten seals.
+        try ledger.readLog { snapshot in
+            for seq in 1...(try snapshot.head().seq) {
+                let event = try #require(try snapshot.event(at: seq))
+                #expect(event.seals != nil, "seq \(seq) is sealed")
+                if case .sent(let sent) = event.body, case .token = sent.target {
+                    #expect(sent.messageJSON.isEmpty, "the content of a send addressed to the device is forgotten")
+                    #expect(event.seals?.last?.isForgotten == true)
+                }
+            }
+        }
+        // The other device's records keep their values and keys: its token still verifies through them.
+        #expect(!IdentifierSearch.files(under: directory.path, holding: Array(kept.rawValue.utf8)).isEmpty)
+        for identifier in [Array(erased.rawValue.utf8), apnsToken.bytes, Array("Anna".utf8)] {
+            #expect(IdentifierSearch.files(under: directory.path, holding: identifier) == [])
+        }
+    }
+
+    @Test("a ledger written before sealing: the token's holder finds the rewritten records, and verify counts them")
+    func legacyLedgerIsLinkableAndSaysSo() async throws {
+        let directory = TemporaryDirectory()
+        defer { directory.remove() }
+        let ledger = try openTestLedger(directory) { $0.limits.sealsEvents = false }
+        defer { ledger.close() }
+        try await history(ledger)
+        _ = try await ledger.append(request([.erase(erased, reason: "GDPR Art. 17 request #7")]))
+
+        let matches = try linked(ledger)
+        #expect(matches.count >= 6, "registered, APNs set and clear, subscribe, unsubscribe, acknowledged")
+        let report = try ledger.verify(checkAudiences: true)
+        #expect(report.problems == [])
+        #expect(report.linkable == report.redactedEvents)
+        #expect(report.linkable >= matches.count)
+    }
+
+    @Test("a ledger of layout 10 upgrades in place: older records stay as they are, new ones are sealed")
+    func upgradeInPlace() async throws {
+        let directory = TemporaryDirectory()
+        defer { directory.remove() }
+        do {
+            let ledger = try openTestLedger(directory) { $0.limits.sealsEvents = false }
+            _ = try await ledger.append(
+                request([.register(erased, platform: "ios", appID: "app"), .register(kept, platform: "ios", appID: "app")]))
+            _ = try await ledger.append(request([.subscribe(erased, try TopicName("old"), via: .v1)]))
+            ledger.close()
+        }
+        let path = (directory.path as NSString).appendingPathComponent(ProjectID.default.rawValue)
+        try LMDBEnvironment(path: path).write { txn in
+            let meta = try txn.openDatabase("meta")
+            try txn.put(meta, key: "layoutVersion", value: UInt32(10))
+            try txn.drop(try txn.openDatabase("sealKeys"))
+        }
+        let ledger = try openTestLedger(directory)
+        defer { ledger.close() }
+        let before = try ledger.read { try $0.head().seq }
+        try await activity(ledger)
+        let (old, new) = try ledger.readLog { snapshot in
+            (try snapshot.event(at: before), try snapshot.event(at: before + 1))
+        }
+        #expect(old?.seals == nil)
+        #expect(new?.seals != nil)
+        #expect(try ledger.verify().problems == [])
+        _ = try await ledger.append(request([.erase(erased, reason: "request #9")]))
+        // The two records from before the upgrade that named the device (its registration, seq 1, and its
+        // subscription, seq 3) are linkable; the sealed ones are not.
+        #expect(try linked(ledger) == [1, 3])
+        let report = try ledger.verify(checkAudiences: true)
+        #expect(report.problems == [])
+        #expect(report.linkable == 2)
+        // A rebuild learns the keys again from the sealed records: the projections equal the live ones.
+        #expect(try ledger.verify().problems == [])
+    }
+}
