@@ -89,9 +89,13 @@ struct SealedErasureTests {
         let ledger = try openTestLedger(directory)
         defer { ledger.close() }
         try await history(ledger)
+        // The device's key, in every record naming it and in sealKeys until the erasure.
+        let key = try #require(try ledger.readLog { try $0.event(at: 1)?.seals?.first?.key })
+        #expect(!IdentifierSearch.files(under: directory.path, holding: key).isEmpty)
         _ = try await ledger.append(request([.erase(erased, reason: "GDPR Art. 17 request #7")]))
         _ = try await ledger.append(request([.subscribe(kept, try TopicName("later"), via: .v1)]))
 
+        #expect(IdentifierSearch.files(under: directory.path, holding: key) == [], "the key leaves every file")
         #expect(try linked(ledger) == [])
         let report = try ledger.verify(checkAudiences: true)
         #expect(report.problems == [])

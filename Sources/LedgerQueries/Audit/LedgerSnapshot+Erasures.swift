@@ -1,4 +1,3 @@
-import LMDBKit
 import LedgerCore
 import LedgerStore
 
@@ -63,17 +62,5 @@ extension LedgerSnapshot {
             return true
         }
         return records
-    }
-}
-
-extension LedgerSnapshot {
-    /// Calls `body` with each event and its encoded bytes (the encoding version is their first byte), in seq order.
-    func forEachEncodedEvent(_ body: (LedgerEvent, UnsafeRawBufferPointer) throws -> Bool) throws {
-        try txn.withCursor(schema.log) { cursor in
-            try cursor.forEach { entry in
-                let parts = try HashChain.split(record: entry.value)
-                return try body(try EventCodec.decode(parts.encodedEvent), parts.encodedEvent)
-            }
-        }
     }
 }

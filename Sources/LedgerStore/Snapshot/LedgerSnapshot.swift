@@ -60,6 +60,18 @@ public struct LedgerSnapshot {
         }
     }
 
+    /// Calls `body` with each event and its encoded bytes (their first byte is the encoding version:
+    /// ``EventCodec/isRedacted(_:)`` tells a record rewritten before the ledger sealed), in seq order, until `body`
+    /// returns `false`.
+    public func forEachEncodedEvent(_ body: (LedgerEvent, UnsafeRawBufferPointer) throws -> Bool) throws {
+        try txn.withCursor(schema.log) { cursor in
+            try cursor.forEach { entry in
+                let parts = try HashChain.split(record: entry.value)
+                return try body(try EventCodec.decode(parts.encodedEvent), parts.encodedEvent)
+            }
+        }
+    }
+
     /// The stored hash of the event at `seq` (the genesis hash for seq 0).
     public func hash(at seq: UInt64) throws -> [UInt8]? {
         if seq == 0 { return HashChain.genesis }

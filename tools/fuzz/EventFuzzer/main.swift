@@ -3,7 +3,7 @@
 //
 // For every input: decoding answers an event or an error; the hand-written canonical decoder, when it
 // answers, agrees with SwiftProtobuf's; a decoded event renders as a `ledger log` line and encodes to bytes
-// that decode to the same event.
+// that decode to the same event with the same seals; its hash recomputes (or is refused) without trapping.
 
 import Foundation
 import FuzzDriver
@@ -23,9 +23,11 @@ public func fuzzOneInput(_ data: UnsafePointer<UInt8>?, _ size: Int) -> CInt {
     }
     guard let event = try? EventCodec.decode(bytes) else { return 0 }
     _ = EventJSON.line(event, prevHash: [UInt8](repeating: 0, count: 32), hash: [UInt8](repeating: 1, count: 32))
-    guard let again = try? EventCodec.decode(EventCodec.encode(event)), again == event else {
+    guard let again = try? EventCodec.decode(EventCodec.encode(event)), again == event, again.seals == event.seals
+    else {
         fatalError("a decoded event does not survive encode → decode")
     }
+    _ = try? HashChain.recomputedHash(previous: [UInt8](repeating: 0, count: 32), encodedEvent: bytes, decoded: event)
     return 0
 }
 
@@ -48,11 +50,17 @@ if CommandLine.arguments.count == 3, CommandLine.arguments[1] == "--write-seeds"
         .acknowledged(token: token, through: 5),
     ]
     for (index, body) in bodies.enumerated() {
-        let event = LedgerEvent(
+        var event = LedgerEvent(
             seq: UInt64(index + 1), time: LedgerTime(microseconds: 1_700_000_000_000_000), actor: "admin",
             requestID: "seed-\(index)", body: body)
         _ = FileManager.default.createFile(
             atPath: CommandLine.arguments[2] + "/seed-\(index)", contents: Data(EventCodec.encode(event)))
+        // The same event sealed (encoding version 3), one value of it forgotten.
+        var seals = (0..<body.sealedValueCount).map { Seal(key: Array(repeating: UInt8(index + $0), count: 32)) }
+        if !seals.isEmpty { seals[0] = Seal(commitment: Array(repeating: 9, count: 32), forgotten: "erasure") }
+        event.seals = seals
+        _ = FileManager.default.createFile(
+            atPath: CommandLine.arguments[2] + "/sealed-seed-\(index)", contents: Data(EventCodec.encode(event)))
     }
     exit(0)
 }
