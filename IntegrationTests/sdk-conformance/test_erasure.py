@@ -388,6 +388,9 @@ def test_every_encoding_of_the_identifiers_is_forgotten_everywhere(logged):
         if name != "raw":
             data["apns"] = apns_forms[name].decode()
         sent[name] = [send(base, {"topic": "forms", "data": data}), send(base, {"token": erased, "data": data})]
+    # A message naming only the APNs token: its rewrite must still name the device (by its pseudonym), or verify
+    # cannot account for the rewritten record.
+    only_apns = send(base, {"topic": "forms", "data": {"apns": apns.hex()}})
     # Before the erasure, every form sent is in the ledger's file.
     stored = (Path(logged.data) / PROJECT / "data.mdb").read_bytes()
     missing = [name for name, form in tokens.items() if form not in stored]
@@ -427,6 +430,9 @@ def test_every_encoding_of_the_identifiers_is_forgotten_everywhere(logged):
         assert data["link"] == f"https://app.example/open?device={replacements[first[name]].decode()}&x=1", name
         if name != "raw":
             assert data["apns"] == replacements[first_apns[name]].decode(), name
+
+    data = requests.get(url(base, f"/audit/messages/{only_apns}"), headers=AUDITOR, timeout=10).json()["message"]
+    assert data["data"]["apns"] == replacements["hex"].decode()
 
     # A backup taken after holds none of it; nor does the server's log.
     backups = tempfile.mkdtemp(prefix="ledger-erasure-forms-backup-")
