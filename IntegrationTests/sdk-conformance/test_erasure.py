@@ -25,6 +25,7 @@ from conftest import CLIENT_KEY, PROJECT, _server_ports, restart_server, start_s
 from ledger_server import _free_port
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "tools" / "merkle"))
+import sealed_form  # noqa: E402
 import verify_proof  # noqa: E402
 
 ADMIN = {"Authorization": "Bearer owner"}
@@ -171,8 +172,8 @@ def test_an_erased_device_leaves_no_identifier_and_every_proof_still_verifies(se
     assert requests.get(url(base, "/audit/erasures"), headers=CLIENT, timeout=10).status_code == 403
     assert requests.get(url(base, "/audit/erasures"), timeout=10).status_code == 401
     erasures = requests.get(url(base, "/audit/erasures"), headers=AUDITOR, timeout=10).json()["erasures"]
-    assert [(e["kind"], e["device"], e["actor"], e["reason"], e["redactedEvents"]) for e in erasures] == [
-        ("erased", pseudonym, "admin", "GDPR Art. 17, ticket 4711", 6)]
+    assert [(e["kind"], e["device"], e["actor"], e["reason"], e["redactedEvents"], e["linkable"]) for e in erasures] == [
+        ("erased", pseudonym, "admin", "GDPR Art. 17, ticket 4711", 6, 0)]
     listed = cli(served, "audit", "erasures", "--format", "json")
     assert listed.returncode == 0 and json.loads(listed.stdout)["erasures"][0]["device"] == pseudonym
 
@@ -190,12 +191,20 @@ def test_an_erased_device_leaves_no_identifier_and_every_proof_still_verifies(se
     assert audit.status_code == 200 and audit.json()["registrations"][0]["untilSeq"] is not None
 
     # Every proof survives: the old checkpoint is a prefix of the new tree, and the token send's proof (whose
-    # sent event was rewritten) verifies with both verifiers.
+    # sent event was rewritten, its content forgotten) verifies with both verifiers — its hash recomputed from the
+    # commitments that replaced its values (sealed_form.py, outside Swift), not merely vouched for by the tree.
     consistency = requests.get(url(base, f"/ledger:consistency?from={old_size}"), headers=AUDITOR, timeout=10).json()
     assert consistency["fromRoot"] == before.split("\n")[2]
     verify_proof.verify_consistency_proof(consistency, key)
     proof = requests.get(url(base, f"/messages/{by_token}:proof"), headers=AUDITOR, timeout=10).json()
-    assert "rewritten by an erasure" in verify_proof.verify_message_proof(proof, key)
+    checked = verify_proof.verify_message_proof(proof, key)
+    assert "rewritten by an erasure" not in checked, checked
+    sent = next(entry for entry in proof["entries"] if entry["kind"] == "sent")
+    event = base64.b64decode(sent["event"])
+    assert event[0] == 3 and erased.encode() not in event
+    assert sealed_form.record_hash(bytes.fromhex(sent["prevHash"]), event) == bytes.fromhex(sent["hash"])
+    replayed = requests.get(url(base, f"/audit/messages/{by_token}"), headers=AUDITOR, timeout=10).json()
+    assert replayed["contentForgotten"] == "content forgotten by erasure" and replayed.get("message") in (None, {})
     with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as file:
         json.dump(proof, file)
     checked = subprocess.run([served["binary"], "verify-proof", file.name, "--public-key", key],
@@ -204,7 +213,7 @@ def test_an_erased_device_leaves_no_identifier_and_every_proof_still_verifies(se
     verified = cli(served, "verify", "--format", "json")
     assert verified.returncode == 0, verified.stdout
     report = json.loads(verified.stdout)
-    assert report["erasures"] == 1 and report["redactedEvents"] == 6
+    assert report["erasures"] == 1 and report["redactedEvents"] == 6 and report["linkable"] == 0
 
     # A backup holds none of it; nor does the server's log.
     backups = tempfile.mkdtemp(prefix="ledger-erasure-backup-")

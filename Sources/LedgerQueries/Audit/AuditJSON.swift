@@ -129,7 +129,7 @@ public enum AuditJSON {
             case name, messageId, seq, time, target, precedence, recipients, recipientDevices, recipientCount
             case recipientDigest, digestVersion, digestRecomputable, recordedCount, recordedDigest, audienceSeq,
                 matchesRecord, erasedRecipients, acknowledgedCount
-            case acknowledgedRecipients, pushCounts, pushes, message, nextPageToken
+            case acknowledgedRecipients, pushCounts, pushes, message, contentForgotten, nextPageToken
         }
 
         public func encode(to encoder: any Encoder) throws {
@@ -156,6 +156,7 @@ public enum AuditJSON {
             try container.encodeIfPresent(pushCounts, forKey: .pushCounts)
             try container.encode(pushes, forKey: .pushes)
             try container.encodeIfPresent(message, forKey: .message)
+            try container.encodeIfPresent(contentForgotten, forKey: .contentForgotten)
             try container.encodeIfPresent(nextPageToken, forKey: .nextPageToken)
         }
     }

@@ -42,7 +42,8 @@ enum LogRedaction {
             identifiers.encodings.add(Array(token.utf8), replacedBy: Array(targets[index].pseudonym.rawValue.utf8), owner: index)
         }
         for (apnsToken, index) in identifiers.apnsTokens {
-            identifiers.encodings.add(apnsToken, replacedBy: [UInt8](repeating: 0, count: apnsToken.count), owner: index)
+            // The same form of the pseudonym: what verify finds to account for the record (ErasureAccount).
+            identifiers.encodings.add(apnsToken, replacedBy: Array(targets[index].pseudonym.rawValue.utf8), owner: index)
         }
         let needles = identifiers.needles
         var redactions = Array(repeating: Redaction(), count: targets.count)
@@ -166,7 +167,7 @@ enum LogRedaction {
                     return failure
                 }
                 result.body = .pushProgress(progress)
-            case .audience, .erased:
+            case .audience, .erased, .retention:
                 return nil
             }
             return touched.isEmpty ? nil : result
