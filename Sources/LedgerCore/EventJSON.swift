@@ -74,6 +74,12 @@ public enum EventJSON {
             json.field("registeredSeq", number: erasure.registeredSeq)
             json.field("reason", string: erasure.reason)
             json.field("redactedEvents", number: erasure.redactedEvents)
+        case .retention(let sweep):
+            json.field("firstSeq", number: sweep.firstSeq)
+            json.field("throughSeq", number: sweep.throughSeq)
+            json.field("cutoff", string: sweep.cutoff.rfc3339)
+            json.field("forgottenContents", number: sweep.forgottenContents)
+            json.field("unsealedContents", number: sweep.unsealedContents)
         }
         json.field("actor", string: event.actor)
         json.field("requestId", string: event.requestID)

@@ -53,6 +53,12 @@ public enum EventText {
                 ("pseudonym", erasure.pseudonym.rawValue), ("registeredSeq", String(erasure.registeredSeq)),
                 ("reason", erasure.reason), ("redactedEvents", String(erasure.redactedEvents)),
             ]
+        case .retention(let sweep):
+            fields += [
+                ("firstSeq", String(sweep.firstSeq)), ("throughSeq", String(sweep.throughSeq)),
+                ("cutoff", sweep.cutoff.rfc3339), ("forgottenContents", String(sweep.forgottenContents)),
+                ("unsealedContents", String(sweep.unsealedContents)),
+            ]
         }
         fields += [
             ("actor", event.actor), ("request", event.requestID), ("hash", String(Hex.encode(Array(hash)).prefix(12))),

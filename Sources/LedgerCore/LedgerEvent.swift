@@ -57,6 +57,10 @@ public struct LedgerEvent: Sendable, Equatable {
         /// The registration's identifiers were erased: every earlier event naming its registration token or one
         /// of its APNs tokens now names ``Erasure/pseudonym`` instead, and the registration ends here.
         case erased(Erasure)
+        /// The project's `contentRetention` forgot the contents of the sends among seqs
+        /// ``RetentionSweep/firstSeq`` through ``RetentionSweep/throughSeq``: their records are rewritten, keeping
+        /// their hashes.
+        case retention(RetentionSweep)
     }
 
     /// The event's kind, as named in the log export and the documentation.
@@ -73,12 +77,13 @@ public struct LedgerEvent: Sendable, Equatable {
         case .apnsTokenCleared: .apnsTokenCleared
         case .pushProgress: .pushProgress
         case .erased: .erased
+        case .retention: .retention
         }
     }
 
     public enum Kind: String, Sendable, CaseIterable {
         case registered, unregistered, subscribed, unsubscribed, sent, audience, acknowledged, apnsTokenSet
-        case apnsTokenCleared, pushProgress, erased
+        case apnsTokenCleared, pushProgress, erased, retention
     }
 }
 
@@ -200,4 +205,34 @@ public struct Erasure: Sendable, Equatable {
         let bytes = (0..<16).map { _ in UInt8.random(in: 0...255, using: &generator) }
         return RegistrationToken(trusted: "erased-" + Hex.encode(bytes))
     }
+}
+
+/// A retention sweep as the log records it: which seqs it looked at, the cut-off, and what it forgot.
+///
+/// Every event from ``firstSeq`` through ``throughSeq`` is older than ``cutoff``. Each `sent` record among them
+/// whose content was held is rewritten with an empty message and its content seal forgotten for
+/// ``reason(at:)`` (its hash still recomputes); a follower applying this event rewrites its copy the same way.
+public struct RetentionSweep: Sendable, Equatable {
+    public var firstSeq: UInt64
+    public var throughSeq: UInt64
+    /// Contents of sends before this time are forgotten (the sweep's time less `contentRetention`).
+    public var cutoff: LedgerTime
+    /// How many sends' contents this sweep forgot.
+    public var forgottenContents: UInt64
+    /// Sends in the range written before the ledger sealed its fields (encoding version 1): their contents
+    /// cannot be forgotten without breaking their hashes, and are kept.
+    public var unsealedContents: UInt64
+
+    public init(
+        firstSeq: UInt64, throughSeq: UInt64, cutoff: LedgerTime, forgottenContents: UInt64, unsealedContents: UInt64
+    ) {
+        self.firstSeq = firstSeq
+        self.throughSeq = throughSeq
+        self.cutoff = cutoff
+        self.forgottenContents = forgottenContents
+        self.unsealedContents = unsealedContents
+    }
+
+    /// The reason a content forgotten by a sweep at `time` gives: `retention at <RFC 3339 time>`.
+    public static func reason(at time: LedgerTime) -> String { "retention at \(time.rfc3339)" }
 }

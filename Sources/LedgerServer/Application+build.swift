@@ -122,6 +122,7 @@ public func buildApplication(configuration: ServerConfiguration, ledgers: Ledger
     var services: [any Service] = [
         LedgerLifecycle(ledgers: ledgers), DeliverySweeper(ledgers: ledgers),
         RegistrationExpirySweeper(configuration: configuration, ledgers: ledgers, logger: logger),
+        RetentionSweeper(configuration: configuration, ledgers: ledgers, logger: logger),
     ]
     // After the ledgers' service: its replicas stop (and its lease is revoked, passing its leaderships at once)
     // before the ledgers close.

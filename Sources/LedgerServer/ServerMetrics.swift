@@ -91,6 +91,30 @@ public final class ServerMetrics: Sendable {
         ).increment(by: Int64(devices))
     }
 
+    /// Counts the contents of sends one retention sweep forgot (`ledger_retention_contents_forgotten_total`).
+    func recordRetention(contents: Int) {
+        registry.makeCounter(
+            name: "ledger_retention_contents_forgotten_total",
+            help: "Contents of sends forgotten by the project's contentRetention"
+        ).increment(by: Int64(contents))
+    }
+
+    /// Counts the devices one retention sweep erased (`ledger_retention_devices_erased_total`).
+    func recordRetention(devices: Int) {
+        registry.makeCounter(
+            name: "ledger_retention_devices_erased_total",
+            help: "Devices erased by the project's identifierRetention (their registration ended longer ago)"
+        ).increment(by: Int64(devices))
+    }
+
+    /// Counts one retention sweep (`ledger_retention_sweeps_total{outcome}`): `completed` or `failed`.
+    func recordRetentionSweep(failed: Bool) {
+        registry.makeCounter(
+            name: "ledger_retention_sweeps_total", labels: [("outcome", failed ? "failed" : "completed")],
+            help: "Retention sweeps (contentRetention, identifierRetention) by outcome: completed, failed"
+        ).increment()
+    }
+
     /// Counts one expiry sweep by what became of it (`ledger_expiry_sweeps_total{outcome}`): `completed`,
     /// `skipped` (a replica of a cluster did not say which devices it heard from: nobody expired) or `failed`.
     func recordExpirySweep(_ outcome: RegistrationExpirySweeper.Outcome) {

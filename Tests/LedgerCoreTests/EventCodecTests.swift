@@ -17,7 +17,7 @@ func randomEvent(seed: UInt64) -> LedgerEvent {
     let topic = try! TopicName(text("abcXYZ019-_.~%", 1...60))
     let via = SubscriptionChannel.allCases.randomElement(using: &random)!
     let body: LedgerEvent.Body
-    switch Int.random(in: 0..<11, using: &random) {
+    switch Int.random(in: 0..<12, using: &random) {
     case 0:
         body = .registered(
             token: token, platform: Bool.random(using: &random) ? text("iosandroidweb", 0...10) : nil,
@@ -65,6 +65,14 @@ func randomEvent(seed: UInt64) -> LedgerEvent {
                 registeredSeq: UInt64.random(in: 0...UInt64.max, using: &random),
                 reason: text("GDPR Art. 17 é\n", 0...40),
                 redactedEvents: UInt64.random(in: 0...UInt64.max, using: &random)))
+    case 10:
+        let first = UInt64.random(in: 1...1_000_000, using: &random)
+        body = .retention(
+            RetentionSweep(
+                firstSeq: first, throughSeq: first + UInt64.random(in: 0...1_000_000, using: &random),
+                cutoff: LedgerTime(microseconds: Int64.random(in: Int64.min...Int64.max, using: &random)),
+                forgottenContents: UInt64.random(in: 0...UInt64.max, using: &random),
+                unsealedContents: UInt64.random(in: 0...UInt64.max, using: &random)))
     default:
         body = .audience(
             AudienceRecord(

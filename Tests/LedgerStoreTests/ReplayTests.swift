@@ -37,8 +37,8 @@ private struct Model {
         case .setAPNsToken, .clearAPNsToken:
             // This model registers no ios instances; the workloads here set no APNs tokens.
             return false
-        case .erase:
-            // The workloads here erase nothing (ErasureTests does).
+        case .erase, .forgetContents:
+            // The workloads here erase and forget nothing (ErasureTests and RetentionTests do).
             return false
         }
     }

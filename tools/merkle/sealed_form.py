@@ -100,7 +100,7 @@ def hashed_form(encoded):
         raise Malformed("not a sealed event (encoding version 3)")
     top = fields(encoded[1:])
     seals = [parse_seal(value) for number, _, value in top if number == 30]
-    bodies = [(number, value) for number, _, value in top if 10 <= number <= 20]
+    bodies = [(number, value) for number, _, value in top if 10 <= number <= 21]
     if len(bodies) != 1:
         raise Malformed("an event has exactly one body")
     kind, body = bodies[0]
@@ -130,7 +130,7 @@ def hashed_form(encoded):
         entries = [(n, w, serialize(replace(fields(v), 1, token)) if n == 5 else v) for n, w, v in entries]
     if used[0] != len(seals):
         raise Malformed(f"{len(seals)} seals for {used[0]} sealed values")
-    rest = [(n, w, v) for n, w, v in top if n != 30 and not 10 <= n <= 20]
+    rest = [(n, w, v) for n, w, v in top if n != 30 and not 10 <= n <= 21]
     return bytes([SEALED_VERSION]) + serialize(rest + [(kind, 2, serialize(entries))])
 
 

@@ -36,7 +36,7 @@ package enum CanonicalEventEncoder {
             body.token = token.rawValue
             body.varintField = 2
             body.varint = through
-        case .sent, .audience, .apnsTokenSet, .apnsTokenCleared, .pushProgress, .erased:
+        case .sent, .audience, .apnsTokenSet, .apnsTokenCleared, .pushProgress, .erased, .retention:
             return false
         }
         let bodySize = body.size

@@ -159,6 +159,14 @@ public enum EventCodec {
             body.reason = erasure.reason
             body.redactedEvents = erasure.redactedEvents
             message.body = .erased(body)
+        case .retention(let sweep):
+            var body = Topicledger_V1_Retention()
+            body.firstSeq = sweep.firstSeq
+            body.throughSeq = sweep.throughSeq
+            body.cutoffMicros = sweep.cutoff.microseconds
+            body.forgottenContents = sweep.forgottenContents
+            body.unsealedContents = sweep.unsealedContents
+            message.body = .retention(body)
         }
         return message
     }
@@ -184,7 +192,8 @@ public enum EventCodec {
             guard event.seals?.count == event.body.sealedValueCount else {
                 throw LedgerCoreError(
                     .corruptEvent,
-                    "event \(event.seq) has \(event.seals?.count ?? 0) seals for \(event.body.sealedValueCount) sealed values")
+                    "event \(event.seq) has \(event.seals?.count ?? 0) seals for \(event.body.sealedValueCount) sealed values"
+                )
             }
         }
         return event
@@ -287,6 +296,12 @@ public enum EventCodec {
                 Erasure(
                     pseudonym: RegistrationToken(trusted: value.pseudonym), registeredSeq: value.registeredSeq,
                     reason: value.reason, redactedEvents: value.redactedEvents))
+        case .retention(let value):
+            body = .retention(
+                RetentionSweep(
+                    firstSeq: value.firstSeq, throughSeq: value.throughSeq,
+                    cutoff: LedgerTime(microseconds: value.cutoffMicros), forgottenContents: value.forgottenContents,
+                    unsealedContents: value.unsealedContents))
         case nil:
             throw LedgerCoreError(.corruptEvent, "event \(message.seq) has no body")
         }

@@ -321,6 +321,14 @@ nonisolated struct Topicledger_V1_Event: Sendable {
     set {body = .erased(newValue)}
   }
 
+  var retention: Topicledger_V1_Retention {
+    get {
+      if case .retention(let v)? = body {return v}
+      return Topicledger_V1_Retention()
+    }
+    set {body = .retention(newValue)}
+  }
+
   /// Version 3: one per sealed value of the body, in the order docs/event-format.md gives (absent before).
   var seals: [Topicledger_V1_Seal] = []
 
@@ -338,6 +346,7 @@ nonisolated struct Topicledger_V1_Event: Sendable {
     case apnsTokenCleared(Topicledger_V1_ApnsTokenCleared)
     case pushProgress(Topicledger_V1_PushProgress)
     case erased(Topicledger_V1_Erased)
+    case retention(Topicledger_V1_Retention)
 
   }
 
@@ -612,6 +621,35 @@ nonisolated struct Topicledger_V1_Erased: Sendable {
   init() {}
 }
 
+/// A project's contentRetention forgot the contents of the sends among seqs first_seq..through_seq (all older
+/// than cutoff_micros): each such `sent` record was rewritten with an empty message_json and its content seal
+/// forgotten ("retention at <this event's time>"), so that its hash still recomputes (docs/event-format.md,
+/// "Sealed fields"). A send written before sealing keeps its content (unsealed_contents counts them).
+nonisolated struct Topicledger_V1_Retention: Sendable {
+  // SwiftProtobuf.Message conformance is added in an extension below. See the
+  // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
+  // methods supported on all messages.
+
+  /// the first seq looked at
+  var firstSeq: UInt64 = 0
+
+  /// the last seq looked at; every event through it is older than cutoff_micros
+  var throughSeq: UInt64 = 0
+
+  /// contents of sends before this time are forgotten
+  var cutoffMicros: Int64 = 0
+
+  /// how many sends' contents this event forgot
+  var forgottenContents: UInt64 = 0
+
+  /// sends in the range written before sealing: their contents are kept
+  var unsealedContents: UInt64 = 0
+
+  var unknownFields = SwiftProtobuf.UnknownStorage()
+
+  init() {}
+}
+
 // MARK: - Code below here is support for the SwiftProtobuf runtime.
 
 fileprivate nonisolated let _protobuf_package = "topicledger.v1"
@@ -634,7 +672,7 @@ nonisolated extension Topicledger_V1_PushFailureKind: SwiftProtobuf._ProtoNamePr
 
 nonisolated extension Topicledger_V1_Event: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
   static let protoMessageName: String = _protobuf_package + ".Event"
-  static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}seq\0\u{3}time_micros\0\u{1}actor\0\u{3}request_id\0\u{2}\u{6}registered\0\u{1}unregistered\0\u{1}subscribed\0\u{1}unsubscribed\0\u{1}sent\0\u{1}audience\0\u{1}acknowledged\0\u{3}apns_token_set\0\u{3}apns_token_cleared\0\u{3}push_progress\0\u{1}erased\0\u{2}\u{a}seals\0")
+  static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}seq\0\u{3}time_micros\0\u{1}actor\0\u{3}request_id\0\u{2}\u{6}registered\0\u{1}unregistered\0\u{1}subscribed\0\u{1}unsubscribed\0\u{1}sent\0\u{1}audience\0\u{1}acknowledged\0\u{3}apns_token_set\0\u{3}apns_token_cleared\0\u{3}push_progress\0\u{1}erased\0\u{1}retention\0\u{2}\u{9}seals\0")
 
   mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
     while let fieldNumber = try decoder.nextFieldNumber() {
@@ -789,6 +827,19 @@ nonisolated extension Topicledger_V1_Event: SwiftProtobuf.Message, SwiftProtobuf
           self.body = .erased(v)
         }
       }()
+      case 21: try {
+        var v: Topicledger_V1_Retention?
+        var hadOneofValue = false
+        if let current = self.body {
+          hadOneofValue = true
+          if case .retention(let m) = current {v = m}
+        }
+        try decoder.decodeSingularMessageField(value: &v)
+        if let v = v {
+          if hadOneofValue {try decoder.handleConflictingOneOf()}
+          self.body = .retention(v)
+        }
+      }()
       case 30: try { try decoder.decodeRepeatedMessageField(value: &self.seals) }()
       default: break
       }
@@ -856,6 +907,10 @@ nonisolated extension Topicledger_V1_Event: SwiftProtobuf.Message, SwiftProtobuf
     case .erased?: try {
       guard case .erased(let v)? = self.body else { preconditionFailure() }
       try visitor.visitSingularMessageField(value: v, fieldNumber: 20)
+    }()
+    case .retention?: try {
+      guard case .retention(let v)? = self.body else { preconditionFailure() }
+      try visitor.visitSingularMessageField(value: v, fieldNumber: 21)
     }()
     case nil: break
     }
@@ -1426,6 +1481,56 @@ nonisolated extension Topicledger_V1_Erased: SwiftProtobuf.Message, SwiftProtobu
     if lhs.registeredSeq != rhs.registeredSeq {return false}
     if lhs.reason != rhs.reason {return false}
     if lhs.redactedEvents != rhs.redactedEvents {return false}
+    if lhs.unknownFields != rhs.unknownFields {return false}
+    return true
+  }
+}
+
+nonisolated extension Topicledger_V1_Retention: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
+  static let protoMessageName: String = _protobuf_package + ".Retention"
+  static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{3}first_seq\0\u{3}through_seq\0\u{3}cutoff_micros\0\u{3}forgotten_contents\0\u{3}unsealed_contents\0")
+
+  mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+    while let fieldNumber = try decoder.nextFieldNumber() {
+      // The use of inline closures is to circumvent an issue where the compiler
+      // allocates stack space for every case branch when no optimizations are
+      // enabled. https://github.com/apple/swift-protobuf/issues/1034
+      switch fieldNumber {
+      case 1: try { try decoder.decodeSingularUInt64Field(value: &self.firstSeq) }()
+      case 2: try { try decoder.decodeSingularUInt64Field(value: &self.throughSeq) }()
+      case 3: try { try decoder.decodeSingularInt64Field(value: &self.cutoffMicros) }()
+      case 4: try { try decoder.decodeSingularUInt64Field(value: &self.forgottenContents) }()
+      case 5: try { try decoder.decodeSingularUInt64Field(value: &self.unsealedContents) }()
+      default: break
+      }
+    }
+  }
+
+  func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    if self.firstSeq != 0 {
+      try visitor.visitSingularUInt64Field(value: self.firstSeq, fieldNumber: 1)
+    }
+    if self.throughSeq != 0 {
+      try visitor.visitSingularUInt64Field(value: self.throughSeq, fieldNumber: 2)
+    }
+    if self.cutoffMicros != 0 {
+      try visitor.visitSingularInt64Field(value: self.cutoffMicros, fieldNumber: 3)
+    }
+    if self.forgottenContents != 0 {
+      try visitor.visitSingularUInt64Field(value: self.forgottenContents, fieldNumber: 4)
+    }
+    if self.unsealedContents != 0 {
+      try visitor.visitSingularUInt64Field(value: self.unsealedContents, fieldNumber: 5)
+    }
+    try unknownFields.traverse(visitor: &visitor)
+  }
+
+  static func ==(lhs: Topicledger_V1_Retention, rhs: Topicledger_V1_Retention) -> Bool {
+    if lhs.firstSeq != rhs.firstSeq {return false}
+    if lhs.throughSeq != rhs.throughSeq {return false}
+    if lhs.cutoffMicros != rhs.cutoffMicros {return false}
+    if lhs.forgottenContents != rhs.forgottenContents {return false}
+    if lhs.unsealedContents != rhs.unsealedContents {return false}
     if lhs.unknownFields != rhs.unknownFields {return false}
     return true
   }

@@ -113,6 +113,10 @@ public enum EventFold {
             if try state.isRegistered(instance) { try end(instance, at: seq, in: &state) }
             try state.forgetAPNsTokens(of: instance)
             try state.forgetSealKey(of: instance)
+        case .retention:
+            // The rewrite of the forgotten contents is the writer's (or the follower's) before this event is
+            // appended; the projections hold no content.
+            return
         case .subscribed(let token, let topic, _):
             guard let instance = try state.instanceID(for: token), try state.isRegistered(instance),
                 let topicID = try state.topicID(for: topic, create: true)

@@ -114,6 +114,8 @@ extension Ledger {
                     if redacted { report.linkable += 1 }
                     if redacted || event.seals?.contains(where: { $0.forgotten == Seal.erasure }) == true {
                         erasures.noteRedacted(event)
+                    } else if event.seals?.last?.forgotten.hasPrefix(Seal.erasure + "; ") == true {
+                        erasures.noteEmptied(at: seq)
                     } else if case .erased(let erasure) = event.body {
                         erasures.noteErasure(erasure, at: seq)
                     }

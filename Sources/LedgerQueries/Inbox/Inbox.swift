@@ -45,6 +45,8 @@ public struct PreparedSend: Sendable {
     public let sent: SentMessage
     public let time: LedgerTime
     public let audience: InstanceSet
+    /// Whether the send's content is forgotten (``LedgerEvent/contentForgotten``): it is no longer delivered.
+    public let contentForgotten: Bool
     /// What a device of each platform receives (``DevicePayload``), rendered once.
     let deliveries: [PlatformDelivery]
     let expiries: MessageLifetime.Expiries
@@ -122,7 +124,8 @@ public final class SendCache: Sendable {
                     platform: platform))
         }
         let prepared = PreparedSend(
-            seq: seq, sent: sent, time: event.time, audience: audience, deliveries: deliveries,
+            seq: seq, sent: sent, time: event.time, audience: audience,
+            contentForgotten: event.contentForgotten != nil, deliveries: deliveries,
             expiries: MessageLifetime.expiries(of: object, sentAt: event.time))
         entries.withLock { entries in
             entries[seq] = prepared

@@ -13,9 +13,12 @@ extension LedgerSnapshot {
     /// etcd has not acknowledged: ``Ledger/acknowledgedSeq``). Each send's audience is computed once from the temporal
     /// index and kept in `sends` (shared by every device of the project: a send to a topic with a thousand
     /// streaming devices is decoded and evaluated once, not a thousand times).
+    ///
+    /// A send whose content is forgotten (by an erasure or a retention sweep), or sent before `sentSince` (the
+    /// project's `contentRetention` ago), is not delivered: the cursor moves past it, as past an expired one.
     public func inbox(
         of instance: InstanceID, after cursor: UInt64, now: LedgerTime, limit: Int, sends cache: SendCache,
-        through bound: UInt64 = .max
+        through bound: UInt64 = .max, sentSince: LedgerTime? = nil
     ) throws -> InboxPage {
         guard let info = try self.instance(instance), let firstRegistration = try firstRegistration(of: instance)
         else { return InboxPage(messages: [], through: cursor) }
@@ -42,7 +45,9 @@ extension LedgerSnapshot {
                 let send = try cache.send(at: seq, in: self)
                 guard send.audience.contains(instance) else { continue }
                 let expires = send.expiry(platform: info.platform)
-                guard now < expires else { continue }
+                guard now < expires, !send.contentForgotten, sentSince.map({ send.time >= $0 }) ?? true else {
+                    continue
+                }
                 let delivery = send.delivery(for: platform)
                 messages.append(
                     InboxMessage(

@@ -72,8 +72,22 @@ struct ConfigurationFile: Decodable {
         let checkpoint: CheckpointSection?
         let apns: APNsSection?
         let registrationExpiry: RegistrationExpiry?
+        let contentRetention: RetentionPeriod?
+        let identifierRetention: RetentionPeriod?
         let witnesses: [WitnessSection]?
         let witnessQuorum: Int?
+
+        /// `projects.<p>.<key>`, a retention period (``RetentionPeriod``), when given.
+        private static func retention(
+            _ key: String, in container: KeyedDecodingContainer<ConfigKey>, decoder: any Decoder
+        ) throws -> RetentionPeriod? {
+            let field = "\(decoder.configurationField).\(key)"
+            guard container.contains(ConfigKey(key)) else { return nil }
+            guard let text = try? container.decode(String.self, forKey: ConfigKey(key)) else {
+                throw LedgerCoreError(.invalidArgument, field: field, "expected a string such as \"30d\" or \"never\"")
+            }
+            return try RetentionPeriod(parsing: text, field: field)
+        }
 
         init(from decoder: any Decoder) throws {
             let path = decoder.configurationPath
@@ -81,11 +95,11 @@ struct ConfigurationFile: Decodable {
             try container.refuseUnknown(
                 [
                     "adminKeys", "auditorKeys", "clientApiKeys", "checkpoint", "apns", "registrationExpiry",
-                    "witnesses",
+                    "contentRetention", "identifierRetention", "witnesses",
                     "witnessQuorum",
                 ],
                 "unknown key; expected adminKeys, auditorKeys, clientApiKeys, checkpoint, apns, registrationExpiry, "
-                    + "witnesses or witnessQuorum",
+                    + "contentRetention, identifierRetention, witnesses or witnessQuorum",
                 path: path)
             if container.contains(ConfigKey("witnesses")) {
                 do {
@@ -120,6 +134,8 @@ struct ConfigurationFile: Decodable {
             } else {
                 registrationExpiry = nil
             }
+            contentRetention = try Self.retention("contentRetention", in: container, decoder: decoder)
+            identifierRetention = try Self.retention("identifierRetention", in: container, decoder: decoder)
             adminKeys = try container.strings("adminKeys", path: path)
             auditorKeys = try container.strings("auditorKeys", path: path)
             clientApiKeys = try container.strings("clientApiKeys", path: path)

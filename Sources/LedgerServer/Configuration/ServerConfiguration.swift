@@ -60,6 +60,13 @@ public struct ServerConfiguration: Sendable {
 
     /// How long `project`'s registrations may stay silent before they expire.
     func expiry(of project: ProjectID) -> RegistrationExpiry { registrationExpiries[project] ?? .fcm }
+    /// Each project's `contentRetention` and `identifierRetention`, where given (``retention(of:)``).
+    var retentions: [ProjectID: (content: RetentionPeriod, identifiers: RetentionPeriod)] = [:]
+
+    /// How long `project` keeps the contents of sends, and the identifiers of a device whose registration ended.
+    func retention(of project: ProjectID) -> (content: RetentionPeriod, identifiers: RetentionPeriod) {
+        retentions[project] ?? (.never, .never)
+    }
     /// This node's part in a cluster (the config file's `cluster`, completed by `ledger serve --node-id`,
     /// `--etcd` and `--advertise-url`); `nil`: one node, no etcd.
     public var cluster: ClusterConfiguration?
@@ -148,6 +155,11 @@ extension ServerConfiguration {
                     section: apns.values, field: "\(path): projects.\(name).apns")
             }
             if let expiry = section.registrationExpiry { configuration.registrationExpiries[project] = expiry }
+            if section.contentRetention != nil || section.identifierRetention != nil {
+                configuration.retentions[project] = (
+                    section.contentRetention ?? .never, section.identifierRetention ?? .never
+                )
+            }
             if let witnesses = section.witnesses {
                 configuration.witnesses[project] = try WitnessRequirement(
                     witnesses: witnesses.map(\.witness), quorum: section.witnessQuorum,

@@ -207,7 +207,7 @@ extension ConsoleRoutes {
         case .pushProgress(let progress):
             tokens = progress.failures.map(\.token.rawValue) + (progress.throughToken.map { [$0.rawValue] } ?? [])
         case .erased(let erasure): tokens = [erasure.pseudonym.rawValue]
-        case .audience: break
+        case .audience, .retention: break
         }
         if !token.isEmpty && !tokens.contains(token) { return false }
         if !topic.isEmpty && !topics.contains(where: { $0 == topic || $0.contains("'\(topic)'") }) { return false }

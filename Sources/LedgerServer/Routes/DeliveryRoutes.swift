@@ -210,9 +210,15 @@ struct DeliveryRoutes {
     private func inbox(_ device: Device, _ instance: InstanceID, after: UInt64) throws -> InboxPage? {
         try device.ledger.read { snapshot in
             guard try snapshot.isRegistered(instance) else { return nil }
+            let now = LedgerTime.now()
+            // A message whose content the project's contentRetention forgets (or has forgotten) is not delivered.
+            let retained = server.configuration.retention(of: device.project).content.seconds.map { seconds in
+                LedgerTime(
+                    microseconds: now.microseconds - seconds.multipliedReportingOverflow(by: 1_000_000).partialValue)
+            }
             return try snapshot.inbox(
-                of: instance, after: after, now: LedgerTime.now(), limit: Self.pageSize, sends: device.shared.sends,
-                through: device.ledger.acknowledgedSeq)
+                of: instance, after: after, now: now, limit: Self.pageSize, sends: device.shared.sends,
+                through: device.ledger.acknowledgedSeq, sentSince: retained)
         }
     }
 

@@ -204,6 +204,13 @@ package struct BulkProjection: AppenderProjection {
         throw StoreError(.invalidArgument, "an import cannot erase devices; erase them after it (`ledger erase`)")
     }
 
+    /// An import appends history; retention is a running ledger's sweep.
+    package func forgetContents(before cutoff: LedgerTime, limit: Int, reason: String) throws
+        -> (range: ClosedRange<UInt64>, count: ContentRetention.Count)?
+    {
+        throw StoreError(.invalidArgument, "an import cannot forget contents; a server's retention sweep does")
+    }
+
     // MARK: Writing
 
     /// Writes every projection into the (empty) databases of `schema`, in transactions of bounded size.

@@ -199,4 +199,14 @@ struct MemoizedProjection: AppenderProjection {
         lastToken = nil
         return try LogRedaction.redact(targets, txn: stored.txn, schema: stored.schema)
     }
+
+    mutating func forgetContents(before cutoff: LedgerTime, limit: Int, reason: String) throws
+        -> (range: ClosedRange<UInt64>, count: ContentRetention.Count)?
+    {
+        guard
+            let range = try ContentRetention.nextRange(
+                before: cutoff, limit: limit, txn: stored.txn, schema: stored.schema)
+        else { return nil }
+        return (range, try ContentRetention.forget(range, reason: reason, txn: stored.txn, schema: stored.schema))
+    }
 }

@@ -31,8 +31,9 @@ extension Ledger {
         let application: ReplicaApplication
         let sends: [UInt64]
         let erasures: [UInt64]
+        let sweeps: Int
         do {
-            (application, sends, erasures) = try environment.write { txn in
+            (application, sends, erasures, sweeps) = try environment.write { txn in
                 let snapshot = try LedgerSnapshot(txn: txn, schema: schema)
                 let head = try snapshot.head()
                 guard block.firstSeq <= head.seq + 1 else {
@@ -49,7 +50,7 @@ extension Ledger {
                         throw StoreError(.corrupt, "replicated record at seq \(seq) differs from the one stored here")
                     }
                 }
-                if skip == block.records.count { return (ReplicaApplication.alreadyApplied, [], []) }
+                if skip == block.records.count { return (ReplicaApplication.alreadyApplied, [], [], 0) }
                 let previous =
                     skip == 0 ? block.previousHash : Array(block.records[skip - 1].prefix(HashChain.hashSize))
                 guard previous == head.hash else {
@@ -66,6 +67,8 @@ extension Ledger {
         }
         if !erasures.isEmpty {
             compaction?.afterReplicatedErasures(at: erasures)
+        } else if sweeps > 0 {
+            compaction?.afterReplicatedRetention()
         } else {
             compaction?.compactIfOwed()
         }
@@ -76,20 +79,23 @@ extension Ledger {
     }
 
     /// Checks, stores and folds `records`, which follow `head`; returns the new head and the seqs of the sends
-    /// and of the erasures.
+    /// and of the erasures, and how many retention sweeps it applied.
     ///
     /// An `erased` event is what the leader appended after rewriting its own copy's events that named the
     /// device (``LogRedaction``): this copy rewrites its own the same way — the device found by the token of its
     /// `registered` event, at the erasure's `registeredSeq`, and given the erasure's pseudonym — before the
-    /// event is folded. The file is compacted once the transaction commits.
+    /// event is folded. A `retention` event likewise: this copy forgets the contents of the sends in its range,
+    /// for the same reason (``ContentRetention``), so that its records end as the leader's. The file is compacted
+    /// once the transaction commits.
     private static func appendReplicated(
         _ records: ArraySlice<[UInt8]>, after head: LedgerHead, txn: LMDBTransaction, schema: LedgerSchema,
         options: Options
-    ) throws -> (ReplicaApplication, [UInt64], [UInt64]) {
+    ) throws -> (ReplicaApplication, [UInt64], [UInt64], Int) {
         var projection = LMDBProjection(txn: txn, schema: schema)
         var head = head
         var sends: [UInt64] = []
         var erasures: [UInt64] = []
+        var sweeps = 0
         for record in records {
             let event = try record.withUnsafeBytes { bytes -> LedgerEvent in
                 let (hash, encoded) = try HashChain.split(record: bytes)
@@ -115,6 +121,15 @@ extension Ledger {
                 try redactReplicated(erasure, txn: txn, schema: schema)
                 erasures.append(event.seq)
             }
+            if case .retention(let sweep) = event.body {
+                guard sweep.firstSeq <= sweep.throughSeq, sweep.throughSeq < event.seq else {
+                    throw StoreError(.corrupt, "replicated retention event \(event.seq) names seqs it cannot")
+                }
+                _ = try ContentRetention.forget(
+                    sweep.firstSeq...sweep.throughSeq, reason: RetentionSweep.reason(at: event.time), txn: txn,
+                    schema: schema)
+                sweeps += 1
+            }
             try txn.put(schema.log, key: event.seq, value: record, flags: .append)
             try MerkleStore.didAppend(seq: event.seq, txn: txn, schema: schema)
             try EventFold.apply(event, to: &projection)
@@ -125,7 +140,7 @@ extension Ledger {
             txn: txn, schema: schema, limit: options.limits.recentMembershipsBeforeMove,
             cursor: RecentMemberships.MoveCursor())
         try txn.put(schema.meta, key: MetaKey.head, value: head.encoded)
-        return (.applied(head: head), sends, erasures)
+        return (.applied(head: head), sends, erasures, sweeps)
     }
 
     /// Rewrites this copy's events naming the device `erasure` erased (nothing when this copy has done so

@@ -131,6 +131,8 @@ package enum MetaKey {
     /// unacknowledged suffix, to roll back to what etcd holds. Removed when a ledger opens on its own (no
     /// cluster), so that a write it acknowledges is never taken for one.
     package static let clusterHeld = "clusterHeld"
+    /// seq u64: the last seq a retention sweep looked at (``ContentRetention``); the next sweep starts after it.
+    package static let retentionThrough = "retentionThrough"
 }
 
 /// The last appended event: what the next append chains onto.

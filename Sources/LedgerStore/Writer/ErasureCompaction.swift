@@ -57,6 +57,48 @@ final class ErasureCompaction: Sendable {
         }
     }
 
+    /// After the writer committed a retention sweep (``LedgerOperation/forgetContents(before:limit:)``): compacts,
+    /// so that no freed page keeps a forgotten content, and says what the request is told (as
+    /// ``afterErasure(_:)``; a retention sweep is not journaled: a restored copy is swept again by its rule).
+    func afterRetention(_ receipt: WriteReceipt) -> Result<WriteReceipt, any Error> {
+        let start = ContinuousClock.now
+        do {
+            try compact()
+            logger.notice(
+                "forgot the contents of sends past the project's contentRetention and compacted the ledger's file",
+                metadata: ["ledger.compaction.duration": "\(ContinuousClock.now - start)"])
+            return .success(receipt)
+        } catch {
+            logger.critical(
+                """
+                contents are forgotten by retention, but the ledger's file could not be compacted: freed pages may \
+                still hold them until the next compaction
+                """,
+                metadata: ["error": "\(error)"])
+            return .failure(
+                StoreError(
+                    .unavailable,
+                    "the retention sweep is recorded, but the ledger's file could not be compacted yet; it will be"
+                        + " before the next write"))
+        }
+    }
+
+    /// After a replicated block with `retention` events was applied (a follower): compacts the file, as the leader
+    /// did for its copy; a failed compaction is owed (``compactIfOwed()``).
+    func afterReplicatedRetention() {
+        do {
+            try compact()
+            logger.notice("applied a replicated retention sweep to this copy and compacted its file")
+        } catch {
+            logger.critical(
+                """
+                a replicated retention sweep is applied, but this copy's file could not be compacted: freed pages \
+                may still hold forgotten contents until the next compaction, tried after the next block
+                """,
+                metadata: ["error": "\(error)"])
+        }
+    }
+
     /// After a replicated block with `erased` events at `seqs` was applied (a follower): journals them and
     /// compacts the file, as the leader did for its copy. A failed compaction is owed and tried again after the
     /// next block applied (``compactIfOwed()``).

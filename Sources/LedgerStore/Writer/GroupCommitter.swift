@@ -51,13 +51,13 @@ final class GroupCommitter: Sendable {
             batch: { queued in
                 // A request that erases rewrites committed records and is followed by a compaction: it
                 // commits alone (``LedgerOperation/erase(_:reason:)``).
-                if queued.first?.request.erases == true { return 1 }
+                if queued.first?.request.rewritesLog == true { return 1 }
                 var operations = 0
                 var taken = 0
                 while taken < queued.count
                     && (taken == 0
                         || (operations + queued[taken].request.operations.count <= maximumBatchOperations
-                            && !queued[taken].request.erases))
+                            && !queued[taken].request.rewritesLog))
                 {
                     operations += queued[taken].request.operations.count
                     taken += 1

@@ -37,6 +37,11 @@ public enum LedgerOperation: Sendable, Equatable {
     /// ledger's file is compacted before it is answered (``Ledger/append(_:)``). `pseudonym`, when given, is
     /// the one to use (an erasure applied again after a restore: ``ErasureJournal``).
     case erase(RegistrationToken, reason: String, pseudonym: RegistrationToken? = nil)
+    /// Forgets the contents of sends older than `cutoff` (``ContentRetention``), at most `limit` sends from
+    /// after the last range swept, and appends a `retention` event naming the range; `.unchanged` when no send
+    /// older than `cutoff` is left to look at. A request that forgets contents does nothing else and commits
+    /// alone; the ledger's file is compacted before it is answered, as after an erasure.
+    case forgetContents(before: LedgerTime, limit: Int)
 }
 
 /// A group of operations from one request, appended together and sharing a request id.
@@ -64,6 +69,15 @@ public struct WriteRequest: Sendable {
         operations.contains { if case .erase = $0 { true } else { false } }
     }
 
+    /// Whether the request forgets contents (``LedgerOperation/forgetContents(before:limit:)``).
+    public var forgetsContents: Bool {
+        operations.contains { if case .forgetContents = $0 { true } else { false } }
+    }
+
+    /// Whether the request rewrites committed records (an erasure or a retention sweep): it commits in a
+    /// transaction of its own, and the file is compacted before it is answered.
+    var rewritesLog: Bool { erases || forgetsContents }
+
     public init(actor: String, requestID: String, time: LedgerTime? = nil, operations: [LedgerOperation]) {
         self.actor = actor
         self.requestID = requestID
@@ -83,7 +97,7 @@ extension LedgerOperation {
         case .send(.token(let token), _, _): return token
         // An erasure always looks its token up in the transaction that erases it (never a snapshot's answer:
         // the token may have been erased since).
-        case .send, .recordAudience, .recordPushProgress, .erase: return nil
+        case .send, .recordAudience, .recordPushProgress, .erase, .forgetContents: return nil
         }
     }
 }

@@ -62,10 +62,11 @@ final class LedgerWriter: Sendable {
                 respond(answers)
             }
             let erases = batch.count == 1 && batch[0].erases
+            let rewrites = batch.count == 1 && batch[0].rewritesLog
             // What the requests were told is what happened: on a leader ahead of its cluster, only what the cluster
             // holds is released. An erasure is never committed ahead (it is followed by a compaction of the file).
             let acknowledgement = gate.flatMap { gate in
-                gate.commitsAhead && !erases ? AheadAcknowledgement(gate: gate) { leave($0, $0) } : nil
+                gate.commitsAhead && !rewrites ? AheadAcknowledgement(gate: gate) { leave($0, $0) } : nil
             }
             let commit = BatchCommit(
                 environment: environment, schema: schema, limits: limits, moves: state.moveCursor,
@@ -78,12 +79,12 @@ final class LedgerWriter: Sendable {
                 })
             guard let acknowledgement, let gate else {
                 var answers = committed.results
-                if erases, case .success(let receipt) = committed.results[0],
+                if rewrites, case .success(let receipt) = committed.results[0],
                     receipt.outcomes.contains(where: {
                         $0.seq != nil
                     })
                 {
-                    answers = [compaction.afterErasure(receipt)]
+                    answers = [erases ? compaction.afterErasure(receipt) : compaction.afterRetention(receipt)]
                     // The file was rewritten: what the writer knew of its pages is gone.
                     state.instances.forget()
                 }

@@ -19,6 +19,10 @@ package protocol AppenderProjection: LedgerProjection {
     /// Takes `targets`' identifiers out of every event appended so far and renames their instances to their
     /// pseudonyms (``LogRedaction``); what was rewritten for each.
     mutating func redact(_ targets: [ErasureTarget]) throws -> [Redaction]
+    /// Forgets the contents of the sends older than `cutoff` after the last range swept, at most `limit` sends,
+    /// for `reason` (``ContentRetention``); the range and what it did, or `nil` when no send is left to look at.
+    mutating func forgetContents(before cutoff: LedgerTime, limit: Int, reason: String) throws
+        -> (range: ClosedRange<UInt64>, count: ContentRetention.Count)?
 }
 
 /// Where a ``LogAppender`` stores what it appends: each event, then the head.
@@ -78,6 +82,14 @@ package struct LogAppender<Projection: AppenderProjection, Sink: EventSink> {
             time = requested
         } else {
             time = max(now, head.time)
+        }
+        if request.forgetsContents {
+            guard request.operations.count == 1, case .forgetContents(let cutoff, let limit) = request.operations[0]
+            else {
+                return .failure(StoreError(.invalidArgument, "a request that forgets contents does nothing else"))
+            }
+            let outcome = try applyRetention(before: cutoff, limit: limit, request: request, time: time)
+            return .success(WriteReceipt(outcomes: [outcome], time: time))
         }
         if request.erases {
             guard request.operations.allSatisfy({ if case .erase = $0 { true } else { false } }) else {
@@ -204,6 +216,9 @@ package struct LogAppender<Projection: AppenderProjection, Sink: EventSink> {
         case .erase:
             // ``apply(_:now:)`` hands requests that erase to ``applyErasures(_:time:)``.
             throw StoreError(.invalidArgument, "an erasure is applied with the request that holds it")
+        case .forgetContents:
+            // ``apply(_:now:)`` hands requests that forget contents to ``applyRetention(before:limit:request:time:)``.
+            throw StoreError(.invalidArgument, "a retention sweep is applied with the request that holds it")
         }
     }
 
@@ -237,6 +252,22 @@ package struct LogAppender<Projection: AppenderProjection, Sink: EventSink> {
             outcomes[position] = .appended(seq: try append(.erased(erasure), request, time))
         }
         return outcomes
+    }
+
+    /// A retention sweep: the contents of old sends forgotten (``ContentRetention``), then one `retention` event
+    /// naming the range; `.unchanged` when the range held no send (it is still taken as swept).
+    private mutating func applyRetention(before cutoff: LedgerTime, limit: Int, request: WriteRequest, time: LedgerTime)
+        throws -> OperationOutcome
+    {
+        guard
+            let (range, count) = try projection.forgetContents(
+                before: cutoff, limit: limit, reason: RetentionSweep.reason(at: time)),
+            count.sends > 0
+        else { return .unchanged }
+        let sweep = RetentionSweep(
+            firstSeq: range.lowerBound, throughSeq: range.upperBound, cutoff: cutoff,
+            forgottenContents: count.forgotten, unsealedContents: count.unsealed)
+        return .appended(seq: try append(.retention(sweep), request, time))
     }
 
     private static var unknownToken: OperationRejection {

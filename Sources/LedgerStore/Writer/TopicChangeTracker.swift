@@ -54,7 +54,7 @@ final class TopicChangeTracker: Sendable {
                 case .unregister, .erase:
                     dates.everyTopic = max(dates.everyTopic, seq)
                 case .register, .send, .recordAudience, .acknowledge, .setAPNsToken, .clearAPNsToken,
-                    .recordPushProgress:
+                    .recordPushProgress, .forgetContents:
                     break
                 }
             }
