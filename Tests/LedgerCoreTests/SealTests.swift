@@ -18,6 +18,20 @@ import Testing
             body: body, seals: seals)
     }
 
+    /// The commitment written out (``Seal/commitment(key:value:)``) is swift-crypto's HMAC, for keys up to a block
+    /// and past it, and values of every length around SHA-256's block.
+    @Test func commitmentIsHMAC() {
+        for keySize in [0, 1, 32, 63, 64, 65, 100] {
+            let key = (0..<keySize).map { UInt8(truncatingIfNeeded: $0 &* 37 &+ 11) }
+            for valueSize in [0, 1, 55, 56, 63, 64, 65, 119, 120, 200, 1000] {
+                let value = (0..<valueSize).map { UInt8(truncatingIfNeeded: $0 &* 101 &+ keySize) }
+                let expected = Array(HMAC<SHA256>.authenticationCode(for: value, using: SymmetricKey(data: key)))
+                #expect(Seal.commitment(key: key, value: value) == expected, "key \(keySize) B, value \(valueSize) B")
+                #expect(Seal.commitment(key: key, value: value.lazy.map { $0 }) == expected)
+            }
+        }
+    }
+
     static var bodies: [LedgerEvent.Body] {
         let other = RegistrationToken(trusted: "other-token-" + String(repeating: "y", count: 30))
         return [

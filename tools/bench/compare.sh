@@ -17,8 +17,11 @@ rm -rf "$old_src"
 git worktree prune
 git worktree add --detach "$old_src" "$old_ref" >/dev/null
 trap 'git worktree remove --force "$old_src" >/dev/null 2>&1 || true' EXIT
-(cd "$old_src" && swift build -c release --scratch-path ../.build-bench-old --product LedgerBench)
+# Each side's `ledger` beside its harness: the import and replay workloads run it as a child process.
+(cd "$old_src" && swift build -c release --scratch-path ../.build-bench-old --product LedgerBench &&
+    swift build -c release --scratch-path ../.build-bench-old --product ledger)
 swift build -c release --scratch-path .build-bench --product LedgerBench
+swift build -c release --scratch-path .build-bench --product ledger
 out=$(mktemp -d)
 for round in $(seq 1 "$rounds"); do
     .build-bench-old/release/LedgerBench --mode quick --only "$workload" --json "$out/old-$round.json" >/dev/null
