@@ -45,12 +45,21 @@ public struct IdentifierEncodings: Sendable {
 
     /// Adds every form of `identifier`, each to be replaced by the same form of `replacement`.
     ///
-    /// - Parameter owner: reported by ``rewrite(_:)`` when a form of `identifier` is found.
-    public mutating func add(_ identifier: [UInt8], replacedBy replacement: [UInt8], owner: Int) {
+    /// - Parameters:
+    ///   - owner: reported by ``rewrite(_:)`` when a form of `identifier` is found.
+    ///   - binary: `identifier` is binary (an APNs token): its bytes themselves are not a form — text does not hold
+    ///     them, and 16 bytes that happen to spell `"notification":{` would otherwise rewrite every message.
+    ///   - shortest: forms shorter than this are not searched for: a short identifier (a token `ledger import`
+    ///     took) would match inside unrelated text.
+    public mutating func add(
+        _ identifier: [UInt8], replacedBy replacement: [UInt8], owner: Int, binary: Bool = false,
+        shortest: Int = Self.shortestNeedle
+    ) {
         guard !identifier.isEmpty else { return }
         var seen = Set(forms.map(\.needle))
-        for (needle, replaced) in zip(Self.encodings(of: identifier), Self.encodings(of: replacement))
-        where seen.insert(needle).inserted {
+        for (position, (needle, replaced)) in zip(Self.encodings(of: identifier), Self.encodings(of: replacement))
+            .enumerated()
+        where !(binary && position == 0) && needle.count >= shortest && seen.insert(needle).inserted {
             forms.append(Form(needle: needle, replacement: replaced, owner: owner))
         }
         forms.sort { $0.needle.count > $1.needle.count }
@@ -97,6 +106,10 @@ public struct IdentifierEncodings: Sendable {
         for position in 0..<needle.count where bytes[offset + position] != needle[position] { return false }
         return true
     }
+
+    /// The shortest form searched for by default: 16 characters, shorter than any token the server issues or any APNs
+    /// token in hex or base64, longer than a word.
+    public static let shortestNeedle = 16
 
     /// The forms of `bytes`, in the order of the table above (the same order for every value, so that the
     /// forms of an identifier and of its replacement pair up).

@@ -67,7 +67,7 @@ struct IdentifierEncodingsTests {
     func longestFormWins() throws {
         let identifier = Array("ab:cd".utf8)  // 5 bytes: base64 "YWI6Y2Q=" has one pad
         var encodings = IdentifierEncodings()
-        encodings.add(identifier, replacedBy: Array("erased-x".utf8), owner: 0)
+        encodings.add(identifier, replacedBy: Array("erased-x".utf8), owner: 0, shortest: 1)
         let padded = Base64Text.encode(identifier, alphabet: .standard, padded: true)
         let rewrite = try #require(encodings.rewrite(Array("[\"".utf8) + padded + Array("\"]".utf8)))
         let expected = Base64Text.encode(Array("erased-x".utf8), alphabet: .standard, padded: true)
@@ -105,7 +105,7 @@ struct IdentifierEncodingsTests {
                 alphabet.randomElement(using: &generator)!
             }
             var encodings = IdentifierEncodings()
-            encodings.add(identifier, replacedBy: Self.pseudonym, owner: 0)
+            encodings.add(identifier, replacedBy: Self.pseudonym, owner: 0, shortest: 1)
             let forms = IdentifierEncodings.encodings(of: identifier)
             let filler = Array(" {}\"~!".utf8)
             var content: [UInt8] = []
@@ -122,5 +122,25 @@ struct IdentifierEncodingsTests {
             #expect(rewrite?.bytes == expected)
             #expect(rewrite.map { !encodings.occurs(in: $0.bytes) } == true)
         }
+    }
+}
+
+/// What an erasure searches a content for: never an APNs token's raw bytes, never a form shorter than 16 characters.
+@Suite struct IdentifierNeedleTests {
+    @Test func anAPNsTokenSpellingJSONDoesNotRewriteEveryMessage() throws {
+        var encodings = IdentifierEncodings()
+        // 16 bytes that spell `"notification":{` — a device may set any 16 to 200 bytes as its APNs token.
+        let apns = Array("\"notification\":{".utf8)
+        encodings.add(apns, replacedBy: Array("erased-0123456789abcdef0123456789abcdef".utf8), owner: 0, binary: true)
+        #expect(encodings.rewrite(Array(#"{"notification":{"title":"hi"}}"#.utf8)) == nil)
+        // Its hex still is a form.
+        #expect(encodings.rewrite(Array(Hex.encode(apns).utf8)) != nil)
+    }
+
+    @Test func aShortTokenIsNotSearchedForInContents() {
+        var encodings = IdentifierEncodings()
+        encodings.add(Array("a".utf8), replacedBy: Array("erased-0123456789abcdef0123456789abcdef".utf8), owner: 0)
+        #expect(encodings.forms.isEmpty)
+        #expect(encodings.rewrite(Array(#"{"data":{"a":"banana"}}"#.utf8)) == nil)
     }
 }

@@ -173,4 +173,71 @@ struct SealedErasureTests {
         // A rebuild learns the keys again from the sealed records: the projections equal the live ones.
         #expect(try ledger.verify().problems == [])
     }
+
+    @Test("a device sharing the erased device's APNs token keeps its record, and verify stays sound")
+    func sharedAPNsToken() async throws {
+        let directory = TemporaryDirectory()
+        defer { directory.remove() }
+        let ledger = try openTestLedger(directory)
+        defer { ledger.close() }
+        try await history(ledger)
+        _ = try await ledger.append(request([.setAPNsToken(kept, apnsToken)]))
+        _ = try await ledger.append(request([.erase(erased, reason: "request #11")]))
+        #expect(try ledger.verify().problems == [])
+        #expect(try ledger.read { try $0.apnsToken(of: kept) } == apnsToken)
+        #expect(try linked(ledger) == [])
+    }
+
+    @Test("a stand-in no erasure or retention puts there is damage: verify names the record")
+    func forgedStandInIsDamage() async throws {
+        let directory = TemporaryDirectory()
+        defer { directory.remove() }
+        let path: String
+        let seq: UInt64
+        do {
+            let ledger = try openTestLedger(directory)
+            try await history(ledger)
+            path = ledger.directory
+            // The kept device's subscription to news.
+            seq = try ledger.readLog { snapshot in
+                var found: UInt64 = 0
+                try snapshot.forEachEvent { event, _ in
+                    if case .subscribed(let token, _, _) = event.body, token == kept { found = event.seq }
+                    return found == 0
+                }
+                return found
+            }
+            ledger.close()
+        }
+        for (reason, standIn) in [("x", "someone-else-entirely-0123456789"), (Seal.erasure, "someone-else-entirely-0123456789")] {
+            // Whoever holds the file forgets the token "properly" — its commitment kept, so the hash still recomputes —
+            // and puts another in its place.
+            try withRawLog(directory: path) { txn, log throws in
+                let record = try #require(try txn.value(in: log, forKey: seq))
+                let (hash, encoded) = try record.withUnsafeBytes { bytes in
+                    let parts = try HashChain.split(record: bytes)
+                    return (Array(parts.hash), Array(parts.encodedEvent))
+                }
+                var event = try EventCodec.decode(encoded)
+                let original = event.body
+                event.body = original.replacingSealedValues { _, value in
+                    if case .token = value { return .token(RegistrationToken(trusted: standIn)) }
+                    return value
+                }
+                let originalEvent = try EventCodec.decode(encoded)
+                event.seals = try #require(originalEvent.seals(forgettingChangesIn: event.body, reason: reason))
+                let forged = EventCodec.encode(event)
+                let previous = try #require(try txn.value(in: log, forKey: seq - 1)).prefix(HashChain.hashSize)
+                #expect(
+                    try forged.withUnsafeBytes { try HashChain.recomputedHash(previous: previous, encodedEvent: $0) }
+                        == hash, "the forged record keeps its hash")
+                try txn.put(log, key: seq, value: hash + forged)
+            }
+            let reopened = try openTestLedger(directory, mode: .readOnly)
+            let problems = try reopened.verify().problems
+            reopened.close()
+            #expect(problems.contains { $0.hasPrefix("seq \(seq): a ") }, "\(reason): \(problems)")
+            #expect(!problems.contains { $0.contains("hash mismatch") }, "the hash alone does not see it")
+        }
+    }
 }

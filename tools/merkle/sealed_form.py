@@ -81,8 +81,8 @@ def commitment(seal, value):
 def parse_seal(data):
     seal = {}
     for number, wire, value in fields(data):
-        if wire != 2 or number not in (1, 2, 3):
-            raise Malformed("a seal holds fields 1 to 3, length-delimited")
+        if wire != 2 or number not in (1, 2, 3) or {1: "key", 2: "commitment", 3: "forgotten"}[number] in seal:
+            raise Malformed("a seal holds fields 1 to 3, length-delimited, each once")
         seal[{1: "key", 2: "commitment", 3: "forgotten"}[number]] = value
     if ("key" in seal) == ("commitment" in seal) or len(seal.get("key", seal.get("commitment", b""))) != 32:
         raise Malformed("a seal holds a 32-byte key or a 32-byte commitment")
@@ -104,18 +104,28 @@ def hashed_form(encoded):
     if len(bodies) != 1:
         raise Malformed("an event has exactly one body")
     kind, body = bodies[0]
+    if serialize(top) != encoded[1:]:
+        raise Malformed("a sealed event must be in its canonical encoding (fields in order, each once)")
     slots = iter(seals)
     used = [0]
 
+    def next_seal():
+        seal = next(slots, None)
+        if seal is None:
+            raise Malformed(f"fewer seals ({len(seals)}) than sealed values")
+        return seal
+
     def token(value):
         used[0] += 1
-        return commitment(next(slots), value).hex().encode()
+        return commitment(next_seal(), value).hex().encode()
 
     def raw(value):
         used[0] += 1
-        return commitment(next(slots), value)
+        return commitment(next_seal(), value)
 
     entries = fields(body)
+    if serialize(entries) != body:
+        raise Malformed("a sealed event's body must be in its canonical encoding")
     if kind in (10, 11, 12, 13, 16, 18):          # registered … acknowledged, apns_token_cleared: the token
         entries = replace(entries, 1, token)
     elif kind == 17:                               # apns_token_set: the token, then the APNs token

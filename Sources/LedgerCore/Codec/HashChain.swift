@@ -16,7 +16,8 @@ public enum HashChain {
     /// when it is of version 1; `nil` for a record an erasure rewrote under version 2, whose hash is over bytes no
     /// longer stored.
     ///
-    /// - Throws: `.corruptEvent` for a sealed event that does not decode or whose seals do not match it.
+    /// - Throws: `.corruptEvent` for a sealed event that does not decode, is not in its canonical encoding, or whose
+    ///   seals do not match it.
     public static func recomputedHash(
         previous: some Sequence<UInt8>, encodedEvent: UnsafeRawBufferPointer, decoded: LedgerEvent? = nil
     ) throws(LedgerCoreError) -> [UInt8]? {
@@ -25,6 +26,12 @@ public enum HashChain {
         case EventCodec.sealedVersion:
             let event: LedgerEvent
             if let decoded { event = decoded } else { event = try EventCodec.decode(encodedEvent) }
+            // The hash covers the hashed form, made from the decoded event: only bytes that are that event's
+            // canonical encoding are covered whole (an unknown field, a repeated one or another order would be
+            // bytes no hash binds, and a reader that keeps them would hash otherwise: tools/merkle/sealed_form.py).
+            guard EventCodec.encode(event).elementsEqual(encodedEvent) else {
+                throw LedgerCoreError(.corruptEvent, "event \(event.seq) is sealed but not in its canonical encoding")
+            }
             var form: [UInt8] = []
             guard EventCodec.appendHashedForm(of: event, to: &form) else {
                 throw LedgerCoreError(.corruptEvent, "event \(event.seq) is sealed but its seals do not match it")

@@ -76,6 +76,7 @@ extension Ledger {
         var previousHash = HashChain.genesis
         var previousTime = Int64.min
         var erasures = ErasureAccount()
+        var forgotten = ForgottenSeals()
         var intact = true
         func problem(_ text: String) {
             intact = false
@@ -112,6 +113,7 @@ extension Ledger {
                             "seq \(seq): hash mismatch: stored \(parts.hash.hexString), computed \(computed.hexString)")
                     }
                     if redacted { report.linkable += 1 }
+                    forgotten.note(event)
                     if redacted || event.seals?.contains(where: { $0.forgotten == Seal.erasure }) == true {
                         erasures.noteRedacted(event)
                     } else if event.seals?.last?.forgotten.hasPrefix(Seal.erasure + "; ") == true {
@@ -138,6 +140,7 @@ extension Ledger {
         }
         if head.seq > 0 && head.hash != previousHash { problem("head hash does not match the hash of seq \(head.seq)") }
         for text in erasures.problems() { problem(text) }
+        for text in forgotten.finish() { problem(text) }
         report.erasures = erasures.erasures
         report.redactedEvents = erasures.redactedEvents
         return intact

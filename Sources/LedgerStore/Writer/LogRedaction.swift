@@ -43,7 +43,8 @@ enum LogRedaction {
         }
         for (apnsToken, index) in identifiers.apnsTokens {
             // The same form of the pseudonym: what verify finds to account for the record (ErasureAccount).
-            identifiers.encodings.add(apnsToken, replacedBy: Array(targets[index].pseudonym.rawValue.utf8), owner: index)
+            identifiers.encodings.add(
+                apnsToken, replacedBy: Array(targets[index].pseudonym.rawValue.utf8), owner: index, binary: true)
         }
         let needles = identifiers.needles
         var redactions = Array(repeating: Redaction(), count: targets.count)
@@ -64,7 +65,7 @@ enum LogRedaction {
                     redactions[index].registeredSeq = event.seq
                 }
                 for index in Set(touched) { redactions[index].events += 1 }
-                rewritten.append((event.seq, Array(entry.value[..<HashChain.hashSize]) + Self.encode(redacted, of: event)))
+                rewritten.append((event.seq, Array(entry.value[..<HashChain.hashSize]) + (try Self.encode(redacted, of: event))))
                 return true
             }
         }
@@ -86,10 +87,14 @@ enum LogRedaction {
     /// The record's new bytes: a sealed event keeps its encoding version, each value the rewrite changed forgotten
     /// (its seal's key replaced by its commitment, ``Seal/forgetting(_:reason:)``), so that its hash still recomputes
     /// and nothing in it links to the identifier; an older one is rewritten under ``EventCodec/redactedVersion``.
-    private static func encode(_ redacted: LedgerEvent, of original: LedgerEvent) -> [UInt8] {
-        guard let seals = original.seals else { return EventCodec.encodeRedacted(redacted) }
+    private static func encode(_ redacted: LedgerEvent, of original: LedgerEvent) throws -> [UInt8] {
+        guard original.seals != nil else { return EventCodec.encodeRedacted(redacted) }
         var sealed = redacted
-        sealed.seals = original.seals(forgettingChangesIn: redacted.body, reason: Seal.erasure) ?? seals
+        // Never the original seals beside the stand-ins: their keys would open the commitments again.
+        guard let seals = original.seals(forgettingChangesIn: redacted.body, reason: Seal.erasure) else {
+            throw StoreError(.corrupt, "event \(original.seq) has seals that do not match its sealed values")
+        }
+        sealed.seals = seals
         return EventCodec.encode(sealed)
     }
 
@@ -106,7 +111,8 @@ enum LogRedaction {
         static let searchedIdentifiers = 8
 
         /// Every form of the identifiers, searched for in each record (made once: the log has a million records).
-        var needles: [[UInt8]] { encodings.needles }
+        /// The raw identifiers name them in fields; the forms, in contents.
+        var needles: [[UInt8]] { tokens.keys.map { Array($0.utf8) } + Array(apnsTokens.keys) + encodings.needles }
 
         /// Whether `encoded` may name one of `needles`: `false` only when it certainly does not; always `true`
         /// past ``searchedIdentifiers`` identifiers.
@@ -137,7 +143,9 @@ enum LogRedaction {
             case .apnsTokenCleared(let token, let reason):
                 result.body = .apnsTokenCleared(token: renamed(token), reason: reason)
             case .apnsTokenSet(let token, var apnsToken):
-                if let index = apnsTokens[apnsToken.bytes] {
+                // Only the target's own records: another device holding the same APNs token (a reinstall, a copy)
+                // keeps its record as it is.
+                if tokens[token.rawValue] != nil, let index = apnsTokens[apnsToken.bytes] {
                     touched.append(index)
                     // Zero bytes of the same length: a valid APNs token that names no device.
                     apnsToken =
