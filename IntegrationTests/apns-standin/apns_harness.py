@@ -115,7 +115,7 @@ class StandIn:
 class Ledger:
     """`ledger serve` with project `shop` pushing to the stand-in (its CA as the APNs `caFile`)."""
 
-    def __init__(self, standin, directory, key_file=None, data=None, apns=None, limits=None):
+    def __init__(self, standin, directory, key_file=None, data=None, apns=None, limits=None, project=None):
         self.binary = os.environ["LEDGER_BIN"]
         self.directory = Path(directory)
         self.data = data or tempfile.mkdtemp(prefix="ledger-apns-")
@@ -125,7 +125,7 @@ class Ledger:
         self.config = self.directory / f"config-{os.urandom(3).hex()}.json"
         config = {"projects": {PROJECT: {
             "adminKeys": [_hash(ADMIN)], "auditorKeys": [_hash(AUDITOR)], "clientApiKeys": [_hash(CLIENT)],
-            "apns": settings}}}
+            "apns": settings, **(project or {})}}}
         if limits:
             config["limits"] = limits
         self.config.write_text(json.dumps(config))

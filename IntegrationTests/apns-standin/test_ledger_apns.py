@@ -335,6 +335,36 @@ def test_no_push_goes_out_past_the_messages_expiry(world):
     assert len(standin.requests()) == count
 
 
+def test_no_push_goes_out_past_the_projects_content_retention(tmp_path):
+    # docs/server.md, *Retention*: a send older than contentRetention is pushed no more (recorded as expired), and
+    # its content is then forgotten.
+    standin = StandIn(tmp_path, max_streams=10)
+    ledger = Ledger(standin, tmp_path, project={"contentRetention": "3s"})
+    try:
+        token = ledger.register(device_token(11))
+        ledger.subscribe(token, "news")
+        standin.script(device_token(11), [{"status": 503, "reason": "ServiceUnavailable"}], sticky=True)
+        started = time.time()
+        sent = ledger.send({"topic": "news", "notification": {"title": "kept three seconds"}})
+        outcomes, _ = _wait_outcomes(ledger, _message_id(sent), lambda o, c: c and c["expired"] == 1, timeout=30)
+        assert outcomes[token]["outcome"] == "expired"
+        requests = standin.requests()
+        assert requests and all(r["time"] < started + 3.5 for r in requests)
+        count = len(requests)
+        time.sleep(2)
+        assert len(standin.requests()) == count
+        deadline = time.time() + 30
+        while not ledger.audit_message(_message_id(sent)).get("contentForgotten"):
+            assert time.time() < deadline, "the content was never forgotten"
+            time.sleep(0.2)
+        assert ledger.audit_message(_message_id(sent))["contentForgotten"].startswith(
+            "content forgotten by retention at ")
+    finally:
+        ledger.stop()
+        standin.stop()
+    ledger.verify()
+
+
 def test_a_refused_provider_token_shows_in_readyz_metrics_and_one_log_line_and_pushes_wait_for_a_good_key(tmp_path):
     standin = StandIn(tmp_path, max_streams=10)
     wrong = standin.key_file(ec.generate_private_key(ec.SECP256R1()))

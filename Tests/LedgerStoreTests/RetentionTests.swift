@@ -111,6 +111,9 @@ struct RetentionTests {
         for block in gate.take() { _ = try follower.applyReplicated(block) }
         #expect(try follower.read { try $0.head() } == leader.read { try $0.head() })
         #expect(try follower.read { try $0.event(at: old)?.contentForgotten }?.hasPrefix("retention at ") == true)
+        // A follower that becomes leader continues after the range its copy recorded.
+        #expect(try follower.retentionSweptThrough() == leader.retentionSweptThrough())
+        #expect(try follower.retentionSweptThrough() >= old)
         #expect(IdentifierSearch.files(under: followerDirectory.path, holding: Array(oldContent.utf8)) == [])
         #expect(follower.compactionProblem == nil)
         let (leaderPath, followerPath) = (leader.directory, follower.directory)
@@ -173,6 +176,32 @@ struct RetentionTests {
         #expect(recorded.forgottenContents == 0 && recorded.unsealedContents == 1)
         #expect(try ledger.read { try $0.event(at: old)?.contentForgotten } == nil)
         #expect(try ledger.verify().isSound)
+    }
+
+    @Test("a device's inbox leaves out a send older than contentRetention, and one whose content is forgotten")
+    func inboxLeavesOutForgottenSends() async throws {
+        let directory = TemporaryDirectory()
+        defer { directory.remove() }
+        let ledger = try openTestLedger(directory)
+        defer { ledger.close() }
+        let start = Self.start()
+        let (old, new) = try await history(ledger, start: start)
+        func cursors(sentSince: LedgerTime?) throws -> (messages: [UInt64], through: UInt64) {
+            try ledger.read { snapshot in
+                let instance = try #require(try snapshot.instanceID(of: device))
+                let page = try snapshot.inbox(
+                    of: instance, after: 0, now: LedgerTime(microseconds: start.microseconds + 20_000_000),
+                    limit: 10, sends: SendCache(project: .default), sentSince: sentSince)
+                return (page.messages.map(\.cursor), page.through)
+            }
+        }
+        #expect(try cursors(sentSince: nil).messages == [old, new])
+        // Older than the retention (sent before `sentSince`): left out, the cursor moves past it.
+        let retained = try cursors(sentSince: LedgerTime(microseconds: start.microseconds + 5_000_000))
+        #expect(retained.messages == [new] && retained.through >= new)
+        // Forgotten by a sweep: left out, whatever the retention now says.
+        _ = try await forget(ledger, before: LedgerTime(microseconds: start.microseconds + 5_000_000))
+        #expect(try cursors(sentSince: nil).messages == [new])
     }
 
     @Test("the devices whose registration ended before the cut-off, not those registered or erased")

@@ -16,7 +16,8 @@ struct APNsPushService: Service {
                 pushers.append(
                     try ProjectPusher(
                         project: project, settings: settings, dataDirectory: configuration.dataDirectory,
-                        ledgers: ledgers, logger: logger))
+                        contentRetention: configuration.retention(of: project).content.seconds, ledgers: ledgers,
+                        logger: logger))
             } catch {
                 // `ledger serve` read the same files at start: they changed since.
                 logger.error(

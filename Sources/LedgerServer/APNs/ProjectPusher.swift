@@ -67,11 +67,20 @@ final class ProjectPusher: Sendable {
         }
     }
 
-    /// - Parameter dataDirectory: where the project's ledger is; its current provider token is kept beside it.
-    init(project: ProjectID, settings: APNsSettings, dataDirectory: String, ledgers: LedgerRegistry, logger: Logger)
-        throws
-    {
+    /// The project's `contentRetention` in seconds, or `nil`: a send older than it is not pushed (docs/server.md,
+    /// *Retention*).
+    private let contentRetention: Int64?
+
+    /// - Parameters:
+    ///   - dataDirectory: where the project's ledger is; its current provider token is kept beside it.
+    ///   - contentRetention: the project's `contentRetention` in seconds (`nil`: never): a send older than it is
+    ///     pushed no more, as an expired one.
+    init(
+        project: ProjectID, settings: APNsSettings, dataDirectory: String, contentRetention: Int64? = nil,
+        ledgers: LedgerRegistry, logger: Logger
+    ) throws {
         self.project = project
+        self.contentRetention = contentRetention
         self.ledgers = ledgers
         var logger = logger
         logger[metadataKey: "ledger.project"] = "\(project)"
@@ -223,7 +232,17 @@ final class ProjectPusher: Sendable {
         // progress moves the settled seq past it).
         guard holdsTokens, progress?.finished != true else { return true }
         let delivery = prepared.delivery(for: .ios)
-        let expiresAt = prepared.expiry(platform: "ios")
+        // A send past the project's contentRetention (or whose content is forgotten) is pushed no more: expired.
+        let retainedUntil =
+            prepared.contentForgotten
+            ? prepared.time
+            : contentRetention.map {
+                LedgerTime(
+                    microseconds: prepared.time.microseconds.addingReportingOverflow(
+                        $0.multipliedReportingOverflow(by: 1_000_000).partialValue
+                    ).partialValue)
+            }
+        let expiresAt = min(prepared.expiry(platform: "ios"), retainedUntil ?? prepared.expiry(platform: "ios"))
         let messageID = prepared.sent.messageID
         var window = PushWindow()
         var after = progress.map(\.through).flatMap { $0 == 0 ? nil : $0 }
