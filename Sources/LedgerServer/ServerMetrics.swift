@@ -55,6 +55,7 @@ public final class ServerMetrics: Sendable {
             ],
             help: "Time from a push's first attempt to its final outcome")
         prepareExpirySweeps()
+        prepareRetention()
     }
 
     /// Records one group commit (the store's commit observer).
@@ -105,6 +106,19 @@ public final class ServerMetrics: Sendable {
             name: "ledger_retention_devices_erased_total",
             help: "Devices erased by the project's identifierRetention (their registration ended longer ago)"
         ).increment(by: Int64(devices))
+    }
+
+    /// Makes the retention series at zero, so that they are served (and a first failed sweep is an increase an
+    /// alert can see) before any sweep ran.
+    private func prepareRetention() {
+        recordRetention(contents: 0)
+        recordRetention(devices: 0)
+        for failed in [false, true] {
+            registry.makeCounter(
+                name: "ledger_retention_sweeps_total", labels: [("outcome", failed ? "failed" : "completed")],
+                help: "Retention sweeps (contentRetention, identifierRetention) by outcome: completed, failed"
+            ).increment(by: Int64(0))
+        }
     }
 
     /// Counts one retention sweep (`ledger_retention_sweeps_total{outcome}`): `completed` or `failed`.
