@@ -78,7 +78,8 @@ public struct ReasonIdentifiers: Sendable {
         holdsAnyAPNsToken: (Set<[UInt8]>) throws -> Bool
     ) throws -> Refusal? {
         var erased = IdentifierEncodings()
-        for token in erasing { erased.add(Array(token.rawValue.utf8), replacedBy: [], owner: 0) }
+        // Every form, however short: refusing a reason costs nothing, unlike rewriting contents.
+        for token in erasing { erased.add(Array(token.rawValue.utf8), replacedBy: [], owner: 0, shortest: 1) }
         if erased.occurs(in: bytes) { return Refusal(rule: .quotesErasedToken) }
         if tokenShapedRun != nil { return Refusal(rule: .tokenShaped) }
         let candidates = self.candidates

@@ -11,8 +11,7 @@ import Testing
     static let apns = try! APNsDeviceToken(bytes: Array(repeating: 0xC4, count: 32), sandbox: false)
 
     static func sealed(_ body: LedgerEvent.Body, seq: UInt64 = 7) -> LedgerEvent {
-        var state = InMemoryLedgerState()
-        let seals = try! EventSealer.seals(for: body, seq: seq, in: &state)
+        let seals = EventSealer.seals(for: body, seq: seq)
         return LedgerEvent(
             seq: seq, time: LedgerTime(microseconds: 1_765_000_000_000_000), actor: "device", requestID: "r1",
             body: body, seals: seals)
@@ -159,25 +158,19 @@ import Testing
         #expect(throws: LedgerCoreError.self) { try EventCodec.decode(shortKey) }
     }
 
-    @Test func theSealerReusesADevicesKeyAndKeysEachContentApart() throws {
-        var state = InMemoryLedgerState()
-        let registered = LedgerEvent(
-            seq: 1, time: LedgerTime(microseconds: 1), actor: "device", requestID: "a",
-            body: .registered(token: Self.token, platform: "ios", appID: nil),
-            seals: try EventSealer.seals(for: .registered(token: Self.token, platform: "ios", appID: nil), seq: 1, in: &state))
-        try EventFold.apply(registered, to: &state)
-        let key = try #require(registered.seals?[0].key)
-        #expect(state.sealKeys.values.first == key)
-        let subscribe = try EventSealer.seals(
-            for: .subscribed(token: Self.token, topic: TopicName(trusted: "t"), via: .client), seq: 2, in: &state)
-        #expect(subscribe[0].key == key)
-        let send = LedgerEvent.Body.sent(
-            SentMessage(messageID: 1, target: .token(Self.token), precedence: .standard, messageJSON: Array("{}".utf8)))
-        let first = try EventSealer.seals(for: send, seq: 3, in: &state)
-        let second = try EventSealer.seals(for: send, seq: 4, in: &state)
-        #expect(first[0].key == key)
-        #expect(first[1].key != second[1].key)
-        #expect(first[1].key != key)
+    @Test func everySealedValueHasAKeyOfItsOwn() throws {
+        let apnsSet = EventSealer.seals(for: .apnsTokenSet(token: Self.token, apnsToken: Self.apns), seq: 1)
+        let subscribe = EventSealer.seals(
+            for: .subscribed(token: Self.token, topic: TopicName(trusted: "t"), via: .client), seq: 2)
+        let keys = (apnsSet + subscribe).compactMap(\.key)
+        #expect(keys.count == 3 && Set(keys).count == 3, "no key is shared, not even by one device's values")
+        // So a device's token commits differently in each record: one record's key opens no other.
+        let token = Array(Self.token.rawValue.utf8)
+        #expect(Seal.commitment(key: keys[0], value: token) != Seal.commitment(key: keys[2], value: token))
+        // A seeded source gives the same keys for the same places, whatever the order they are asked in.
+        let seeded = SealKeySource(seed: 3)
+        #expect(seeded.newKey(seq: 9, index: 1) == SealKeySource(seed: 3).newKey(seq: 9, index: 1))
+        #expect(seeded.newKey(seq: 9, index: 1) != seeded.newKey(seq: 9, index: 0))
     }
 }
 

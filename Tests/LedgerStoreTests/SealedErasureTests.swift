@@ -89,7 +89,7 @@ struct SealedErasureTests {
         let ledger = try openTestLedger(directory)
         defer { ledger.close() }
         try await history(ledger)
-        // The device's key, in every record naming it and in sealKeys until the erasure.
+        // The key of the device's registration record, there until the erasure.
         let key = try #require(try ledger.readLog { try $0.event(at: 1)?.seals?.first?.key })
         #expect(!IdentifierSearch.files(under: directory.path, holding: key).isEmpty)
         _ = try await ledger.append(request([.erase(erased, reason: "GDPR Art. 17 request #7")]))
@@ -97,6 +97,27 @@ struct SealedErasureTests {
 
         #expect(IdentifierSearch.files(under: directory.path, holding: key) == [], "the key leaves every file")
         #expect(try linked(ledger) == [])
+        // Every key left in the ledger, tried against every forgotten commitment with the token and the APNs token:
+        // none opens one. The key taken before the erasure opens its own record's alone (a key per value).
+        let (keys, commitments) = try ledger.readLog { snapshot in
+            var keys: [[UInt8]] = []
+            var commitments: [[UInt8]] = []
+            try snapshot.forEachEvent { event, _ in
+                for seal in event.seals ?? [] {
+                    if let key = seal.key { keys.append(key) }
+                    if let commitment = seal.commitment { commitments.append(commitment) }
+                }
+                return true
+            }
+            return (keys, commitments)
+        }
+        #expect(commitments.count >= 8)
+        let opened = keys.contains { key in
+            [Array(erased.rawValue.utf8), apnsToken.bytes].contains { commitments.contains(Seal.commitment(key: key, value: $0)) }
+        }
+        #expect(!opened)
+        let token = Array(erased.rawValue.utf8)
+        #expect(commitments.filter { $0 == Seal.commitment(key: key, value: token) }.count == 1)
         let report = try ledger.verify(checkAudiences: true)
         #expect(report.problems == [])
         #expect(report.linkable == 0)
@@ -151,7 +172,6 @@ struct SealedErasureTests {
         try LMDBEnvironment(path: path).write { txn in
             let meta = try txn.openDatabase("meta")
             try txn.put(meta, key: "layoutVersion", value: UInt32(10))
-            try txn.drop(try txn.openDatabase("sealKeys"))
         }
         let ledger = try openTestLedger(directory)
         defer { ledger.close() }

@@ -16,8 +16,6 @@ public struct InMemoryLedgerState: LedgerProjection, Sendable {
     public private(set) var acknowledged: [InstanceID: UInt64] = [:]
     /// APNs device tokens by instance (absent: none).
     public private(set) var apnsTokens: [InstanceID: APNsDeviceToken] = [:]
-    /// Each device's seal key (``Seal``), while it has one.
-    public private(set) var sealKeys: [InstanceID: [UInt8]] = [:]
     /// Each send's push progress, as its last `pushProgress` event left it.
     public private(set) var pushProgress: [UInt64: (through: InstanceID, finished: Bool, expired: Bool)] = [:]
     /// Each send's failed pushes, by instance.
@@ -131,12 +129,6 @@ public struct InMemoryLedgerState: LedgerProjection, Sendable {
     public func pushesSettledThrough() -> UInt64 { pushesSettled }
 
     public mutating func forgetAPNsTokens(of instance: InstanceID) { apnsTokens[instance] = nil }
-
-    public func sealKey(of instance: InstanceID) -> [UInt8]? { sealKeys[instance] }
-
-    public mutating func setSealKey(_ key: [UInt8], of instance: InstanceID) { sealKeys[instance] = key }
-
-    public mutating func forgetSealKey(of instance: InstanceID) { sealKeys[instance] = nil }
 
     public mutating func settlePushes(through sendSeq: UInt64) { pushesSettled = sendSeq }
 }

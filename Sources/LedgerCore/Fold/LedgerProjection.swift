@@ -59,13 +59,6 @@ public protocol LedgerProjection {
     /// Forgets every APNs token the instance held, now or before (an erasure; it is no longer registered).
     /// Its id, its pseudonym (its token from now on), its topic history and its pushes stay.
     mutating func forgetAPNsTokens(of instance: InstanceID) throws
-
-    /// The key sealing the instance's identifiers (``Seal``): the one the first sealed event naming it carried.
-    mutating func sealKey(of instance: InstanceID) throws -> [UInt8]?
-    /// Keeps `key` as the instance's seal key (it had none).
-    mutating func setSealKey(_ key: [UInt8], of instance: InstanceID) throws
-    /// Forgets the instance's seal key (an erasure: no record holds it any more).
-    mutating func forgetSealKey(of instance: InstanceID) throws
 }
 
 /// The one definition of what each event does to subscription state.
@@ -75,25 +68,6 @@ public protocol LedgerProjection {
 public enum EventFold {
     /// Applies `event` to `state`.
     public static func apply<State: LedgerProjection>(_ event: LedgerEvent, to state: inout State) throws {
-        try applyBody(event, to: &state)
-        if let seals = event.seals { try learnSealKeys(seals, of: event.body, in: &state) }
-    }
-
-    /// Keeps, for each device a sealed event names by its registration token with a key, that key as the device's
-    /// seal key when it has none yet: the first sealed event naming a device carries its key, which every later
-    /// one reuses (``EventSealer``). A pseudonym's seal is never kept: an erased device has no key.
-    private static func learnSealKeys<State: LedgerProjection>(
-        _ seals: [Seal], of body: LedgerEvent.Body, in state: inout State
-    ) throws {
-        for (value, seal) in zip(body.sealedValues, seals) {
-            guard case .token(let token) = value, let key = seal.key, !Erasure.isPseudonym(token),
-                let instance = try state.instanceID(for: token), try state.sealKey(of: instance) == nil
-            else { continue }
-            try state.setSealKey(key, of: instance)
-        }
-    }
-
-    private static func applyBody<State: LedgerProjection>(_ event: LedgerEvent, to state: inout State) throws {
         let seq = event.seq
         switch event.body {
         case .registered(let token, let platform, let appID):
@@ -112,7 +86,6 @@ public enum EventFold {
             guard let instance = try state.instanceID(for: erasure.pseudonym) else { return }
             if try state.isRegistered(instance) { try end(instance, at: seq, in: &state) }
             try state.forgetAPNsTokens(of: instance)
-            try state.forgetSealKey(of: instance)
         case .retention:
             // The rewrite of the forgotten contents is the writer's (or the follower's) before this event is
             // appended; the projections hold no content.

@@ -47,8 +47,6 @@ package struct BulkProjection: AppenderProjection {
     private var pushProgress: [(key: [UInt8], value: [UInt8])] = []
     private var pushFailures: [[UInt8]: [UInt8]] = [:]
     private var pushesSettled: UInt64 = 0
-    /// Each device's seal key, while it has one.
-    private var sealKeys: [InstanceID: [UInt8]] = [:]
     /// The last token and topic looked up or created, with their ids (which never change): a bulk import
     /// decides an operation and then folds its event, asking twice for each, with the same string — which
     /// `==` then answers from its storage's identity, without hashing or comparing bytes.
@@ -171,12 +169,6 @@ package struct BulkProjection: AppenderProjection {
         closedAPNsTokens.removeAll { $0.instance == instance }
     }
 
-    package func sealKey(of instance: InstanceID) -> [UInt8]? { sealKeys[instance] }
-
-    package mutating func setSealKey(_ key: [UInt8], of instance: InstanceID) { sealKeys[instance] = key }
-
-    package mutating func forgetSealKey(of instance: InstanceID) { sealKeys[instance] = nil }
-
     // MARK: AppenderProjection
 
     /// A bulk import's requests are not resolved before queueing, and its lookups are in memory anyway.
@@ -288,9 +280,6 @@ package struct BulkProjection: AppenderProjection {
         }
         for (instance, held) in apnsTokens.sorted(by: { $0.key < $1.key }) {
             try writer.put(schema.apnsTokens, key: instance, value: APNsTokenRecord.value(held.token, seq: held.since))
-        }
-        for (instance, key) in sealKeys.sorted(by: { $0.key < $1.key }) {
-            try writer.put(schema.sealKeys, key: instance, value: key)
         }
         for closed in closedAPNsTokens.sorted(by: { ($0.instance, $0.start) < ($1.instance, $1.start) }) {
             try writer.put(

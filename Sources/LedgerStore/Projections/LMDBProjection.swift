@@ -213,16 +213,4 @@ struct LMDBProjection: LedgerProjection {
     func forgetAPNsTokens(of instance: InstanceID) throws {
         try APNsTokenRecord.forget(instance, txn: txn, schema: schema)
     }
-
-    func sealKey(of instance: InstanceID) throws -> [UInt8]? {
-        try txn.withValue(in: schema.sealKeys, forKey: instance) { $0.map { Array($0) } }
-    }
-
-    func setSealKey(_ key: [UInt8], of instance: InstanceID) throws {
-        try txn.put(schema.sealKeys, key: instance, value: key)
-    }
-
-    func forgetSealKey(of instance: InstanceID) throws {
-        _ = try txn.delete(schema.sealKeys, key: instance)
-    }
 }

@@ -32,9 +32,6 @@ struct MemoizedProjection: AppenderProjection {
     private var lastTopic: (name: TopicName, id: TopicID)?
     /// The last membership asked about: the appender's check and the fold's add or remove ask in turn.
     private var lastMembership: (instance: InstanceID, topic: TopicID, since: UInt64?)?
-    /// The last seal key asked about, `nil` when the device has none: ``EventSealer`` asks for it to seal an
-    /// event and ``EventFold`` again, right after, to learn a new device's key.
-    private var lastSealKey: (instance: InstanceID, key: [UInt8]?)?
 
     /// - Parameter facts: the writer's, begun for `txn`.
     init(txn: LMDBTransaction, schema: LedgerSchema, facts: WriterInstanceCache) {
@@ -192,26 +189,8 @@ struct MemoizedProjection: AppenderProjection {
 
     func forgetAPNsTokens(of instance: InstanceID) throws { try stored.forgetAPNsTokens(of: instance) }
 
-    mutating func sealKey(of instance: InstanceID) throws -> [UInt8]? {
-        if let last = lastSealKey, last.instance == instance { return last.key }
-        let key = try stored.sealKey(of: instance)
-        lastSealKey = (instance, key)
-        return key
-    }
-
-    mutating func setSealKey(_ key: [UInt8], of instance: InstanceID) throws {
-        try stored.setSealKey(key, of: instance)
-        lastSealKey = (instance, key)
-    }
-
-    mutating func forgetSealKey(of instance: InstanceID) throws {
-        try stored.forgetSealKey(of: instance)
-        lastSealKey = (instance, nil)
-    }
-
     mutating func redact(_ targets: [ErasureTarget]) throws -> [Redaction] {
         lastToken = nil
-        lastSealKey = nil
         return try LogRedaction.redact(targets, txn: stored.txn, schema: stored.schema)
     }
 

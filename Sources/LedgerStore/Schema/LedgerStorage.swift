@@ -146,8 +146,8 @@ struct LedgerStorage {
     /// that grow with the log, 5 → 6 again from subtrees of 256 leaves. 6 → 7 adds an empty
     /// `recentInstanceTopics`; 7 → 8 moves its entries into `instanceTopics` and replaces it with
     /// `recentMemberships` (``RecentMemberships``). 8 → 9 adds the (empty) APNs token databases, which
-    /// ``LedgerSchema`` creates in this transaction: no layout-8 ledger holds an APNs token event. 10 → 11 adds
-    /// the (empty) `sealKeys`: a device registered before gets its key with the first sealed event naming it.
+    /// ``LedgerSchema`` creates in this transaction: no layout-8 ledger holds an APNs token event. 10 → 11 changes
+    /// no database: the writer seals the events it appends from then on (docs/event-format.md, "Sealed fields").
     private static func upgradeLayout(_ txn: LMDBTransaction, _ schema: LedgerSchema) throws {
         var version = try txn.withValue(in: schema.meta, forKey: MetaKey.layoutVersion) {
             $0?.loadBigEndianUInt32()

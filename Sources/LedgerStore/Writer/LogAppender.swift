@@ -304,7 +304,7 @@ package struct LogAppender<Projection: AppenderProjection, Sink: EventSink> {
         let event = LedgerEvent(
             seq: head.seq + 1, time: time, actor: request.actor, requestID: request.requestID, body: body,
             seals: limits.sealsEvents
-                ? try EventSealer.seals(for: body, seq: head.seq + 1, in: &projection, keys: limits.sealKeys) : nil)
+                ? EventSealer.seals(for: body, seq: head.seq + 1, keys: limits.sealKeys) : nil)
         try sink.store(event, chainingFrom: &head.hash)
         head.seq = event.seq
         head.time = time
