@@ -10,14 +10,11 @@ import Testing
 /// Erasure through `Ledger.append`: the identifiers leave every file, the facts and every proof stay.
 @Suite("Erasure", .offThePool)
 struct ErasureTests {
-    private let erased = try! RegistrationToken(
-        "cAAAAAAAAAAAAAAAAAAAAA:APA91b-erase-me-0123456789abcdefghijklmnopqrstuvwxyz")
-    private let kept = try! RegistrationToken(
-        "dBBBBBBBBBBBBBBBBBBBBB:APA91b-keep-me-0123456789abcdefghijklmnopqrstuvwxyz")
-    private let apnsToken = try! APNsDeviceToken(bytes: (0..<32).map { UInt8(0xA0 + $0 % 16) }, sandbox: false)
-
+    private let erased = ErasureFixture.erased
+    private let kept = ErasureFixture.kept
+    private let apnsToken = ErasureFixture.apnsToken
     private func request(_ operations: [LedgerOperation], actor: String = "admin") -> WriteRequest {
-        WriteRequest(actor: actor, requestID: UUID().uuidString, operations: operations)
+        ErasureFixture.request(operations, actor: actor)
     }
 
     /// Two devices with history: the one to erase is ios with an APNs token, on two topics, sent to by token

@@ -13,14 +13,11 @@ import Testing
 /// `verify` counts those as `linkable`.
 @Suite("Sealed fields and erasure", .offThePool)
 struct SealedErasureTests {
-    private let erased = try! RegistrationToken(
-        "cAAAAAAAAAAAAAAAAAAAAA:APA91b-erase-me-0123456789abcdefghijklmnopqrstuvwxyz")
-    private let kept = try! RegistrationToken(
-        "dBBBBBBBBBBBBBBBBBBBBB:APA91b-keep-me-0123456789abcdefghijklmnopqrstuvwxyz")
-    private let apnsToken = try! APNsDeviceToken(bytes: (0..<32).map { UInt8(0xA0 + $0 % 16) }, sandbox: false)
-
+    private let erased = ErasureFixture.erased
+    private let kept = ErasureFixture.kept
+    private let apnsToken = ErasureFixture.apnsToken
     private func request(_ operations: [LedgerOperation], actor: String = "admin") -> WriteRequest {
-        WriteRequest(actor: actor, requestID: UUID().uuidString, operations: operations)
+        ErasureFixture.request(operations, actor: actor)
     }
 
     /// The device to erase registers, gives an APNs token, subscribes, is sent to by token (its token in the data

@@ -143,3 +143,17 @@ final class KeepingGate: ReplicationGate {
         }
     }
 }
+
+/// The devices the erasure tests erase and keep (tokens of the shape the server issues), the APNs token the erased
+/// one holds, and their requests.
+enum ErasureFixture {
+    static let erased = try! RegistrationToken(
+        "cAAAAAAAAAAAAAAAAAAAAA:APA91b-erase-me-0123456789abcdefghijklmnopqrstuvwxyz")
+    static let kept = try! RegistrationToken(
+        "dBBBBBBBBBBBBBBBBBBBBB:APA91b-keep-me-0123456789abcdefghijklmnopqrstuvwxyz")
+    static let apnsToken = try! APNsDeviceToken(bytes: (0..<32).map { UInt8(0xA0 + $0 % 16) }, sandbox: false)
+
+    static func request(_ operations: [LedgerOperation], actor: String = "admin") -> WriteRequest {
+        WriteRequest(actor: actor, requestID: UUID().uuidString, operations: operations)
+    }
+}
