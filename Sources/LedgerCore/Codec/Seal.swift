@@ -8,7 +8,7 @@ import Crypto
 /// value, a rewrite replaces value and key with the commitment: the hash still recomputes, and without the key the
 /// commitment is a pseudorandom function's output that no holder of the value can test.
 ///
-/// Keys: one per device (its registration token, every APNs token it gave), one per send (its content).
+/// Keys: one per sealed value, made as the event is appended (``EventSealer`` says why not one per device).
 public struct Seal: Sendable, Equatable {
     /// The key, when the record holds the value (32 bytes); `nil` once forgotten.
     public var key: [UInt8]?
@@ -100,11 +100,11 @@ public struct Seal: Sendable, Equatable {
 
 /// One value of an event that is sealed, in the order ``LedgerEvent/Body/sealedValues`` lists them.
 public enum SealedValue: Sendable, Equatable {
-    /// A registration token (sealed under its device's key).
+    /// A registration token.
     case token(RegistrationToken)
-    /// An APNs device token (under the key of the device that gave it).
+    /// An APNs device token.
     case apnsToken(APNsDeviceToken)
-    /// A send's content, its message JSON (under the send's own key).
+    /// A send's content, its message JSON.
     case content([UInt8])
 
     /// The bytes the commitment is taken over: the token's UTF-8, the APNs token's bytes, the JSON.

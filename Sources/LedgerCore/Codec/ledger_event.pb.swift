@@ -360,7 +360,7 @@ nonisolated struct Topicledger_V1_Seal: Sendable {
   // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
   // methods supported on all messages.
 
-  /// 32 random bytes: the device's key, or the send's for its content
+  /// 32 random bytes, a key of this value alone
   var key: Data = Data()
 
   /// 32 bytes
