@@ -31,55 +31,51 @@ final class ErasureCompaction: Sendable {
     /// told. When the compaction fails the erasure stands (it is durable) but the request is told the file still
     /// holds the old bytes, and the writer compacts again before its next transaction (``settleOwed()``).
     func afterErasure(_ receipt: WriteReceipt) -> Result<WriteReceipt, any Error> {
-        let start = ContinuousClock.now
         journal(receipt.outcomes.compactMap(\.seq), "an erasure is recorded in the log")
-        do {
-            try compact()
-            logger.notice(
-                "erased devices' identifiers and compacted the ledger's file",
-                metadata: [
-                    "ledger.erased": "\(receipt.outcomes.filter { $0.seq != nil }.count)",
-                    "ledger.compaction.duration": "\(ContinuousClock.now - start)",
-                ])
-            return .success(receipt)
-        } catch {
-            logger.critical(
-                """
+        return compact(
+            answering: receipt, done: "erased devices' identifiers and compacted the ledger's file",
+            metadata: ["ledger.erased": "\(receipt.outcomes.filter { $0.seq != nil }.count)"],
+            failed: """
                 an erasure is recorded, but the ledger's file could not be compacted: freed pages may still hold \
                 what was erased until the next compaction
                 """,
-                metadata: ["error": "\(error)"])
-            return .failure(
-                StoreError(
-                    .unavailable,
-                    "the erasure is recorded, but the ledger's file could not be compacted yet; it will be before the"
-                        + " next write"))
-        }
+            refusal: "the erasure is recorded, but the ledger's file could not be compacted yet; it will be before the"
+                + " next write")
     }
 
     /// After the writer committed a retention sweep (``LedgerOperation/forgetContents(before:limit:)``): compacts,
     /// so that no freed page keeps a forgotten content, and says what the request is told (as
     /// ``afterErasure(_:)``; a retention sweep is not journaled: a restored copy is swept again by its rule).
     func afterRetention(_ receipt: WriteReceipt) -> Result<WriteReceipt, any Error> {
-        let start = ContinuousClock.now
-        do {
-            try compact()
-            logger.notice(
-                "forgot the contents of sends past the project's contentRetention and compacted the ledger's file",
-                metadata: ["ledger.compaction.duration": "\(ContinuousClock.now - start)"])
-            return .success(receipt)
-        } catch {
-            logger.critical(
-                """
+        compact(
+            answering: receipt,
+            done: "forgot the contents of sends past the project's contentRetention and compacted the ledger's file",
+            failed: """
                 contents are forgotten by retention, but the ledger's file could not be compacted: freed pages may \
                 still hold them until the next compaction
                 """,
-                metadata: ["error": "\(error)"])
-            return .failure(
-                StoreError(
-                    .unavailable,
-                    "the retention sweep is recorded, but the ledger's file could not be compacted yet; it will be"
-                        + " before the next write"))
+            refusal: "the retention sweep is recorded, but the ledger's file could not be compacted yet; it will be"
+                + " before the next write")
+    }
+
+    /// Compacts after a committed forgetting and says what its request is told: its receipt, once no freed page
+    /// holds what was forgotten (`done` logged with the time taken); when the compaction fails, the forgetting
+    /// stands (it is durable), `failed` is logged and the request is told `refusal` (``settleOwed()`` compacts again
+    /// before the next transaction).
+    private func compact(
+        answering receipt: WriteReceipt, done: Logger.Message, metadata: Logger.Metadata = [:],
+        failed: Logger.Message, refusal: String
+    ) -> Result<WriteReceipt, any Error> {
+        let start = ContinuousClock.now
+        do {
+            try compact()
+            var metadata = metadata
+            metadata["ledger.compaction.duration"] = "\(ContinuousClock.now - start)"
+            logger.notice(done, metadata: metadata)
+            return .success(receipt)
+        } catch {
+            logger.critical(failed, metadata: ["error": "\(error)"])
+            return .failure(StoreError(.unavailable, refusal))
         }
     }
 
