@@ -2,11 +2,15 @@
 # ledger verify, before and after sealing: each build imports the same operations into its own ledger (the old
 # build writes version 1 records, the new one sealed version 3 records), then `ledger verify` of each by its own
 # binary, interleaved, 3 rounds; wall time of the process.
+# The binaries are tools/bench/compare.sh's (run it first with the old ref, e.g. `compare.sh ffb0214 import 1`).
 set -euo pipefail
-old=/work/main/.build-bench-old/release/ledger
-new=/work/main/.build-bench/release/ledger
-dir=${DIR:-/tmp/seal65/verify}   # holds ops.jsonl: python3 gen.py 400000 > "$dir/ops.jsonl"
+cd "$(dirname "$0")/../../.."
+old=$PWD/.build-bench-old/release/ledger
+new=$PWD/.build-bench/release/ledger
+dir=${DIR:-/tmp/seal65/verify}
+mkdir -p "$dir"
 ops=$dir/ops.jsonl
+[ -s "$ops" ] || python3 tools/bench/verify-sealing/gen.py 400000 > "$ops"
 for side in old new; do
     rm -rf $dir/data-$side
     bin=${!side}
