@@ -18,6 +18,9 @@ public struct PooledSystemRandomNumberGenerator: RandomNumberGenerator, Sendable
 
     public mutating func next() -> UInt64 { Self.pool.next() }
 
+    /// Fills `buffer` with words from the pool under one lock (a seal key's four words: ``Seal/newKey()``).
+    public mutating func fill(_ buffer: UnsafeMutableBufferPointer<UInt64>) { Self.pool.fill(buffer) }
+
     private static let pool = Pool()
 
     private final class Pool: Sendable {
@@ -28,6 +31,19 @@ public struct PooledSystemRandomNumberGenerator: RandomNumberGenerator, Sendable
             var words = [UInt64](repeating: 0, count: Pool.words)
             /// The next word to hand out; `words.count` when all are spent.
             var next = Pool.words
+        }
+
+        func fill(_ buffer: UnsafeMutableBufferPointer<UInt64>) {
+            state.withLock { state in
+                for index in buffer.indices {
+                    if state.next == state.words.count {
+                        state.words.withUnsafeMutableBytes { PooledSystemRandomNumberGenerator.fill($0) }
+                        state.next = 0
+                    }
+                    buffer[index] = state.words[state.next]
+                    state.next += 1
+                }
+            }
         }
 
         func next() -> UInt64 {

@@ -174,6 +174,78 @@ import Testing
     }
 }
 
+/// ``SealedTokenForm`` (the appender's and `verify`'s patch over the stored bytes) hashes what the general path
+/// (``EventCodec/appendHashedForm(of:to:)``) hashes, for every kind it takes, held and forgotten, with bodies whose
+/// length needs one, two and three varint bytes before and after the patch; and it leaves every other kind alone.
+@Suite struct SealedTokenFormTests {
+    static func viaGeneralPath(_ event: LedgerEvent) -> [UInt8]? {
+        var form: [UInt8] = []
+        guard EventCodec.appendHashedForm(of: event, to: &form) else { return nil }
+        var hasher = SHA256()
+        hasher.update(data: HashChain.genesis)
+        hasher.update(data: form)
+        return Array(hasher.finalize())
+    }
+
+    static func viaPatch(_ event: LedgerEvent) -> [UInt8]? {
+        var hasher = SHA256()
+        hasher.update(data: HashChain.genesis)
+        let taken = EventCodec.encode(event).withUnsafeBytes {
+            SealedTokenForm.update(&hasher, encoded: $0, seals: event.seals ?? [])
+        }
+        return taken ? Array(hasher.finalize()) : nil
+    }
+
+    @Test func thePatchHashesWhatTheGeneralPathHashes() throws {
+        let pseudonym = RegistrationToken(trusted: "erased-" + String(repeating: "c", count: 32))
+        var taken = 0
+        for tokenLength in [1, 40, 63, 64, 65, 120, 200, 300] {
+            let token = RegistrationToken(trusted: String(repeating: "t", count: tokenLength))
+            for topicLength in [1, 60, 130, 900] {
+                let topic = TopicName(trusted: String(repeating: "n", count: topicLength))
+                let bodies: [LedgerEvent.Body] = [
+                    .registered(token: token, platform: "ios", appID: String(repeating: "a", count: topicLength)),
+                    .registered(token: token, platform: nil, appID: nil),
+                    .unregistered(token: token, reason: String(repeating: "r", count: topicLength)),
+                    .unregistered(token: token, reason: ""),
+                    .subscribed(token: token, topic: topic, via: .iid),
+                    .unsubscribed(token: token, topic: topic, via: .v1),
+                    .acknowledged(token: token, through: UInt64(topicLength) << 40),
+                    .acknowledged(token: token, through: 0),
+                    .apnsTokenCleared(token: token, reason: String(repeating: "c", count: topicLength)),
+                ]
+                for body in bodies {
+                    for forget in [false, true] {
+                        var event = SealTests.sealed(body, seq: UInt64(tokenLength * 1000 + topicLength))
+                        if forget {
+                            let rewritten = body.replacingSealedValues { _, _ in .token(pseudonym) }
+                            event.seals = event.seals(forgettingChangesIn: rewritten, reason: Seal.erasure)
+                            event.body = rewritten
+                        }
+                        let patched = try #require(Self.viaPatch(event), "\(event.kind) takes the patch")
+                        #expect(patched == Self.viaGeneralPath(event), "\(event.kind), token \(tokenLength), \(topicLength)")
+                        taken += 1
+                    }
+                }
+            }
+        }
+        #expect(taken == 8 * 4 * 9 * 2)
+        // The kinds with other sealed values, or none, take the general path.
+        for body in SealTests.bodies {
+            let event = SealTests.sealed(body)
+            switch body {
+            case .apnsTokenSet, .sent, .pushProgress, .audience: #expect(Self.viaPatch(event) == nil, "\(event.kind)")
+            default: #expect(Self.viaPatch(event) == Self.viaGeneralPath(event), "\(event.kind)")
+            }
+        }
+        // Seals that do not match (two for a one-token kind) are left to the general path, which refuses them.
+        var mismatched = SealTests.sealed(.subscribed(token: SealTests.token, topic: TopicName(trusted: "n"), via: .client))
+        mismatched.seals = [Seal(key: Seal.newKey()), Seal(key: Seal.newKey())]
+        #expect(Self.viaPatch(mismatched) == nil)
+        #expect(Self.viaGeneralPath(mismatched) == nil)
+    }
+}
+
 /// tools/merkle/sealed_form.py, written from docs/event-format.md alone, gives the hash Swift gives for every kind
 /// of sealed event, held or forgotten.
 @Suite struct SealedFormScriptTests {

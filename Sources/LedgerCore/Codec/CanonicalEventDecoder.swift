@@ -119,6 +119,9 @@ struct WireReader {
 
     var isAtEnd: Bool { offset >= bytes.count }
 
+    /// How many bytes have been read.
+    var position: Int { offset }
+
     /// A field key: (field number, wire type).
     mutating func key() -> (UInt64, UInt8)? {
         guard let key = varint(), key >> 3 != 0 else { return nil }

@@ -32,6 +32,11 @@ public enum HashChain {
             guard EventCodec.encode(event).elementsEqual(encodedEvent) else {
                 throw LedgerCoreError(.corruptEvent, "event \(event.seq) is sealed but not in its canonical encoding")
             }
+            var hasher = SHA256()
+            hasher.update(data: Array(previous))
+            if let seals = event.seals, SealedTokenForm.update(&hasher, encoded: encodedEvent, seals: seals) {
+                return Array(hasher.finalize())
+            }
             var form: [UInt8] = []
             guard EventCodec.appendHashedForm(of: event, to: &form) else {
                 throw LedgerCoreError(.corruptEvent, "event \(event.seq) is sealed but its seals do not match it")
@@ -61,16 +66,15 @@ public enum HashChain {
         EventCodec.append(event, to: &record)
         var hasher = SHA256()
         hasher.update(data: previous)
-        var form: [UInt8] = []
-        let sealed = EventCodec.appendHashedForm(of: event, to: &form)
-        // The appender gives every sealed event one seal per sealed value (``EventSealer``).
-        assert(sealed || event.seals == nil, "event \(event.seq) has seals that do not match it")
-        if sealed {
-            hasher.update(data: form)
-        } else {
-            record.withUnsafeBytes {
-                hasher.update(bufferPointer: UnsafeRawBufferPointer(rebasing: $0[(start + hashSize)...]))
-            }
+        record.withUnsafeBytes {
+            let encoded = UnsafeRawBufferPointer(rebasing: $0[(start + hashSize)...])
+            guard let seals = event.seals else { return hasher.update(bufferPointer: encoded) }
+            if SealedTokenForm.update(&hasher, encoded: encoded, seals: seals) { return }
+            var form: [UInt8] = []
+            let sealed = EventCodec.appendHashedForm(of: event, to: &form)
+            // The appender gives every sealed event one seal per sealed value (``EventSealer``).
+            assert(sealed, "event \(event.seq) has seals that do not match it")
+            if sealed { hasher.update(data: form) } else { hasher.update(bufferPointer: encoded) }
         }
         let digest = hasher.finalize()
         digest.withUnsafeBytes { digest in

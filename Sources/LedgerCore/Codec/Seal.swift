@@ -42,13 +42,10 @@ public struct Seal: Sendable, Equatable {
     /// A fresh random key (the kernel's random numbers).
     public static func newKey() -> [UInt8] {
         var generator = PooledSystemRandomNumberGenerator()
-        var key = [UInt8](repeating: 0, count: size)
-        key.withUnsafeMutableBytes { bytes in
-            for offset in stride(from: 0, to: size, by: 8) {
-                bytes.storeBytes(of: generator.next(), toByteOffset: offset, as: UInt64.self)
-            }
+        return withUnsafeTemporaryAllocation(of: UInt64.self, capacity: size / 8) { words in
+            generator.fill(words)
+            return Array(UnsafeRawBufferPointer(words))
         }
-        return key
     }
 
     /// `HMAC-SHA-256(key, value)`.
@@ -58,29 +55,39 @@ public struct Seal: Sendable, Equatable {
     /// pads in `SymmetricKey`s on the heap, which was 7 % of a bulk import's samples, more than the hashing. The
     /// bytes are HMAC's (SealTests pin them against swift-crypto's and Python's).
     public static func commitment(key: [UInt8], value: some Sequence<UInt8>) -> [UInt8] {
-        let block = 64
-        guard key.count <= block else {
+        guard key.count <= hmacBlock else {
             var mac = HMAC<SHA256>(key: SymmetricKey(data: key))
             mac.update(data: Array(value))
             return Array(mac.finalize())
         }
-        return withUnsafeTemporaryAllocation(byteCount: block, alignment: 8) { pad in
+        if let digest = value.withContiguousStorageIfAvailable({
+            commitmentDigest(key: key, value: UnsafeRawBufferPointer($0))
+        }) {
+            return Array(digest)
+        }
+        return Array(Array(value).withUnsafeBytes { commitmentDigest(key: key, value: $0) })
+    }
+
+    /// SHA-256's block, the most key ``commitmentDigest(key:value:)`` takes.
+    static let hmacBlock = 64
+
+    /// `HMAC-SHA-256(key, value)` for a key of at most ``hmacBlock`` bytes, as a digest (no array): the path of the
+    /// appender and `verify` (``SealedTokenForm``).
+    static func commitmentDigest(key: [UInt8], value: UnsafeRawBufferPointer) -> SHA256Digest {
+        precondition(key.count <= hmacBlock, "a seal key is at most one block")
+        return withUnsafeTemporaryAllocation(byteCount: hmacBlock, alignment: 8) { pad in
             pad.initializeMemory(as: UInt8.self, repeating: 0x36)
             for (offset, byte) in key.enumerated() { pad[offset] = byte ^ 0x36 }
             var inner = SHA256()
             inner.update(bufferPointer: UnsafeRawBufferPointer(pad))
-            if value.withContiguousStorageIfAvailable({ inner.update(bufferPointer: UnsafeRawBufferPointer($0)) })
-                == nil
-            {
-                Array(value).withUnsafeBytes { inner.update(bufferPointer: $0) }
-            }
+            inner.update(bufferPointer: value)
             let innerDigest = inner.finalize()
             // ipad ⊕ opad turns K ⊕ ipad into K ⊕ opad.
-            for offset in 0..<block { pad[offset] ^= 0x36 ^ 0x5C }
+            for offset in 0..<hmacBlock { pad[offset] ^= 0x36 ^ 0x5C }
             var outer = SHA256()
             outer.update(bufferPointer: UnsafeRawBufferPointer(pad))
             innerDigest.withUnsafeBytes { outer.update(bufferPointer: $0) }
-            return Array(outer.finalize())
+            return outer.finalize()
         }
     }
 
