@@ -212,6 +212,13 @@ class Ledger:
         assert response.status_code == 200, response.text
         return response.json()
 
+    def cli(self, *args):
+        """A `ledger` subcommand on this ledger's data (read-only ones work while it serves): its stdout."""
+        result = subprocess.run([self.binary, *args, "--data", self.data, "--project", PROJECT],
+                                capture_output=True, text=True)
+        assert result.returncode == 0, result.stdout + result.stderr
+        return result.stdout
+
     def events(self, kind=None):
         result = subprocess.run([self.binary, "log", "--data", self.data, "--project", PROJECT],
                                 capture_output=True, text=True, check=True)

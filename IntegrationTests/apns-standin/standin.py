@@ -10,12 +10,25 @@ It is a real HTTP/2-over-TLS server (ALPN h2 only, as api.push.apple.com) that a
   old is 403 ExpiredProviderToken, after which the connection answers nothing else (Apple leaves it unusable);
   a new token for the same key less than `--token-update-interval` seconds (20 minutes) after the last new one
   is 429 TooManyProviderTokenUpdates; no token is 403 MissingProviderToken;
-- the headers: `apns-topic` (400 MissingTopic, or TopicDisallowed when it is not `--topic`), `apns-push-type`
+- the headers: `apns-topic` (400 MissingTopic, or TopicDisallowed when it is not `--topic`, or `--topic` with
+  `.push-type.liveactivity` below), `apns-push-type`
   (InvalidPushType), `apns-priority` (BadPriority), `apns-expiration` (BadExpirationDate), `apns-collapse-id`
   (BadCollapseId, over 64 bytes), `apns-id` (BadMessageId, not a UUID); the device token (BadDeviceToken: hex of
   even length, 16 to 200 bytes); the body (PayloadEmpty; 413 PayloadTooLarge over 4096 bytes);
 - HTTP/2 as APNs runs it with token authentication: one concurrent stream until a request has gone through,
-  then `--max-streams` announced in SETTINGS.
+  then `--max-streams` announced in SETTINGS;
+- ActivityKit pushes, as Apple's "Starting and updating Live Activities with ActivityKit push notifications"
+  (*Construct the ActivityKit remote push notification payload*) and "Sending notification requests to APNs"
+  require them: `apns-push-type: liveactivity` goes with `apns-topic: <--topic>.push-type.liveactivity` ("If you
+  set this push type, the apns-topic header field must use your app's bundle ID with .push-type.liveactivity
+  appended to the end") and `apns-priority` 5 or 10 (BadPriority). Apple does not name the answer to a wrong
+  pairing; the stand-in answers TopicDisallowed ("Pushing to this topic is not allowed") to a liveactivity push on
+  another topic, and InvalidPushType ("The apns-push-type value is invalid") to another push type on the
+  `.push-type.liveactivity` topic. The payload: `aps.timestamp` an integer, `aps.event` start, update or end,
+  `aps.content-state` an object, and `start` with `attributes-type`, `attributes` and an `alert`. Apple's APNs
+  takes such a payload and the device drops it (ActivityKit's daemon logs why); Apple names no reason for it, so
+  the stand-in refuses it with one of its own, 400 `StandInBadLiveActivityPayload` with a `field` naming the key,
+  so that a provider sending one fails its tests instead of passing them.
 
 A 200 carries `apns-id` (the request's, else a new UUID). Errors carry `{"reason": …}`, and 410 also
 `"timestamp"` (milliseconds). Every request is recorded.
@@ -64,6 +77,35 @@ PUSH_TYPES = {"alert", "background", "voip", "complication", "fileprovider", "md
 TOKEN_PATTERN = re.compile(r"^/3/device/([0-9a-fA-F]+)$")
 UUID_PATTERN = re.compile(r"^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$")
 MAX_PAYLOAD = 4096
+LIVE_ACTIVITY = "liveactivity"
+LIVE_ACTIVITY_SUFFIX = ".push-type.liveactivity"
+LIVE_ACTIVITY_EVENTS = {"start", "update", "end"}
+
+
+def live_activity_problem(body):
+    """The `aps` key an ActivityKit payload gets wrong, as Apple documents the payload; None when it is sound."""
+    try:
+        document = json.loads(body)
+    except ValueError:
+        return "aps"
+    aps = document.get("aps") if isinstance(document, dict) else None
+    if not isinstance(aps, dict):
+        return "aps"
+    timestamp = aps.get("timestamp")
+    if not isinstance(timestamp, int) or isinstance(timestamp, bool):
+        return "aps.timestamp"
+    if aps.get("event") not in LIVE_ACTIVITY_EVENTS:
+        return "aps.event"
+    if "content-state" in aps and not isinstance(aps["content-state"], dict):
+        return "aps.content-state"
+    if aps["event"] == "start":
+        if not isinstance(aps.get("attributes-type"), str):
+            return "aps.attributes-type"
+        if not isinstance(aps.get("attributes"), dict):
+            return "aps.attributes"
+        if "alert" not in aps:
+            return "aps.alert"
+    return None
 TOKEN_LIFETIME = 3600
 
 
@@ -284,11 +326,17 @@ class Connection:
         topic = headers.get("apns-topic")
         if not topic:
             return 400, "MissingTopic", {}, 0
-        if topic != self.state.args.topic:
+        live_topic = self.state.args.topic + LIVE_ACTIVITY_SUFFIX
+        if topic not in (self.state.args.topic, live_topic):
             return 400, "TopicDisallowed", {}, 0
-        if headers.get("apns-push-type") not in PUSH_TYPES:
+        push_type = headers.get("apns-push-type")
+        if push_type not in PUSH_TYPES:
             return 400, "InvalidPushType", {}, 0
-        if headers.get("apns-priority", "10") not in ("1", "5", "10"):
+        if push_type == LIVE_ACTIVITY and topic != live_topic:
+            return 400, "TopicDisallowed", {}, 0
+        if topic == live_topic and push_type != LIVE_ACTIVITY:
+            return 400, "InvalidPushType", {}, 0
+        if headers.get("apns-priority", "10") not in (("5", "10") if push_type == LIVE_ACTIVITY else ("1", "5", "10")):
             return 400, "BadPriority", {}, 0
         if not re.fullmatch(r"\d+", headers.get("apns-expiration", "0")):
             return 400, "BadExpirationDate", {}, 0
@@ -300,6 +348,10 @@ class Connection:
             return 400, "PayloadEmpty", {}, 0
         if len(body) > MAX_PAYLOAD:
             return 413, "PayloadTooLarge", {}, 0
+        if push_type == LIVE_ACTIVITY:
+            problem = live_activity_problem(body)
+            if problem:
+                return 400, "StandInBadLiveActivityPayload", {"field": problem}, 0
         scripted = self.state.scripted_reply(token)
         if scripted:
             # Any other field of the script (`timestamp`, a test's padding) goes into the answer's body.

@@ -79,6 +79,80 @@ def test_every_documented_refusal(standin, client, change, status, reason):
     assert reply.status_code == status and reply.json() == {"reason": reason}
 
 
+LIVE_TOPIC = TOPIC + ".push-type.liveactivity"
+LIVE_UPDATE = {"aps": {"timestamp": 1764201600, "event": "update", "content-state": {"score": "1-0"}}}
+LIVE_START = {"aps": {"timestamp": 1764201600, "event": "start", "content-state": {"score": "0-0"},
+                      "attributes-type": "MatchAttributes", "attributes": {"home": "A", "away": "B"},
+                      "alert": {"title": "Kick-off", "body": "A v B"}}}
+
+
+def live(payload, **changes):
+    """An ActivityKit payload with `aps` keys changed (None removes one)."""
+    aps = dict(payload["aps"])
+    for key, value in changes.items():
+        key = key.replace("_", "-")
+        if value is None:
+            aps.pop(key, None)
+        else:
+            aps[key] = value
+    return json.dumps({"aps": aps}).encode()
+
+
+@pytest.mark.parametrize("payload", [LIVE_UPDATE, LIVE_START, {"aps": {"timestamp": 1, "event": "end"}}])
+@pytest.mark.parametrize("priority", ["5", "10", None])
+def test_a_live_activity_push_on_its_topic_is_200(standin, client, payload, priority):
+    reply = push(standin, client, body=json.dumps(payload).encode(), apns_topic=LIVE_TOPIC,
+                 apns_push_type="liveactivity", apns_priority=priority)
+    assert reply.status_code == 200, reply.text
+    record = httpx.get(standin["control"] + "/requests").json()[-1]
+    assert record["headers"]["apns-topic"] == LIVE_TOPIC and record["headers"]["apns-push-type"] == "liveactivity"
+
+
+@pytest.mark.parametrize("change,status,reason", [
+    # Apple: a liveactivity push's topic is the bundle id with .push-type.liveactivity appended.
+    ({"apns_topic": TOPIC}, 400, "TopicDisallowed"),
+    ({"apns_topic": TOPIC + ".push-type.voip"}, 400, "TopicDisallowed"),
+    # The .push-type.liveactivity topic takes liveactivity pushes only.
+    ({"apns_push_type": "alert"}, 400, "InvalidPushType"),
+    ({"apns_push_type": "background"}, 400, "InvalidPushType"),
+    ({"apns_push_type": None}, 400, "InvalidPushType"),
+    # Apple: "Set the value for the apns-priority header field to 5 or 10."
+    ({"apns_priority": "1"}, 400, "BadPriority"),
+])
+def test_a_live_activity_push_with_the_wrong_topic_push_type_or_priority_is_refused(standin, client, change, status,
+                                                                                     reason):
+    headers = {"apns_topic": LIVE_TOPIC, "apns_push_type": "liveactivity", "body": json.dumps(LIVE_UPDATE).encode()}
+    headers.update(change)
+    reply = push(standin, client, **headers)
+    assert reply.status_code == status and reply.json() == {"reason": reason}
+
+
+@pytest.mark.parametrize("body,field", [
+    (live(LIVE_UPDATE, timestamp=None), "aps.timestamp"),
+    (live(LIVE_UPDATE, timestamp="1764201600"), "aps.timestamp"),
+    (live(LIVE_UPDATE, timestamp=1.5), "aps.timestamp"),
+    (live(LIVE_UPDATE, timestamp=True), "aps.timestamp"),
+    (live(LIVE_UPDATE, event=None), "aps.event"),
+    (live(LIVE_UPDATE, event="pause"), "aps.event"),
+    (live(LIVE_UPDATE, event="Update"), "aps.event"),
+    (live(LIVE_UPDATE, content_state=[1]), "aps.content-state"),
+    (live(LIVE_START, attributes_type=None), "aps.attributes-type"),
+    (live(LIVE_START, attributes=None), "aps.attributes"),
+    (live(LIVE_START, alert=None), "aps.alert"),
+    (b'{"aps":"update"}', "aps"),
+    (b"not json", "aps"),
+])
+def test_a_live_activity_payload_without_a_timestamp_or_with_a_bad_event_is_refused(standin, client, body, field):
+    reply = push(standin, client, body=body, apns_topic=LIVE_TOPIC, apns_push_type="liveactivity")
+    assert reply.status_code == 400
+    assert reply.json() == {"reason": "StandInBadLiveActivityPayload", "field": field}
+
+
+def test_an_ordinary_push_is_not_held_to_the_live_activity_rules(standin, client):
+    # No timestamp or event: an alert's payload, on the bundle id's own topic.
+    assert push(standin, client, body=b'{"aps":{"alert":"hi"}}', apns_priority="1").status_code == 200
+
+
 def test_provider_tokens_are_verified_with_the_team_key(standin, client):
     other_key = ec.generate_private_key(ec.SECP256R1())
     for token in (provider_token(other_key), provider_token(standin["key"], kid="OTHERKEY00"),

@@ -7,9 +7,9 @@ import Synchronization
 
 /// One push: the device, the request headers APNs reads, and the payload.
 public struct APNsPush: Sendable {
-    /// The device token, hex.
+    /// The device token, hex (or a Live Activity's token).
     public var deviceToken: String
-    /// `apns-push-type`: `alert` or `background`.
+    /// `apns-push-type`: `alert`, `background`, `liveactivity`, ….
     public var pushType: String
     /// `apns-priority`: 10 (at once) for alerts, 5 for background pushes.
     public var priority: Int
@@ -22,10 +22,13 @@ public struct APNsPush: Sendable {
     public var apnsID: UUID
     /// The JSON payload (at most 4096 bytes).
     public var payload: [UInt8]
+    /// `apns-topic` when it is not the client's (the app's bundle id): `<bundle id>.push-type.liveactivity` for a
+    /// Live Activity's push.
+    public var topic: String?
 
     public init(
         deviceToken: String, pushType: String, priority: Int, expiresAt: Double, collapseID: String?, apnsID: UUID,
-        payload: [UInt8]
+        payload: [UInt8], topic: String? = nil
     ) {
         self.deviceToken = deviceToken
         self.pushType = pushType
@@ -34,6 +37,7 @@ public struct APNsPush: Sendable {
         self.collapseID = collapseID
         self.apnsID = apnsID
         self.payload = payload
+        self.topic = topic
     }
 }
 
@@ -321,7 +325,8 @@ public final class APNsClient: Sendable {
 
     private func headers(_ push: APNsPush, token: String) -> [(String, String)] {
         var headers = [
-            ("authorization", "bearer \(token)"), ("apns-topic", topic), ("apns-push-type", push.pushType),
+            ("authorization", "bearer \(token)"), ("apns-topic", push.topic ?? topic),
+            ("apns-push-type", push.pushType),
             ("apns-priority", String(push.priority)),
             ("apns-expiration", String(Int64(max(0, min(push.expiresAt, 9e15))))),
             ("apns-id", push.apnsID.uuidString.lowercased()), ("content-type", "application/json"),

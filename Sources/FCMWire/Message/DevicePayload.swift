@@ -49,8 +49,11 @@ public struct DevicePayload: Equatable, Sendable {
     /// Messages with the same key replace each other while undelivered.
     public let collapseKey: String?
     public let priority: Priority
-    /// The APNs push type (`alert`, `background`, …), iOS only.
+    /// The APNs push type (`alert`, `background`, `liveactivity`, …), iOS only.
     public let pushType: String?
+    /// Where an iOS recipient's APNs push goes: its own APNs token, or a Live Activity's (``APNsDestination``);
+    /// ``APNsDestination/device`` for the other platforms.
+    public let apnsDestination: APNsDestination
 
     /// The stored message as the mappings read it (``object(ofMessageJSON:)``): parsed once per send, not per
     /// platform.
@@ -67,7 +70,7 @@ public struct DevicePayload: Equatable, Sendable {
         self.platform = platform
         let mapped: Mapped
         switch platform {
-        case .ios: mapped = Self.ios(message, messageID: messageID, from: from)
+        case .ios: mapped = Self.ios(message, messageID: messageID, from: from, target: target)
         case .android: mapped = Self.android(message, messageID: messageID, from: from)
         case .web: mapped = Self.web(message, messageID: messageID, from: from)
         }
@@ -75,6 +78,7 @@ public struct DevicePayload: Equatable, Sendable {
         collapseKey = mapped.collapseKey
         priority = mapped.priority
         pushType = mapped.pushType
+        apnsDestination = mapped.apnsDestination
     }
 
     public init(
@@ -105,9 +109,12 @@ public struct DevicePayload: Equatable, Sendable {
         var collapseKey: String?
         var priority: Priority
         var pushType: String?
+        var apnsDestination: APNsDestination = .device
     }
 
-    private static func ios(_ message: [String: JSONValue], messageID: UInt64, from: String) -> Mapped {
+    private static func ios(_ message: [String: JSONValue], messageID: UInt64, from: String, target: MessageTarget)
+        -> Mapped
+    {
         var top = strings(message["data"])
         let apns = message["apns"]?.object ?? [:]
         let apnsPayload = apns["payload"]?.object ?? [:]
@@ -128,14 +135,19 @@ public struct DevicePayload: Equatable, Sendable {
         let headers = headerValues(apns["headers"])
         let hasAlert = aps["alert"] != nil || aps["sound"] != nil || aps["badge"] != nil
         let silent = !hasAlert && aps["content-available"] != nil
-        let pushType = headers["apns-push-type"] ?? (silent ? "background" : "alert")
+        // FCM's Live Activity messages need no header: `live_activity_token` makes the push a `liveactivity` one.
+        let liveActivity = LiveActivityMessage.isRequested(by: message)
+        let pushType =
+            headers["apns-push-type"] ?? (liveActivity ? LiveActivityMessage.pushType : silent ? "background" : "alert")
         let priority: Priority
         switch headers["apns-priority"] {
         case "10"?: priority = .high
         case "5"?, "1"?: priority = .normal
         default: priority = pushType == "background" ? .normal : .high
         }
-        return Mapped(payload: top, collapseKey: headers["apns-collapse-id"], priority: priority, pushType: pushType)
+        return Mapped(
+            payload: top, collapseKey: headers["apns-collapse-id"], priority: priority, pushType: pushType,
+            apnsDestination: APNsDestination(message: message, target: target))
     }
 
     private static func android(_ message: [String: JSONValue], messageID: UInt64, from: String) -> Mapped {

@@ -18,7 +18,8 @@ public struct ValidatedMessage: Sendable, Equatable {
 /// `data` maps strings to strings and uses no reserved key (`from`, `message_type`, `aps`, `fcm_options`,
 /// or anything starting with `google` or `gcm`; `aps` and `fcm_options` because an iOS app gets data keys
 /// beside the APNs dictionary); `notification` has title, body, image; `android`, `apns`, `webpush` and
-/// `fcm_options` follow the v1 proto types (``PlatformValidation``) and are kept as given; the serialized
+/// `fcm_options` follow the v1 proto types (``PlatformValidation``) and are kept as given; a Live Activity message
+/// (`apns.live_activity_token`) follows Apple's ActivityKit rules (``LiveActivityMessage``); the serialized
 /// message is at most 4096 bytes.
 public enum MessageValidation {
     public static let maximumPayloadBytes = 4096
@@ -77,6 +78,7 @@ public enum MessageValidation {
             }
         }
         try PlatformValidation.validate(message)
+        try LiveActivityMessage.validate(message, target: target)
         var stored = message
         stored.removeValue(forKey: "name")
         // Written by `JSONValue.json`, not `JSONSerialization`, whose sorted keys compare through ICU: that

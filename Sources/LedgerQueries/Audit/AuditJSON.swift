@@ -241,10 +241,12 @@ public enum AuditJSON {
 
     /// What became of one APNs push: `outcome` (accepted, unregistered, failed, pending, expired), the APNs
     /// token and `apns-id` it went to, APNs' `status` and `reason` for a refusal, and the `pushProgress` event
-    /// that recorded it (`seq`, `time`).
+    /// that recorded it (`seq`, `time`). `liveActivity: true` when the token is a Live Activity's (absent
+    /// otherwise).
     public struct Push: Encodable, Sendable {
         public let outcome: String
         public let apnsToken: String
+        public let liveActivity: Bool?
         public let sandbox: Bool
         public let apnsId: String
         public let status: Int?
@@ -255,6 +257,7 @@ public enum AuditJSON {
         init(_ status: PushStatus) {
             outcome = status.state.rawValue
             apnsToken = status.apnsToken.hex
+            liveActivity = status.liveActivity ? true : nil
             sandbox = status.apnsToken.sandbox
             apnsId = status.apnsID
             self.status = status.status.map(Int.init)

@@ -70,7 +70,7 @@ extension LedgerSnapshot {
                 if pushes, try apnsToken(of: instance, at: seq) != nil {
                     let sendPushes = try self.pushes(
                         ofSendAt: seq, messageID: sent.messageID, expiresAt: sent.iosExpiry(sentAt: event.time),
-                        now: now)
+                        now: now, destination: sent.apnsDestination)
                     push = try pushStatus(of: instance, token: token, in: sendPushes)
                 }
                 deliveries.append(

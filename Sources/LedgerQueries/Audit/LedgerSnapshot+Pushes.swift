@@ -18,8 +18,11 @@ public struct PushStatus: Sendable, Equatable {
     }
 
     public var state: State
-    /// The APNs token it was (or is to be) pushed to.
+    /// The APNs token it was (or is to be) pushed to: the device's, or for a Live Activity message the activity's.
     public var apnsToken: APNsDeviceToken
+    /// Pushed to a Live Activity's token (``APNsDestination/liveActivity(token:)``): a refusal is of that token, and
+    /// a 410 is ``State/failed``, not the registration's end.
+    public var liveActivity = false
     /// The push's `apns-id` (``APNsPushID``).
     public var apnsID: String
     public var status: UInt16?
@@ -31,9 +34,10 @@ public struct PushStatus: Sendable, Equatable {
 
 extension PushStatus {
     /// One line for a person: `accepted <apns-id> at <time>`, `failed 400 "BadTopic" at <time>`, `pending`
-    /// (APNs' reason quoted, as `ledger log --format text` quotes input: never raw on a terminal).
+    /// (APNs' reason quoted, as `ledger log --format text` quotes input: never raw on a terminal); a Live
+    /// Activity's push begins `live activity`.
     public var summary: String {
-        var text = state.rawValue
+        var text = (liveActivity ? "live activity " : "") + state.rawValue
         if state == .accepted { text += " \(apnsID)" }
         if let status { text += " \(status)" }
         if let reason { text += " \(EventText.quoted(reason))" }
@@ -69,10 +73,11 @@ extension LedgerSnapshot {
 
     /// The recorded pushes of the send at `sendSeq` (message `messageID`), read once for all its recipients.
     /// `expiresAt` is the message's iOS expiry and `now` the time to judge it by: a push not made by then is
-    /// `expired`.
-    public func pushes(ofSendAt sendSeq: UInt64, messageID: UInt64, expiresAt: LedgerTime, now: LedgerTime) throws
-        -> SendPushes
-    {
+    /// `expired`. `destination` is where its pushes go (``SentMessage/apnsDestination``).
+    public func pushes(
+        ofSendAt sendSeq: UInt64, messageID: UInt64, expiresAt: LedgerTime, now: LedgerTime,
+        destination: APNsDestination = .device
+    ) throws -> SendPushes {
         let progress = try pushProgressRecords(ofSendAt: sendSeq)
         var times: [UInt64: LedgerTime] = [:]
         for entry in progress {
@@ -82,18 +87,22 @@ extension LedgerSnapshot {
             times[entry.seq] = event.time
         }
         return SendPushes(
-            sendSeq: sendSeq, messageID: messageID, progress: progress, times: times,
+            sendSeq: sendSeq, messageID: messageID, destination: destination, progress: progress, times: times,
             unpushedExpired: progress.last?.expired == true || (progress.last?.finished != true && now >= expiresAt))
     }
 
     /// What became of the push of `pushes`' send to `instance` (registration `token`); `nil` when the instance
-    /// held no APNs token at the send (it is not an APNs recipient).
+    /// held no APNs token at the send (it is not an APNs recipient), or the send has nowhere to push
+    /// (``APNsDestination/none``): the pusher's own rule.
     public func pushStatus(of instance: InstanceID, token: RegistrationToken, in pushes: SendPushes) throws
         -> PushStatus?
     {
-        guard let apnsToken = try apnsToken(of: instance, at: pushes.sendSeq) else { return nil }
+        guard let held = try apnsToken(of: instance, at: pushes.sendSeq),
+            let apnsToken = pushes.destination.token(holding: held)
+        else { return nil }
         var status = PushStatus(
             state: .pending, apnsToken: apnsToken, apnsID: APNsPushID.string(messageID: pushes.messageID, token: token))
+        status.liveActivity = pushes.destination.isLiveActivity
         if let failure = try pushFailure(ofSendAt: pushes.sendSeq, instance: instance) {
             status.state = failure.kind == .unregistered ? .unregistered : .failed
             status.status = failure.status
@@ -120,12 +129,19 @@ extension LedgerSnapshot {
 public struct SendPushes: Sendable {
     let sendSeq: UInt64
     let messageID: UInt64
+    let destination: APNsDestination
     let progress: [PushRecords.State]
     let times: [UInt64: LedgerTime]
     let unpushedExpired: Bool
 }
 
 extension SentMessage {
+    /// Where the message's APNs pushes go: the devices' own tokens, or a Live Activity's (``APNsDestination``).
+    /// Once the content is forgotten (an erasure, retention) so is the activity token: read as ``APNsDestination/device``.
+    public var apnsDestination: APNsDestination {
+        APNsDestination(message: DevicePayload.object(ofMessageJSON: messageJSON), target: target)
+    }
+
     /// When the message stops being pushed to iOS devices (its `apns-expiration`, else 4 weeks after `sentAt`).
     public func iosExpiry(sentAt: LedgerTime) -> LedgerTime {
         MessageLifetime.expiries(of: DevicePayload.object(ofMessageJSON: messageJSON), sentAt: sentAt).ios

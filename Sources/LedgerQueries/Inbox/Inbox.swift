@@ -73,6 +73,8 @@ public struct PlatformDelivery: Sendable {
     public let collapseKey: String?
     public let priority: DevicePayload.Priority
     public let pushType: String?
+    /// Where an iOS recipient's APNs push goes (its own APNs token, or a Live Activity's).
+    public let apnsDestination: APNsDestination
 
     init(_ payload: DevicePayload) {
         platform = payload.platform
@@ -80,6 +82,7 @@ public struct PlatformDelivery: Sendable {
         collapseKey = payload.collapseKey
         priority = payload.priority
         pushType = payload.pushType
+        apnsDestination = payload.apnsDestination
     }
 }
 

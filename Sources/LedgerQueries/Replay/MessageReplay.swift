@@ -80,7 +80,7 @@ public struct MessageReplay: Sendable {
         if try snapshot.holdsAPNsTokens() {
             let sendPushes = try snapshot.pushes(
                 ofSendAt: sendSeq, messageID: messageID, expiresAt: sent.iosExpiry(sentAt: event.time),
-                now: LedgerTime.now())
+                now: LedgerTime.now(), destination: sent.apnsDestination)
             for (index, recipient) in list.enumerated() {
                 pushes[index] = try snapshot.pushStatus(of: recipient.device, token: recipient.token, in: sendPushes)
             }

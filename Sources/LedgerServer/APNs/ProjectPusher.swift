@@ -16,7 +16,8 @@ import LedgerCluster
 /// - a send's recipients are taken in instance order from after its recorded progress; those without an APNs
 ///   token at the send are passed at once; at most ``maximumInFlight`` pushes are under way;
 /// - progress is appended every ``progressBatch`` outcomes or every second, and at the send's end, with the
-///   refusals (a 410 also appends the registration's end, a `BadDeviceToken` the APNs token's clearing);
+///   refusals (a 410 also appends the registration's end, a `BadDeviceToken` the APNs token's clearing — never for
+///   a Live Activity's push, whose refusal is of the activity's token alone: ``APNsDestination``);
 /// - after a crash the pushes of the send under way that were not yet recorded are made again: the recipients
 ///   past the recorded progress — taken and not passed, or passed since the last record — are at most
 ///   ``maximumOpen`` (``maximumInFlight`` + ``progressBatch``): a push that takes long holds the walk back, and
@@ -213,7 +214,10 @@ final class ProjectPusher: Sendable {
     private struct Finished {
         var instance: InstanceID
         var token: RegistrationToken
+        /// The token pushed to: the device's APNs token, or a Live Activity's.
         var apnsToken: APNsDeviceToken
+        /// Pushed to a Live Activity's token: APNs' answer is about that token, not the device's.
+        var liveActivity: Bool
         var outcome: APNsOutcome
     }
 
@@ -232,6 +236,9 @@ final class ProjectPusher: Sendable {
         // progress moves the settled seq past it).
         guard holdsTokens, progress?.finished != true else { return true }
         let delivery = prepared.delivery(for: .ios)
+        let destination = delivery.apnsDestination
+        // A Live Activity's push goes to `<bundle id>.push-type.liveactivity` (LiveActivityMessage).
+        let liveActivityTopic = destination.isLiveActivity ? LiveActivityMessage.topic(bundleID: production.topic) : nil
         // A send past the project's contentRetention (or whose content is forgotten) is pushed no more: expired.
         let retainedUntil =
             prepared.contentForgotten
@@ -335,16 +342,22 @@ final class ProjectPusher: Sendable {
                 case .accepted:
                     break
                 case .unregistered(let since):
+                    // A Live Activity's token that stopped (the activity ended, or its token changed) ends that
+                    // token only: recorded as a refusal of this push, never the registration's end.
                     failures.append(
                         (
                             PushFailure(
-                                token: finished.token, kind: .unregistered, status: 410, reason: "Unregistered"),
+                                token: finished.token, kind: finished.liveActivity ? .rejected : .unregistered,
+                                status: 410, reason: "Unregistered"),
                             finished.apnsToken, since
                         ))
                 case .badDeviceToken(let reason):
+                    // Likewise a bad activity token: the device's own APNs token is not cleared for it.
                     failures.append(
                         (
-                            PushFailure(token: finished.token, kind: .badDeviceToken, status: 400, reason: reason),
+                            PushFailure(
+                                token: finished.token, kind: finished.liveActivity ? .rejected : .badDeviceToken,
+                                status: 400, reason: reason),
                             finished.apnsToken, nil
                         ))
                 case .rejected(let status, let reason):
@@ -383,9 +396,11 @@ final class ProjectPusher: Sendable {
                         (id, try snapshot.token(of: id), try snapshot.apnsToken(of: id, at: seq))
                     }
                 }
-                for (instance, token, apnsToken) in recipients {
+                for (instance, token, held) in recipients {
                     guard let token else { continue }
-                    guard let apnsToken else {
+                    // The device's APNs token, or for a Live Activity message the activity's token in the device's
+                    // environment; none: nothing to push.
+                    guard let held, let apnsToken = destination.token(holding: held) else {
                         window.take(instance, token: token, done: true)
                         continue
                     }
@@ -416,9 +431,11 @@ final class ProjectPusher: Sendable {
                         priority: delivery.priority == .high ? 10 : 5,
                         expiresAt: Double(expiresAt.microseconds) / 1_000_000,
                         collapseID: delivery.collapseKey.flatMap { $0.utf8.count <= 64 ? $0 : nil },
-                        apnsID: APNsPushID.uuid(messageID: messageID, token: token), payload: delivery.payloadJSON)
+                        apnsID: APNsPushID.uuid(messageID: messageID, token: token), payload: delivery.payloadJSON,
+                        topic: liveActivityTopic)
                     let recipient = Finished(
-                        instance: instance, token: token, apnsToken: apnsToken, outcome: .interrupted)
+                        instance: instance, token: token, apnsToken: apnsToken,
+                        liveActivity: destination.isLiveActivity, outcome: .interrupted)
                     pending[apnsToken.sandbox, default: []].append((recipient, push))
                     if pending[apnsToken.sandbox]?.count ?? 0 >= Self.pushBatch { launch(sandboxed: apnsToken.sandbox) }
                     if window.passed - passedAtRecord >= Self.progressBatch

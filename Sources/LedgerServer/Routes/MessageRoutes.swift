@@ -75,9 +75,7 @@ struct MessageRoutes {
         } catch {
             throw FCMError.invalidArgument(error)
         }
-        if server.configuration.apns[project] != nil {
-            try Self.checkAPNsPayloadSize(validated, project: project)
-        }
+        try Self.checkAPNsPayloadSize(validated, project: project, pushing: server.configuration.apns[project] != nil)
         if validateOnlyValue == .bool(true) {
             // A dry run: validated, nothing appended (FCM answers with a fake id).
             if case .token(let token) = validated.target {
@@ -109,13 +107,23 @@ struct MessageRoutes {
     static let maximumAPNsPayloadBytes = 4096
 
     /// Refuses, as FCM does ("message too big"), a message whose iOS payload would not fit in one APNs push:
-    /// measured with the longest message id, so that no id the store assigns can push it over.
-    static func checkAPNsPayloadSize(_ message: ValidatedMessage, project: ProjectID) throws {
+    /// measured with the longest message id, so that no id the store assigns can push it over. Checked when the
+    /// project pushes to APNs (`pushing`), and always for a Live Activity message, whose payload is only ever an
+    /// ActivityKit push: Apple takes at most 4 KB (naming `message.apns.payload`).
+    static func checkAPNsPayloadSize(_ message: ValidatedMessage, project: ProjectID, pushing: Bool = true) throws {
         let payload = DevicePayload(
             ofMessageJSON: message.json, messageID: UInt64(Int64.max), target: message.target, project: project,
             platform: .ios)
+        let liveActivity = payload.apnsDestination.isLiveActivity
+        guard pushing || liveActivity else { return }
         let size = payload.json.count
         guard size <= maximumAPNsPayloadBytes else {
+            if liveActivity {
+                throw FCMError.invalidArgument(
+                    "The Live Activity's payload would be \(size) bytes; an ActivityKit push holds at most"
+                        + " \(maximumAPNsPayloadBytes)",
+                    field: "message.apns.payload")
+            }
             throw FCMError.invalidArgument(
                 "Message is too big: its APNs payload would be \(size) bytes, over APNs' \(maximumAPNsPayloadBytes)",
                 field: "message")
