@@ -9,7 +9,7 @@ extension Ledger {
     /// restored from a copy older than an erasure and no writer has opened it since. Reads the journal and
     /// one snapshot; works read-only.
     ///
-    /// - Throws: `StoreError` (storage).
+    /// - Throws: `StoreError` (storage; `.corrupt` for a journal line that does not read).
     public func pendingJournaledErasures() throws -> Int {
         try journaledErasuresNotHeld().count
     }
@@ -19,7 +19,7 @@ extension Ledger {
     func journaledErasuresNotHeld() throws -> [LedgerOperation] {
         // An erasure applied again is journaled again: the first line of each device is its erasure.
         var seen = Set<UInt64>()
-        let entries = ErasureJournal.read(directory: directory).filter { seen.insert($0.registeredSeq).inserted }
+        let entries = try ErasureJournal.read(directory: directory).filter { seen.insert($0.registeredSeq).inserted }
         guard !entries.isEmpty else { return [] }
         return try read { snapshot in
             try entries.compactMap { entry in

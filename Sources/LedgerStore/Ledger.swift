@@ -127,6 +127,7 @@ public final class Ledger: Sendable {
         }
         if options.replication == nil && !options.forRebuild {
             try forgetClusterSuffix(storage)
+            try journalAgainAfterATornLine()
             try reapplyJournaledErasures()
         }
     }
@@ -139,6 +140,27 @@ public final class Ledger: Sendable {
         let marked = try storage.environment.read { try $0.contains(schema.meta, key: MetaKey.clusterHeld) }
         guard marked else { return }
         try storage.environment.write { txn in _ = try txn.delete(schema.meta, key: MetaKey.clusterHeld) }
+    }
+
+    /// After a crash tore the journal's last line (the erasure it recorded had committed), journals again, from the
+    /// log, every `erased` event after the journal's last whole line; the torn bytes are dropped. Called when a
+    /// writer opens the ledger, before the journal is read for a restore.
+    private func journalAgainAfterATornLine() throws {
+        guard ErasureJournal.isTorn(directory: directory) else { return }
+        let after = try ErasureJournal.read(directory: directory).last?.seq ?? 0
+        let entries = try read { snapshot in
+            var seqs: [UInt64] = []
+            try snapshot.forEachEvent(from: after + 1) { event, _ in
+                if case .erased = event.body { seqs.append(event.seq) }
+                return true
+            }
+            return try ErasureCompaction.journalEntries(of: seqs, in: snapshot)
+        }
+        try ErasureJournal.append(entries, directory: directory)
+        if entries.isEmpty { try ErasureJournal.dropTornLine(directory: directory) }
+        logger.warning(
+            "erasures.jsonl ended in a line torn by a crash: the erasures after its last whole line were journaled again from the log",
+            metadata: ["ledger.erasures": "\(entries.count)"])
     }
 
     /// Applies again, through the writer, each erasure of the journal that this file does not hold: a file

@@ -343,6 +343,51 @@ struct ErasureTests {
         #expect(try ledger.verify().problems == [])
     }
 
+    @Test(
+        "a journal line that does not read stops a writer's open, naming the file and line; a line torn by a crash is journaled again from the log at the next open"
+    )
+    func damagedJournal() async throws {
+        let directory = TemporaryDirectory()
+        defer { directory.remove() }
+        let ledgerDirectory = directory.path + "/" + ProjectID.default.rawValue
+        let journal = ledgerDirectory + "/" + ErasureJournal.fileName
+        do {
+            let ledger = try openTestLedger(directory)
+            defer { ledger.close() }
+            try await history(ledger)
+            _ = try await ledger.append(request([.erase(erased, reason: "ticket 9")]))
+        }
+        let intact = try Data(contentsOf: URL(fileURLWithPath: journal))
+        #expect(try ErasureJournal.read(directory: ledgerDirectory).map(\.reason) == ["ticket 9"])
+        // A crash tore the line of a second erasure, which had committed: the writer's next open journals it again
+        // from the log, and the next erasure's line is not glued to the torn bytes.
+        _ = try await {
+            let ledger = try openTestLedger(directory)
+            defer { ledger.close() }
+            return try await ledger.append(request([.erase(kept, reason: "ticket 10")]))
+        }()
+        let two = try Data(contentsOf: URL(fileURLWithPath: journal))
+        try (intact + two[intact.count...].prefix(30)).write(to: URL(fileURLWithPath: journal))
+        #expect(ErasureJournal.isTorn(directory: ledgerDirectory))
+        #expect(try ErasureJournal.read(directory: ledgerDirectory).map(\.reason) == ["ticket 9"])
+        do {
+            let ledger = try openTestLedger(directory)
+            defer { ledger.close() }
+            #expect(!ErasureJournal.isTorn(directory: ledgerDirectory))
+            #expect(try Data(contentsOf: URL(fileURLWithPath: journal)) == two, "the torn line journaled again")
+            _ = try await ledger.append(request([.register(erased, platform: "android", appID: "app")]))
+            _ = try await ledger.append(request([.erase(erased, reason: "ticket 11")]))
+        }
+        #expect(try ErasureJournal.read(directory: ledgerDirectory).map(\.reason) == ["ticket 9", "ticket 10", "ticket 11"])
+        // A damaged line in the middle (an edit, a bad disk block) would lose an erasure: a writer's open fails.
+        var lines = try String(contentsOfFile: journal, encoding: .utf8).split(separator: "\n", omittingEmptySubsequences: false)
+        lines[0] = "{not json"
+        try lines.joined(separator: "\n").write(toFile: journal, atomically: true, encoding: .utf8)
+        let error = try #require(throws: StoreError.self) { try openTestLedger(directory) }
+        #expect(error.code == .corrupt)
+        #expect(error.message.contains("erasures.jsonl line 1"), "\(error.message)")
+    }
+
     @Test("a batch erases each known token once; unknown and repeated tokens are not found")
     func batch() async throws {
         let directory = TemporaryDirectory()

@@ -160,7 +160,7 @@ final class ErasureCompaction: Sendable {
     }
 
     /// The journal lines of the `erased` events at `seqs`.
-    private static func journalEntries(of seqs: [UInt64], in snapshot: LedgerSnapshot) throws
+    static func journalEntries(of seqs: [UInt64], in snapshot: LedgerSnapshot) throws
         -> [ErasureJournal.Entry]
     {
         try seqs.compactMap { seq in
