@@ -152,6 +152,10 @@ struct SealedErasureTests {
         #expect(report.problems == [])
         #expect(report.linkable == report.redactedEvents)
         #expect(report.linkable >= matches.count)
+        // The erasure's own count says the same, the topic send that named the device only in its data included.
+        let erasures: [ErasureRecord] = try ledger.read { try $0.erasures() }
+        #expect(erasures.count == 1)
+        #expect(erasures.first?.linkable.map { Int($0) } == Int(report.linkable))
     }
 
     @Test("a ledger of layout 10 upgrades in place: older records stay as they are, new ones are sealed")

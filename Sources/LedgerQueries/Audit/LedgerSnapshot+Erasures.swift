@@ -36,6 +36,9 @@ extension LedgerSnapshot {
     public func erasures() throws -> [ErasureRecord] {
         var records: [ErasureRecord] = []
         var linkable: [RegistrationToken: UInt64] = [:]
+        // Rewritten sends whose content may name a pseudonym in any of its forms (an erasure rewrites every form of
+        // the token in a content to the same form of the pseudonym), with the pseudonyms the record named already.
+        var contents: [(named: Set<RegistrationToken>, content: [UInt8])] = []
         try forEachEncodedEvent { event, encoded in
             if EventCodec.isRedacted(encoded) {
                 var named = Set<RegistrationToken>()
@@ -43,6 +46,9 @@ extension LedgerSnapshot {
                     named.insert(token)
                 }
                 for pseudonym in named { linkable[pseudonym, default: 0] += 1 }
+                if case .sent(let sent) = event.body, !sent.messageJSON.isEmpty {
+                    contents.append((named, sent.messageJSON))
+                }
             }
             switch event.body {
             case .erased(let erasure):
@@ -61,6 +67,25 @@ extension LedgerSnapshot {
             }
             return true
         }
+        countLinkableContents(contents, into: &records)
         return records
+    }
+
+    /// Adds to each erasure's `linkable` the rewritten sends that name its pseudonym only inside their content (a
+    /// topic send whose data held the token): their hashes are over the content with the token in it too.
+    private func countLinkableContents(
+        _ contents: [(named: Set<RegistrationToken>, content: [UInt8])], into records: inout [ErasureRecord]
+    ) {
+        guard !contents.isEmpty else { return }
+        var encodings = IdentifierEncodings()
+        for (index, record) in records.enumerated() where record.kind == .erased {
+            encodings.add(Array(record.device.rawValue.utf8), replacedBy: [], owner: index)
+        }
+        for (named, content) in contents {
+            guard let owners = encodings.rewrite(content)?.owners else { continue }
+            for index in owners where !named.contains(records[index].device) {
+                records[index].linkable = (records[index].linkable ?? 0) + 1
+            }
+        }
     }
 }
