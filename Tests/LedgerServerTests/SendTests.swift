@@ -162,6 +162,46 @@ struct SendTests {
         }
     }
 
+    @Test(
+        "a Live Activity message is checked at send in any project: refused naming the field; validate_only appends nothing"
+    )
+    func liveActivity() async throws {
+        try await TestServer().run { client in
+            let token = try await client.registerDevice()
+            let activity = String(repeating: "a7", count: 40)
+            func message(_ aps: String) -> String {
+                #"{"token":"\#(token)","apns":{"live_activity_token":"\#(activity)","payload":{"aps":\#(aps)}}}"#
+            }
+            let update = #"{"timestamp":1764201600,"event":"update","content-state":{"score":"1-0"}}"#
+            let before = try await client.headSeq()
+            for (aps, field) in [
+                (#"{"event":"update","content-state":{}}"#, "message.apns.payload.aps.timestamp"),
+                (#"{"timestamp":1,"event":"pause","content-state":{}}"#, "message.apns.payload.aps.event"),
+                (#"{"timestamp":99999999999999999999,"event":"end"}"#, "message.apns.payload.aps.timestamp"),
+            ] {
+                for validateOnly in [false, true] {
+                    let reply = try await client.call(
+                        .post, send, body: #"{"message":\#(message(aps)),"validate_only":\#(validateOnly)}"#)
+                    #expect(reply.status == .badRequest, "\(reply.text)")
+                    #expect(reply.fieldViolations.first?["field"] == field, "\(reply.text)")
+                }
+            }
+            let dry = try await client.call(.post, send, body: #"{"message":\#(message(update)),"validate_only":true}"#)
+            #expect(dry.status == .ok)
+            #expect(dry.json["name"] as? String == "projects/demo-project/messages/fake_message_id")
+            #expect(try await client.headSeq() == before)
+            // Accepted and stored as given; the push (a project with APNs) is IntegrationTests/apns-standin's.
+            let sent = try await client.call(.post, send, body: #"{"message":\#(message(update))}"#)
+            #expect(sent.status == .ok)
+            guard let (_, stored) = try await client.lastSent() else {
+                Issue.record("expected a sent event")
+                return
+            }
+            #expect(stored.target == .token(try RegistrationToken(token)))
+            #expect(String(decoding: stored.messageJSON, as: UTF8.self).contains(activity))
+        }
+    }
+
     @Test("malformed, empty and huge bodies are clear 4xx errors; the server keeps serving")
     func badBodies() async throws {
         try await TestServer(configure: { $0.maximumBodyBytes = 10_000 }).run { client in
