@@ -274,7 +274,9 @@ struct LiveActivityMessageTests {
         #expect(LiveActivityMessage.topic(bundleID: "com.example.app") == "com.example.app.push-type.liveactivity")
     }
 
-    @Test("stored messages validation never saw push nowhere rather than to the device's own token")
+    @Test(
+        "a stored message asking for a Live Activity push it cannot make (ledger import) pushes nowhere, not to the device"
+    )
     func storedWithoutValidation() throws {
         let target = MessageTarget.token(try RegistrationToken(registration))
         let topic = MessageTarget.topic(try TopicName("scores"))
