@@ -31,9 +31,15 @@ struct LedgerBench: AsyncParsableCommand {
 
     @Option(
         help:
-            "Run only these workloads (comma-separated: append, rebuild, scan, audience, parse, message, import, http, resolve, replay, erasure, expiry, proofs, delivery, console, routing, peers; peers adds Redis and SQLite beside append and audience)."
+            "Run only these workloads (comma-separated: append, rebuild, scan, audience, parse, message, import, http, resolve, replay, erasure, expiry, proofs, delivery, console, routing, peers; peers adds Redis and SQLite beside append and audience; isolation and growth run only when named)."
     )
     var only: String?
+
+    @Option(help: "Simulated days of the growth workload (run only when named: --only growth).")
+    var days: Int = 30
+
+    @Option(help: "The contentRetention of the growth workload's second run, in days.")
+    var contentRetentionDays: Int = 7
 
     @Option(help: "Events in the generated ledger (overrides the mode's size).")
     var events: Int?
@@ -142,6 +148,14 @@ struct LedgerBench: AsyncParsableCommand {
             try await section("expiry") {
                 try await ExpiryWorkload(
                     silentDevices: 100_000, writes: full ? 8_000 : 2_000, seed: seed, scratch: scratch
+                ).run()
+            }
+        }
+        if only.map({ $0.split(separator: ",").contains("growth") }) ?? false {
+            try await section("growth") {
+                try await GrowthWorkload(
+                    devices: 200_000, days: days, contentRetentionDays: contentRetentionDays, seed: seed,
+                    scratch: scratch
                 ).run()
             }
         }
