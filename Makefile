@@ -14,7 +14,7 @@ run:
 # the same SDK and delivery suites over HTTPS with a test CA (HTTP/2, certificate reload and ledger-device over
 # HTTPS in test_https.py, which adds the test CA to the system trust store for its run: URLSession on Linux trusts
 # nothing else), samples/topicledger.service checked by systemd-analyze verify, the APNs stand-in's own tests
-# (IntegrationTests/apns-standin: HTTP/2, provider tokens, Apple's documented replies) and the APNs provider through `ledger
+# (IntegrationTests/apns-standin: HTTP/2, provider tokens, Apple's documented replies, its Live Activity rules) and the APNs provider, Live Activity pushes included, through `ledger
 # serve` against it, the cluster suite (IntegrationTests/cluster: three etcd members and three nodes on loopback, tmpfs mounts for full disks, and a
 # network namespace for a node cut off; apt installs etcd-server, etcd-client and iptables), the witnesses (IntegrationTests/witness:
 # `ledger witness` against a log the test plays from the C2SP texts, and `ledger serve` with two witnesses), the alert rules (IntegrationTests/alerts: promtool,
