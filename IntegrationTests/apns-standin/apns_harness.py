@@ -46,7 +46,7 @@ class StandIn:
     """IntegrationTests/apns-standin/standin.py on free ports, with its own CA and team key."""
 
     def __init__(self, directory, max_streams=1000, token_update_interval=1200, team_key=None, summary_only=False,
-                 delay=0):
+                 delay=0, max_channels=10000):
         self.directory = Path(directory)
         self.directory.mkdir(parents=True, exist_ok=True)
         self.tls = make_certificates(self.directory, name="apns")
@@ -60,7 +60,8 @@ class StandIn:
             [sys.executable, str(HERE / "standin.py"), "--cert", self.tls["cert"], "--key", self.tls["key"],
              "--team-key", str(public), "--team-id", TEAM, "--key-id", KEY_ID, "--topic", TOPIC,
              "--port", str(self.port), "--control-port", str(control), "--max-streams", str(max_streams),
-             "--token-update-interval", str(token_update_interval), "--delay", str(delay), "--exit-with-parent"]
+             "--token-update-interval", str(token_update_interval), "--delay", str(delay), "--max-channels", str(max_channels),
+             "--exit-with-parent"]
             + (["--summary-only"] if summary_only else []),
             stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT)
         deadline = time.time() + 20

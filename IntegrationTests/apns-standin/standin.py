@@ -30,6 +30,24 @@ It is a real HTTP/2-over-TLS server (ALPN h2 only, as api.push.apple.com) that a
   the stand-in refuses it with one of its own, 400 `StandInBadLiveActivityPayload` with a `field` naming the key,
   so that a provider sending one fails its tests instead of passing them.
 
+Broadcast channels (iOS 18), as "Sending channel management requests to APNs" and "Sending broadcast push
+notification requests to APNs" describe them (one stand-in serves both hosts' paths; a provider's
+`channelEndpoint` and `broadcastEndpoint` name it):
+
+- `POST /1/apps/<--topic>/channels` with `{"message-storage-policy": 0|1, "push-type": "LiveActivity"}`: 201 with
+  the new channel's id (base64 of 16 random bytes) in `apns-channel-id` (400 InvalidPolicy, InvalidPushType;
+  400 CannotCreateChannelConfig past `--max-channels`, Apple's 10,000 per app and environment);
+- `GET /1/apps/<--topic>/channels` with `apns-channel-id`: 200 with the channel's `message-storage-policy` and
+  `push-type`; `DELETE` the same: 204; an unknown id is 404 ChannelNotRegistered, none 400 MissingChannelId, one
+  that is not base64 400 BadChannelId;
+- `GET /1/apps/<--topic>/all-channels`: 200 `{"channels": [ids]}`;
+- `POST /4/broadcasts/apps/<--topic>` with `apns-channel-id`, `apns-push-type: liveactivity` (400
+  MissingPushType, InvalidPushType), `apns-priority` 5 or 10, `apns-expiration` (400 BadExpirationDate; and it
+  must be 0 on a channel whose policy is 0, which stores nothing), the ActivityKit payload as above (at most
+  4096 bytes): 200;
+- another bundle id in the path is 400 TopicDisallowed; every answer carries `apns-request-id` (the request's,
+  else a new UUID). The channel-management reasons are Apple's names in "Handling error responses from APNs".
+
 A 200 carries `apns-id` (the request's, else a new UUID). Errors carry `{"reason": …}`, and 410 also
 `"timestamp"` (milliseconds). Every request is recorded.
 
@@ -40,6 +58,7 @@ Scripting and inspection go through a plain-HTTP control port on loopback (`--co
   POST /goaway   sends GOAWAY on every open connection (NO_ERROR) and closes them
   POST /reset    forgets scripts, records and provider-token history
   GET  /requests the recorded requests as a JSON list
+  GET  /channels the broadcast channels held, id → message storage policy
   GET  /stats    {"count", "statuses", "first", "last", "connectionsOpened", "resets"} (and "times", every
                  answer's time, with ?times=1);
                  with --summary-only nothing else is recorded (benchmarks)
@@ -107,6 +126,9 @@ def live_activity_problem(body):
             return "aps.alert"
     return None
 TOKEN_LIFETIME = 3600
+CHANNELS_PATTERN = re.compile(r"^/1/apps/([^/]+)/(channels|all-channels)$")
+BROADCAST_PATTERN = re.compile(r"^/4/broadcasts/apps/([^/]+)$")
+CHANNEL_ID_PATTERN = re.compile(r"^[A-Za-z0-9+/]+={0,2}$")
 
 
 def _b64url_decode(text):
@@ -126,6 +148,7 @@ class State:
         self.times = []  # with --summary-only, each answer's time instead of its record
         self.token_updates = {}  # kid -> (last new JWT, when it was first seen)
         self.connections = set()
+        self.channels = {}  # channel id -> message storage policy (0: stores nothing, 1: stores the latest)
         self.opened = 0  # connections accepted since the last reset
         self.resets = 0  # streams the provider reset (RST_STREAM) since the last reset
         self.loop = None
@@ -137,6 +160,7 @@ class State:
             self.token_updates.clear()
             self.statuses.clear()
             self.times.clear()
+            self.channels.clear()
             self.opened = 0
             self.resets = 0
 
@@ -270,6 +294,11 @@ class Connection:
             self.streams.pop(event.stream_id, None)
 
     async def answer(self, stream_id, headers, body):
+        path = headers.get(":path", "")
+        if CHANNELS_PATTERN.match(path) or BROADCAST_PATTERN.match(path):
+            status, reason, extra, response_extra = self.decide_channel(headers, body)
+            await self.answer_channel(stream_id, headers, body, status, reason, extra, response_extra)
+            return
         status, reason, extra, delay = self.decide(headers, body)
         if delay:
             await asyncio.sleep(delay)
@@ -359,6 +388,127 @@ class Connection:
             return scripted.get("status", 200), scripted.get("reason"), extra, scripted.get("delay", 0)
         return 200, None, {}, self.state.args.delay
 
+    async def answer_channel(self, stream_id, headers, body, status, reason, extra, response_extra):
+        """Answers a channel-management or broadcast request: `apns-request-id`, then the decided headers and body."""
+        request_id = headers.get("apns-request-id") or str(uuid.uuid4())
+        record = {
+            "connection": self.id, "stream": stream_id, "time": time.time(), "path": headers.get(":path"),
+            "method": headers.get(":method"), "token": None,
+            "headers": {k: v for k, v in headers.items() if k.startswith("apns-") or k == "authorization"},
+            "body": body.decode("utf-8", "replace"), "status": status, "reason": reason, "requestId": request_id,
+            "channelId": response_extra.get("apns-channel-id") or headers.get("apns-channel-id"),
+        }
+        with self.state.lock:
+            self.state.requests.append(record)
+            self.state.statuses[str(status)] = self.state.statuses.get(str(status), 0) + 1
+        response_headers = [(":status", str(status)), ("apns-request-id", request_id)]
+        response_headers += [(k, v) for k, v in response_extra.items() if k != "body"]
+        payload = b""
+        if status >= 400:
+            document = {"reason": reason}
+            document.update(extra)
+            payload = json.dumps(document).encode()
+        elif "body" in response_extra:
+            payload = json.dumps(response_extra["body"]).encode()
+        if payload:
+            response_headers.append(("content-type", "application/json"))
+            response_headers.append(("content-length", str(len(payload))))
+        try:
+            self.h2.send_headers(stream_id, response_headers, end_stream=not payload)
+            if payload:
+                self.h2.send_data(stream_id, payload, end_stream=True)
+            await self.flush()
+        except (h2.exceptions.StreamClosedError, h2.exceptions.ProtocolError, ConnectionResetError):
+            pass
+
+    def channel_id(self, headers):
+        """(channel id, None) or (None, (status, reason)) for a request that names a channel."""
+        channel = headers.get("apns-channel-id")
+        if not channel:
+            return None, (400, "MissingChannelId")
+        if not CHANNEL_ID_PATTERN.match(channel):
+            return None, (400, "BadChannelId")
+        with self.state.lock:
+            if channel not in self.state.channels:
+                return None, (404, "ChannelNotRegistered")
+        return channel, None
+
+    def decide_channel(self, headers, body):
+        """(status, reason, extra body fields, response headers and `body`) for a channel or broadcast request."""
+        if self.unusable:
+            return 403, "ExpiredProviderToken", {}, {}
+        path, method = headers.get(":path", ""), headers.get(":method")
+        problem = self.state.check_provider_token(headers.get("authorization"), self)
+        if problem:
+            return problem[0], problem[1], {}, {}
+        management = CHANNELS_PATTERN.match(path)
+        bundle = management.group(1) if management else BROADCAST_PATTERN.match(path).group(1)
+        if bundle != self.state.args.topic:
+            return 400, "TopicDisallowed", {}, {}
+        if management and management.group(2) == "all-channels":
+            if method != "GET":
+                return 405, "MethodNotAllowed", {}, {}
+            with self.state.lock:
+                return 200, None, {}, {"body": {"channels": list(self.state.channels)}}
+        if management:
+            if method == "POST":
+                try:
+                    document = json.loads(body or b"null")
+                except ValueError:
+                    document = None
+                if not isinstance(document, dict):
+                    return 400, "BadRequest", {}, {}
+                policy = document.get("message-storage-policy")
+                if policy not in (0, 1) or isinstance(policy, bool):
+                    return 400, "InvalidPolicy", {}, {}
+                if document.get("push-type") != "LiveActivity":
+                    return 400, "InvalidPushType", {}, {}
+                with self.state.lock:
+                    if len(self.state.channels) >= self.state.args.max_channels:
+                        return 400, "CannotCreateChannelConfig", {}, {}
+                    channel = base64.b64encode(os.urandom(16)).decode()
+                    self.state.channels[channel] = policy
+                return 201, None, {}, {"apns-channel-id": channel}
+            if method not in ("GET", "DELETE"):
+                return 405, "MethodNotAllowed", {}, {}
+            channel, problem = self.channel_id(headers)
+            if problem:
+                return problem[0], problem[1], {}, {}
+            with self.state.lock:
+                if method == "DELETE":
+                    self.state.channels.pop(channel, None)
+                    return 204, None, {}, {}
+                policy = self.state.channels[channel]
+            return 200, None, {}, {"body": {"message-storage-policy": policy, "push-type": "LiveActivity"}}
+        # A broadcast.
+        if method != "POST":
+            return 405, "MethodNotAllowed", {}, {}
+        channel, problem = self.channel_id(headers)
+        if problem:
+            return problem[0], problem[1], {}, {}
+        push_type = headers.get("apns-push-type")
+        if not push_type:
+            return 400, "MissingPushType", {}, {}
+        if push_type != LIVE_ACTIVITY:
+            return 400, "InvalidPushType", {}, {}
+        if headers.get("apns-priority", "10") not in ("5", "10"):
+            return 400, "BadPriority", {}, {}
+        expiration = headers.get("apns-expiration", "0")
+        if not re.fullmatch(r"\d+", expiration):
+            return 400, "BadExpirationDate", {}, {}
+        with self.state.lock:
+            stores_nothing = self.state.channels.get(channel) == 0
+        if stores_nothing and int(expiration) != 0:
+            return 400, "BadExpirationDate", {}, {}
+        if not body:
+            return 400, "PayloadEmpty", {}, {}
+        if len(body) > MAX_PAYLOAD:
+            return 413, "PayloadTooLarge", {}, {}
+        problem = live_activity_problem(body)
+        if problem:
+            return 400, "StandInBadLiveActivityPayload", {"field": problem}, {}
+        return 200, None, {}, {}
+
     def goaway(self):
         try:
             self.h2.close_connection()
@@ -393,6 +543,9 @@ def control_server(state, port):
                     if self.path.endswith("times=1"):
                         document["times"] = list(times)
                 self.reply(200, document)
+            elif self.path == "/channels":
+                with state.lock:
+                    self.reply(200, dict(state.channels))
             elif self.path == "/healthz":
                 self.reply(200, {"status": "ok"})
             else:
@@ -459,6 +612,8 @@ if __name__ == "__main__":
     parser.add_argument("--control-port", type=int, default=2198)
     parser.add_argument("--max-streams", type=int, default=1000,
                         help="concurrent streams announced once a request has gone through")
+    parser.add_argument("--max-channels", type=int, default=10000,
+                        help="broadcast channels the app may hold at once (Apple: 10,000 per app and environment)")
     parser.add_argument("--token-update-interval", type=float, default=1200,
                         help="seconds a new provider token must wait after the last new one (APNs: 20 minutes)")
     parser.add_argument("--summary-only", action="store_true",

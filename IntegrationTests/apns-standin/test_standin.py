@@ -243,3 +243,111 @@ def test_goaway_on_demand(standin):
     events = _read_until(sock, connection, h2.events.ConnectionTerminated)
     assert any(isinstance(event, h2.events.ConnectionTerminated) for event in events)
     sock.close()
+
+
+# Broadcast channels (iOS 18): Apple's channel management API and broadcast endpoint.
+
+CHANNELS = f"/1/apps/{TOPIC}/channels"
+BROADCAST = f"/4/broadcasts/apps/{TOPIC}"
+UPDATE = json.dumps({"aps": {"timestamp": 1764201600, "event": "update", "content-state": {"home": 1}}}).encode()
+
+
+def manage(standin, client, method, path=CHANNELS, body=None, **headers):
+    sent = {"authorization": f"bearer {standin['token']}"}
+    sent.update({name.replace("_", "-"): value for name, value in headers.items() if value is not None})
+    return client.request(method, standin["base"] + path, content=body, headers=sent)
+
+
+def create_channel(standin, client, policy=0):
+    reply = manage(standin, client, "POST", body=json.dumps({"message-storage-policy": policy,
+                                                             "push-type": "LiveActivity"}).encode())
+    assert reply.status_code == 201, reply.text
+    return reply.headers["apns-channel-id"]
+
+
+def broadcast(standin, client, channel, body=UPDATE, **headers):
+    sent = {"apns_channel_id": channel, "apns_push_type": "liveactivity", "apns_priority": "10",
+            "apns_expiration": "0"}
+    sent.update(headers)
+    return manage(standin, client, "POST", BROADCAST, body, **sent)
+
+
+def test_a_channel_is_created_read_listed_and_deleted(standin, client):
+    channel = create_channel(standin, client, policy=1)
+    assert base64.b64decode(channel) and len(base64.b64decode(channel)) == 16
+    read = manage(standin, client, "GET", apns_channel_id=channel)
+    assert read.status_code == 200 and read.json() == {"message-storage-policy": 1, "push-type": "LiveActivity"}
+    assert "apns-request-id" in read.headers
+    listed = manage(standin, client, "GET", f"/1/apps/{TOPIC}/all-channels")
+    assert listed.status_code == 200 and listed.json() == {"channels": [channel]}
+    assert manage(standin, client, "DELETE", apns_channel_id=channel).status_code == 204
+    gone = manage(standin, client, "GET", apns_channel_id=channel)
+    assert gone.status_code == 404 and gone.json() == {"reason": "ChannelNotRegistered"}
+
+
+@pytest.mark.parametrize("document,status,reason", [
+    ({"message-storage-policy": 2, "push-type": "LiveActivity"}, 400, "InvalidPolicy"),
+    ({"message-storage-policy": True, "push-type": "LiveActivity"}, 400, "InvalidPolicy"),
+    ({"push-type": "LiveActivity"}, 400, "InvalidPolicy"),
+    ({"message-storage-policy": 0, "push-type": "alert"}, 400, "InvalidPushType"),
+])
+def test_a_bad_channel_creation_is_refused_with_apples_reason(standin, client, document, status, reason):
+    reply = manage(standin, client, "POST", body=json.dumps(document).encode())
+    assert reply.status_code == status and reply.json() == {"reason": reason}
+
+
+def test_channel_requests_name_the_app_and_a_known_channel(standin, client):
+    other = manage(standin, client, "GET", "/1/apps/com.example.other/all-channels")
+    assert other.status_code == 400 and other.json() == {"reason": "TopicDisallowed"}
+    assert manage(standin, client, "GET").json() == {"reason": "MissingChannelId"}
+    assert manage(standin, client, "GET", apns_channel_id="not base64!").json() == {"reason": "BadChannelId"}
+    assert manage(standin, client, "DELETE", apns_channel_id="AAAAAAAAAAAAAAAAAAAAAA==").status_code == 404
+    assert manage(standin, client, "PUT", body=b"{}").status_code == 405
+    unsigned = client.get(standin["base"] + f"/1/apps/{TOPIC}/all-channels")
+    assert unsigned.status_code == 403 and unsigned.json() == {"reason": "MissingProviderToken"}
+
+
+def test_the_channel_limit_is_apples_per_app(tmp_path):
+    running = StandIn(tmp_path, max_channels=2)
+    try:
+        standin = {"base": running.base, "token": provider_token(running.team_key)}
+        with httpx.Client(http2=True, verify=running.tls["ca"]) as client:
+            create_channel(standin, client)
+            create_channel(standin, client)
+            third = manage(standin, client, "POST", body=b'{"message-storage-policy":0,"push-type":"LiveActivity"}')
+            assert third.status_code == 400 and third.json() == {"reason": "CannotCreateChannelConfig"}
+    finally:
+        running.stop()
+
+
+def test_a_broadcast_to_a_channel_is_200_with_its_request_id_and_recorded(standin, client):
+    channel = create_channel(standin, client, policy=0)
+    reply = broadcast(standin, client, channel, apns_request_id="123e4567-e89b-12d3-a456-426614174000")
+    assert reply.http_version == "HTTP/2" and reply.status_code == 200
+    assert reply.headers["apns-request-id"] == "123e4567-e89b-12d3-a456-426614174000"
+    record = httpx.get(standin["control"] + "/requests").json()[-1]
+    assert record["path"] == BROADCAST and record["channelId"] == channel and record["status"] == 200
+    stored = create_channel(standin, client, policy=1)
+    assert broadcast(standin, client, stored, apns_expiration=str(int(time.time()) + 3600)).status_code == 200
+
+
+@pytest.mark.parametrize("change,status,reason", [
+    ({"apns_channel_id": None}, 400, "MissingChannelId"),
+    ({"apns_channel_id": "AAAAAAAAAAAAAAAAAAAAAA=="}, 404, "ChannelNotRegistered"),
+    ({"apns_push_type": None}, 400, "MissingPushType"),
+    ({"apns_push_type": "alert"}, 400, "InvalidPushType"),
+    ({"apns_priority": "1"}, 400, "BadPriority"),
+    ({"apns_expiration": "1900000000"}, 400, "BadExpirationDate"),
+    ({"body": b""}, 400, "PayloadEmpty"),
+    ({"body": json.dumps({"aps": {"event": "update", "content-state": {}}}).encode()}, 400,
+     "StandInBadLiveActivityPayload"),
+    ({"body": json.dumps({"aps": {"timestamp": 1, "event": "update", "x": "y" * 4100}}).encode()}, 413,
+     "PayloadTooLarge"),
+])
+def test_a_broadcast_apple_refuses_is_refused(standin, client, change, status, reason):
+    channel = create_channel(standin, client, policy=0)  # stores nothing: apns-expiration must be 0
+    change = dict(change)
+    body = change.pop("body", UPDATE)
+    headers = {"apns_channel_id": channel, **change}
+    reply = broadcast(standin, client, headers.pop("apns_channel_id"), body=body, **headers)
+    assert reply.status_code == status and reply.json()["reason"] == reason
