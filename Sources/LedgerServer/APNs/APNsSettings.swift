@@ -17,14 +17,26 @@ import NIOSSL
 /// ```json
 /// {"teamId": "ABCDE12345", "keyId": "KEY1234567", "keyFile": "/etc/topicledger/AuthKey_KEY1234567.p8",
 ///  "topic": "com.example.app", "endpoint": "https://api.push.apple.com",
-///  "sandboxEndpoint": "https://api.sandbox.push.apple.com", "caFile": "/path/extra-roots.pem"}
+///  "sandboxEndpoint": "https://api.sandbox.push.apple.com", "caFile": "/path/extra-roots.pem",
+///  "broadcast": true, "channelEndpoint": "https://api-manage-broadcast.push.apple.com:2196",
+///  "broadcastEndpoint": "https://api.push.apple.com"}
 /// ```
 ///
 /// The first four keys are required; the endpoints default to Apple's hosts; `caFile` adds trusted roots (a
-/// relay, a stand-in). ``parse(_:field:)`` checks the shape; ``load()`` reads the files, at start.
+/// relay, a stand-in). `broadcast` (default false) opts the project into iOS 18 broadcast channels: its topics may
+/// get a channel at `channelEndpoint` (Apple's channel management host), and their Live Activity sends go to
+/// `broadcastEndpoint` as one broadcast. Both name one APNs environment, production by default; a project that
+/// broadcasts in the sandbox names Apple's sandbox hosts. ``init(section:broadcast:field:)`` checks the shape;
+/// ``load()`` reads the files, at start.
 public struct APNsSettings: Sendable, Equatable {
     public static let productionEndpoint = "https://api.push.apple.com"
     public static let sandboxEndpoint = "https://api.sandbox.push.apple.com"
+    /// Apple's channel management host, production ("Sending channel management requests to APNs"; the sandbox's
+    /// is `https://api-manage-broadcast.sandbox.push.apple.com:2195`).
+    public static let channelManagementEndpoint = "https://api-manage-broadcast.push.apple.com:2196"
+    /// Where broadcasts go, production ("Sending broadcast push notification requests to APNs"; the sandbox's is
+    /// ``sandboxEndpoint``).
+    public static let broadcastEndpoint = "https://api.push.apple.com"
 
     /// The 10-character team id (the JWT's `iss`).
     public var teamID: String
@@ -40,14 +52,27 @@ public struct APNsSettings: Sendable, Equatable {
     public var sandboxEndpoint: String = Self.sandboxEndpoint
     /// PEM certificates trusted beside the system's roots.
     public var caFile: String?
+    /// Whether the project's topics may be carried by iOS 18 broadcast channels (`broadcast`, default false).
+    public var broadcast: Bool = false
+    /// Where channels are created, read, listed and deleted (`channelEndpoint`), without a path.
+    public var channelEndpoint: String = Self.channelManagementEndpoint
+    /// Where broadcasts go (`broadcastEndpoint`), without a path.
+    public var broadcastEndpoint: String = Self.broadcastEndpoint
     /// Where in the config file these came from (`projects.<name>.apns`), for the messages of ``load()``.
     public var field: String
 
-    static let keys = ["teamId", "keyId", "keyFile", "topic", "endpoint", "sandboxEndpoint", "caFile"]
+    /// The string members of the config file's `apns` object.
+    static let keys = [
+        "teamId", "keyId", "keyFile", "topic", "endpoint", "sandboxEndpoint", "caFile", "channelEndpoint",
+        "broadcastEndpoint",
+    ]
+    /// Every member of the config file's `apns` object: the strings, and `broadcast` (true or false).
+    static let allKeys = keys + ["broadcast"]
 
-    /// The settings of the config file's `apns` object at `field` (its members as strings, already checked to
-    /// be known, non-empty strings): missing required keys and malformed values are refused with the key named.
-    init(section values: [String: String], field: String) throws {
+    /// The settings of the config file's `apns` object at `field` (its string members, already checked to be
+    /// known, non-empty strings, and `broadcast`): missing required keys and malformed values are refused with the
+    /// key named. The channel and broadcast endpoints are checked whether or not `broadcast` is true.
+    init(section values: [String: String], broadcast: Bool = false, field: String) throws {
         func required(_ key: String) throws -> String {
             guard let value = values[key] else {
                 throw LedgerCoreError(.invalidArgument, field: "\(field).\(key)", "required")
@@ -77,6 +102,13 @@ public struct APNsSettings: Sendable, Equatable {
         if let endpoint = values["sandboxEndpoint"] {
             self.sandboxEndpoint = try Self.endpoint(endpoint, field: "\(field).sandboxEndpoint")
         }
+        if let endpoint = values["channelEndpoint"] {
+            self.channelEndpoint = try Self.endpoint(endpoint, field: "\(field).channelEndpoint")
+        }
+        if let endpoint = values["broadcastEndpoint"] {
+            self.broadcastEndpoint = try Self.endpoint(endpoint, field: "\(field).broadcastEndpoint")
+        }
+        self.broadcast = broadcast
     }
 
     /// Reads ``keyFile`` and ``caFile``, as ``loadKey()`` and ``loadTrustRoots()`` do: what `ledger serve` checks

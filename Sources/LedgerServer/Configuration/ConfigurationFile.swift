@@ -165,10 +165,24 @@ struct ConfigurationFile: Decodable {
     /// `projects.<name>.apns`: what ``APNsSettings`` is made of, as written.
     struct APNsSection: Decodable {
         let values: [String: String]
+        /// `broadcast`: false when absent.
+        let broadcast: Bool
 
         init(from decoder: any Decoder) throws {
+            let container = try decoder.container(keyedBy: ConfigKey.self)
+            if container.contains(ConfigKey("broadcast")) {
+                // Strictly a JSON boolean: `"true"` or `1` is refused, not read as true.
+                guard let value = try? container.decode(Bool.self, forKey: ConfigKey("broadcast")) else {
+                    throw LedgerCoreError(
+                        .invalidArgument, field: "\(decoder.configurationField).broadcast", "expected true or false")
+                }
+                broadcast = value
+            } else {
+                broadcast = false
+            }
             values = try decoder.configurationStrings(
-                APNsSettings.keys, unknown: "unknown key; expected one of \(APNsSettings.keys.joined(separator: ", "))",
+                APNsSettings.keys, known: APNsSettings.allKeys,
+                unknown: "unknown key; expected one of \(APNsSettings.allKeys.joined(separator: ", "))",
                 malformed: "expected a non-empty string", allowsEmpty: false)
         }
     }
@@ -263,11 +277,11 @@ extension Decoder {
     /// An object of optional string members `keys`: an unknown member is refused with `unknown`, one that is not
     /// a string (or is empty or holds NUL, unless `allowsEmpty`) with `malformed`.
     fileprivate func configurationStrings(
-        _ keys: [String], unknown: String, malformed: String, allowsEmpty: Bool
+        _ keys: [String], known: [String]? = nil, unknown: String, malformed: String, allowsEmpty: Bool
     ) throws -> [String: String] {
         let path = configurationPath
         let container = try container(keyedBy: ConfigKey.self)
-        try container.refuseUnknown(Set(keys), unknown, path: path)
+        try container.refuseUnknown(Set(known ?? keys), unknown, path: path)
         var values: [String: String] = [:]
         for key in keys {
             guard let text = try container.string(key, malformed, path: path) else { continue }

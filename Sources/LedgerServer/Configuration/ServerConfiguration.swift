@@ -152,7 +152,7 @@ extension ServerConfiguration {
             }
             if let apns = section.apns {
                 configuration.apns[project] = try APNsSettings(
-                    section: apns.values, field: "\(path): projects.\(name).apns")
+                    section: apns.values, broadcast: apns.broadcast, field: "\(path): projects.\(name).apns")
             }
             if let expiry = section.registrationExpiry { configuration.registrationExpiries[project] = expiry }
             if section.contentRetention != nil || section.identifierRetention != nil {
