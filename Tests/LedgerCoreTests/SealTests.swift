@@ -201,7 +201,7 @@ import Testing
         var taken = 0
         for tokenLength in [1, 40, 63, 64, 65, 120, 200, 300] {
             let token = RegistrationToken(trusted: String(repeating: "t", count: tokenLength))
-            for topicLength in [1, 60, 130, 900] {
+            for topicLength in [1, 60, 130, 900, 17_000] {
                 let topic = TopicName(trusted: String(repeating: "n", count: topicLength))
                 let bodies: [LedgerEvent.Body] = [
                     .registered(token: token, platform: "ios", appID: String(repeating: "a", count: topicLength)),
@@ -298,6 +298,192 @@ import Testing
         let answers = text.split(separator: "\n")
         #expect(answers.count == lines.count)
         #expect(answers.allSatisfy { $0 == "ok" }, "\(text)")
+    }
+}
+
+/// A forged sealed record — bytes a protobuf reader would decode to something other than what the hash binds, such as
+/// a sealed field written twice (a reader keeps the last copy) — is refused alike by Swift
+/// (``HashChain/recomputedHash(previous:encodedEvent:decoded:)``, which requires the canonical encoding) and by
+/// tools/merkle/sealed_form.py (and so verify_proof.py); both still take every canonical record, with the same hash.
+@Suite struct SealedFormForgeryTests {
+    typealias Field = (number: UInt64, bytes: [UInt8], payload: [UInt8])
+
+    func varint(_ value: UInt64) -> [UInt8] {
+        var value = value
+        var out: [UInt8] = []
+        while value >= 0x80 {
+            out.append(UInt8(truncatingIfNeeded: value) | 0x80)
+            value >>= 7
+        }
+        return out + [UInt8(value)]
+    }
+
+    func field(_ number: UInt64, _ payload: [UInt8]) -> [UInt8] {
+        varint(number << 3 | 2) + varint(UInt64(payload.count)) + payload
+    }
+
+    func field(_ number: UInt64, varint value: UInt64) -> [UInt8] { varint(number << 3) + varint(value) }
+
+    /// The fields of a message in wire order: each one's number, its bytes (key included), and a length-delimited
+    /// one's contents.
+    func fields(_ bytes: [UInt8]) -> [Field] {
+        var out: [Field] = []
+        var offset = 0
+        func read() -> UInt64 {
+            var value: UInt64 = 0
+            var shift: UInt64 = 0
+            while true {
+                let byte = bytes[offset]
+                offset += 1
+                value |= UInt64(byte & 0x7F) << shift
+                if byte < 0x80 { return value }
+                shift += 7
+            }
+        }
+        while offset < bytes.count {
+            let start = offset
+            let key = read()
+            var payload: [UInt8] = []
+            if key & 7 == 0 {
+                _ = read()
+            } else {
+                let length = Int(read())
+                payload = Array(bytes[offset..<offset + length])
+                offset += length
+            }
+            out.append((key >> 3, Array(bytes[start..<offset]), payload))
+        }
+        return out
+    }
+
+    /// The record of `event` with its body's fields rewritten by `body`, then the event's by `top`.
+    func record(
+        _ event: LedgerEvent, top: ([Field]) -> [[UInt8]] = { $0.map(\.bytes) },
+        body: ([Field]) -> [[UInt8]] = { $0.map(\.bytes) }
+    ) -> [UInt8] {
+        let encoded = EventCodec.encode(event)
+        let rebuilt = fields(Array(encoded.dropFirst())).map { entry -> Field in
+            guard (10..<30).contains(entry.number) else { return entry }
+            let payload = Array(body(fields(entry.payload)).joined())
+            return (entry.number, field(entry.number, payload), payload)
+        }
+        return [encoded[0]] + Array(top(rebuilt).joined())
+    }
+
+    @Test func forgedRecordsAreRefusedByBothAndCanonicalOnesTakenByBoth() throws {
+        let token = SealTests.token
+        let other = Array("other-token-forged".utf8)
+        let news = TopicName(trusted: "news")
+        let subscribed = SealTests.sealed(.subscribed(token: token, topic: news, via: .client), seq: 3)
+        let sentToTopic = SealTests.sealed(
+            .sent(
+                SentMessage(
+                    messageID: 10, target: .topic(news), precedence: .standard,
+                    messageJSON: Array(#"{"notification":{"title":"NEGATIVE"}}"#.utf8))), seq: 4)
+        let progress = SealTests.sealed(
+            .pushProgress(
+                PushProgress(
+                    sendSeq: 3, throughToken: token, finished: false, expired: false,
+                    failures: [PushFailure(token: token, kind: .unregistered, status: 410, reason: "Unregistered")],
+                    settledThrough: 0)), seq: 5)
+        var forgotten = subscribed
+        forgotten.seals = [Seal(commitment: Array(repeating: 7, count: 32), forgotten: "")]
+        let forged: [(String, [UInt8])] = [
+            ("a second token in subscribed, next to the first",
+             record(subscribed, body: { [$0[0].bytes, field(1, other)] + $0.dropFirst().map(\.bytes) })),
+            ("a second token in subscribed, last", record(subscribed, body: { $0.map(\.bytes) + [field(1, other)] })),
+            ("a second message_json in sent",
+             record(sentToTopic, body: { $0.map(\.bytes) + [field(5, Array(#"{"notification":{"title":"POSITIVE"}}"#.utf8))] })),
+            ("a second token in a push_progress failure",
+             record(progress, body: {
+                 $0.map { entry in
+                     guard entry.number == 5 else { return entry.bytes }
+                     return field(5, Array(fields(entry.payload).map { $0.number == 1 ? $0.bytes + field(1, other) : $0.bytes }.joined()))
+                 }
+             })),
+            ("a second through_token in push_progress",
+             record(progress, body: { $0.flatMap { $0.number == 2 ? [$0.bytes, field(2, other)] : [$0.bytes] } })),
+            ("a second actor", record(subscribed, top: { $0.flatMap { $0.number == 3 ? [$0.bytes, field(3, Array("admin".utf8))] : [$0.bytes] } })),
+            ("a second seq", record(subscribed, top: { $0.flatMap { $0.number == 1 ? [$0.bytes, field(1, varint: 4)] : [$0.bytes] } })),
+            ("a second body", record(subscribed, top: { $0.flatMap { $0.number == 12 ? [$0.bytes, field(13, $0.payload)] : [$0.bytes] } })),
+            ("the request id before the actor", record(subscribed, top: { var out = $0.map(\.bytes); out.swapAt(2, 3); return out })),
+            ("the topic before the token", record(subscribed, body: { var out = $0.map(\.bytes); out.swapAt(0, 1); return out })),
+            ("the seals before the body", record(subscribed, top: { var out = $0.map(\.bytes); out.swapAt(4, 5); return out })),
+            ("an explicit empty reason",
+             record(SealTests.sealed(.unregistered(token: token, reason: ""), seq: 6), body: { $0.map(\.bytes) + [field(2, [])] })),
+            ("an explicit zero through_seq",
+             record(SealTests.sealed(.acknowledged(token: token, through: 0), seq: 6), body: { $0.map(\.bytes) + [field(2, varint: 0)] })),
+            ("an explicit empty request id",
+             record(subscribed, top: { $0.flatMap { $0.number == 4 ? [field(4, [])] : [$0.bytes] } })),
+            ("an explicit empty forgotten in a seal",
+             record(forgotten, top: { $0.map { $0.number == 30 ? field(30, $0.payload + field(3, [])) : $0.bytes } })),
+            ("a seal's key twice", record(subscribed, top: { $0.map { $0.number == 30 ? field(30, $0.payload + $0.payload) : $0.bytes } })),
+            ("an unknown field in the body", record(subscribed, body: { $0.map(\.bytes) + [field(9, [1])] })),
+            ("an unknown field in the event", record(subscribed, top: { $0.flatMap { $0.number == 4 ? [$0.bytes, field(5, [1])] : [$0.bytes] } })),
+            ("an unknown field in a failure",
+             record(progress, body: { $0.map { $0.number == 5 ? field(5, $0.payload + field(7, [1])) : $0.bytes } })),
+            ("an unknown via", record(subscribed, body: { $0.map { $0.number == 3 ? field(3, varint: 7) : $0.bytes } })),
+            ("no via (0: none Swift reads)", record(subscribed, body: { $0.filter { $0.number != 3 }.map(\.bytes) })),
+            ("a non-minimal varint (seq 3 in two bytes)", record(subscribed, top: { [[0x08, 0x83, 0x00]] + $0.dropFirst().map(\.bytes) })),
+            ("a non-minimal length (the body's)",
+             record(subscribed, top: {
+                 $0.map { $0.number == 12 ? [0x62, UInt8($0.payload.count) | 0x80, 0x00] + $0.payload : $0.bytes }
+             })),
+        ]
+        var canonical = (SealTests.bodies + [
+            .registered(token: token, platform: "", appID: ""),  // `optional`: written when set, even empty
+            .registered(token: token, platform: nil, appID: nil),
+            .unregistered(token: token, reason: ""),
+            .acknowledged(token: token, through: 0),
+        ]).enumerated().map { SealTests.sealed($0.element, seq: UInt64($0.offset + 1)) }
+        canonical.append(forgotten)
+        let records = forged.map(\.1) + canonical.map { EventCodec.encode($0) }
+
+        // Swift: every forgery throws; every canonical record hashes.
+        var swiftHashes: [String] = []
+        for (index, bytes) in records.enumerated() {
+            let hash = try? bytes.withUnsafeBytes { try HashChain.recomputedHash(previous: HashChain.genesis, encodedEvent: $0) }
+            if index < forged.count {
+                #expect(hash == nil, "Swift takes \(forged[index].0)")
+            } else {
+                #expect(hash != nil, "Swift refuses canonical record \(index - forged.count)")
+            }
+            swiftHashes.append(hash.map { Hex.encode($0) } ?? "refused")
+        }
+
+        // The script: the same answers, and the same hashes.
+        let script = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+            .deletingLastPathComponent().appendingPathComponent("tools/merkle/sealed_form.py").path
+        let driver = """
+            import sys, importlib.util
+            spec = importlib.util.spec_from_file_location("sealed_form", sys.argv[1])
+            sealed_form = importlib.util.module_from_spec(spec); spec.loader.exec_module(sealed_form)
+            for line in sys.stdin:
+                try:
+                    print(sealed_form.record_hash(bytes(32), bytes.fromhex(line.strip())).hex())
+                except sealed_form.Malformed:
+                    print("refused")
+            """
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
+        process.arguments = ["python3", "-c", driver, script]
+        let input = Pipe()
+        let output = Pipe()
+        process.standardInput = input
+        process.standardOutput = output
+        try process.run()
+        input.fileHandleForWriting.write(Data((records.map { Hex.encode($0) }.joined(separator: "\n") + "\n").utf8))
+        try input.fileHandleForWriting.close()
+        let text = String(decoding: output.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+        process.waitUntilExit()
+        #expect(process.terminationStatus == 0)
+        let answers = text.split(separator: "\n").map(String.init)
+        #expect(answers.count == records.count, "\(text)")
+        for (index, answer) in answers.enumerated() where index < records.count {
+            let name = index < forged.count ? forged[index].0 : "canonical record \(index - forged.count)"
+            #expect(answer == swiftHashes[index], "\(name): the script says \(answer), Swift \(swiftHashes[index])")
+            if index >= forged.count { #expect(answer != "refused", "the script refuses \(name)") }
+        }
     }
 }
 
