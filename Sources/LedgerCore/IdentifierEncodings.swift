@@ -1,3 +1,9 @@
+#if canImport(Glibc)
+    import Glibc
+#elseif canImport(Darwin)
+    import Darwin
+#endif
+
 /// The forms in which identifiers being erased may be written inside a message's content, and the rewriting
 /// that puts the same form of each one's replacement in their place (docs/compliance.md, "Erasure").
 ///
@@ -37,9 +43,19 @@ public struct IdentifierEncodings: Sendable {
         public let owner: Int
     }
 
+    /// Every form added, in the order added; `index` holds the same needles at the same positions.
+    private var added: [Form] = []
+    /// Every needle added, searched for all at once (``NeedleIndex``): a position per form of `added`.
+    private var index = NeedleIndex()
+    /// The needles added, for the duplicate check (made once: an erasure may add tens of thousands of forms).
+    private var seen: Set<[UInt8]> = []
+
     /// Every form added, the longest needle first (so that a padded base64 is replaced whole, not as its
-    /// unpadded prefix).
-    public private(set) var forms: [Form] = []
+    /// unpadded prefix); of needles as long, the one added first first.
+    public var forms: [Form] {
+        added.indices.sorted { added[$0].needle.count > added[$1].needle.count || (added[$0].needle.count == added[$1].needle.count && $0 < $1) }
+            .map { added[$0] }
+    }
 
     public init() {}
 
@@ -51,27 +67,27 @@ public struct IdentifierEncodings: Sendable {
     ///     them, and 16 bytes that happen to spell `"notification":{` would otherwise rewrite every message.
     ///   - shortest: forms shorter than this are not searched for: a short identifier (a token `ledger import`
     ///     took) would match inside unrelated text.
+    ///
+    /// Constant time per form, however many were added before (#65: an erasure adds ~12 per APNs token the device
+    /// ever held).
     public mutating func add(
         _ identifier: [UInt8], replacedBy replacement: [UInt8], owner: Int, binary: Bool = false,
         shortest: Int = Self.shortestNeedle
     ) {
         guard !identifier.isEmpty else { return }
-        var seen = Set(forms.map(\.needle))
         for (position, (needle, replaced)) in zip(Self.encodings(of: identifier), Self.encodings(of: replacement))
             .enumerated()
         where !(binary && position == 0) && needle.count >= shortest && seen.insert(needle).inserted {
-            forms.append(Form(needle: needle, replacement: replaced, owner: owner))
+            added.append(Form(needle: needle, replacement: replaced, owner: owner))
+            index.insert(needle)
         }
-        forms.sort { $0.needle.count > $1.needle.count }
     }
 
     /// Every needle: what a search for these identifiers in stored bytes looks for.
     public var needles: [[UInt8]] { forms.map(\.needle) }
 
     /// Whether a form of an identifier occurs in `bytes`.
-    public func occurs(in bytes: UnsafeRawBufferPointer) -> Bool {
-        forms.contains { ByteSearch.contains(bytes, $0.needle) }
-    }
+    public func occurs(in bytes: UnsafeRawBufferPointer) -> Bool { index.occurs(in: bytes) }
 
     /// Whether a form of an identifier occurs in `bytes`.
     public func occurs(in bytes: [UInt8]) -> Bool { bytes.withUnsafeBytes { occurs(in: $0) } }
@@ -79,32 +95,36 @@ public struct IdentifierEncodings: Sendable {
     /// `bytes` with every form of every identifier replaced, in one pass from the start (at each offset the
     /// longest needle found wins; a replacement is never searched again), and the owners of those found; `nil`
     /// when none occurs.
+    ///
+    /// Linear in `bytes` however many forms there are (``NeedleIndex``), not one scan per form.
     public func rewrite(_ bytes: [UInt8]) -> (bytes: [UInt8], owners: Set<Int>)? {
-        // A scan per needle with memchr first: most contents name no identifier at all.
-        let present = bytes.withUnsafeBytes { buffer in forms.filter { ByteSearch.contains(buffer, $0.needle) } }
-        guard !present.isEmpty else { return nil }
-        var result: [UInt8] = []
-        result.reserveCapacity(bytes.count)
-        var owners = Set<Int>()
-        var index = 0
-        outer: while index < bytes.count {
-            for form in present where Self.matches(form.needle, in: bytes, at: index) {
-                result += form.replacement
-                owners.insert(form.owner)
-                index += form.needle.count
-                continue outer
-            }
-            result.append(bytes[index])
-            index += 1
-        }
-        return (result, owners)
+        var comparisons = 0
+        return rewrite(bytes, comparisons: &comparisons)
     }
 
-    /// Whether `needle` is at `offset` of `bytes`.
-    private static func matches(_ needle: [UInt8], in bytes: [UInt8], at offset: Int) -> Bool {
-        guard needle.count <= bytes.count - offset else { return false }
-        for position in 0..<needle.count where bytes[offset + position] != needle[position] { return false }
-        return true
+    /// ``rewrite(_:)``, counting the needles compared with the bytes (what a test asserts is not one per form and
+    /// offset).
+    package func rewrite(_ bytes: [UInt8], comparisons: inout Int) -> (bytes: [UInt8], owners: Set<Int>)? {
+        bytes.withUnsafeBytes { buffer -> (bytes: [UInt8], owners: Set<Int>)? in
+            // Most contents name no identifier at all.
+            guard index.occurs(in: buffer, comparisons: &comparisons) else { return nil }
+            var result: [UInt8] = []
+            result.reserveCapacity(bytes.count)
+            var owners = Set<Int>()
+            var offset = 0
+            while offset < buffer.count {
+                if let found = index.longest(in: buffer, at: offset, comparisons: &comparisons) {
+                    let form = added[found]
+                    result += form.replacement
+                    owners.insert(form.owner)
+                    offset += form.needle.count
+                } else {
+                    result.append(buffer[offset])
+                    offset += 1
+                }
+            }
+            return (result, owners)
+        }
     }
 
     /// The shortest form searched for by default: 16 characters, shorter than any token the server issues or any APNs
@@ -151,6 +171,146 @@ public struct IdentifierEncodings: Sendable {
             UInt8(ascii: "~"):
             true
         default: false
+        }
+    }
+}
+
+/// Many byte strings searched for at once, in time linear in the bytes searched rather than in their product with the
+/// number of needles (#65: an erasure's forms for thousands of APNs tokens; `verify`'s for thousands of erasures).
+///
+/// Needles of ``prefixLength`` bytes or more are grouped by their first ``prefixLength`` bytes: at each offset of the
+/// bytes searched, the 8 bytes there are looked up in a bit filter and then in the groups, and only the needles of a
+/// group compared. Shorter needles (none by default: ``IdentifierEncodings/shortestNeedle`` is 16) are compared at
+/// every offset. Up to ``fewNeedles`` needles, ``occurs(in:)`` searches for each with `memchr` instead (faster for a
+/// few).
+///
+/// - Important: The needles are identifiers (secrets). Never log them or the bytes they are searched in.
+package struct NeedleIndex: Sendable {
+    /// The bytes a needle is grouped by.
+    package static let prefixLength = 8
+    /// Up to this many needles, ``occurs(in:)`` searches for each in turn.
+    package static let fewNeedles = 16
+
+    /// Every needle inserted, at the position ``insert(_:)`` returned.
+    package private(set) var needles: [[UInt8]] = []
+    /// The positions of the needles of at least ``prefixLength`` bytes, by their first ``prefixLength`` bytes; each
+    /// group the longest first (of needles as long, the first inserted first).
+    private var groups: [UInt64: [Int]] = [:]
+    /// The positions of the non-empty needles shorter than ``prefixLength``, the longest first.
+    private var short: [Int] = []
+    /// A bit per hash of a group's prefix: most offsets are passed over without a dictionary lookup.
+    private var filter = [UInt64](repeating: 0, count: NeedleIndex.filterWords)
+    private static let filterWords = 1 << 12  // 2^18 bits, 32 KiB
+
+    package init() {}
+
+    package init(_ needles: some Sequence<[UInt8]>) {
+        for needle in needles { insert(needle) }
+    }
+
+    package var count: Int { needles.count }
+
+    /// Adds `needle` (an empty one is never found, as with `ByteSearch.contains`);
+    /// returns its position.
+    @discardableResult
+    package mutating func insert(_ needle: [UInt8]) -> Int {
+        let position = needles.count
+        needles.append(needle)
+        guard !needle.isEmpty else { return position }
+        if needle.count < Self.prefixLength {
+            Self.insert(position, into: &short, of: needles)
+        } else {
+            let prefix = needle.withUnsafeBytes { $0.loadUnaligned(as: UInt64.self) }
+            Self.insert(position, into: &groups[prefix, default: []], of: needles)
+            let bit = Self.filterBit(prefix)
+            filter[bit >> 6] |= 1 << UInt64(bit & 63)
+        }
+        return position
+    }
+
+    /// `position` into `list` after every needle at least as long.
+    private static func insert(_ position: Int, into list: inout [Int], of needles: [[UInt8]]) {
+        let length = needles[position].count
+        let at = list.firstIndex { needles[$0].count < length } ?? list.endIndex
+        list.insert(position, at: at)
+    }
+
+    private static func filterBit(_ prefix: UInt64) -> Int {
+        Int(truncatingIfNeeded: (prefix &* 0x9E37_79B9_7F4A_7C15) >> 46)  // 18 bits
+    }
+
+    /// Whether any needle occurs in `bytes`.
+    package func occurs(in bytes: UnsafeRawBufferPointer) -> Bool {
+        var comparisons = 0
+        return occurs(in: bytes, comparisons: &comparisons)
+    }
+
+    /// ``occurs(in:)``, counting the needles compared (a `memchr` search for one counts as one).
+    package func occurs(in bytes: UnsafeRawBufferPointer, comparisons: inout Int) -> Bool {
+        if needles.count <= Self.fewNeedles {
+            for needle in needles {
+                comparisons += 1
+                if ByteSearch.contains(bytes, needle) { return true }
+            }
+            return false
+        }
+        for offset in 0..<bytes.count where longest(in: bytes, at: offset, comparisons: &comparisons) != nil {
+            return true
+        }
+        return false
+    }
+
+    /// The position of the longest needle at `offset` of `bytes`, `nil` when none is there.
+    package func longest(in bytes: UnsafeRawBufferPointer, at offset: Int, comparisons: inout Int) -> Int? {
+        var found: Int?
+        forEach(in: bytes, at: offset, comparisons: &comparisons) { position in
+            found = position
+            return false
+        }
+        return found
+    }
+
+    /// The positions of every needle that occurs in `bytes` (overlapping or not).
+    package func occurring(in bytes: UnsafeRawBufferPointer) -> Set<Int> {
+        var comparisons = 0
+        var result = Set<Int>()
+        for offset in 0..<bytes.count {
+            forEach(in: bytes, at: offset, comparisons: &comparisons) { position in
+                result.insert(position)
+                return true
+            }
+        }
+        return result
+    }
+
+    package func occurring(in bytes: [UInt8]) -> Set<Int> { bytes.withUnsafeBytes { occurring(in: $0) } }
+
+    /// Calls `body` with the position of each needle at `offset` of `bytes`, the longest first, until it returns
+    /// `false`.
+    private func forEach(
+        in bytes: UnsafeRawBufferPointer, at offset: Int, comparisons: inout Int, _ body: (Int) -> Bool
+    ) {
+        let remaining = bytes.count - offset
+        if remaining >= Self.prefixLength {
+            let prefix = bytes.loadUnaligned(fromByteOffset: offset, as: UInt64.self)
+            let bit = Self.filterBit(prefix)
+            if filter[bit >> 6] & (1 << UInt64(bit & 63)) != 0, let group = groups[prefix] {
+                for position in group where needles[position].count <= remaining {
+                    comparisons += 1
+                    if Self.matches(needles[position], in: bytes, at: offset), !body(position) { return }
+                }
+            }
+        }
+        for position in short where needles[position].count <= remaining {
+            comparisons += 1
+            if Self.matches(needles[position], in: bytes, at: offset), !body(position) { return }
+        }
+    }
+
+    /// Whether `needle` is at `offset` of `bytes` (the caller checked that it fits).
+    private static func matches(_ needle: [UInt8], in bytes: UnsafeRawBufferPointer, at offset: Int) -> Bool {
+        needle.withUnsafeBytes { needleBytes in
+            memcmp(bytes.baseAddress! + offset, needleBytes.baseAddress!, needle.count) == 0
         }
     }
 }

@@ -46,7 +46,7 @@ enum LogRedaction {
             identifiers.encodings.add(
                 apnsToken, replacedBy: Array(targets[index].pseudonym.rawValue.utf8), owner: index, binary: true)
         }
-        let needles = identifiers.needles
+        let needles = NeedleIndex(identifiers.needles)
         var redactions = Array(repeating: Redaction(), count: targets.count)
         var rewritten: [(seq: UInt64, record: [UInt8])] = []
         try txn.withCursor(schema.log) { cursor in
@@ -106,19 +106,15 @@ enum LogRedaction {
         /// Every form of every identifier inside a message's content, with the same form of its replacement.
         var encodings = IdentifierEncodings()
 
-        /// Below this many identifiers a record's bytes are searched for each before it is decoded; above
-        /// it every record is decoded and its fields looked up.
-        static let searchedIdentifiers = 8
-
         /// Every form of the identifiers, searched for in each record (made once: the log has a million records).
         /// The raw identifiers name them in fields; the forms, in contents.
         var needles: [[UInt8]] { tokens.keys.map { Array($0.utf8) } + Array(apnsTokens.keys) + encodings.needles }
 
-        /// Whether `encoded` may name one of `needles`: `false` only when it certainly does not; always `true`
-        /// past ``searchedIdentifiers`` identifiers.
-        func mayBeNamed(in encoded: UnsafeRawBufferPointer, needles: [[UInt8]]) -> Bool {
-            guard tokens.count + apnsTokens.count <= Self.searchedIdentifiers else { return true }
-            return needles.contains { ByteSearch.contains(encoded, $0) }
+        /// Whether `encoded` may name one of `needles`: `false` only when it certainly does not. One pass over the
+        /// record however many identifiers there are (#65: a device that held thousands of APNs tokens), so that a
+        /// record is decoded only when it may name one.
+        func mayBeNamed(in encoded: UnsafeRawBufferPointer, needles: NeedleIndex) -> Bool {
+            needles.occurs(in: encoded)
         }
 
         /// `event` with every identifier replaced, noting which targets it named; `nil` when it named none.
