@@ -46,16 +46,18 @@ func buildRouter(
         var events: UInt64 = 0
         var pendingAudiences = 0
         var compactionsOwed = 0
+        var erasureJournalsOwed = 0
         var mapUsed = 0.0
         for ledger in ledgers.openLedgers().values {
             events &+= try ledger.readLog { try $0.head().seq }
             pendingAudiences += ledger.pendingAudiences
             if ledger.compactionProblem != nil { compactionsOwed += 1 }
+            if ledger.erasureJournalProblem != nil { erasureJournalsOwed += 1 }
             mapUsed = max(mapUsed, try ledger.mapUsedFraction)
         }
         ledgers.metrics.recordEvents(events, pendingAudiences: pendingAudiences)
         ledgers.metrics.recordStorage(
-            compactionsOwed: compactionsOwed, mapUsedFraction: mapUsed,
+            compactionsOwed: compactionsOwed, erasureJournalsOwed: erasureJournalsOwed, mapUsedFraction: mapUsed,
             disk: FileSystemSpace.sizes(at: configuration.dataDirectory))
         if let cluster = ledgers.cluster {
             let projects = cluster.projects

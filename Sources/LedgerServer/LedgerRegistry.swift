@@ -105,6 +105,11 @@ public final class LedgerRegistry: Sendable {
                         "a project's file could not be compacted after an erasure: freed pages may still hold what was"
                             + " erased (the server log says why; it is tried again before the next write)")
                 }
+                if ledger.erasureJournalProblem != nil {
+                    problems.append(
+                        "a project's erasures are not all in erasures.jsonl: a restore of an older backup would not"
+                            + " apply them again (the server log says why; it is tried again before the next write)")
+                }
                 if signers.hasProblem(project) {
                     problems.append("a project cannot sign checkpoints: its signing key cannot be used")
                 }

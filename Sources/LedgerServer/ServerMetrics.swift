@@ -159,11 +159,18 @@ public final class ServerMetrics: Sendable {
     /// Sets the storage gauges before a scrape: the open projects whose file owes a compaction after an erasure
     /// (freed pages may still hold what was erased), the fullest project's map, and the data directory's file
     /// system. No series carries a project id (`/metrics` needs no credential).
-    func recordStorage(compactionsOwed: Int, mapUsedFraction: Double, disk: (available: UInt64, size: UInt64)?) {
+    func recordStorage(
+        compactionsOwed: Int, erasureJournalsOwed: Int, mapUsedFraction: Double,
+        disk: (available: UInt64, size: UInt64)?
+    ) {
         registry.makeGauge(
             name: "topicledger_compactions_owed",
             help: "Open projects whose file could not be compacted after an erasure (tried again before each write)"
         ).set(Double(compactionsOwed))
+        registry.makeGauge(
+            name: "topicledger_erasure_journals_owed",
+            help: "Open projects with erasures not yet in erasures.jsonl (a restore would not apply them again)"
+        ).set(Double(erasureJournalsOwed))
         registry.makeGauge(
             name: "topicledger_map_used_ratio",
             help: "The fullest open project's LMDB file in use over the largest map it may grow to (1 TiB)"

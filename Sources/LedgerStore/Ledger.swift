@@ -125,9 +125,9 @@ public final class Ledger: Sendable {
                     try LedgerSnapshot(txn: $0, schema: storage.schema).sendsWithoutAudience()
                 })
         }
+        if !options.forRebuild { try compaction.journalAtOpen() }
         if options.replication == nil && !options.forRebuild {
             try forgetClusterSuffix(storage)
-            try journalAgainAfterATornLine()
             try reapplyJournaledErasures()
         }
     }
@@ -140,27 +140,6 @@ public final class Ledger: Sendable {
         let marked = try storage.environment.read { try $0.contains(schema.meta, key: MetaKey.clusterHeld) }
         guard marked else { return }
         try storage.environment.write { txn in _ = try txn.delete(schema.meta, key: MetaKey.clusterHeld) }
-    }
-
-    /// After a crash tore the journal's last line (the erasure it recorded had committed), journals again, from the
-    /// log, every `erased` event after the journal's last whole line; the torn bytes are dropped. Called when a
-    /// writer opens the ledger, before the journal is read for a restore.
-    private func journalAgainAfterATornLine() throws {
-        guard ErasureJournal.isTorn(directory: directory) else { return }
-        let after = try ErasureJournal.read(directory: directory).last?.seq ?? 0
-        let entries = try read { snapshot in
-            var seqs: [UInt64] = []
-            try snapshot.forEachEvent(from: after + 1) { event, _ in
-                if case .erased = event.body { seqs.append(event.seq) }
-                return true
-            }
-            return try ErasureCompaction.journalEntries(of: seqs, in: snapshot)
-        }
-        try ErasureJournal.append(entries, directory: directory)
-        if entries.isEmpty { try ErasureJournal.dropTornLine(directory: directory) }
-        logger.warning(
-            "erasures.jsonl ended in a line torn by a crash: the erasures after its last whole line were journaled again from the log",
-            metadata: ["ledger.erasures": "\(entries.count)"])
     }
 
     /// Applies again, through the writer, each erasure of the journal that this file does not hold: a file
@@ -216,6 +195,10 @@ public final class Ledger: Sendable {
     /// While a compaction is owed after an erasure: why the last one failed (for `/readyz`: freed pages of the
     /// file may still hold what was erased).
     public var compactionProblem: String? { compaction?.problem }
+
+    /// While erasures committed here are not all in `erasures.jsonl` and their lines cannot be written: why. (A
+    /// restore of an older backup would not apply those erasures again; the writer tries before each transaction.)
+    public var erasureJournalProblem: String? { compaction?.journalProblem }
 
     /// How full the ledger's map is: the bytes of the file in use over the largest map it may grow to (a write
     /// that needs more fails: the ledger's disk is full). Read in a transaction, which holds the map lock: a

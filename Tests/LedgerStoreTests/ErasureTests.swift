@@ -1,4 +1,5 @@
 import Foundation
+import LMDBKit
 import LedgerCore
 import LedgerQueries
 import LedgerTestSupport
@@ -344,48 +345,72 @@ struct ErasureTests {
     }
 
     @Test(
-        "a journal line that does not read stops a writer's open, naming the file and line; a line torn by a crash is journaled again from the log at the next open"
+        "an erasure's journal line is owed until written: a journal that cannot be written is visible and written before the next write; a torn line is written again at the next open; a torn line nothing owes, or a damaged line, stops the open"
     )
-    func damagedJournal() async throws {
+    func owedJournal() async throws {
         let directory = TemporaryDirectory()
         defer { directory.remove() }
         let ledgerDirectory = directory.path + "/" + ProjectID.default.rawValue
         let journal = ledgerDirectory + "/" + ErasureJournal.fileName
+        let journalURL = URL(fileURLWithPath: journal)
+        let third = RegistrationToken(trusted: "cTHIRDDEVICE:APA91b-0123456789abcdefghijklmnopqrstuvwxyz")
+        func owed(_ ledger: Ledger) throws -> UInt64? {
+            try ledger.read { try ErasureJournal.owedFrom(txn: $0.txn, schema: $0.schema) }
+        }
+        func reasons() throws -> [String] { try ErasureJournal.read(directory: ledgerDirectory).map(\.reason) }
+        var thirdSeq: UInt64 = 0
         do {
             let ledger = try openTestLedger(directory)
             defer { ledger.close() }
             try await history(ledger)
             _ = try await ledger.append(request([.erase(erased, reason: "ticket 9")]))
+            #expect(try reasons() == ["ticket 9"])
+            #expect(try owed(ledger) == nil && ledger.erasureJournalProblem == nil)
+            // The journal cannot be written (a directory in its place refuses the write, as a full disk would): the
+            // erasure stands, its line is owed, and readiness says so.
+            let saved = try Data(contentsOf: journalURL)
+            try FileManager.default.removeItem(atPath: journal)
+            try FileManager.default.createDirectory(atPath: journal, withIntermediateDirectories: false)
+            let second = try await ledger.append(request([.erase(kept, reason: "ticket 10")]))
+            let secondSeq = try #require(second.outcomes.first?.seq)
+            #expect(ledger.erasureJournalProblem != nil)
+            #expect(try owed(ledger) == secondSeq)
+            // Once it can be, the line is written before the next write.
+            try FileManager.default.removeItem(atPath: journal)
+            try saved.write(to: journalURL)
+            _ = try await ledger.append(request([.register(third, platform: "android", appID: "app")]))
+            #expect(try reasons() == ["ticket 9", "ticket 10"])
+            #expect(try owed(ledger) == nil && ledger.erasureJournalProblem == nil)
+            thirdSeq = try #require(try await ledger.append(request([.erase(third, reason: "ticket 11")])).outcomes[0].seq)
         }
-        let intact = try Data(contentsOf: URL(fileURLWithPath: journal))
-        #expect(try ErasureJournal.read(directory: ledgerDirectory).map(\.reason) == ["ticket 9"])
-        // A crash tore the line of a second erasure, which had committed: the writer's next open journals it again
-        // from the log, and the next erasure's line is not glued to the torn bytes.
-        _ = try await {
-            let ledger = try openTestLedger(directory)
-            defer { ledger.close() }
-            return try await ledger.append(request([.erase(kept, reason: "ticket 10")]))
-        }()
-        let two = try Data(contentsOf: URL(fileURLWithPath: journal))
-        try (intact + two[intact.count...].prefix(30)).write(to: URL(fileURLWithPath: journal))
+        let whole = try Data(contentsOf: journalURL)
+        let twoLines = whole.prefix { _ in true }.split(separator: UInt8(ascii: "\n")).prefix(2)
+            .reduce(Data()) { $0 + $1 + Data([UInt8(ascii: "\n")]) }
+        #expect(try reasons() == ["ticket 9", "ticket 10", "ticket 11"])
+        // A crash tore the third line after its erasure committed: the data file still owes it (as it would have,
+        // the line not yet synced), and the next open writes it again, the torn bytes dropped.
+        try (twoLines + whole[twoLines.count...].prefix(25)).write(to: journalURL)
+        try LMDBEnvironment(path: ledgerDirectory).write { txn in
+            try txn.put(try txn.openDatabase("meta"), key: ErasureJournal.owedKey, value: thirdSeq)
+        }
         #expect(ErasureJournal.isTorn(directory: ledgerDirectory))
-        #expect(try ErasureJournal.read(directory: ledgerDirectory).map(\.reason) == ["ticket 9"])
         do {
             let ledger = try openTestLedger(directory)
             defer { ledger.close() }
-            #expect(!ErasureJournal.isTorn(directory: ledgerDirectory))
-            #expect(try Data(contentsOf: URL(fileURLWithPath: journal)) == two, "the torn line journaled again")
-            _ = try await ledger.append(request([.register(erased, platform: "android", appID: "app")]))
-            _ = try await ledger.append(request([.erase(erased, reason: "ticket 11")]))
+            #expect(try Data(contentsOf: journalURL) == whole, "the torn line written again")
+            #expect(try owed(ledger) == nil)
         }
-        #expect(try ErasureJournal.read(directory: ledgerDirectory).map(\.reason) == ["ticket 9", "ticket 10", "ticket 11"])
-        // A damaged line in the middle (an edit, a bad disk block) would lose an erasure: a writer's open fails.
-        var lines = try String(contentsOfFile: journal, encoding: .utf8).split(separator: "\n", omittingEmptySubsequences: false)
+        // A torn line the data file owes nothing for (a copy restored beside a journal a crash tore): the open stops.
+        try (whole + Data(#"{"actor":"admin","pseud"#.utf8)).write(to: journalURL)
+        let torn = try #require(throws: StoreError.self) { try openTestLedger(directory) }
+        #expect(torn.code == .corrupt && torn.message.contains("torn"), "\(torn.message)")
+        // A damaged line in the middle (an edit, a bad disk block) would lose an erasure: the open stops, naming it.
+        var lines = String(decoding: whole, as: UTF8.self).split(separator: "\n", omittingEmptySubsequences: false)
         lines[0] = "{not json"
-        try lines.joined(separator: "\n").write(toFile: journal, atomically: true, encoding: .utf8)
-        let error = try #require(throws: StoreError.self) { try openTestLedger(directory) }
-        #expect(error.code == .corrupt)
-        #expect(error.message.contains("erasures.jsonl line 1"), "\(error.message)")
+        try Data(lines.joined(separator: "\n").utf8).write(to: journalURL)
+        let damaged = try #require(throws: StoreError.self) { try openTestLedger(directory) }
+        #expect(damaged.code == .corrupt)
+        #expect(damaged.message.contains("erasures.jsonl line 1"), "\(damaged.message)")
     }
 
     @Test("a batch erases each known token once; unknown and repeated tokens are not found")

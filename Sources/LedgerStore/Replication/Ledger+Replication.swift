@@ -120,6 +120,7 @@ extension Ledger {
             if case .erased(let erasure) = event.body {
                 try redactReplicated(erasure, txn: txn, schema: schema)
                 erasures.append(event.seq)
+                try ErasureJournal.markOwed(from: event.seq, txn: txn, schema: schema)
             }
             if case .retention(let sweep) = event.body {
                 guard sweep.firstSeq <= sweep.throughSeq, sweep.throughSeq < event.seq else {

@@ -141,7 +141,12 @@ struct BatchCommit {
         var results: [Result<WriteReceipt, any Error>] = []
         results.reserveCapacity(requests.count)
         for request in requests {
-            results.append(try appender.apply(request, now: now).mapError { $0 })
+            let result = try appender.apply(request, now: now)
+            // An erasure's journal line is written once this commits; until then it is owed (``ErasureJournal``).
+            if request.erases, case .success(let receipt) = result, let first = receipt.outcomes.compactMap(\.seq).min() {
+                try ErasureJournal.markOwed(from: first, txn: txn, schema: schema)
+            }
+            results.append(result.mapError { $0 })
         }
         appender.sink.submitPending()
         try RecentMemberships.moveIfFull(

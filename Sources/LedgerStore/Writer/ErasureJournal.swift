@@ -1,4 +1,5 @@
 import Foundation
+import LMDBKit
 import LedgerCore
 
 /// `<ledger>/erasures.jsonl`: every erasure of the ledger, one JSON line each, beside the data file and never
@@ -10,7 +11,7 @@ import LedgerCore
 /// event's chain hash (which an erasure keeps), by which an older copy's record is recognised as the same
 /// device's.
 enum ErasureJournal {
-    struct Entry: Codable, Equatable, Sendable {
+    struct Entry: Codable, Hashable, Sendable {
         var seq: UInt64
         var time: String
         var actor: String
@@ -21,6 +22,33 @@ enum ErasureJournal {
     }
 
     static let fileName = "erasures.jsonl"
+
+    /// Meta key (seq u64): `erased` events from this seq on may not be in the journal yet. Set in the transaction
+    /// that commits an erasure (the writer's, or a follower's applying one), cleared once their lines are written
+    /// and synced (``ErasureCompaction``), so that an erasure whose line a failure, a full disk or a crash kept out
+    /// of the journal is journaled later, before the next write and at the next open.
+    static let owedKey = "erasuresJournalOwedFrom"
+
+    /// Notes, in `txn`, that the erasures from `seq` on are owed to the journal.
+    static func markOwed(from seq: UInt64, txn: LMDBTransaction, schema: LedgerSchema) throws {
+        if let owed = try owedFrom(txn: txn, schema: schema), owed <= seq { return }
+        try txn.put(schema.meta, key: owedKey, value: seq)
+    }
+
+    /// The seq from which erasures are owed to the journal; `nil` when none is.
+    static func owedFrom(txn: LMDBTransaction, schema: LedgerSchema) throws -> UInt64? {
+        try txn.withValue(in: schema.meta, forKey: owedKey) { value in
+            guard let value else { return nil }
+            guard value.count == 8 else { throw StoreError(.corrupt, "meta \(owedKey) holds \(value.count) bytes") }
+            return value.loadBigEndianUInt64()
+        }
+    }
+
+    /// Clears the debt noted from `seq`, unless a later erasure moved it since.
+    static func settle(from seq: UInt64, txn: LMDBTransaction, schema: LedgerSchema) throws {
+        guard try owedFrom(txn: txn, schema: schema) == seq else { return }
+        _ = try txn.delete(schema.meta, key: owedKey)
+    }
 
     /// Appends `entries` and syncs the file (created 0600).
     static func append(_ entries: [Entry], directory: String) throws {
@@ -46,9 +74,9 @@ enum ErasureJournal {
     }
 
     /// The entries of the journal in `directory` (none when there is no journal). Only a last line without its
-    /// newline (a write torn by a crash, after its erasure committed) may fail to read: it is left out, and
-    /// ``isTorn(directory:)`` says so, for the writer to journal that erasure again (``Ledger``'s open). Any other
-    /// line that does not read is an erasure that would not be applied again, so it is an error.
+    /// newline (a write torn by a crash or a full disk, after its erasure committed) may fail to read: it is left
+    /// out, and ``isTorn(directory:)`` says so; the erasure stays owed (``owedKey``) and its line is written again.
+    /// Any other line that does not read is an erasure that would not be applied again, so it is an error.
     ///
     /// - Throws: `.corrupt` naming the file and the line.
     static func read(directory: String) throws -> [Entry] {
@@ -75,20 +103,6 @@ enum ErasureJournal {
     static func isTorn(directory: String) -> Bool {
         guard let data = FileManager.default.contents(atPath: directory + "/" + fileName) else { return false }
         return data.last.map { $0 != UInt8(ascii: "\n") } ?? false
-    }
-
-    /// Drops a torn last line of the journal in `directory`, and syncs the file.
-    static func dropTornLine(directory: String) throws {
-        let path = directory + "/" + fileName
-        let descriptor = open(path, O_RDWR | O_CLOEXEC)
-        guard descriptor >= 0 else {
-            throw StoreError(.unavailable, "cannot open \(path): \(String(cString: strerror(errno)))")
-        }
-        defer { close(descriptor) }
-        try dropTornLine(descriptor: descriptor)
-        guard fsync(descriptor) == 0 else {
-            throw StoreError(.unavailable, "cannot sync \(path): \(String(cString: strerror(errno)))")
-        }
     }
 
     /// Drops a torn last line (bytes a crash left after the last newline), so that the next entry starts a line of
