@@ -229,7 +229,7 @@ import Testing
                 }
             }
         }
-        #expect(taken == 8 * 4 * 9 * 2)
+        #expect(taken == 8 * 5 * 9 * 2)
         // The kinds with other sealed values, or none, take the general path.
         for body in SealTests.bodies {
             let event = SealTests.sealed(body)

@@ -63,7 +63,10 @@ struct RetentionTests {
         let start = Self.start()
         let (old, new) = try await history(ledger, start: start)
         let hashes = try ledger.read { snapshot in try [snapshot.hash(at: old), snapshot.hash(at: new)] }
+        let file = ledger.directory + "/data.mdb"
+        let before = try FileManager.default.attributesOfItem(atPath: file)[.systemFileNumber] as? Int
         let outcome = try await forget(ledger, before: LedgerTime(microseconds: start.microseconds + 5_000_000))
+        #expect(try FileManager.default.attributesOfItem(atPath: file)[.systemFileNumber] as? Int != before, "compacted")
         let seq = try #require(outcome.seq)
         let sweep = try ledger.read { try $0.event(at: seq) }
         guard case .retention(let recorded)? = sweep?.body else {
@@ -167,6 +170,8 @@ struct RetentionTests {
         defer { ledger.close() }
         let start = Self.start()
         let (old, _) = try await history(ledger, start: start)
+        let file = ledger.directory + "/data.mdb"
+        let before = try FileManager.default.attributesOfItem(atPath: file)[.systemFileNumber] as? Int
         let seq = try #require(
             try await forget(ledger, before: LedgerTime(microseconds: start.microseconds + 5_000_000)).seq)
         guard case .retention(let recorded)? = try ledger.read({ try $0.event(at: seq) })?.body else {
@@ -174,6 +179,8 @@ struct RetentionTests {
             return
         }
         #expect(recorded.forgottenContents == 0 && recorded.unsealedContents == 1)
+        // Nothing forgotten, no page freed that held a content: the file is not compacted (rewritten anew).
+        #expect(try FileManager.default.attributesOfItem(atPath: file)[.systemFileNumber] as? Int == before)
         #expect(try ledger.read { try $0.event(at: old)?.contentForgotten } == nil)
         #expect(try ledger.verify().isSound)
     }

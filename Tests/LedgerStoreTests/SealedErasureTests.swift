@@ -261,4 +261,51 @@ struct SealedErasureTests {
             #expect(!problems.contains { $0.contains("hash mismatch") }, "the hash alone does not see it")
         }
     }
+
+    @Test("a content put back into a send to an erased device keeps the record's hash, and verify names it")
+    func contentPutBackIsDamage() async throws {
+        let directory = TemporaryDirectory()
+        defer { directory.remove() }
+        let path: String
+        let seq: UInt64
+        do {
+            let ledger = try openTestLedger(directory)
+            try await history(ledger)
+            _ = try await ledger.append(request([.erase(erased, reason: "request #12")]))
+            #expect(try ledger.verify().problems == [])
+            path = ledger.directory
+            // The send addressed to the device, its content forgotten by the erasure.
+            seq = try ledger.readLog { snapshot in
+                var found: UInt64 = 0
+                try snapshot.forEachEvent { event, _ in
+                    if case .sent(let sent) = event.body, case .token = sent.target { found = event.seq }
+                    return found == 0
+                }
+                return found
+            }
+            ledger.close()
+        }
+        try withRawLog(directory: path) { txn, log throws in
+            let record = try #require(try txn.value(in: log, forKey: seq))
+            let (hash, encoded) = try record.withUnsafeBytes { bytes in
+                let parts = try HashChain.split(record: bytes)
+                return (Array(parts.hash), Array(parts.encodedEvent))
+            }
+            var event = try EventCodec.decode(encoded)
+            guard case .sent(var sent) = event.body else { throw StoreError(.corrupt, "not a send") }
+            #expect(sent.messageJSON.isEmpty && event.contentForgotten == Seal.erasure)
+            sent.messageJSON = Array(#"{"data":{"note":"Your result is ready, Anna"}}"#.utf8)
+            event.body = .sent(sent)
+            let forged = EventCodec.encode(event)
+            let previous = try #require(try txn.value(in: log, forKey: seq - 1)).prefix(HashChain.hashSize)
+            #expect(
+                try forged.withUnsafeBytes { try HashChain.recomputedHash(previous: previous, encodedEvent: $0) } == hash,
+                "a forgotten content's commitment keeps the hash whatever stands in its place")
+            try txn.put(log, key: seq, value: hash + forged)
+        }
+        let reopened = try openTestLedger(directory, mode: .readOnly)
+        defer { reopened.close() }
+        let problems = try reopened.verify().problems
+        #expect(problems.contains("seq \(seq): a send to an erased device keeps a content"), "\(problems)")
+    }
 }

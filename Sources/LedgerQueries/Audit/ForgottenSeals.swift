@@ -7,7 +7,9 @@ import LedgerCore
 /// sweep puts. Each forgotten seal must give a known reason — `erasure`, `retention at <time>`, or
 /// `erasure; retention at <time>` — and stand in the shape that reason leaves: a registration token the pseudonym of
 /// an erasure (``ErasureAccount`` then checks that a later `erased` event accounts for it), an APNs token zero bytes,
-/// a content forgotten by retention empty and inside the range of a later `retention` event.
+/// the content of a send to an erased device empty, a content forgotten by retention empty and inside the range of a
+/// later `retention` event. (A topic send's content an erasure rewrote keeps the rest of its bytes, which no hash
+/// binds: docs/compliance.md, "What an erasure leaves".)
 struct ForgottenSeals {
     /// Seqs of contents forgotten by retention, still to be covered by a later `retention` event.
     private var retained: [UInt64] = []
@@ -36,7 +38,14 @@ struct ForgottenSeals {
                     problems.append("seq \(event.seq): a forgotten APNs token that is not zero bytes")
                 }
             case .content(let json):
-                guard byRetention else { continue }
+                guard byRetention else {
+                    // A send addressed to the erased device loses its content whole; a topic send's content keeps
+                    // what the erasure left, the pseudonym in the token's place (``ErasureAccount`` checks that).
+                    if case .sent(let sent) = event.body, case .token = sent.target, !json.isEmpty {
+                        problems.append("seq \(event.seq): a send to an erased device keeps a content")
+                    }
+                    continue
+                }
                 if !json.isEmpty { problems.append("seq \(event.seq): a content forgotten by retention is not empty") }
                 retained.append(event.seq)
             }

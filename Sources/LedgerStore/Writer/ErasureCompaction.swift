@@ -2,6 +2,7 @@ import Foundation
 import LMDBKit
 import LedgerCore
 import Logging
+import Synchronization
 
 /// What follows an erasure's commit, on the thread that committed it: the erasure journaled
 /// (``ErasureJournal``) and the file rewritten with its live pages only, so that no freed page keeps what was
@@ -15,6 +16,9 @@ final class ErasureCompaction: Sendable {
     private let dataFile: DataFileWatch?
     private let debt: CompactionDebt
     private let logger: Logger
+    /// Whether journal lines may be owed (an erasure committed since they were last written, or their writing
+    /// failed), and why it failed.
+    private let journal = Mutex<(owed: Bool, problem: String?)>((owed: true, problem: nil))
 
     init(environment: LMDBEnvironment, dataFile: DataFileWatch?, logger: Logger) {
         self.environment = environment
@@ -31,7 +35,8 @@ final class ErasureCompaction: Sendable {
     /// told. When the compaction fails the erasure stands (it is durable) but the request is told the file still
     /// holds the old bytes, and the writer compacts again before its next transaction (``settleOwed()``).
     func afterErasure(_ receipt: WriteReceipt) -> Result<WriteReceipt, any Error> {
-        journal(receipt.outcomes.compactMap(\.seq), "an erasure is recorded in the log")
+        journal.withLock { $0.owed = true }
+        journalOwed("an erasure is recorded in the log")
         return compact(
             answering: receipt, done: "erased devices' identifiers and compacted the ledger's file",
             metadata: ["ledger.erased": "\(receipt.outcomes.filter { $0.seq != nil }.count)"],
@@ -46,8 +51,17 @@ final class ErasureCompaction: Sendable {
     /// After the writer committed a retention sweep (``LedgerOperation/forgetContents(before:limit:)``): compacts,
     /// so that no freed page keeps a forgotten content, and says what the request is told (as
     /// ``afterErasure(_:)``; a retention sweep is not journaled: a restored copy is swept again by its rule).
+    /// A sweep that forgot nothing (its range held only contents already forgotten, or written before the ledger
+    /// sealed them) freed no page that held one: it is not compacted.
     func afterRetention(_ receipt: WriteReceipt) -> Result<WriteReceipt, any Error> {
-        compact(
+        if let seq = receipt.outcomes.compactMap(\.seq).first,
+            let event = try? environment.read({ txn in
+                try LedgerSnapshot(txn: txn, schema: LedgerSchema(txn)).event(at: seq)
+            }), case .retention(let sweep) = event.body, sweep.forgottenContents == 0
+        {
+            return .success(receipt)
+        }
+        return compact(
             answering: receipt,
             done: "forgot the contents of sends past the project's contentRetention and compacted the ledger's file",
             failed: """
@@ -99,7 +113,8 @@ final class ErasureCompaction: Sendable {
     /// compacts the file, as the leader did for its copy. A failed compaction is owed and tried again after the
     /// next block applied (``compactIfOwed()``).
     func afterReplicatedErasures(at seqs: [UInt64]) {
-        journal(seqs, "a replicated erasure is applied")
+        journal.withLock { $0.owed = true }
+        journalOwed("a replicated erasure is applied")
         do {
             try compact()
             logger.notice(
@@ -118,6 +133,7 @@ final class ErasureCompaction: Sendable {
     /// The writer, before its next transaction: makes the compaction owed, if one is; throws when it still fails.
     /// - Returns: whether it compacted (the file changed under the writer's cached facts).
     func settleOwed() throws -> Bool {
+        if journal.withLock({ $0.owed }) { journalOwed("an erasure is recorded in the log") }
         guard debt.problem != nil else { return false }
         try compact()
         logger.notice("compacted the ledger's file after an earlier erasure")
@@ -126,6 +142,7 @@ final class ErasureCompaction: Sendable {
 
     /// A follower's retry, after an applied block, of a compaction owed.
     func compactIfOwed() {
+        if journal.withLock({ $0.owed }) { journalOwed("a replicated erasure is applied") }
         guard debt.problem != nil, (try? compact()) != nil else { return }
         logger.notice("compacted this copy's file after an earlier erasure")
     }
@@ -144,20 +161,57 @@ final class ErasureCompaction: Sendable {
         }
     }
 
-    /// Appends the `erased` events at `seqs` to the journal; a failure is logged (`what` says what stands without
-    /// it), and the erasure stands: the log holds it.
-    private func journal(_ seqs: [UInt64], _ what: String) {
+    /// Writes the journal lines owed (``ErasureJournal/owedKey``): every `erased` event from the seq the meta key
+    /// names that the journal does not hold, after dropping a torn last line; then clears the debt. A failure is
+    /// logged (`what` says what stands without it) and kept in ``journalProblem`` for `/readyz`; the erasure stands
+    /// (the log holds it), and the lines are tried again before the next transaction and at the next open.
+    func journalOwed(_ what: String) {
         do {
-            try ErasureJournal.append(
-                try environment.read { txn in
-                    try Self.journalEntries(of: seqs, in: LedgerSnapshot(txn: txn, schema: LedgerSchema(txn)))
-                }, directory: environment.path)
+            let owed = try environment.read { txn -> (from: UInt64, entries: [ErasureJournal.Entry])? in
+                let schema = try LedgerSchema(txn)
+                guard let from = try ErasureJournal.owedFrom(txn: txn, schema: schema) else { return nil }
+                let snapshot = LedgerSnapshot(txn: txn, schema: schema)
+                var seqs: [UInt64] = []
+                try snapshot.forEachEvent(from: from) { event, _ in
+                    if case .erased = event.body { seqs.append(event.seq) }
+                    return true
+                }
+                return (from, try Self.journalEntries(of: seqs, in: snapshot))
+            }
+            if let owed {
+                let held = Set(try ErasureJournal.read(directory: environment.path))
+                try ErasureJournal.append(owed.entries.filter { !held.contains($0) }, directory: environment.path)
+                try environment.write { txn in try ErasureJournal.settle(from: owed.from, txn: txn, schema: LedgerSchema(txn)) }
+            }
+            journal.withLock { $0 = (owed: false, problem: nil) }
         } catch {
+            journal.withLock { $0 = (owed: true, problem: "\(error)") }
             logger.critical(
-                "\(what) but not in erasures.jsonl: a restore of an older backup would not apply it again",
+                "\(what) but not yet in erasures.jsonl: a restore of an older backup would not apply it again until it is; tried again before the next write",
                 metadata: ["error": "\(error)"])
         }
     }
+
+    /// At a writer's open: the journal lines owed by an earlier process. A torn last line that no debt accounts for
+    /// (a copy restored beside a journal a crash tore) cannot be told apart from a lost erasure: the open fails.
+    ///
+    /// - Throws: `.corrupt` naming the journal.
+    func journalAtOpen() throws {
+        let owed = try environment.read { txn in try ErasureJournal.owedFrom(txn: txn, schema: LedgerSchema(txn)) }
+        if owed == nil, ErasureJournal.isTorn(directory: environment.path) {
+            throw StoreError(
+                .corrupt,
+                "\(environment.path)/\(ErasureJournal.fileName) ends in a line torn by a crash that this copy of the"
+                    + " ledger does not account for (a copy restored beside it?): compare it with `ledger audit"
+                    + " erasures` of the newest copy, then complete or remove the torn line (docs/operations.md,"
+                    + " \"Erasures and restores\")")
+        }
+        journalOwed("an erasure is recorded in the log")
+    }
+
+    /// While journal lines are owed and could not be written: why (a restore of an older backup would not apply
+    /// those erasures again).
+    var journalProblem: String? { journal.withLock { $0.problem } }
 
     /// The journal lines of the `erased` events at `seqs`.
     static func journalEntries(of seqs: [UInt64], in snapshot: LedgerSnapshot) throws
