@@ -209,54 +209,74 @@ struct SealedErasureTests {
         #expect(try linked(ledger) == [])
     }
 
+    /// A ledger with ``history``, after `prepare`, and the seq of the first event `pick` chooses; closed.
+    private func ledger(
+        _ directory: TemporaryDirectory, prepare: (Ledger) async throws -> Void = { _ in },
+        picking pick: @escaping (LedgerEvent) -> Bool
+    ) async throws -> (path: String, seq: UInt64) {
+        let ledger = try openTestLedger(directory)
+        defer { ledger.close() }
+        try await history(ledger)
+        try await prepare(ledger)
+        let seq = try ledger.readLog { snapshot in
+            var found: UInt64 = 0
+            try snapshot.forEachEvent { event, _ in
+                if pick(event) { found = event.seq }
+                return found == 0
+            }
+            return found
+        }
+        return (ledger.directory, seq)
+    }
+
+    /// Rewrites the record at `seq` as whoever holds the file could: `change` edits the decoded event, the stored
+    /// hash is kept; expects the forged record still to recompute that hash (a forgotten value's commitment stands
+    /// for it whatever stands in its place).
+    private func forge(path: String, seq: UInt64, _ change: (inout LedgerEvent) throws -> Void) throws {
+        try withRawLog(directory: path) { txn, log throws in
+            let record = try #require(try txn.value(in: log, forKey: seq))
+            let (hash, encoded) = try record.withUnsafeBytes { bytes in
+                let parts = try HashChain.split(record: bytes)
+                return (Array(parts.hash), Array(parts.encodedEvent))
+            }
+            var event = try EventCodec.decode(encoded)
+            try change(&event)
+            let forged = EventCodec.encode(event)
+            let previous = try #require(try txn.value(in: log, forKey: seq - 1)).prefix(HashChain.hashSize)
+            #expect(
+                try forged.withUnsafeBytes { try HashChain.recomputedHash(previous: previous, encodedEvent: $0) } == hash,
+                "the forged record keeps its hash")
+            try txn.put(log, key: seq, value: hash + forged)
+        }
+    }
+
+    private func problems(_ directory: TemporaryDirectory) throws -> [String] {
+        let reopened = try openTestLedger(directory, mode: .readOnly)
+        defer { reopened.close() }
+        return try reopened.verify().problems
+    }
+
     @Test("a stand-in no erasure or retention puts there is damage: verify names the record")
     func forgedStandInIsDamage() async throws {
         let directory = TemporaryDirectory()
         defer { directory.remove() }
-        let path: String
-        let seq: UInt64
-        do {
-            let ledger = try openTestLedger(directory)
-            try await history(ledger)
-            path = ledger.directory
-            // The kept device's subscription to news.
-            seq = try ledger.readLog { snapshot in
-                var found: UInt64 = 0
-                try snapshot.forEachEvent { event, _ in
-                    if case .subscribed(let token, _, _) = event.body, token == kept { found = event.seq }
-                    return found == 0
-                }
-                return found
-            }
-            ledger.close()
+        let kept = self.kept
+        // The kept device's subscription to news.
+        let (path, seq) = try await ledger(directory) {
+            if case .subscribed(let token, _, _) = $0.body { token == kept } else { false }
         }
-        for (reason, standIn) in [("x", "someone-else-entirely-0123456789"), (Seal.erasure, "someone-else-entirely-0123456789")] {
+        for reason in ["x", Seal.erasure] {
             // Whoever holds the file forgets the token "properly" — its commitment kept, so the hash still recomputes —
             // and puts another in its place.
-            try withRawLog(directory: path) { txn, log throws in
-                let record = try #require(try txn.value(in: log, forKey: seq))
-                let (hash, encoded) = try record.withUnsafeBytes { bytes in
-                    let parts = try HashChain.split(record: bytes)
-                    return (Array(parts.hash), Array(parts.encodedEvent))
-                }
-                var event = try EventCodec.decode(encoded)
-                let original = event.body
-                event.body = original.replacingSealedValues { _, value in
-                    if case .token = value { return .token(RegistrationToken(trusted: standIn)) }
+            try forge(path: path, seq: seq) { event in
+                let original = event
+                event.body = original.body.replacingSealedValues { _, value in
+                    if case .token = value { return .token(RegistrationToken(trusted: "someone-else-entirely-0123456789")) }
                     return value
                 }
-                let originalEvent = try EventCodec.decode(encoded)
-                event.seals = try #require(originalEvent.seals(forgettingChangesIn: event.body, reason: reason))
-                let forged = EventCodec.encode(event)
-                let previous = try #require(try txn.value(in: log, forKey: seq - 1)).prefix(HashChain.hashSize)
-                #expect(
-                    try forged.withUnsafeBytes { try HashChain.recomputedHash(previous: previous, encodedEvent: $0) }
-                        == hash, "the forged record keeps its hash")
-                try txn.put(log, key: seq, value: hash + forged)
+                event.seals = try #require(original.seals(forgettingChangesIn: event.body, reason: reason))
             }
-            let reopened = try openTestLedger(directory, mode: .readOnly)
-            let problems = try reopened.verify().problems
-            reopened.close()
+            let problems = try problems(directory)
             #expect(problems.contains { $0.hasPrefix("seq \(seq): a ") }, "\(reason): \(problems)")
             #expect(!problems.contains { $0.contains("hash mismatch") }, "the hash alone does not see it")
         }
@@ -266,46 +286,20 @@ struct SealedErasureTests {
     func contentPutBackIsDamage() async throws {
         let directory = TemporaryDirectory()
         defer { directory.remove() }
-        let path: String
-        let seq: UInt64
-        do {
-            let ledger = try openTestLedger(directory)
-            try await history(ledger)
-            _ = try await ledger.append(request([.erase(erased, reason: "request #12")]))
+        let erased = self.erased
+        // The send addressed to the device, its content forgotten by the erasure.
+        let (path, seq) = try await ledger(directory) { ledger in
+            _ = try await ledger.append(self.request([.erase(erased, reason: "request #12")]))
             #expect(try ledger.verify().problems == [])
-            path = ledger.directory
-            // The send addressed to the device, its content forgotten by the erasure.
-            seq = try ledger.readLog { snapshot in
-                var found: UInt64 = 0
-                try snapshot.forEachEvent { event, _ in
-                    if case .sent(let sent) = event.body, case .token = sent.target { found = event.seq }
-                    return found == 0
-                }
-                return found
-            }
-            ledger.close()
+        } picking: {
+            if case .sent(let sent) = $0.body, case .token = sent.target { true } else { false }
         }
-        try withRawLog(directory: path) { txn, log throws in
-            let record = try #require(try txn.value(in: log, forKey: seq))
-            let (hash, encoded) = try record.withUnsafeBytes { bytes in
-                let parts = try HashChain.split(record: bytes)
-                return (Array(parts.hash), Array(parts.encodedEvent))
-            }
-            var event = try EventCodec.decode(encoded)
+        try forge(path: path, seq: seq) { event in
             guard case .sent(var sent) = event.body else { throw StoreError(.corrupt, "not a send") }
             #expect(sent.messageJSON.isEmpty && event.contentForgotten == Seal.erasure)
             sent.messageJSON = Array(#"{"data":{"note":"Your result is ready, Anna"}}"#.utf8)
             event.body = .sent(sent)
-            let forged = EventCodec.encode(event)
-            let previous = try #require(try txn.value(in: log, forKey: seq - 1)).prefix(HashChain.hashSize)
-            #expect(
-                try forged.withUnsafeBytes { try HashChain.recomputedHash(previous: previous, encodedEvent: $0) } == hash,
-                "a forgotten content's commitment keeps the hash whatever stands in its place")
-            try txn.put(log, key: seq, value: hash + forged)
         }
-        let reopened = try openTestLedger(directory, mode: .readOnly)
-        defer { reopened.close() }
-        let problems = try reopened.verify().problems
-        #expect(problems.contains("seq \(seq): a send to an erased device keeps a content"), "\(problems)")
+        #expect(try problems(directory).contains("seq \(seq): a send to an erased device keeps a content"))
     }
 }
