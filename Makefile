@@ -31,23 +31,22 @@ run:
 # test runs in a process of its own: a cancelled URLSession request can hold FoundationNetworking's work queue for
 # its 60 s timeout, and the messaging and delivery tests beside it then time out (one CI run, 2026-11-26).
 test:
-	@tools/install-deps.sh
-	python3 -m pip install --quiet --disable-pip-version-check -r tools/merkle/requirements.txt
-	swift build --build-tests --explicit-target-dependency-import-check=error
-	python3 tools/check-imports.py
-	swift test --skip-build --skip "CancellationTests|LedgerServerTests|TopicLedgerMessagingTests"
-	swift test --skip-build --filter "LedgerServerTests|TopicLedgerMessagingTests" --skip CancellationTests
-	swift test --skip-build --filter CancellationTests
-	IntegrationTests/sdk-conformance/run.sh "$$(swift build --show-bin-path)/ledger"
-	IntegrationTests/deploy/verify-unit.sh "$$(swift build --show-bin-path)/ledger"
-	IntegrationTests/apns-standin/run.sh "$$(swift build --show-bin-path)/ledger"
-	IntegrationTests/cluster/run.sh "$$(swift build --show-bin-path)/ledger"
-	IntegrationTests/witness/run.sh "$$(swift build --show-bin-path)/ledger"
-	IntegrationTests/alerts/run.sh "$$(swift build --show-bin-path)/ledger"
-	samples/seeds-scenario.sh
-	IntegrationTests/console-browser/run.sh "$$(swift build --show-bin-path)/ledger"
-	IntegrationTests/schemathesis/run.sh "$$(swift build --show-bin-path)/ledger" 30
-	FUZZ_CONFIG=debug tools/fuzz/run.sh 15
+	@tools/ci/step.sh deps sh -c 'tools/install-deps.sh && python3 -m pip install --quiet --disable-pip-version-check -r tools/merkle/requirements.txt'
+	@tools/ci/step.sh build swift build --build-tests --explicit-target-dependency-import-check=error
+	@tools/ci/step.sh check-imports python3 tools/check-imports.py
+	@tools/ci/step.sh swift-test-store swift test --skip-build --skip "CancellationTests|LedgerServerTests|TopicLedgerMessagingTests"
+	@tools/ci/step.sh swift-test-servers swift test --skip-build --filter "LedgerServerTests|TopicLedgerMessagingTests" --skip CancellationTests
+	@tools/ci/step.sh swift-test-cancel swift test --skip-build --filter CancellationTests
+	@tools/ci/step.sh sdk-conformance IntegrationTests/sdk-conformance/run.sh "$$(swift build --show-bin-path)/ledger"
+	@tools/ci/step.sh deploy IntegrationTests/deploy/verify-unit.sh "$$(swift build --show-bin-path)/ledger"
+	@tools/ci/step.sh apns-standin IntegrationTests/apns-standin/run.sh "$$(swift build --show-bin-path)/ledger"
+	@tools/ci/step.sh cluster IntegrationTests/cluster/run.sh "$$(swift build --show-bin-path)/ledger"
+	@tools/ci/step.sh witness IntegrationTests/witness/run.sh "$$(swift build --show-bin-path)/ledger"
+	@tools/ci/step.sh alerts IntegrationTests/alerts/run.sh "$$(swift build --show-bin-path)/ledger"
+	@tools/ci/step.sh seeds samples/seeds-scenario.sh
+	@tools/ci/step.sh console-browser IntegrationTests/console-browser/run.sh "$$(swift build --show-bin-path)/ledger"
+	@tools/ci/step.sh schemathesis IntegrationTests/schemathesis/run.sh "$$(swift build --show-bin-path)/ledger" 30
+	@tools/ci/step.sh fuzz env FUZZ_CONFIG=debug tools/fuzz/run.sh 15
 
 # Loads the sample operations into ./ledger-data once (no server needed) and verifies the ledger.
 demo:
