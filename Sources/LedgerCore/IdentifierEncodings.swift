@@ -178,27 +178,56 @@ public struct IdentifierEncodings: Sendable {
 /// Many byte strings searched for at once, in time linear in the bytes searched rather than in their product with the
 /// number of needles (#65: an erasure's forms for thousands of APNs tokens; `verify`'s for thousands of erasures).
 ///
-/// Needles of ``prefixLength`` bytes or more are grouped by their first ``prefixLength`` bytes: at each offset of the
-/// bytes searched, the 8 bytes there are looked up in a bit filter and then in the groups, and only the needles of a
-/// group compared. Shorter needles (none by default: ``IdentifierEncodings/shortestNeedle`` is 16) are compared at
-/// every offset. Up to ``fewNeedles`` needles, ``occurs(in:)`` searches for each with `memchr` instead (faster for a
-/// few).
+/// Needles of ``longPrefixLength`` bytes or more are grouped by their first ``longPrefixLength`` bytes, and needles of
+/// ``prefixLength`` up to that by their first ``prefixLength``: at each offset of the bytes searched, the bytes there
+/// are looked up in a bit filter and then in the groups, and only the needles of a group compared. Shorter needles
+/// (none by default: ``IdentifierEncodings/shortestNeedle`` is 16) are compared at every offset. Up to ``fewNeedles``
+/// needles, ``occurs(in:)`` searches for each with `memchr` instead (faster for a few).
+///
+/// The long prefix is what keeps identifiers that share a beginning apart: every erasure pseudonym starts
+/// `erased-`, so 8 bytes put all of their base64 forms in one group and their hex forms in 16 (a search compared
+/// thousands of needles at each place one occurs), while 24 bytes hold at least 5 of their random hex digits in
+/// every form. Identifiers made to share their first 24 bytes (a device choosing its APNs tokens) still share a
+/// group: the work is then the number of such needles at each offset where one begins.
 ///
 /// - Important: The needles are identifiers (secrets). Never log them or the bytes they are searched in.
 package struct NeedleIndex: Sendable {
-    /// The bytes a needle is grouped by.
+    /// The bytes a needle shorter than ``longPrefixLength`` is grouped by.
     package static let prefixLength = 8
+    /// The bytes a needle at least this long is grouped by.
+    package static let longPrefixLength = 24
     /// Up to this many needles, ``occurs(in:)`` searches for each in turn.
     package static let fewNeedles = 16
 
+    /// The first ``longPrefixLength`` bytes of a needle or of the bytes at an offset.
+    private struct LongPrefix: Hashable, Sendable {
+        let first: UInt64
+        let second: UInt64
+        let third: UInt64
+
+        init(_ bytes: UnsafeRawBufferPointer, at offset: Int) {
+            first = bytes.loadUnaligned(fromByteOffset: offset, as: UInt64.self)
+            second = bytes.loadUnaligned(fromByteOffset: offset + 8, as: UInt64.self)
+            third = bytes.loadUnaligned(fromByteOffset: offset + 16, as: UInt64.self)
+        }
+
+        var filterBit: Int {
+            NeedleIndex.filterBit(first ^ (second &* 0xC2B2_AE3D_27D4_EB4F) ^ (third &* 0x1656_67B1_9E37_79F9))
+        }
+    }
+
     /// Every needle inserted, at the position ``insert(_:)`` returned.
     package private(set) var needles: [[UInt8]] = []
-    /// The positions of the needles of at least ``prefixLength`` bytes, by their first ``prefixLength`` bytes; each
-    /// group the longest first (of needles as long, the first inserted first).
+    /// The positions of the needles of at least ``longPrefixLength`` bytes, by their first ``longPrefixLength``
+    /// bytes; each group the longest first (of needles as long, the first inserted first).
+    private var longGroups: [LongPrefix: [Int]] = [:]
+    /// The positions of the needles of ``prefixLength`` bytes up to ``longPrefixLength``, by their first
+    /// ``prefixLength`` bytes, ordered as ``longGroups``.
     private var groups: [UInt64: [Int]] = [:]
     /// The positions of the non-empty needles shorter than ``prefixLength``, the longest first.
     private var short: [Int] = []
-    /// A bit per hash of a group's prefix: most offsets are passed over without a dictionary lookup.
+    /// A bit per hash of a group's prefix (of either length): most offsets are passed over without a dictionary
+    /// lookup.
     private var filter = [UInt64](repeating: 0, count: NeedleIndex.filterWords)
     private static let filterWords = 1 << 12  // 2^18 bits, 32 KiB
 
@@ -219,13 +248,24 @@ package struct NeedleIndex: Sendable {
         guard !needle.isEmpty else { return position }
         if needle.count < Self.prefixLength {
             Self.insert(position, into: &short, of: needles)
-        } else {
+        } else if needle.count < Self.longPrefixLength {
             let prefix = needle.withUnsafeBytes { $0.loadUnaligned(as: UInt64.self) }
             Self.insert(position, into: &groups[prefix, default: []], of: needles)
-            let bit = Self.filterBit(prefix)
-            filter[bit >> 6] |= 1 << UInt64(bit & 63)
+            setFilter(Self.filterBit(prefix))
+        } else {
+            let prefix = needle.withUnsafeBytes { LongPrefix($0, at: 0) }
+            Self.insert(position, into: &longGroups[prefix, default: []], of: needles)
+            setFilter(prefix.filterBit)
         }
         return position
+    }
+
+    private mutating func setFilter(_ bit: Int) {
+        filter[bit >> 6] |= 1 << UInt64(bit & 63)
+    }
+
+    private func filterHas(_ bit: Int) -> Bool {
+        filter[bit >> 6] & (1 << UInt64(bit & 63)) != 0
     }
 
     /// `position` into `list` after every needle at least as long.
@@ -273,6 +313,11 @@ package struct NeedleIndex: Sendable {
     /// The positions of every needle that occurs in `bytes` (overlapping or not).
     package func occurring(in bytes: UnsafeRawBufferPointer) -> Set<Int> {
         var comparisons = 0
+        return occurring(in: bytes, comparisons: &comparisons)
+    }
+
+    /// ``occurring(in:)``, counting the needles compared.
+    package func occurring(in bytes: UnsafeRawBufferPointer, comparisons: inout Int) -> Set<Int> {
         var result = Set<Int>()
         for offset in 0..<bytes.count {
             forEach(in: bytes, at: offset, comparisons: &comparisons) { position in
@@ -283,7 +328,9 @@ package struct NeedleIndex: Sendable {
         return result
     }
 
-    package func occurring(in bytes: [UInt8]) -> Set<Int> { bytes.withUnsafeBytes { occurring(in: $0) } }
+    package func occurring(in bytes: [UInt8], comparisons: inout Int) -> Set<Int> {
+        bytes.withUnsafeBytes { occurring(in: $0, comparisons: &comparisons) }
+    }
 
     /// Calls `body` with the position of each needle at `offset` of `bytes`, the longest first, until it returns
     /// `false`.
@@ -291,10 +338,18 @@ package struct NeedleIndex: Sendable {
         in bytes: UnsafeRawBufferPointer, at offset: Int, comparisons: inout Int, _ body: (Int) -> Bool
     ) {
         let remaining = bytes.count - offset
-        if remaining >= Self.prefixLength {
+        if remaining >= Self.longPrefixLength, !longGroups.isEmpty {
+            let prefix = LongPrefix(bytes, at: offset)
+            if filterHas(prefix.filterBit), let group = longGroups[prefix] {
+                for position in group where needles[position].count <= remaining {
+                    comparisons += 1
+                    if Self.matches(needles[position], in: bytes, at: offset), !body(position) { return }
+                }
+            }
+        }
+        if remaining >= Self.prefixLength, !groups.isEmpty {
             let prefix = bytes.loadUnaligned(fromByteOffset: offset, as: UInt64.self)
-            let bit = Self.filterBit(prefix)
-            if filter[bit >> 6] & (1 << UInt64(bit & 63)) != 0, let group = groups[prefix] {
+            if filterHas(Self.filterBit(prefix)), let group = groups[prefix] {
                 for position in group where needles[position].count <= remaining {
                     comparisons += 1
                     if Self.matches(needles[position], in: bytes, at: offset), !body(position) { return }

@@ -56,6 +56,12 @@ struct ErasureAccount {
     /// each, per erasure): each pseudonym is looked up in a map, and each content is scanned once for every form of
     /// every pseudonym (``NeedleIndex``).
     func problems() -> [String] {
+        var comparisons = 0
+        return problems(comparisons: &comparisons)
+    }
+
+    /// ``problems()``, counting the needles compared in contents (the work that grew with erasures × contents).
+    func problems(comparisons: inout Int) -> [String] {
         // The erasures each pseudonym names (more than one only in a log that reuses one).
         var byName: [String: [Int]] = [:]
         // A message's content names the pseudonym in the form it named the token (or APNs token) in.
@@ -80,7 +86,9 @@ struct ErasureAccount {
             var names = Set<Int>()
             for token in record.tokens { names.formUnion(byName[token] ?? []) }
             if !record.messageJSON.isEmpty {
-                for position in forms.occurring(in: record.messageJSON) { names.formUnion(formOwners[position]) }
+                for position in forms.occurring(in: record.messageJSON, comparisons: &comparisons) {
+                    names.formUnion(formOwners[position])
+                }
             }
             for index in names where record.seq < recorded[index].seq {
                 naming[index] += 1

@@ -35,7 +35,6 @@ final class ErasureCompaction: Sendable {
     /// told. When the compaction fails the erasure stands (it is durable) but the request is told the file still
     /// holds the old bytes, and the writer compacts again before its next transaction (``settleOwed()``).
     func afterErasure(_ receipt: WriteReceipt) -> Result<WriteReceipt, any Error> {
-        journal.withLock { $0.owed = true }
         journalOwed("an erasure is recorded in the log")
         return compact(
             answering: receipt, done: "erased devices' identifiers and compacted the ledger's file",
@@ -113,7 +112,6 @@ final class ErasureCompaction: Sendable {
     /// compacts the file, as the leader did for its copy. A failed compaction is owed and tried again after the
     /// next block applied (``compactIfOwed()``).
     func afterReplicatedErasures(at seqs: [UInt64]) {
-        journal.withLock { $0.owed = true }
         journalOwed("a replicated erasure is applied")
         do {
             try compact()
@@ -133,7 +131,7 @@ final class ErasureCompaction: Sendable {
     /// The writer, before its next transaction: makes the compaction owed, if one is; throws when it still fails.
     /// - Returns: whether it compacted (the file changed under the writer's cached facts).
     func settleOwed() throws -> Bool {
-        if journal.withLock({ $0.owed }) { journalOwed("an erasure is recorded in the log") }
+        journalIfOwed("an erasure is recorded in the log")
         guard debt.problem != nil else { return false }
         try compact()
         logger.notice("compacted the ledger's file after an earlier erasure")
@@ -142,7 +140,7 @@ final class ErasureCompaction: Sendable {
 
     /// A follower's retry, after an applied block, of a compaction owed.
     func compactIfOwed() {
-        if journal.withLock({ $0.owed }) { journalOwed("a replicated erasure is applied") }
+        journalIfOwed("a replicated erasure is applied")
         guard debt.problem != nil, (try? compact()) != nil else { return }
         logger.notice("compacted this copy's file after an earlier erasure")
     }
@@ -190,6 +188,11 @@ final class ErasureCompaction: Sendable {
                 "\(what) but not yet in erasures.jsonl: a restore of an older backup would not apply it again until it is; tried again before the next write",
                 metadata: ["error": "\(error)"])
         }
+    }
+
+    /// ``journalOwed(_:)`` when an earlier try failed (the writer before each transaction, a follower after each block).
+    private func journalIfOwed(_ what: String) {
+        if journal.withLock({ $0.owed }) { journalOwed(what) }
     }
 
     /// At a writer's open: the journal lines owed by an earlier process. A torn last line that no debt accounts for
