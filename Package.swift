@@ -196,6 +196,9 @@ let package = Package(
             ],
             path: "Tests/LedgerTestSupport"
         ),
+        // What the fuzz targets check of each input (tools/fuzz), as throwing functions: the libFuzzer programs
+        // call them, and FCMWireTests runs them on the seed corpora and mutations of them in the one test build.
+        .target(name: "FuzzHarness", dependencies: ["LedgerCore", "FCMWire"], path: "tools/fuzz/FuzzHarness"),
         // A helper the crash-safety tests run as a child process and kill with SIGKILL.
         .executableTarget(
             name: "LedgerCrashWorker",
@@ -225,6 +228,7 @@ let package = Package(
             name: "FCMWireTests",
             dependencies: [
                 "FCMWire",
+                "FuzzHarness",
                 "LedgerCore",
                 "LedgerTestSupport",
                 .product(name: "PropertyBased", package: "swift-property-based"),
@@ -329,13 +333,14 @@ if Context.environment["TOPICLEDGER_BENCH"] == "1" {
         ))
 }
 
-// The fuzz targets (tools/fuzz) are built only by tools/fuzz/run.sh, with libFuzzer.
+// The libFuzzer programs (tools/fuzz) are built only by tools/fuzz/run.sh (`make fuzz`), with libFuzzer and
+// AddressSanitizer in their own scratch path; `make test` runs their checks through FuzzHarnessTests instead.
 if Context.environment["TOPICLEDGER_FUZZ"] == "1" {
     package.targets.append(.target(name: "FuzzDriver", path: "tools/fuzz/FuzzDriver"))
     for name in ["ConditionFuzzer", "MessageFuzzer", "EventFuzzer"] {
         package.targets.append(
             .executableTarget(
-                name: name, dependencies: ["LedgerCore", "FCMWire", "FuzzDriver"], path: "tools/fuzz/\(name)"))
+                name: name, dependencies: ["FuzzHarness", "FuzzDriver"], path: "tools/fuzz/\(name)"))
     }
 }
 

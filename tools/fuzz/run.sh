@@ -4,7 +4,8 @@
 #   MessageFuzzer    request bodies: strict JSON checks, v1 message validation, TTL and date parsers
 #   EventFuzzer      the stored-event decoder (canonical fast path against SwiftProtobuf, log rendering)
 #   tools/fuzz/run.sh [SECONDS_PER_TARGET] [TARGET…]     default 60 s each, all three; FUZZ_FLAGS for libFuzzer
-#   FUZZ_CONFIG=debug builds unoptimized (the test command's short runs: a faster build, slower execution)
+#   FUZZ_CONFIG=debug builds unoptimized (a faster build, slower execution). The checks are FuzzHarness's; make test runs
+#   them on the seed corpora and mutations without libFuzzer (FuzzHarnessTests)
 # Findings (crashing inputs) are written to tools/fuzz/findings/. Exit status 0 means no crash.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
