@@ -23,7 +23,7 @@ run:
 # refreshes the ones in docs/console), and schemathesis against docs/openapi.yaml (30 s). The fuzz targets' checks run
 # in the Swift tests (FuzzHarnessTests: their seed corpora and 50,000 mutations), in the one build; libFuzzer's own
 # search needs a second, instrumented build of its own and is `make fuzz`. Each step's time is printed as it ends
-# (tools/ci/step.sh). The Swift tests
+# (tools/ci/step.sh); the suites' Debian and Python packages are installed while the build runs (tools/ci/prefetch.sh). The Swift tests
 # run in three processes. The suites with in-process servers and time limits (LedgerServerTests,
 # TopicLedgerMessagingTests) run apart from the store, core and CLI suites: those do seconds of synchronous LMDB
 # work (opens, fsyncs, verify, rebuild) on Swift's cooperative pool, which has two threads on two cores, and in
@@ -32,12 +32,13 @@ run:
 # test runs in a process of its own: a cancelled URLSession request can hold FoundationNetworking's work queue for
 # its 60 s timeout, and the messaging and delivery tests beside it then time out (one CI run, 2026-11-26).
 test:
-	@tools/ci/step.sh deps sh -c 'tools/install-deps.sh && python3 -m pip install --quiet --disable-pip-version-check -r tools/merkle/requirements.txt'
+	@tools/ci/step.sh deps sh -c 'tools/install-deps.sh && python3 -m pip install --quiet --disable-pip-version-check -r tools/merkle/requirements.txt && tools/ci/prefetch.sh start'
 	@tools/ci/step.sh build swift build --build-tests --explicit-target-dependency-import-check=error
 	@tools/ci/step.sh check-imports python3 tools/check-imports.py
 	@tools/ci/step.sh swift-test-store swift test --skip-build --skip "CancellationTests|LedgerServerTests|TopicLedgerMessagingTests"
 	@tools/ci/step.sh swift-test-servers swift test --skip-build --filter "LedgerServerTests|TopicLedgerMessagingTests" --skip CancellationTests
 	@tools/ci/step.sh swift-test-cancel swift test --skip-build --filter CancellationTests
+	@tools/ci/step.sh prefetch-wait tools/ci/prefetch.sh wait
 	@tools/ci/step.sh sdk-conformance IntegrationTests/sdk-conformance/run.sh "$$(swift build --show-bin-path)/ledger"
 	@tools/ci/step.sh deploy IntegrationTests/deploy/verify-unit.sh "$$(swift build --show-bin-path)/ledger"
 	@tools/ci/step.sh apns-standin IntegrationTests/apns-standin/run.sh "$$(swift build --show-bin-path)/ledger"
