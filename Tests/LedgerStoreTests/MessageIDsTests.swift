@@ -58,9 +58,10 @@ struct MessageIDsTests {
             ids += sent
         }
         // A time that stands still for more sends than one microsecond's thousand, in several requests, then
-        // one earlier than every id so far (refused: times never decrease) and the same time again. A minute
-        // ahead of the clock, so that the audiences recorded meanwhile take it too.
-        let still = LedgerTime(microseconds: Int64(ids.last! / MessageIDs.perMicrosecond) + 60_000_000)
+        // one earlier than every id so far (refused: times never decrease) and the same time again. An hour
+        // ahead of the clock, so that the audiences recorded meanwhile take it too (a minute ran out on a loaded
+        // machine: an audience recorded at the clock's time came after it, and the still time was refused).
+        let still = LedgerTime(microseconds: Int64(ids.last! / MessageIDs.perMicrosecond) + 3_600_000_000)
         for round in 0..<3 {
             let receipt = try await ledger.append(
                 WriteRequest(actor: "t", requestID: "still-\(round)", time: still, operations: Self.send(700)))
