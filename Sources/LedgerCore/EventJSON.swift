@@ -80,6 +80,16 @@ public enum EventJSON {
             json.field("cutoff", string: sweep.cutoff.rfc3339)
             json.field("forgottenContents", number: sweep.forgottenContents)
             json.field("unsealedContents", number: sweep.unsealedContents)
+        case .liveActivityChannelCreated(let change):
+            json.field("topic", string: change.topic.rawValue)
+            json.field("channelId", string: change.channelID)
+            json.field("messageStoragePolicy", number: change.messageStoragePolicy)
+            json.field("apnsRequestId", string: change.apnsRequestID)
+        case .liveActivityChannelDeleted(let change):
+            json.field("topic", string: change.topic.rawValue)
+            json.field("channelId", string: change.channelID)
+            json.field("apnsRequestId", string: change.apnsRequestID)
+            json.field("reason", string: change.reason)
         }
         json.field("actor", string: event.actor)
         json.field("requestId", string: event.requestID)

@@ -59,6 +59,16 @@ public enum EventText {
                 ("cutoff", sweep.cutoff.rfc3339), ("forgottenContents", String(sweep.forgottenContents)),
                 ("unsealedContents", String(sweep.unsealedContents)),
             ]
+        case .liveActivityChannelCreated(let change):
+            fields += [
+                ("topic", change.topic.rawValue), ("channel", change.channelID),
+                ("messageStoragePolicy", String(change.messageStoragePolicy)), ("apnsRequestId", change.apnsRequestID),
+            ]
+        case .liveActivityChannelDeleted(let change):
+            fields += [
+                ("topic", change.topic.rawValue), ("channel", change.channelID), ("apnsRequestId", change.apnsRequestID),
+                ("reason", change.reason),
+            ]
         }
         fields += [
             ("actor", event.actor), ("request", event.requestID), ("hash", String(Hex.encode(Array(hash)).prefix(12))),

@@ -167,6 +167,20 @@ public enum EventCodec {
             body.forgottenContents = sweep.forgottenContents
             body.unsealedContents = sweep.unsealedContents
             message.body = .retention(body)
+        case .liveActivityChannelCreated(let change):
+            var body = Topicledger_V1_LiveActivityChannelCreated()
+            body.topic = change.topic.rawValue
+            body.channelID = change.channelID
+            body.messageStoragePolicy = change.messageStoragePolicy
+            body.apnsRequestID = change.apnsRequestID
+            message.body = .liveActivityChannelCreated(body)
+        case .liveActivityChannelDeleted(let change):
+            var body = Topicledger_V1_LiveActivityChannelDeleted()
+            body.topic = change.topic.rawValue
+            body.channelID = change.channelID
+            body.apnsRequestID = change.apnsRequestID
+            body.reason = change.reason
+            message.body = .liveActivityChannelDeleted(body)
         }
         return message
     }
@@ -302,6 +316,16 @@ public enum EventCodec {
                     firstSeq: value.firstSeq, throughSeq: value.throughSeq,
                     cutoff: LedgerTime(microseconds: value.cutoffMicros), forgottenContents: value.forgottenContents,
                     unsealedContents: value.unsealedContents))
+        case .liveActivityChannelCreated(let value):
+            body = .liveActivityChannelCreated(
+                LiveActivityChannelChange(
+                    topic: TopicName(trusted: value.topic), channelID: value.channelID,
+                    messageStoragePolicy: value.messageStoragePolicy, apnsRequestID: value.apnsRequestID))
+        case .liveActivityChannelDeleted(let value):
+            body = .liveActivityChannelDeleted(
+                LiveActivityChannelChange(
+                    topic: TopicName(trusted: value.topic), channelID: value.channelID, apnsRequestID: value.apnsRequestID,
+                    reason: value.reason))
         case nil:
             throw LedgerCoreError(.corruptEvent, "event \(message.seq) has no body")
         }
