@@ -69,6 +69,14 @@ public enum EventJSON {
             failures.append(UInt8(ascii: "]"))
             json.field("failures", raw: failures)
             json.field("settledThrough", number: progress.settledThrough)
+            if let broadcast = progress.broadcast {
+                var entry = JSONObjectWriter()
+                entry.field("channelId", string: broadcast.channelID)
+                entry.field("status", number: broadcast.status)
+                entry.field("reason", string: broadcast.reason)
+                entry.field("apnsRequestId", string: broadcast.apnsRequestID)
+                json.field("broadcast", raw: entry.finishBytes())
+            }
         case .erased(let erasure):
             json.field("pseudonym", string: erasure.pseudonym.rawValue)
             json.field("registeredSeq", number: erasure.registeredSeq)

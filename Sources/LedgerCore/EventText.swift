@@ -48,6 +48,12 @@ public enum EventText {
                 ("finished", String(progress.finished)), ("expired", String(progress.expired)),
                 ("failures", String(progress.failures.count)), ("settledThrough", String(progress.settledThrough)),
             ]
+            if let broadcast = progress.broadcast {
+                fields += [
+                    ("broadcastChannel", broadcast.channelID), ("broadcastStatus", String(broadcast.status)),
+                    ("broadcastReason", broadcast.reason), ("apnsRequestId", broadcast.apnsRequestID),
+                ]
+            }
         case .erased(let erasure):
             fields += [
                 ("pseudonym", erasure.pseudonym.rawValue), ("registeredSeq", String(erasure.registeredSeq)),
@@ -66,7 +72,8 @@ public enum EventText {
             ]
         case .liveActivityChannelDeleted(let change):
             fields += [
-                ("topic", change.topic.rawValue), ("channel", change.channelID), ("apnsRequestId", change.apnsRequestID),
+                ("topic", change.topic.rawValue), ("channel", change.channelID),
+                ("apnsRequestId", change.apnsRequestID),
                 ("reason", change.reason),
             ]
         }

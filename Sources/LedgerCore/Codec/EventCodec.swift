@@ -151,6 +151,14 @@ public enum EventCodec {
                 return entry
             }
             body.settledThrough = progress.settledThrough
+            if let outcome = progress.broadcast {
+                var broadcast = Topicledger_V1_Broadcast()
+                broadcast.channelID = outcome.channelID
+                broadcast.status = UInt32(outcome.status)
+                broadcast.reason = outcome.reason
+                broadcast.apnsRequestID = outcome.apnsRequestID
+                body.broadcast = broadcast
+            }
             message.body = .pushProgress(body)
         case .erased(let erasure):
             var body = Topicledger_V1_Erased()
@@ -299,12 +307,22 @@ public enum EventCodec {
                         token: RegistrationToken(trusted: entry.token), kind: try PushFailure.Kind(entry.kind),
                         status: status, reason: entry.reason))
             }
+            var broadcast: BroadcastOutcome?
+            if value.hasBroadcast {
+                guard let status = UInt16(exactly: value.broadcast.status), status <= 999 else {
+                    throw LedgerCoreError(
+                        .corruptEvent, "event \(message.seq): a broadcast status of \(value.broadcast.status)")
+                }
+                broadcast = BroadcastOutcome(
+                    channelID: value.broadcast.channelID, status: status, reason: value.broadcast.reason,
+                    apnsRequestID: value.broadcast.apnsRequestID)
+            }
             body = .pushProgress(
                 PushProgress(
                     sendSeq: value.sendSeq,
                     throughToken: value.throughToken.isEmpty ? nil : RegistrationToken(trusted: value.throughToken),
                     finished: value.finished, expired: value.expired, failures: failures,
-                    settledThrough: value.settledThrough))
+                    settledThrough: value.settledThrough, broadcast: broadcast))
         case .erased(let value):
             body = .erased(
                 Erasure(
@@ -324,7 +342,8 @@ public enum EventCodec {
         case .liveActivityChannelDeleted(let value):
             body = .liveActivityChannelDeleted(
                 LiveActivityChannelChange(
-                    topic: TopicName(trusted: value.topic), channelID: value.channelID, apnsRequestID: value.apnsRequestID,
+                    topic: TopicName(trusted: value.topic), channelID: value.channelID,
+                    apnsRequestID: value.apnsRequestID,
                     reason: value.reason))
         case nil:
             throw LedgerCoreError(.corruptEvent, "event \(message.seq) has no body")

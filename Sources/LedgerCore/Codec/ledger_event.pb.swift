@@ -591,6 +591,43 @@ nonisolated struct Topicledger_V1_PushProgress: Sendable {
   /// every send at or before this seq is finished (the outbox starts after it)
   var settledThrough: UInt64 = 0
 
+  /// a topic's Live Activity send carried by the topic's channel (absent otherwise)
+  var broadcast: Topicledger_V1_Broadcast {
+    get {_broadcast ?? Topicledger_V1_Broadcast()}
+    set {_broadcast = newValue}
+  }
+  /// Returns true if `broadcast` has been explicitly set.
+  var hasBroadcast: Bool {self._broadcast != nil}
+  /// Clears the value of `broadcast`. Subsequent reads from it will return its default value.
+  mutating func clearBroadcast() {self._broadcast = nil}
+
+  var unknownFields = SwiftProtobuf.UnknownStorage()
+
+  init() {}
+
+  fileprivate var _broadcast: Topicledger_V1_Broadcast? = nil
+}
+
+/// The one broadcast of a topic's Live Activity send on the topic's iOS 18 channel (POST /4/broadcasts/apps/<bundle
+/// id>), recorded in the send's finishing push_progress. Apple does not say who held the channel: no recipient has
+/// an outcome of its own.
+nonisolated struct Topicledger_V1_Broadcast: Sendable {
+  // SwiftProtobuf.Message conformance is added in an extension below. See the
+  // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
+  // methods supported on all messages.
+
+  /// the channel (apns-channel-id)
+  var channelID: String = String()
+
+  /// Apple's HTTP status (200: taken); 0: never made (no channel any more, expired)
+  var status: UInt32 = 0
+
+  /// Apple's reason of a refusal, or why it was never made ("" when taken)
+  var reason: String = String()
+
+  /// Apple's apns-request-id of the answer
+  var apnsRequestID: String = String()
+
   var unknownFields = SwiftProtobuf.UnknownStorage()
 
   init() {}
@@ -1444,7 +1481,7 @@ nonisolated extension Topicledger_V1_ApnsTokenCleared: SwiftProtobuf.Message, Sw
 
 nonisolated extension Topicledger_V1_PushProgress: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
   static let protoMessageName: String = _protobuf_package + ".PushProgress"
-  static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{3}send_seq\0\u{3}through_token\0\u{1}finished\0\u{1}expired\0\u{1}failures\0\u{3}settled_through\0")
+  static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{3}send_seq\0\u{3}through_token\0\u{1}finished\0\u{1}expired\0\u{1}failures\0\u{3}settled_through\0\u{1}broadcast\0")
 
   mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
     while let fieldNumber = try decoder.nextFieldNumber() {
@@ -1458,12 +1495,17 @@ nonisolated extension Topicledger_V1_PushProgress: SwiftProtobuf.Message, SwiftP
       case 4: try { try decoder.decodeSingularBoolField(value: &self.expired) }()
       case 5: try { try decoder.decodeRepeatedMessageField(value: &self.failures) }()
       case 6: try { try decoder.decodeSingularUInt64Field(value: &self.settledThrough) }()
+      case 7: try { try decoder.decodeSingularMessageField(value: &self._broadcast) }()
       default: break
       }
     }
   }
 
   func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    // The use of inline closures is to circumvent an issue where the compiler
+    // allocates stack space for every if/case branch local when no optimizations
+    // are enabled. https://github.com/apple/swift-protobuf/issues/1034 and
+    // https://github.com/apple/swift-protobuf/issues/1182
     if self.sendSeq != 0 {
       try visitor.visitSingularUInt64Field(value: self.sendSeq, fieldNumber: 1)
     }
@@ -1482,6 +1524,9 @@ nonisolated extension Topicledger_V1_PushProgress: SwiftProtobuf.Message, SwiftP
     if self.settledThrough != 0 {
       try visitor.visitSingularUInt64Field(value: self.settledThrough, fieldNumber: 6)
     }
+    try { if let v = self._broadcast {
+      try visitor.visitSingularMessageField(value: v, fieldNumber: 7)
+    } }()
     try unknownFields.traverse(visitor: &visitor)
   }
 
@@ -1492,6 +1537,52 @@ nonisolated extension Topicledger_V1_PushProgress: SwiftProtobuf.Message, SwiftP
     if lhs.expired != rhs.expired {return false}
     if lhs.failures != rhs.failures {return false}
     if lhs.settledThrough != rhs.settledThrough {return false}
+    if lhs._broadcast != rhs._broadcast {return false}
+    if lhs.unknownFields != rhs.unknownFields {return false}
+    return true
+  }
+}
+
+nonisolated extension Topicledger_V1_Broadcast: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
+  static let protoMessageName: String = _protobuf_package + ".Broadcast"
+  static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{3}channel_id\0\u{1}status\0\u{1}reason\0\u{3}apns_request_id\0")
+
+  mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+    while let fieldNumber = try decoder.nextFieldNumber() {
+      // The use of inline closures is to circumvent an issue where the compiler
+      // allocates stack space for every case branch when no optimizations are
+      // enabled. https://github.com/apple/swift-protobuf/issues/1034
+      switch fieldNumber {
+      case 1: try { try decoder.decodeSingularStringField(value: &self.channelID) }()
+      case 2: try { try decoder.decodeSingularUInt32Field(value: &self.status) }()
+      case 3: try { try decoder.decodeSingularStringField(value: &self.reason) }()
+      case 4: try { try decoder.decodeSingularStringField(value: &self.apnsRequestID) }()
+      default: break
+      }
+    }
+  }
+
+  func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    if !self.channelID.isEmpty {
+      try visitor.visitSingularStringField(value: self.channelID, fieldNumber: 1)
+    }
+    if self.status != 0 {
+      try visitor.visitSingularUInt32Field(value: self.status, fieldNumber: 2)
+    }
+    if !self.reason.isEmpty {
+      try visitor.visitSingularStringField(value: self.reason, fieldNumber: 3)
+    }
+    if !self.apnsRequestID.isEmpty {
+      try visitor.visitSingularStringField(value: self.apnsRequestID, fieldNumber: 4)
+    }
+    try unknownFields.traverse(visitor: &visitor)
+  }
+
+  static func ==(lhs: Topicledger_V1_Broadcast, rhs: Topicledger_V1_Broadcast) -> Bool {
+    if lhs.channelID != rhs.channelID {return false}
+    if lhs.status != rhs.status {return false}
+    if lhs.reason != rhs.reason {return false}
+    if lhs.apnsRequestID != rhs.apnsRequestID {return false}
     if lhs.unknownFields != rhs.unknownFields {return false}
     return true
   }
