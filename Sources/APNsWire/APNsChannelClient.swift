@@ -146,9 +146,13 @@ public final class APNsChannelClient: Sendable {
 
     /// The `reason` of an answer's JSON body, if it has one.
     static func reason(in body: [UInt8]) -> String? {
-        guard !body.isEmpty, let object = try? JSONSerialization.jsonObject(with: Data(body)) as? [String: Any]
-        else { return nil }
-        return object["reason"] as? String
+        guard !body.isEmpty else { return nil }
+        return (try? JSONDecoder().decode(ErrorBody.self, from: Data(body)))?.reason
+    }
+
+    /// Apple's error body, `{"reason": "…"}` (other members are not read).
+    private struct ErrorBody: Decodable {
+        var reason: String?
     }
 
     /// One host's connection.
