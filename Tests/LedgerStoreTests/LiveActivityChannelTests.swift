@@ -84,7 +84,7 @@ struct LiveActivityChannelTests {
             let event = LedgerEvent(
                 seq: 7, time: LedgerTime(microseconds: 1_765_000_000_000_000), actor: "admin", requestID: "q",
                 body: body, seals: [])
-            let decoded = try EventCodec.decode(try EventCodec.encode(event))
+            let decoded = try EventCodec.decode(EventCodec.encode(event))
             #expect(decoded == event)
             let line = EventText.line(event, hash: [UInt8](repeating: 0, count: 32))
             // Quoted as every value holding `=` is (EventText.quoted): base64 padding cannot split the line.
