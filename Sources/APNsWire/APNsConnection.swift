@@ -25,6 +25,10 @@ final class APNsConnection: Sendable {
         var status: Int
         var apnsID: String?
         var body: [UInt8]
+        /// `apns-request-id` (channel management and broadcasts).
+        var requestID: String? = nil
+        /// `apns-channel-id` (a channel's creation).
+        var channelID: String? = nil
     }
 
     /// The request failed without an answer: the stream was reset, the connection closed or went away, or
@@ -104,6 +108,8 @@ final class APNsConnection: Sendable {
         var path: String
         var headers: [(String, String)]
         var body: [UInt8]
+        /// `POST` for pushes and broadcasts; `GET` and `DELETE` too for channel management.
+        var method: String = "POST"
     }
 
     /// Sends one request on a new stream and returns the answer.
@@ -142,7 +148,7 @@ final class APNsConnection: Sendable {
     private func header(of request: Request) -> HPACKHeaders {
         var fields = HPACKHeaders()
         fields.reserveCapacity(request.headers.count + 5)
-        fields.add(name: ":method", value: "POST")
+        fields.add(name: ":method", value: request.method)
         fields.add(name: ":scheme", value: "https")
         fields.add(name: ":authority", value: host)
         fields.add(name: ":path", value: request.path, indexing: .nonIndexable)
@@ -344,7 +350,9 @@ final class StreamTable: ChannelInboundHandler {
                 status >= 200
             {
                 stream.response = APNsConnection.Response(
-                    status: status, apnsID: headers.headers.first(name: "apns-id"), body: [])
+                    status: status, apnsID: headers.headers.first(name: "apns-id"), body: [],
+                    requestID: headers.headers.first(name: "apns-request-id"),
+                    channelID: headers.headers.first(name: "apns-channel-id"))
             }
         case .data(let data):
             endStream = data.endStream

@@ -118,12 +118,17 @@ extension LedgerCommand {
                     "apns:       \(counts.accepted) accepted, \(counts.unregistered) unregistered, \(counts.failed) failed,"
                         + " \(counts.pending) pending, \(counts.expired) expired")
             }
+            if let broadcast = replay.broadcast {
+                // Apple does not say who held the channel: the topic's members at the send were addressed.
+                lines.append("apns:       \(broadcast.summary); every recipient addressed by it")
+            }
             lines.append("tokens (byte order), each with its device number:")
             for (index, token) in replay.recipients.enumerated() {
                 lines.append(
                     "  \(token.rawValue)  #\(replay.devices[index])"
                         + (replay.acknowledged[index] ? "  (acknowledged)" : "")
-                        + (replay.pushes[index].map { "  apns " + $0.summary } ?? ""))
+                        + (replay.pushes[index].map { "  apns " + $0.summary } ?? "")
+                        + (replay.broadcast == nil ? "" : "  (addressed by the broadcast)"))
             }
             return lines
         }

@@ -9,7 +9,11 @@ import Foundation
 /// (custom), in lowercase.
 public enum APNsPushID {
     public static func uuid(messageID: UInt64, token: RegistrationToken) -> UUID {
-        var bytes = Array(SHA256.hash(data: Array("\(messageID)\n\(token.rawValue)".utf8)).prefix(16))
+        uuid(of: "\(messageID)\n\(token.rawValue)")
+    }
+
+    private static func uuid(of text: String) -> UUID {
+        var bytes = Array(SHA256.hash(data: Array(text.utf8)).prefix(16))
         bytes[6] = (bytes[6] & 0x0F) | 0x80  // version 8
         bytes[8] = (bytes[8] & 0x3F) | 0x80  // variant 10
         return UUID(
@@ -17,6 +21,13 @@ public enum APNsPushID {
                 bytes[0], bytes[1], bytes[2], bytes[3], bytes[4], bytes[5], bytes[6], bytes[7], bytes[8], bytes[9],
                 bytes[10], bytes[11], bytes[12], bytes[13], bytes[14], bytes[15]
             ))
+    }
+
+    /// The `apns-request-id` of the one broadcast of a topic's Live Activity send (message `messageID`), the same on
+    /// every attempt: the first 16 bytes of SHA-256(`"broadcast\n<message id>"`), a version 8 UUID (a push's text
+    /// begins with a digit, so a broadcast's id is never a push's).
+    public static func broadcastUUID(messageID: UInt64) -> UUID {
+        uuid(of: "broadcast\n\(messageID)")
     }
 
     public static func string(messageID: UInt64, token: RegistrationToken) -> String {

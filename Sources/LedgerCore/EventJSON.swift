@@ -69,6 +69,14 @@ public enum EventJSON {
             failures.append(UInt8(ascii: "]"))
             json.field("failures", raw: failures)
             json.field("settledThrough", number: progress.settledThrough)
+            if let broadcast = progress.broadcast {
+                var entry = JSONObjectWriter()
+                entry.field("channelId", string: broadcast.channelID)
+                entry.field("status", number: broadcast.status)
+                entry.field("reason", string: broadcast.reason)
+                entry.field("apnsRequestId", string: broadcast.apnsRequestID)
+                json.field("broadcast", raw: entry.finishBytes())
+            }
         case .erased(let erasure):
             json.field("pseudonym", string: erasure.pseudonym.rawValue)
             json.field("registeredSeq", number: erasure.registeredSeq)
@@ -80,6 +88,16 @@ public enum EventJSON {
             json.field("cutoff", string: sweep.cutoff.rfc3339)
             json.field("forgottenContents", number: sweep.forgottenContents)
             json.field("unsealedContents", number: sweep.unsealedContents)
+        case .liveActivityChannelCreated(let change):
+            json.field("topic", string: change.topic.rawValue)
+            json.field("channelId", string: change.channelID)
+            json.field("messageStoragePolicy", number: change.messageStoragePolicy)
+            json.field("apnsRequestId", string: change.apnsRequestID)
+        case .liveActivityChannelDeleted(let change):
+            json.field("topic", string: change.topic.rawValue)
+            json.field("channelId", string: change.channelID)
+            json.field("apnsRequestId", string: change.apnsRequestID)
+            json.field("reason", string: change.reason)
         }
         json.field("actor", string: event.actor)
         json.field("requestId", string: event.requestID)

@@ -48,6 +48,12 @@ public enum EventText {
                 ("finished", String(progress.finished)), ("expired", String(progress.expired)),
                 ("failures", String(progress.failures.count)), ("settledThrough", String(progress.settledThrough)),
             ]
+            if let broadcast = progress.broadcast {
+                fields += [
+                    ("broadcastChannel", broadcast.channelID), ("broadcastStatus", String(broadcast.status)),
+                    ("broadcastReason", broadcast.reason), ("apnsRequestId", broadcast.apnsRequestID),
+                ]
+            }
         case .erased(let erasure):
             fields += [
                 ("pseudonym", erasure.pseudonym.rawValue), ("registeredSeq", String(erasure.registeredSeq)),
@@ -58,6 +64,17 @@ public enum EventText {
                 ("firstSeq", String(sweep.firstSeq)), ("throughSeq", String(sweep.throughSeq)),
                 ("cutoff", sweep.cutoff.rfc3339), ("forgottenContents", String(sweep.forgottenContents)),
                 ("unsealedContents", String(sweep.unsealedContents)),
+            ]
+        case .liveActivityChannelCreated(let change):
+            fields += [
+                ("topic", change.topic.rawValue), ("channel", change.channelID),
+                ("messageStoragePolicy", String(change.messageStoragePolicy)), ("apnsRequestId", change.apnsRequestID),
+            ]
+        case .liveActivityChannelDeleted(let change):
+            fields += [
+                ("topic", change.topic.rawValue), ("channel", change.channelID),
+                ("apnsRequestId", change.apnsRequestID),
+                ("reason", change.reason),
             ]
         }
         fields += [

@@ -61,6 +61,10 @@ public struct LedgerEvent: Sendable, Equatable {
         /// ``RetentionSweep/firstSeq`` through ``RetentionSweep/throughSeq``: their records are rewritten, keeping
         /// their hashes.
         case retention(RetentionSweep)
+        /// Apple created an iOS 18 broadcast channel for a topic: its Live Activity sends are one broadcast on it.
+        case liveActivityChannelCreated(LiveActivityChannelChange)
+        /// The topic's broadcast channel was deleted at Apple: the topic has none from here on.
+        case liveActivityChannelDeleted(LiveActivityChannelChange)
     }
 
     /// The event's kind, as named in the log export and the documentation.
@@ -78,12 +82,14 @@ public struct LedgerEvent: Sendable, Equatable {
         case .pushProgress: .pushProgress
         case .erased: .erased
         case .retention: .retention
+        case .liveActivityChannelCreated: .liveActivityChannelCreated
+        case .liveActivityChannelDeleted: .liveActivityChannelDeleted
         }
     }
 
     public enum Kind: String, Sendable, CaseIterable {
         case registered, unregistered, subscribed, unsubscribed, sent, audience, acknowledged, apnsTokenSet
-        case apnsTokenCleared, pushProgress, erased, retention
+        case apnsTokenCleared, pushProgress, erased, retention, liveActivityChannelCreated, liveActivityChannelDeleted
     }
 }
 
@@ -235,4 +241,33 @@ public struct RetentionSweep: Sendable, Equatable {
 
     /// The reason a content forgotten by a sweep at `time` gives: `retention at <RFC 3339 time>`.
     public static func reason(at time: LedgerTime) -> String { "retention at \(time.rfc3339)" }
+}
+
+/// A topic's iOS 18 broadcast channel as the log records its creation or deletion.
+///
+/// The channel id is Apple's (`apns-channel-id`, base64 of Apple's bytes): it names a topic's channel, no device
+/// or person, so it is stored in the clear and not sealed.
+public struct LiveActivityChannelChange: Sendable, Equatable {
+    /// The topic the channel carries.
+    public var topic: TopicName
+    /// Apple's channel id.
+    public var channelID: String
+    /// Apple's message storage policy (creation only; 0 when deleted): 0 stores nothing, 1 the latest broadcast.
+    public var messageStoragePolicy: UInt32
+    /// Apple's `apns-request-id` of the creation or deletion.
+    public var apnsRequestID: String
+    /// Why it was deleted (deletion only, empty when created): `deleted`, or `APNs: ChannelNotRegistered` when
+    /// Apple no longer held it.
+    public var reason: String
+
+    public init(
+        topic: TopicName, channelID: String, messageStoragePolicy: UInt32 = 0, apnsRequestID: String,
+        reason: String = ""
+    ) {
+        self.topic = topic
+        self.channelID = channelID
+        self.messageStoragePolicy = messageStoragePolicy
+        self.apnsRequestID = apnsRequestID
+        self.reason = reason
+    }
 }

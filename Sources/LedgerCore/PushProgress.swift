@@ -17,11 +17,15 @@ public struct PushProgress: Sendable, Equatable {
     public var failures: [PushFailure]
     /// Every send at or before this seq is finished: where the outbox starts after a restart (0: nothing yet).
     public var settledThrough: UInt64
+    /// A topic's Live Activity send carried by the topic's broadcast channel: its one broadcast and Apple's answer
+    /// (``finished`` with it; no recipient is passed one by one). `nil` for every other send.
+    public var broadcast: BroadcastOutcome?
 
     public init(
         sendSeq: UInt64, throughToken: RegistrationToken?, finished: Bool, expired: Bool = false,
-        failures: [PushFailure] = [], settledThrough: UInt64 = 0
+        failures: [PushFailure] = [], settledThrough: UInt64 = 0, broadcast: BroadcastOutcome? = nil
     ) {
+        self.broadcast = broadcast
         self.sendSeq = sendSeq
         self.throughToken = throughToken
         self.finished = finished

@@ -97,6 +97,7 @@ func buildRouter(
     InstanceIDRoutes(server: server).register(on: router)
     RegistrationRoutes(server: server).register(on: router)
     ErasureRoutes(server: server).register(on: router)
+    LiveActivityChannelRoutes(server: server).register(on: router)
     AuditRoutes(server: server).register(on: router)
     DeliveryRoutes(server: server).register(on: router)
     ProofRoutes(server: server).register(on: router)

@@ -23,6 +23,8 @@ public final class LedgerRegistry: Sendable {
     let cosignatures: ReplicaCosignatures
     /// What each pushing project's APNs pusher last reported.
     let apns = APNsReports()
+    /// Each pushing project's provider token and broadcast channel client, shared by its pusher and its routes.
+    let apnsProviders: APNsProviders
     /// Runs maintenance that reads or writes a whole ledger (expiry sweeps) off the cooperative pool.
     private let maintenance = SerialWorker<BlockingJob, Void>(name: "ledger-maintenance")
     /// The devices heard from since the last expiry sweep (``RegistrationExpirySweeper``).
@@ -45,6 +47,7 @@ public final class LedgerRegistry: Sendable {
         self.configuration = configuration
         self.logger = logger
         self.metrics = metrics
+        apnsProviders = APNsProviders(configuration: configuration)
         signers = CheckpointSigners(configuration: configuration, logger: logger)
         witnesses = ProjectWitnesses(requirements: configuration.witnesses, signers: signers, logger: logger)
         cosignatures = ReplicaCosignatures(dataDirectory: configuration.dataDirectory, signers: signers)

@@ -56,6 +56,27 @@ public final class ServerMetrics: Sendable {
             help: "Time from a push's first attempt to its final outcome")
         prepareExpirySweeps()
         prepareRetention()
+        prepareBroadcasts()
+    }
+
+    /// Makes the broadcast channel series at zero (each operation and outcome), so that they are served before the
+    /// first channel change or broadcast, and a first refusal is an increase an alert can see.
+    private func prepareBroadcasts() {
+        for operation in ["create", "delete"] {
+            for outcome in ["succeeded", "refused", "failed"] {
+                registry.makeCounter(
+                    name: "ledger_apns_channel_requests_total",
+                    labels: [("operation", operation), ("outcome", outcome)],
+                    help: "Broadcast channel creations and deletions at APNs by outcome: succeeded, refused, failed"
+                ).increment(by: Int64(0))
+            }
+        }
+        for outcome in ["accepted", "rejected", "expired"] {
+            registry.makeCounter(
+                name: "ledger_apns_broadcasts_total", labels: [("outcome", outcome)],
+                help: "Broadcasts on topics' Live Activity channels by outcome: accepted, rejected, expired"
+            ).increment(by: Int64(0))
+        }
     }
 
     /// Records one group commit (the store's commit observer).
@@ -221,6 +242,27 @@ public final class ServerMetrics: Sendable {
         registry.makeCounter(
             name: "ledger_apns_pushes_total", labels: [("outcome", "timeout")],
             help: "APNs pushes by final outcome"
+        ).increment()
+    }
+
+    /// Counts one change of a topic's broadcast channel (`ledger_apns_channel_requests_total{operation,outcome}`):
+    /// `operation` `create` or `delete`; `outcome` `succeeded` (done at Apple and recorded), `refused` (Apple
+    /// refused it, or the ledger did before asking: the channel limit), or `failed` (Apple did not answer, or the
+    /// ledger could not record what Apple did).
+    func recordChannelRequest(operation: String, outcome: String) {
+        registry.makeCounter(
+            name: "ledger_apns_channel_requests_total", labels: [("operation", operation), ("outcome", outcome)],
+            help: "Broadcast channel creations and deletions at APNs by outcome: succeeded, refused, failed"
+        ).increment()
+    }
+
+    /// Counts one broadcast of a topic's Live Activity send by its recorded outcome
+    /// (`ledger_apns_broadcasts_total{outcome}`): `accepted`, `rejected` (Apple refused it, or the topic had no
+    /// channel any more) or `expired` (never made before the message expired).
+    func recordBroadcast(outcome: String) {
+        registry.makeCounter(
+            name: "ledger_apns_broadcasts_total", labels: [("outcome", outcome)],
+            help: "Broadcasts on topics' Live Activity channels by outcome: accepted, rejected, expired"
         ).increment()
     }
 

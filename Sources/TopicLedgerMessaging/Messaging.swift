@@ -277,6 +277,32 @@ public final class Messaging: @unchecked Sendable {
         enqueue(.unsubscribe, topic, completion: completion)
     }
 
+    // MARK: Live Activity broadcast channels
+
+    /// The iOS 18 broadcast channel id of `topic` (a leading `/topics/` is accepted), for the app to start its Live
+    /// Activity on with ActivityKit's `pushType: .channel(id)`; `nil` when the topic has no channel. Every send the
+    /// backend makes to the topic with `apns-push-type: liveactivity` reaches the activities on it, as one broadcast.
+    ///
+    /// Asks the server each time (a channel can be deleted and another made), under the device's own registration
+    /// (registering first if it has none, and again if the server no longer knows it). Not queued: an error
+    /// (``MessagingError``) is the caller's to retry.
+    ///
+    /// ```swift
+    /// if let channel = try await messaging.liveActivityChannel(forTopic: "match-42") {
+    ///     _ = try Activity.request(attributes: attributes, content: content, pushType: .channel(channel))
+    /// }
+    /// ```
+    public func liveActivityChannel(forTopic topic: String) async throws -> String? {
+        let name = try Topic.validated(topic)
+        let token = try await self.token()
+        do {
+            return try await api.liveActivityChannel(token, topic: name)
+        } catch .unregistered {
+            forget(token)
+            return try await api.liveActivityChannel(try await newToken(replacing: token), topic: name)
+        }
+    }
+
     /// The topics the app wants: what the server will have once every pending operation is through.
     public var topics: Set<String> { lock.locked { state.topics } }
 

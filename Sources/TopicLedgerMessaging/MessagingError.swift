@@ -86,6 +86,11 @@ extension MessagingError {
         }
     }
 
+    /// The FcmError `errorCode` of an error body (`NOT_FOUND`, `UNREGISTERED`, …), if it has one.
+    static func errorCode(in body: Data) -> String? {
+        ServerProblem(body)?.errorCode
+    }
+
     /// `Retry-After` as delay-seconds (RFC 9110 §10.2.3), bounded to a day; an HTTP date is ignored.
     static func seconds(retryAfter text: String) -> TimeInterval? {
         guard let value = Int(text.trimmingCharacters(in: .whitespaces)), value >= 0 else { return nil }

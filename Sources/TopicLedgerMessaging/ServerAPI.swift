@@ -84,6 +84,23 @@ struct ServerAPI: Sendable {
         _ = try await call("POST", registrations: "/\(escaped(token))/messages:ack", body: body)
     }
 
+    /// `GET …/registrations/{token}/liveActivityChannels/{topic}`: the topic's broadcast channel id, or `nil` when the
+    /// topic has none (404 `NOT_FOUND`; a token the server does not know is 404 `UNREGISTERED`).
+    func liveActivityChannel(_ token: String, topic: String) async throws(MessagingError) -> String? {
+        struct Reply: Decodable { let channelId: String }
+        let (status, data, retryAfter) = try await exchange(
+            "GET", registrations: "/\(escaped(token))/liveActivityChannels/\(Topic.percentEncoded(topic))", body: nil,
+            timeout: 60)
+        if status == 404, MessagingError.errorCode(in: data) == "NOT_FOUND" { return nil }
+        guard (200..<300).contains(status) else {
+            throw MessagingError.from(status: status, body: data, retryAfterHeader: retryAfter)
+        }
+        guard let reply = try? JSONDecoder().decode(Reply.self, from: data), !reply.channelId.isEmpty else {
+            throw .unexpectedResponse(status: status, "a channel answer without a channelId")
+        }
+        return reply.channelId
+    }
+
     /// The request of `GET …/messages:stream`, from `lastEventID` when given.
     func streamRequest(_ token: String, lastEventID: String?) -> URLRequest {
         var request = self.request("GET", registrations: "/\(escaped(token))/messages:stream")
@@ -119,6 +136,17 @@ struct ServerAPI: Sendable {
     private func call(
         _ method: String, registrations path: String, body: Data? = nil, timeout: TimeInterval = 60
     ) async throws(MessagingError) -> Data {
+        let (status, data, retryAfter) = try await exchange(method, registrations: path, body: body, timeout: timeout)
+        guard (200..<300).contains(status) else {
+            throw MessagingError.from(status: status, body: data, retryAfterHeader: retryAfter)
+        }
+        return data
+    }
+
+    /// One request: the answer's status, body and `Retry-After`; throws only when no HTTP answer came.
+    private func exchange(
+        _ method: String, registrations path: String, body: Data?, timeout: TimeInterval
+    ) async throws(MessagingError) -> (Int, Data, String?) {
         var request = request(method, registrations: path)
         request.timeoutInterval = timeout
         if let body {
@@ -135,11 +163,7 @@ struct ServerAPI: Sendable {
         guard let http = response as? HTTPURLResponse else {
             throw .unexpectedResponse(status: 0, "not an HTTP answer")
         }
-        guard (200..<300).contains(http.statusCode) else {
-            throw MessagingError.from(
-                status: http.statusCode, body: data, retryAfterHeader: http.value(forHTTPHeaderField: "Retry-After"))
-        }
-        return data
+        return (http.statusCode, data, http.value(forHTTPHeaderField: "Retry-After"))
     }
 }
 

@@ -59,6 +59,8 @@ struct LiveActivityMessageTests {
                     #"{"timestamp":1,"event":"start","content-state":{},"attributes-type":"T","attributes":{}}"#,
                 extra: #","notification":{"title":"Kick-off"}"#),
             #"{"token":"\#(registration)","apns":{"liveActivityToken":"\#(activity.uppercased())","payload":{"aps":\#(update)}}}"#,
+            // A topic's: a broadcast on the topic's channel (whether it has one is the send route's to check).
+            #"{"topic":"scores","apns":{"headers":{"apns-push-type":"liveactivity","apns-priority":"5"},"payload":{"aps":\#(update)}}}"#,
         ])
     func accepted(json: String) throws {
         #expect(try refusedField(json) == nil)
@@ -103,14 +105,19 @@ struct LiveActivityMessageTests {
             ),
             (liveMessage(aps: update, headers: #"{"apns-priority":"1"}"#), "message.apns.headers.apns-priority"),
             (liveMessage(aps: update, headers: #"{"Apns-Priority":"1"}"#), "message.apns.headers.Apns-Priority"),
-            // liveactivity without an activity token: a token send lacks it; a topic send cannot have it yet.
+            // liveactivity without an activity token: a token send lacks it; a condition cannot have it yet; a
+            // topic's broadcast is checked as every ActivityKit payload is.
             (
                 #"{"token":"\#(registration)","apns":{"headers":{"apns-push-type":"liveactivity"},"payload":{"aps":\#(update)}}}"#,
                 "message.apns.live_activity_token"
             ),
             (
-                #"{"topic":"scores","apns":{"headers":{"apns-push-type":"liveactivity"},"payload":{"aps":\#(update)}}}"#,
-                "message.apns.headers.apns-push-type"
+                #"{"topic":"scores","apns":{"headers":{"apns-push-type":"liveactivity"},"payload":{"aps":{"event":"update","content-state":{}}}}}"#,
+                "message.apns.payload.aps.timestamp"
+            ),
+            (
+                #"{"topic":"scores","apns":{"headers":{"apns-push-type":"liveactivity","apns-priority":"1"},"payload":{"aps":\#(update)}}}"#,
+                "message.apns.headers.apns-priority"
             ),
             (
                 #"{"condition":"'a' in topics","apns":{"headers":{"apns-push-type":"liveactivity"},"payload":{"aps":\#(update)}}}"#,
@@ -284,6 +291,12 @@ struct LiveActivityMessageTests {
             (#"{"apns":{"live_activity_token":"zz"}}"#, target, .none),
             (#"{"apns":{"live_activity_token":"\#(activity)"}}"#, topic, .none),
             (#"{"apns":{"headers":{"apns-push-type":"liveactivity"}}}"#, target, .none),
+            // A topic's liveactivity send is the topic channel's one broadcast; with an activity token it is nowhere.
+            (#"{"apns":{"headers":{"apns-push-type":"liveactivity"}}}"#, topic, .channel),
+            (
+                #"{"apns":{"headers":{"apns-push-type":"liveactivity"},"live_activity_token":"\#(activity)"}}"#, topic,
+                .none
+            ),
             (#"{"apns":{"live_activity_token":"\#(activity)","headers":{"apns-push-type":"alert"}}}"#, target, .none),
             (#"{"apns":{"headers":{"apns-push-type":"alert"}}}"#, target, .device),
             (#"{"apns":"x"}"#, target, .device),

@@ -17,7 +17,7 @@ func randomEvent(seed: UInt64) -> LedgerEvent {
     let topic = try! TopicName(text("abcXYZ019-_.~%", 1...60))
     let via = SubscriptionChannel.allCases.randomElement(using: &random)!
     let body: LedgerEvent.Body
-    switch Int.random(in: 0..<12, using: &random) {
+    switch Int.random(in: 0..<14, using: &random) {
     case 0:
         body = .registered(
             token: token, platform: Bool.random(using: &random) ? text("iosandroidweb", 0...10) : nil,
@@ -57,7 +57,12 @@ func randomEvent(seed: UInt64) -> LedgerEvent {
                 sendSeq: UInt64.random(in: 1...UInt64.max, using: &random),
                 throughToken: Bool.random(using: &random) ? token : nil, finished: Bool.random(using: &random),
                 expired: Bool.random(using: &random), failures: failures,
-                settledThrough: UInt64.random(in: 0...UInt64.max, using: &random)))
+                settledThrough: UInt64.random(in: 0...UInt64.max, using: &random),
+                broadcast: Bool.random(using: &random)
+                    ? BroadcastOutcome(
+                        channelID: text("ABCxyz019+/=", 0...24), status: UInt16.random(in: 0...999, using: &random),
+                        reason: text("BadExpirationDate é", 0...20), apnsRequestID: text("0123456789abcdef-", 0...36))
+                    : nil))
     case 9:
         body = .erased(
             Erasure(
@@ -73,6 +78,17 @@ func randomEvent(seed: UInt64) -> LedgerEvent {
                 cutoff: LedgerTime(microseconds: Int64.random(in: Int64.min...Int64.max, using: &random)),
                 forgottenContents: UInt64.random(in: 0...UInt64.max, using: &random),
                 unsealedContents: UInt64.random(in: 0...UInt64.max, using: &random)))
+    case 11:
+        body = .liveActivityChannelCreated(
+            LiveActivityChannelChange(
+                topic: topic, channelID: text("ABCxyz019+/=", 0...24),
+                messageStoragePolicy: UInt32.random(in: 0...1, using: &random),
+                apnsRequestID: text("0123456789abcdef-", 0...36)))
+    case 12:
+        body = .liveActivityChannelDeleted(
+            LiveActivityChannelChange(
+                topic: topic, channelID: text("ABCxyz019+/=", 0...24), apnsRequestID: text("0123456789abcdef-", 0...36),
+                reason: text("deleted APNs: ChannelNotRegistered", 0...30)))
     default:
         body = .audience(
             AudienceRecord(

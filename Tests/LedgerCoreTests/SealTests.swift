@@ -55,6 +55,18 @@ import Testing
                     failures: [PushFailure(token: other, kind: .unregistered, status: 410, reason: "Unregistered")],
                     settledThrough: 0)),
             .audience(AudienceRecord(messageID: 9, sendSeq: 3, recipientCount: 1, recipientDigest: Array(repeating: 1, count: 32))),
+            // A topic's broadcast, and its channel's changes: nothing sealed (a channel id names no device).
+            .pushProgress(
+                PushProgress(
+                    sendSeq: 10, throughToken: nil, finished: true, settledThrough: 10,
+                    broadcast: BroadcastOutcome(channelID: "dGVzdA==", status: 200, apnsRequestID: "r-1"))),
+            .liveActivityChannelCreated(
+                LiveActivityChannelChange(
+                    topic: TopicName(trusted: "news"), channelID: "dGVzdA==", messageStoragePolicy: 1,
+                    apnsRequestID: "r-0")),
+            .liveActivityChannelDeleted(
+                LiveActivityChannelChange(
+                    topic: TopicName(trusted: "news"), channelID: "dGVzdA==", apnsRequestID: "r-2", reason: "deleted")),
         ]
     }
 
@@ -234,7 +246,9 @@ import Testing
         for body in SealTests.bodies {
             let event = SealTests.sealed(body)
             switch body {
-            case .apnsTokenSet, .sent, .pushProgress, .audience: #expect(Self.viaPatch(event) == nil, "\(event.kind)")
+            case .apnsTokenSet, .sent, .pushProgress, .audience, .liveActivityChannelCreated,
+                .liveActivityChannelDeleted:
+                #expect(Self.viaPatch(event) == nil, "\(event.kind)")
             default: #expect(Self.viaPatch(event) == Self.viaGeneralPath(event), "\(event.kind)")
             }
         }

@@ -37,7 +37,7 @@ private struct Model {
         case .setAPNsToken, .clearAPNsToken:
             // This model registers no ios instances; the workloads here set no APNs tokens.
             return false
-        case .erase, .forgetContents:
+        case .erase, .forgetContents, .recordLiveActivityChannelCreated, .recordLiveActivityChannelDeleted:
             // The workloads here erase and forget nothing (ErasureTests and RetentionTests do).
             return false
         }

@@ -50,9 +50,10 @@ public enum LiveActivityMessage {
     /// - A `live_activity_token` is for a token send (FCM documents it with `message.token` only): with a topic or
     ///   a condition it is refused. It must be the hex of an APNs token, and the `apns-push-type` header, if given,
     ///   must be `liveactivity`.
-    /// - `apns-push-type: liveactivity` without a `live_activity_token` is refused: for a token send the token is
-    ///   missing (the device's own APNs token is not an activity's, and Apple refuses it for the topic); a topic or
-    ///   condition send cannot yet reach its members' Live Activities (docs/server.md, *Live Activities*).
+    /// - `apns-push-type: liveactivity` without a `live_activity_token` is refused for a token send (the device's own
+    ///   APNs token is not an activity's, and Apple refuses it for the topic) and for a condition (it cannot yet
+    ///   reach its members' Live Activities); for a topic it is a broadcast on the topic's channel, checked like the
+    ///   others here and by the send route for the channel (docs/server.md, *Broadcast channels*).
     /// - Then, as Apple documents the ActivityKit payload: `apns-priority` 5 or 10; `aps.timestamp` an integer (seconds
     ///   since 1970); `aps.event` `start`, `update` or `end`; `aps.content-state` an object, required for `start` and
     ///   `update`; `start` requires `attributes-type` (a string), `attributes` (an object) and an alert
@@ -96,10 +97,14 @@ public enum LiveActivityMessage {
                     "a liveactivity push needs apns.live_activity_token, the activity's push token or a push-to-start"
                         + " token: the device's own APNs token cannot receive it")
             }
-            throw LedgerCoreError(
-                .invalidArgument, field: "message.apns.headers.\(declared.name)",
-                "liveactivity sends to a topic or a condition are not supported yet: send to each device's token"
-                    + " (message.token) with apns.live_activity_token")
+            if case .condition = target {
+                throw LedgerCoreError(
+                    .invalidArgument, field: "message.apns.headers.\(declared.name)",
+                    "liveactivity sends to a condition are not supported yet: send to a topic that has a broadcast"
+                        + " channel, or to each device's token (message.token) with apns.live_activity_token")
+            }
+            // A topic's: one broadcast on the topic's channel (``APNsDestination/channel``), which the send route
+            // requires, since only the ledger knows whether the topic has one.
         } else {
             return
         }
@@ -204,6 +209,9 @@ public enum APNsDestination: Sendable, Equatable {
     /// or not a token send). Validation refuses such messages; `ledger import` does not validate. Its device's own
     /// token would be refused for the topic, and a `DeviceTokenNotForTopic` would clear it.
     case none
+    /// The topic's iOS 18 broadcast channel: a topic send whose `apns-push-type` header says `liveactivity` (and
+    /// that has no `live_activity_token`) is one broadcast on the channel, never a push per device.
+    case channel
 
     /// - Parameter message: the stored message, parsed (``DevicePayload/object(ofMessageJSON:)``).
     public init(message: [String: JSONValue], target: MessageTarget) {
@@ -216,17 +224,22 @@ public enum APNsDestination: Sendable, Equatable {
             declared.map({ $0.value.string == LiveActivityMessage.pushType }) ?? true
         {
             self = .liveActivity(token: token)
+        } else if case .topic = target, declared?.value.string == LiveActivityMessage.pushType,
+            message["apns"].flatMap({ PlatformValidation.field($0, "live_activity_token") }) == nil
+        {
+            self = .channel
         } else {
             self = .none
         }
     }
 
-    /// The token a recipient that held `held` at the send is pushed to; `nil` for ``none``.
+    /// The token a recipient that held `held` at the send is pushed to; `nil` for ``none`` and ``channel`` (a
+    /// broadcast reaches whoever holds the channel, not a token).
     public func token(holding held: APNsDeviceToken) -> APNsDeviceToken? {
         switch self {
         case .device: return held
         case .liveActivity(let token): return try? APNsDeviceToken(bytes: token, sandbox: held.sandbox)
-        case .none: return nil
+        case .none, .channel: return nil
         }
     }
 

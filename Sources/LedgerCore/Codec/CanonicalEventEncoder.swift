@@ -36,7 +36,8 @@ package enum CanonicalEventEncoder {
             body.token = token.rawValue
             body.varintField = 2
             body.varint = through
-        case .sent, .audience, .apnsTokenSet, .apnsTokenCleared, .pushProgress, .erased, .retention:
+        case .sent, .audience, .apnsTokenSet, .apnsTokenCleared, .pushProgress, .erased, .retention,
+            .liveActivityChannelCreated, .liveActivityChannelDeleted:
             return false
         }
         let bodySize = body.size

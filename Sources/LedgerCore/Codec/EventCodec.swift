@@ -151,6 +151,14 @@ public enum EventCodec {
                 return entry
             }
             body.settledThrough = progress.settledThrough
+            if let outcome = progress.broadcast {
+                var broadcast = Topicledger_V1_Broadcast()
+                broadcast.channelID = outcome.channelID
+                broadcast.status = UInt32(outcome.status)
+                broadcast.reason = outcome.reason
+                broadcast.apnsRequestID = outcome.apnsRequestID
+                body.broadcast = broadcast
+            }
             message.body = .pushProgress(body)
         case .erased(let erasure):
             var body = Topicledger_V1_Erased()
@@ -167,6 +175,20 @@ public enum EventCodec {
             body.forgottenContents = sweep.forgottenContents
             body.unsealedContents = sweep.unsealedContents
             message.body = .retention(body)
+        case .liveActivityChannelCreated(let change):
+            var body = Topicledger_V1_LiveActivityChannelCreated()
+            body.topic = change.topic.rawValue
+            body.channelID = change.channelID
+            body.messageStoragePolicy = change.messageStoragePolicy
+            body.apnsRequestID = change.apnsRequestID
+            message.body = .liveActivityChannelCreated(body)
+        case .liveActivityChannelDeleted(let change):
+            var body = Topicledger_V1_LiveActivityChannelDeleted()
+            body.topic = change.topic.rawValue
+            body.channelID = change.channelID
+            body.apnsRequestID = change.apnsRequestID
+            body.reason = change.reason
+            message.body = .liveActivityChannelDeleted(body)
         }
         return message
     }
@@ -285,12 +307,22 @@ public enum EventCodec {
                         token: RegistrationToken(trusted: entry.token), kind: try PushFailure.Kind(entry.kind),
                         status: status, reason: entry.reason))
             }
+            var broadcast: BroadcastOutcome?
+            if value.hasBroadcast {
+                guard let status = UInt16(exactly: value.broadcast.status), status <= 999 else {
+                    throw LedgerCoreError(
+                        .corruptEvent, "event \(message.seq): a broadcast status of \(value.broadcast.status)")
+                }
+                broadcast = BroadcastOutcome(
+                    channelID: value.broadcast.channelID, status: status, reason: value.broadcast.reason,
+                    apnsRequestID: value.broadcast.apnsRequestID)
+            }
             body = .pushProgress(
                 PushProgress(
                     sendSeq: value.sendSeq,
                     throughToken: value.throughToken.isEmpty ? nil : RegistrationToken(trusted: value.throughToken),
                     finished: value.finished, expired: value.expired, failures: failures,
-                    settledThrough: value.settledThrough))
+                    settledThrough: value.settledThrough, broadcast: broadcast))
         case .erased(let value):
             body = .erased(
                 Erasure(
@@ -302,6 +334,17 @@ public enum EventCodec {
                     firstSeq: value.firstSeq, throughSeq: value.throughSeq,
                     cutoff: LedgerTime(microseconds: value.cutoffMicros), forgottenContents: value.forgottenContents,
                     unsealedContents: value.unsealedContents))
+        case .liveActivityChannelCreated(let value):
+            body = .liveActivityChannelCreated(
+                LiveActivityChannelChange(
+                    topic: TopicName(trusted: value.topic), channelID: value.channelID,
+                    messageStoragePolicy: value.messageStoragePolicy, apnsRequestID: value.apnsRequestID))
+        case .liveActivityChannelDeleted(let value):
+            body = .liveActivityChannelDeleted(
+                LiveActivityChannelChange(
+                    topic: TopicName(trusted: value.topic), channelID: value.channelID,
+                    apnsRequestID: value.apnsRequestID,
+                    reason: value.reason))
         case nil:
             throw LedgerCoreError(.corruptEvent, "event \(message.seq) has no body")
         }

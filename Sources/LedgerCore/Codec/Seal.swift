@@ -152,7 +152,7 @@ extension LedgerEvent.Body {
             }
         case .pushProgress(let progress):
             (progress.throughToken.map { [SealedValue.token($0)] } ?? []) + progress.failures.map { .token($0.token) }
-        case .audience, .erased, .retention: []
+        case .audience, .erased, .retention, .liveActivityChannelCreated, .liveActivityChannelDeleted: []
         }
     }
 
@@ -163,7 +163,7 @@ extension LedgerEvent.Body {
         case .apnsTokenSet: 2
         case .sent(let sent): if case .token = sent.target { 2 } else { 1 }
         case .pushProgress(let progress): (progress.throughToken == nil ? 0 : 1) + progress.failures.count
-        case .audience, .erased, .retention: 0
+        case .audience, .erased, .retention, .liveActivityChannelCreated, .liveActivityChannelDeleted: 0
         }
     }
 
@@ -206,7 +206,8 @@ extension LedgerEvent.Body {
                 index += 1
             }
             return .pushProgress(progress)
-        case .audience, .erased, .retention: return self
+        case .audience, .erased, .retention, .liveActivityChannelCreated, .liveActivityChannelDeleted:
+            return self
         }
     }
 }

@@ -329,6 +329,23 @@ nonisolated struct Topicledger_V1_Event: Sendable {
     set {body = .retention(newValue)}
   }
 
+  /// 22 and 23 are kept for issue 66's Live Activity followers.
+  var liveActivityChannelCreated: Topicledger_V1_LiveActivityChannelCreated {
+    get {
+      if case .liveActivityChannelCreated(let v)? = body {return v}
+      return Topicledger_V1_LiveActivityChannelCreated()
+    }
+    set {body = .liveActivityChannelCreated(newValue)}
+  }
+
+  var liveActivityChannelDeleted: Topicledger_V1_LiveActivityChannelDeleted {
+    get {
+      if case .liveActivityChannelDeleted(let v)? = body {return v}
+      return Topicledger_V1_LiveActivityChannelDeleted()
+    }
+    set {body = .liveActivityChannelDeleted(newValue)}
+  }
+
   /// Version 3: one per sealed value of the body, in the order docs/event-format.md gives (absent before).
   var seals: [Topicledger_V1_Seal] = []
 
@@ -347,6 +364,9 @@ nonisolated struct Topicledger_V1_Event: Sendable {
     case pushProgress(Topicledger_V1_PushProgress)
     case erased(Topicledger_V1_Erased)
     case retention(Topicledger_V1_Retention)
+    /// 22 and 23 are kept for issue 66's Live Activity followers.
+    case liveActivityChannelCreated(Topicledger_V1_LiveActivityChannelCreated)
+    case liveActivityChannelDeleted(Topicledger_V1_LiveActivityChannelDeleted)
 
   }
 
@@ -571,6 +591,43 @@ nonisolated struct Topicledger_V1_PushProgress: Sendable {
   /// every send at or before this seq is finished (the outbox starts after it)
   var settledThrough: UInt64 = 0
 
+  /// a topic's Live Activity send carried by the topic's channel (absent otherwise)
+  var broadcast: Topicledger_V1_Broadcast {
+    get {_broadcast ?? Topicledger_V1_Broadcast()}
+    set {_broadcast = newValue}
+  }
+  /// Returns true if `broadcast` has been explicitly set.
+  var hasBroadcast: Bool {self._broadcast != nil}
+  /// Clears the value of `broadcast`. Subsequent reads from it will return its default value.
+  mutating func clearBroadcast() {self._broadcast = nil}
+
+  var unknownFields = SwiftProtobuf.UnknownStorage()
+
+  init() {}
+
+  fileprivate var _broadcast: Topicledger_V1_Broadcast? = nil
+}
+
+/// The one broadcast of a topic's Live Activity send on the topic's iOS 18 channel (POST /4/broadcasts/apps/<bundle
+/// id>), recorded in the send's finishing push_progress. Apple does not say who held the channel: no recipient has
+/// an outcome of its own.
+nonisolated struct Topicledger_V1_Broadcast: Sendable {
+  // SwiftProtobuf.Message conformance is added in an extension below. See the
+  // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
+  // methods supported on all messages.
+
+  /// the channel (apns-channel-id)
+  var channelID: String = String()
+
+  /// Apple's HTTP status (200: taken); 0: never made (no channel any more, expired)
+  var status: UInt32 = 0
+
+  /// Apple's reason of a refusal, or why it was never made ("" when taken)
+  var reason: String = String()
+
+  /// Apple's apns-request-id of the answer
+  var apnsRequestID: String = String()
+
   var unknownFields = SwiftProtobuf.UnknownStorage()
 
   init() {}
@@ -650,6 +707,53 @@ nonisolated struct Topicledger_V1_Retention: Sendable {
   init() {}
 }
 
+/// An iOS 18 broadcast channel Apple created for a topic (POST /1/apps/<bundle id>/channels answered 201): the
+/// topic's Live Activity sends go out as one broadcast on it from here on. A channel id is Apple's, not a device's:
+/// it names no person and is not sealed.
+nonisolated struct Topicledger_V1_LiveActivityChannelCreated: Sendable {
+  // SwiftProtobuf.Message conformance is added in an extension below. See the
+  // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
+  // methods supported on all messages.
+
+  /// the topic the channel carries
+  var topic: String = String()
+
+  /// Apple's apns-channel-id (base64)
+  var channelID: String = String()
+
+  /// 0: Apple stores nothing; 1: Apple stores the latest broadcast
+  var messageStoragePolicy: UInt32 = 0
+
+  /// Apple's apns-request-id of the creation
+  var apnsRequestID: String = String()
+
+  var unknownFields = SwiftProtobuf.UnknownStorage()
+
+  init() {}
+}
+
+/// The topic's channel was deleted at Apple (DELETE /1/apps/<bundle id>/channels answered 204, or 404
+/// ChannelNotRegistered: Apple no longer held it): the topic has no channel from here on.
+nonisolated struct Topicledger_V1_LiveActivityChannelDeleted: Sendable {
+  // SwiftProtobuf.Message conformance is added in an extension below. See the
+  // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
+  // methods supported on all messages.
+
+  var topic: String = String()
+
+  var channelID: String = String()
+
+  /// Apple's apns-request-id of the deletion
+  var apnsRequestID: String = String()
+
+  /// "deleted", or "APNs: ChannelNotRegistered"
+  var reason: String = String()
+
+  var unknownFields = SwiftProtobuf.UnknownStorage()
+
+  init() {}
+}
+
 // MARK: - Code below here is support for the SwiftProtobuf runtime.
 
 fileprivate nonisolated let _protobuf_package = "topicledger.v1"
@@ -672,7 +776,7 @@ nonisolated extension Topicledger_V1_PushFailureKind: SwiftProtobuf._ProtoNamePr
 
 nonisolated extension Topicledger_V1_Event: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
   static let protoMessageName: String = _protobuf_package + ".Event"
-  static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}seq\0\u{3}time_micros\0\u{1}actor\0\u{3}request_id\0\u{2}\u{6}registered\0\u{1}unregistered\0\u{1}subscribed\0\u{1}unsubscribed\0\u{1}sent\0\u{1}audience\0\u{1}acknowledged\0\u{3}apns_token_set\0\u{3}apns_token_cleared\0\u{3}push_progress\0\u{1}erased\0\u{1}retention\0\u{2}\u{9}seals\0")
+  static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}seq\0\u{3}time_micros\0\u{1}actor\0\u{3}request_id\0\u{2}\u{6}registered\0\u{1}unregistered\0\u{1}subscribed\0\u{1}unsubscribed\0\u{1}sent\0\u{1}audience\0\u{1}acknowledged\0\u{3}apns_token_set\0\u{3}apns_token_cleared\0\u{3}push_progress\0\u{1}erased\0\u{1}retention\0\u{4}\u{3}live_activity_channel_created\0\u{3}live_activity_channel_deleted\0\u{2}\u{5}seals\0")
 
   mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
     while let fieldNumber = try decoder.nextFieldNumber() {
@@ -840,6 +944,32 @@ nonisolated extension Topicledger_V1_Event: SwiftProtobuf.Message, SwiftProtobuf
           self.body = .retention(v)
         }
       }()
+      case 24: try {
+        var v: Topicledger_V1_LiveActivityChannelCreated?
+        var hadOneofValue = false
+        if let current = self.body {
+          hadOneofValue = true
+          if case .liveActivityChannelCreated(let m) = current {v = m}
+        }
+        try decoder.decodeSingularMessageField(value: &v)
+        if let v = v {
+          if hadOneofValue {try decoder.handleConflictingOneOf()}
+          self.body = .liveActivityChannelCreated(v)
+        }
+      }()
+      case 25: try {
+        var v: Topicledger_V1_LiveActivityChannelDeleted?
+        var hadOneofValue = false
+        if let current = self.body {
+          hadOneofValue = true
+          if case .liveActivityChannelDeleted(let m) = current {v = m}
+        }
+        try decoder.decodeSingularMessageField(value: &v)
+        if let v = v {
+          if hadOneofValue {try decoder.handleConflictingOneOf()}
+          self.body = .liveActivityChannelDeleted(v)
+        }
+      }()
       case 30: try { try decoder.decodeRepeatedMessageField(value: &self.seals) }()
       default: break
       }
@@ -911,6 +1041,14 @@ nonisolated extension Topicledger_V1_Event: SwiftProtobuf.Message, SwiftProtobuf
     case .retention?: try {
       guard case .retention(let v)? = self.body else { preconditionFailure() }
       try visitor.visitSingularMessageField(value: v, fieldNumber: 21)
+    }()
+    case .liveActivityChannelCreated?: try {
+      guard case .liveActivityChannelCreated(let v)? = self.body else { preconditionFailure() }
+      try visitor.visitSingularMessageField(value: v, fieldNumber: 24)
+    }()
+    case .liveActivityChannelDeleted?: try {
+      guard case .liveActivityChannelDeleted(let v)? = self.body else { preconditionFailure() }
+      try visitor.visitSingularMessageField(value: v, fieldNumber: 25)
     }()
     case nil: break
     }
@@ -1343,7 +1481,7 @@ nonisolated extension Topicledger_V1_ApnsTokenCleared: SwiftProtobuf.Message, Sw
 
 nonisolated extension Topicledger_V1_PushProgress: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
   static let protoMessageName: String = _protobuf_package + ".PushProgress"
-  static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{3}send_seq\0\u{3}through_token\0\u{1}finished\0\u{1}expired\0\u{1}failures\0\u{3}settled_through\0")
+  static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{3}send_seq\0\u{3}through_token\0\u{1}finished\0\u{1}expired\0\u{1}failures\0\u{3}settled_through\0\u{1}broadcast\0")
 
   mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
     while let fieldNumber = try decoder.nextFieldNumber() {
@@ -1357,12 +1495,17 @@ nonisolated extension Topicledger_V1_PushProgress: SwiftProtobuf.Message, SwiftP
       case 4: try { try decoder.decodeSingularBoolField(value: &self.expired) }()
       case 5: try { try decoder.decodeRepeatedMessageField(value: &self.failures) }()
       case 6: try { try decoder.decodeSingularUInt64Field(value: &self.settledThrough) }()
+      case 7: try { try decoder.decodeSingularMessageField(value: &self._broadcast) }()
       default: break
       }
     }
   }
 
   func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    // The use of inline closures is to circumvent an issue where the compiler
+    // allocates stack space for every if/case branch local when no optimizations
+    // are enabled. https://github.com/apple/swift-protobuf/issues/1034 and
+    // https://github.com/apple/swift-protobuf/issues/1182
     if self.sendSeq != 0 {
       try visitor.visitSingularUInt64Field(value: self.sendSeq, fieldNumber: 1)
     }
@@ -1381,6 +1524,9 @@ nonisolated extension Topicledger_V1_PushProgress: SwiftProtobuf.Message, SwiftP
     if self.settledThrough != 0 {
       try visitor.visitSingularUInt64Field(value: self.settledThrough, fieldNumber: 6)
     }
+    try { if let v = self._broadcast {
+      try visitor.visitSingularMessageField(value: v, fieldNumber: 7)
+    } }()
     try unknownFields.traverse(visitor: &visitor)
   }
 
@@ -1391,6 +1537,52 @@ nonisolated extension Topicledger_V1_PushProgress: SwiftProtobuf.Message, SwiftP
     if lhs.expired != rhs.expired {return false}
     if lhs.failures != rhs.failures {return false}
     if lhs.settledThrough != rhs.settledThrough {return false}
+    if lhs._broadcast != rhs._broadcast {return false}
+    if lhs.unknownFields != rhs.unknownFields {return false}
+    return true
+  }
+}
+
+nonisolated extension Topicledger_V1_Broadcast: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
+  static let protoMessageName: String = _protobuf_package + ".Broadcast"
+  static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{3}channel_id\0\u{1}status\0\u{1}reason\0\u{3}apns_request_id\0")
+
+  mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+    while let fieldNumber = try decoder.nextFieldNumber() {
+      // The use of inline closures is to circumvent an issue where the compiler
+      // allocates stack space for every case branch when no optimizations are
+      // enabled. https://github.com/apple/swift-protobuf/issues/1034
+      switch fieldNumber {
+      case 1: try { try decoder.decodeSingularStringField(value: &self.channelID) }()
+      case 2: try { try decoder.decodeSingularUInt32Field(value: &self.status) }()
+      case 3: try { try decoder.decodeSingularStringField(value: &self.reason) }()
+      case 4: try { try decoder.decodeSingularStringField(value: &self.apnsRequestID) }()
+      default: break
+      }
+    }
+  }
+
+  func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    if !self.channelID.isEmpty {
+      try visitor.visitSingularStringField(value: self.channelID, fieldNumber: 1)
+    }
+    if self.status != 0 {
+      try visitor.visitSingularUInt32Field(value: self.status, fieldNumber: 2)
+    }
+    if !self.reason.isEmpty {
+      try visitor.visitSingularStringField(value: self.reason, fieldNumber: 3)
+    }
+    if !self.apnsRequestID.isEmpty {
+      try visitor.visitSingularStringField(value: self.apnsRequestID, fieldNumber: 4)
+    }
+    try unknownFields.traverse(visitor: &visitor)
+  }
+
+  static func ==(lhs: Topicledger_V1_Broadcast, rhs: Topicledger_V1_Broadcast) -> Bool {
+    if lhs.channelID != rhs.channelID {return false}
+    if lhs.status != rhs.status {return false}
+    if lhs.reason != rhs.reason {return false}
+    if lhs.apnsRequestID != rhs.apnsRequestID {return false}
     if lhs.unknownFields != rhs.unknownFields {return false}
     return true
   }
@@ -1531,6 +1723,96 @@ nonisolated extension Topicledger_V1_Retention: SwiftProtobuf.Message, SwiftProt
     if lhs.cutoffMicros != rhs.cutoffMicros {return false}
     if lhs.forgottenContents != rhs.forgottenContents {return false}
     if lhs.unsealedContents != rhs.unsealedContents {return false}
+    if lhs.unknownFields != rhs.unknownFields {return false}
+    return true
+  }
+}
+
+nonisolated extension Topicledger_V1_LiveActivityChannelCreated: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
+  static let protoMessageName: String = _protobuf_package + ".LiveActivityChannelCreated"
+  static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}topic\0\u{3}channel_id\0\u{3}message_storage_policy\0\u{3}apns_request_id\0")
+
+  mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+    while let fieldNumber = try decoder.nextFieldNumber() {
+      // The use of inline closures is to circumvent an issue where the compiler
+      // allocates stack space for every case branch when no optimizations are
+      // enabled. https://github.com/apple/swift-protobuf/issues/1034
+      switch fieldNumber {
+      case 1: try { try decoder.decodeSingularStringField(value: &self.topic) }()
+      case 2: try { try decoder.decodeSingularStringField(value: &self.channelID) }()
+      case 3: try { try decoder.decodeSingularUInt32Field(value: &self.messageStoragePolicy) }()
+      case 4: try { try decoder.decodeSingularStringField(value: &self.apnsRequestID) }()
+      default: break
+      }
+    }
+  }
+
+  func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    if !self.topic.isEmpty {
+      try visitor.visitSingularStringField(value: self.topic, fieldNumber: 1)
+    }
+    if !self.channelID.isEmpty {
+      try visitor.visitSingularStringField(value: self.channelID, fieldNumber: 2)
+    }
+    if self.messageStoragePolicy != 0 {
+      try visitor.visitSingularUInt32Field(value: self.messageStoragePolicy, fieldNumber: 3)
+    }
+    if !self.apnsRequestID.isEmpty {
+      try visitor.visitSingularStringField(value: self.apnsRequestID, fieldNumber: 4)
+    }
+    try unknownFields.traverse(visitor: &visitor)
+  }
+
+  static func ==(lhs: Topicledger_V1_LiveActivityChannelCreated, rhs: Topicledger_V1_LiveActivityChannelCreated) -> Bool {
+    if lhs.topic != rhs.topic {return false}
+    if lhs.channelID != rhs.channelID {return false}
+    if lhs.messageStoragePolicy != rhs.messageStoragePolicy {return false}
+    if lhs.apnsRequestID != rhs.apnsRequestID {return false}
+    if lhs.unknownFields != rhs.unknownFields {return false}
+    return true
+  }
+}
+
+nonisolated extension Topicledger_V1_LiveActivityChannelDeleted: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
+  static let protoMessageName: String = _protobuf_package + ".LiveActivityChannelDeleted"
+  static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}topic\0\u{3}channel_id\0\u{3}apns_request_id\0\u{1}reason\0")
+
+  mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+    while let fieldNumber = try decoder.nextFieldNumber() {
+      // The use of inline closures is to circumvent an issue where the compiler
+      // allocates stack space for every case branch when no optimizations are
+      // enabled. https://github.com/apple/swift-protobuf/issues/1034
+      switch fieldNumber {
+      case 1: try { try decoder.decodeSingularStringField(value: &self.topic) }()
+      case 2: try { try decoder.decodeSingularStringField(value: &self.channelID) }()
+      case 3: try { try decoder.decodeSingularStringField(value: &self.apnsRequestID) }()
+      case 4: try { try decoder.decodeSingularStringField(value: &self.reason) }()
+      default: break
+      }
+    }
+  }
+
+  func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    if !self.topic.isEmpty {
+      try visitor.visitSingularStringField(value: self.topic, fieldNumber: 1)
+    }
+    if !self.channelID.isEmpty {
+      try visitor.visitSingularStringField(value: self.channelID, fieldNumber: 2)
+    }
+    if !self.apnsRequestID.isEmpty {
+      try visitor.visitSingularStringField(value: self.apnsRequestID, fieldNumber: 3)
+    }
+    if !self.reason.isEmpty {
+      try visitor.visitSingularStringField(value: self.reason, fieldNumber: 4)
+    }
+    try unknownFields.traverse(visitor: &visitor)
+  }
+
+  static func ==(lhs: Topicledger_V1_LiveActivityChannelDeleted, rhs: Topicledger_V1_LiveActivityChannelDeleted) -> Bool {
+    if lhs.topic != rhs.topic {return false}
+    if lhs.channelID != rhs.channelID {return false}
+    if lhs.apnsRequestID != rhs.apnsRequestID {return false}
+    if lhs.reason != rhs.reason {return false}
     if lhs.unknownFields != rhs.unknownFields {return false}
     return true
   }

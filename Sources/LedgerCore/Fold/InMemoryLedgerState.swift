@@ -21,6 +21,8 @@ public struct InMemoryLedgerState: LedgerProjection, Sendable {
     /// Each send's failed pushes, by instance.
     public private(set) var pushFailures: [UInt64: [InstanceID: PushFailure]] = [:]
     public private(set) var pushesSettled: UInt64 = 0
+    /// Each topic's broadcast channel now.
+    public private(set) var liveActivityChannels: [TopicName: LiveActivityChannel] = [:]
     /// The seq of the last event applied.
     public private(set) var seq: UInt64 = 0
 
@@ -129,6 +131,12 @@ public struct InMemoryLedgerState: LedgerProjection, Sendable {
     public func pushesSettledThrough() -> UInt64 { pushesSettled }
 
     public mutating func forgetAPNsTokens(of instance: InstanceID) { apnsTokens[instance] = nil }
+
+    public func liveActivityChannel(of topic: TopicName) -> LiveActivityChannel? { liveActivityChannels[topic] }
+
+    public mutating func setLiveActivityChannel(_ channel: LiveActivityChannel?, for topic: TopicName) {
+        liveActivityChannels[topic] = channel
+    }
 
     public mutating func settlePushes(through sendSeq: UInt64) { pushesSettled = sendSeq }
 }

@@ -59,6 +59,11 @@ public protocol LedgerProjection {
     /// Forgets every APNs token the instance held, now or before (an erasure; it is no longer registered).
     /// Its id, its pseudonym (its token from now on), its topic history and its pushes stay.
     mutating func forgetAPNsTokens(of instance: InstanceID) throws
+
+    /// The topic's broadcast channel now, if it has one.
+    mutating func liveActivityChannel(of topic: TopicName) throws -> LiveActivityChannel?
+    /// Gives the topic its broadcast channel (`channel`), replacing the one it had, or takes it away (`nil`).
+    mutating func setLiveActivityChannel(_ channel: LiveActivityChannel?, for topic: TopicName) throws
 }
 
 /// The one definition of what each event does to subscription state.
@@ -90,6 +95,16 @@ public enum EventFold {
             // The rewrite of the forgotten contents is the writer's (or the follower's) before this event is
             // appended; the projections hold no content.
             return
+        case .liveActivityChannelCreated(let change):
+            try state.setLiveActivityChannel(
+                LiveActivityChannel(
+                    topic: change.topic, channelID: change.channelID,
+                    messageStoragePolicy: change.messageStoragePolicy, createdSeq: seq),
+                for: change.topic)
+        case .liveActivityChannelDeleted(let change):
+            // Only the channel it names: a deletion of a channel the topic no longer has changes nothing.
+            guard try state.liveActivityChannel(of: change.topic)?.channelID == change.channelID else { return }
+            try state.setLiveActivityChannel(nil, for: change.topic)
         case .subscribed(let token, let topic, _):
             guard let instance = try state.instanceID(for: token), try state.isRegistered(instance),
                 let topicID = try state.topicID(for: topic, create: true)

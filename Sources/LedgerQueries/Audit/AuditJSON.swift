@@ -35,7 +35,8 @@ public enum AuditJSON {
                 replay.pushes[index].map { RecipientPush(token: replay.recipients[index].rawValue, Push($0)) }
             },
             message: try? JSONValue(parsing: replay.messageJSON),
-            contentForgotten: replay.contentForgotten.map { "content forgotten by \($0)" })
+            contentForgotten: replay.contentForgotten.map { "content forgotten by \($0)" },
+            broadcast: replay.broadcast.map(Broadcast.init))
     }
 
     /// `ledger audit instance` / `GET …/audit/instances/{token}`.
@@ -122,6 +123,8 @@ public enum AuditJSON {
         public let message: JSONValue?
         /// "content forgotten by erasure" or "… by retention at <time>": `message` is then empty or rewritten.
         public let contentForgotten: String?
+        /// A topic's Live Activity send: its one broadcast, which addressed every recipient (left out otherwise).
+        public var broadcast: Broadcast? = nil
         /// The next page of recipients (the API only).
         public var nextPageToken: String?
 
@@ -129,7 +132,7 @@ public enum AuditJSON {
             case name, messageId, seq, time, target, precedence, recipients, recipientDevices, recipientCount
             case recipientDigest, digestVersion, digestRecomputable, recordedCount, recordedDigest, audienceSeq,
                 matchesRecord, erasedRecipients, acknowledgedCount
-            case acknowledgedRecipients, pushCounts, pushes, message, contentForgotten, nextPageToken
+            case acknowledgedRecipients, pushCounts, pushes, message, contentForgotten, broadcast, nextPageToken
         }
 
         public func encode(to encoder: any Encoder) throws {
@@ -157,7 +160,34 @@ public enum AuditJSON {
             try container.encode(pushes, forKey: .pushes)
             try container.encodeIfPresent(message, forKey: .message)
             try container.encodeIfPresent(contentForgotten, forKey: .contentForgotten)
+            try container.encodeIfPresent(broadcast, forKey: .broadcast)
             try container.encodeIfPresent(nextPageToken, forKey: .nextPageToken)
+        }
+    }
+
+    /// A send's broadcast (``RecordedBroadcast``): `{"state", "channelId", "status", "reason", "apnsRequestId",
+    /// "seq", "time", "summary"}`, the unknown ones left out; its recipients are `addressed` by it.
+    public struct Broadcast: Encodable, Sendable {
+        public let state: String
+        public let channelId: String?
+        public let status: UInt16?
+        public let reason: String?
+        public let apnsRequestId: String?
+        public let seq: UInt64?
+        public let time: String?
+        /// Always `addressed`: Apple does not say which devices held the channel.
+        public let recipients = "addressed"
+        public let summary: String
+
+        init(_ broadcast: RecordedBroadcast) {
+            state = broadcast.state.rawValue
+            channelId = broadcast.channelID.isEmpty ? nil : broadcast.channelID
+            status = broadcast.status
+            reason = broadcast.reason
+            apnsRequestId = broadcast.apnsRequestID
+            seq = broadcast.seq
+            time = broadcast.time?.description
+            summary = broadcast.summary
         }
     }
 

@@ -34,7 +34,7 @@ struct ErasureAccount {
         case .pushProgress(let progress):
             if let through = progress.throughToken { tokens.insert(through.rawValue) }
             for failure in progress.failures { tokens.insert(failure.token.rawValue) }
-        case .audience, .erased, .retention:
+        case .audience, .erased, .retention, .liveActivityChannelCreated, .liveActivityChannelDeleted:
             break
         }
         redacted.append(Named(seq: event.seq, tokens: tokens, messageJSON: json))

@@ -29,8 +29,12 @@ public struct MessageReplay: Sendable {
     /// Per recipient (same order): whether the device has acknowledged the message (its delivery cursor is
     /// at or past the send).
     public var acknowledged: [Bool]
-    /// Per recipient (same order): what became of its APNs push (`nil`: it held no APNs token at the send).
+    /// Per recipient (same order): what became of its APNs push (`nil`: it held no APNs token at the send, or the
+    /// send is a broadcast).
     public var pushes: [PushStatus?]
+    /// A topic's Live Activity send: its one broadcast on the topic's channel (``RecordedBroadcast``), which
+    /// addressed every recipient; `nil` for every other send.
+    public var broadcast: RecordedBroadcast? = nil
 
     public var recipientCount: Int { recipients.count }
     public var acknowledgedCount: Int { acknowledged.lazy.filter { $0 }.count }
@@ -85,6 +89,7 @@ public struct MessageReplay: Sendable {
                 pushes[index] = try snapshot.pushStatus(of: recipient.device, token: recipient.token, in: sendPushes)
             }
         }
+        let broadcast = try snapshot.broadcast(ofSendAt: sendSeq, destination: sent.apnsDestination)
         let version = recorded?.0.digestVersion ?? .current
         let digest =
             switch version {
@@ -95,7 +100,7 @@ public struct MessageReplay: Sendable {
             messageID: messageID, seq: sendSeq, time: event.time, target: sent.target, precedence: sent.precedence,
             messageJSON: sent.messageJSON, contentForgotten: event.contentForgotten, recipients: recipients,
             devices: devices, recipientDigest: digest, digestVersion: version, recorded: recorded,
-            acknowledged: acknowledged, pushes: pushes)
+            acknowledged: acknowledged, pushes: pushes, broadcast: broadcast)
     }
 
     /// The naive path: events 1…S−1 folded in memory, then every registered instance tested. Device numbers

@@ -15,7 +15,7 @@ struct APNsPushService: Service {
             do {
                 pushers.append(
                     try ProjectPusher(
-                        project: project, settings: settings, dataDirectory: configuration.dataDirectory,
+                        project: project, settings: settings,
                         contentRetention: configuration.retention(of: project).content.seconds, ledgers: ledgers,
                         logger: logger))
             } catch {
@@ -34,5 +34,6 @@ struct APNsPushService: Service {
             }
         }
         for pusher in pushers { await pusher.shutdown() }
+        await ledgers.apnsProviders.shutdown()
     }
 }

@@ -73,12 +73,14 @@ final class ProjectPusher: Sendable {
     private let contentRetention: Int64?
 
     /// - Parameters:
-    ///   - dataDirectory: where the project's ledger is; its current provider token is kept beside it.
     ///   - contentRetention: the project's `contentRetention` in seconds (`nil`: never): a send older than it is
     ///     pushed no more, as an expired one.
+    ///
+    /// The provider token is the project's one (``APNsProviders``), kept beside its ledger and shared with its
+    /// broadcast channel requests.
     init(
-        project: ProjectID, settings: APNsSettings, dataDirectory: String, contentRetention: Int64? = nil,
-        ledgers: LedgerRegistry, logger: Logger
+        project: ProjectID, settings: APNsSettings, contentRetention: Int64? = nil, ledgers: LedgerRegistry,
+        logger: Logger
     ) throws {
         self.project = project
         self.contentRetention = contentRetention
@@ -87,9 +89,7 @@ final class ProjectPusher: Sendable {
         logger[metadataKey: "ledger.project"] = "\(project)"
         self.logger = logger
         let roots = try settings.loadTrustRoots()
-        let token = APNsProviderToken(
-            teamID: settings.teamID, keyID: settings.keyID, key: try settings.loadKey(),
-            store: "\(dataDirectory)/\(project.rawValue)/apns-provider-token.json")
+        let token = try ledgers.apnsProviders.token(for: project)
         let metrics = ledgers.metrics
         production = try APNsClient(
             endpoint: settings.endpoint, topic: settings.topic, providerToken: token, additionalTrustRoots: roots,
@@ -232,9 +232,7 @@ final class ProjectPusher: Sendable {
                 try snapshot.holdsAPNsTokens()
             )
         }
-        // No instance ever held an APNs token: nothing to push, and nothing to record (the next recorded
-        // progress moves the settled seq past it).
-        guard holdsTokens, progress?.finished != true else { return true }
+        guard progress?.finished != true else { return true }
         let delivery = prepared.delivery(for: .ios)
         let destination = delivery.apnsDestination
         // A Live Activity's push goes to `<bundle id>.push-type.liveactivity` (LiveActivityMessage).
@@ -251,6 +249,14 @@ final class ProjectPusher: Sendable {
             }
         let expiresAt = min(prepared.expiry(platform: "ios"), retainedUntil ?? prepared.expiry(platform: "ios"))
         let messageID = prepared.sent.messageID
+        // A topic's Live Activity send: one broadcast on the topic's channel, whatever its audience.
+        if destination == .channel, case .topic(let topic) = prepared.sent.target {
+            return try await broadcast(
+                sendAt: seq, topic: topic, delivery: delivery, expiresAt: expiresAt, messageID: messageID, in: ledger)
+        }
+        // No instance ever held an APNs token: nothing to push, and nothing to record (the next recorded
+        // progress moves the settled seq past it).
+        guard holdsTokens else { return true }
         var window = PushWindow()
         var after = progress.map(\.through).flatMap { $0 == 0 ? nil : $0 }
         var failures: [(failure: PushFailure, apnsToken: APNsDeviceToken, since: Int64?)] = []
@@ -461,6 +467,85 @@ final class ProjectPusher: Sendable {
         // it (a restart before then walks its audience again).
         if !pushedAny && progress == nil && failures.isEmpty && !expired { return true }
         try await record(finished: true)
+        return true
+    }
+
+    /// The one broadcast of the topic's Live Activity send at `seq` (``APNsDestination/channel``), on the channel
+    /// the topic had at the send (created before it, still held), recorded with Apple's answer and `apns-request-id`
+    /// in one finishing `pushProgress` (``BroadcastOutcome``); `false` when stopped (cancelled) before an answer.
+    ///
+    /// `apns-expiration` is 0 on a channel that stores nothing (Apple refuses any other), else the message's iOS
+    /// expiry. No answer, 429 and 5xx are tried again every second, a refused provider token (403) every
+    /// ``invalidTokenRetry``, until the message expires; every other answer is final. The `apns-request-id` is the
+    /// same on every attempt (``APNsPushID/broadcastUUID(messageID:)``): a crash after Apple took it and before the
+    /// record makes it again with that id. A broadcast not taken is counted and logged, without its payload.
+    private func broadcast(
+        sendAt seq: UInt64, topic: TopicName, delivery: PlatformDelivery, expiresAt: LedgerTime, messageID: UInt64,
+        in ledger: Ledger
+    ) async throws -> Bool {
+        let channel = try ledger.read { try $0.liveActivityChannel(of: topic) }
+        var outcome: BroadcastOutcome
+        var expired = false
+        if let channel, channel.createdSeq < seq, let client = try ledgers.apnsProviders.channels(for: project) {
+            let expiration = channel.messageStoragePolicy == 0 ? 0 : max(0, expiresAt.microseconds / 1_000_000)
+            let requestID = APNsPushID.broadcastUUID(messageID: messageID)
+            let priority = delivery.priority == .high ? 10 : 5
+            while true {
+                if LedgerTime.now() >= expiresAt {
+                    expired = true
+                    outcome = BroadcastOutcome(
+                        channelID: channel.channelID, status: 0, reason: "expired before APNs took it")
+                    break
+                }
+                var wait: Duration = .seconds(1)
+                do {
+                    let answer = try await client.broadcast(
+                        channelID: channel.channelID, priority: priority, expiration: expiration,
+                        requestID: requestID, payload: delivery.payloadJSON)
+                    let reason = answer.reason ?? ""
+                    if answer.status == 403 {
+                        setProblem("APNs refuses its provider token (\(reason))")
+                        wait = Self.invalidTokenRetry
+                    } else if answer.status != 429 && answer.status < 500 {
+                        setProblem(nil)
+                        outcome = BroadcastOutcome(
+                            channelID: channel.channelID, status: UInt16(clamping: answer.status), reason: reason,
+                            apnsRequestID: answer.requestID ?? requestID.uuidString.lowercased())
+                        break
+                    }
+                } catch {
+                    // No answer: the broadcast may or may not have arrived; the same request id goes again.
+                }
+                do {
+                    try await Task.sleep(for: wait)
+                } catch {
+                    return false
+                }
+            }
+        } else {
+            outcome = BroadcastOutcome(
+                channelID: channel?.channelID ?? "", status: 0,
+                reason: "the topic had no broadcast channel from before the send (deleted since, or broadcasts are off)"
+            )
+        }
+        ledgers.metrics.recordBroadcast(outcome: expired ? "expired" : outcome.accepted ? "accepted" : "rejected")
+        if !outcome.accepted {
+            logger.error(
+                "a broadcast was not taken: \(outcome.status == 0 ? "not made" : String(outcome.status)) \(outcome.reason)",
+                metadata: [
+                    "ledger.send_seq": "\(seq)", "apns.channel_id": "\(outcome.channelID)",
+                    "apns.request_id": "\(outcome.apnsRequestID)",
+                ])
+        }
+        _ = try await ledger.append(
+            WriteRequest(
+                actor: "apns", requestID: RequestID.random(),
+                operations: [
+                    .recordPushProgress(
+                        PushProgress(
+                            sendSeq: seq, throughToken: nil, finished: true, expired: expired, settledThrough: seq,
+                            broadcast: outcome))
+                ]))
         return true
     }
 

@@ -207,6 +207,8 @@ extension ConsoleRoutes {
         case .pushProgress(let progress):
             tokens = progress.failures.map(\.token.rawValue) + (progress.throughToken.map { [$0.rawValue] } ?? [])
         case .erased(let erasure): tokens = [erasure.pseudonym.rawValue]
+        case .liveActivityChannelCreated(let change), .liveActivityChannelDeleted(let change):
+            topics = [change.topic.rawValue]
         case .audience, .retention: break
         }
         if !token.isEmpty && !tokens.contains(token) { return false }

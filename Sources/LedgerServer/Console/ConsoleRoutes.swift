@@ -272,7 +272,9 @@ struct ConsoleRoutes {
             recipients: (start..<end).map { index in
                 ConsoleView.Message.Recipient(
                     token: replay.recipients[index].rawValue, acknowledged: replay.acknowledged[index],
-                    push: replay.pushes[index]?.summary ?? "")
+                    // A broadcast addressed every recipient: Apple does not say who held the channel.
+                    push: replay.pushes[index]?.summary ?? replay.broadcast.map { "addressed by the \($0.summary)" }
+                        ?? "")
             },
             next: end < replay.recipientCount ? "/console/messages/\(replay.messageID)?start=\(end)" : nil,
             messageJSON: Self.prettyJSON(replay.messageJSON),

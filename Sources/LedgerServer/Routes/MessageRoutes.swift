@@ -76,6 +76,9 @@ struct MessageRoutes {
             throw FCMError.invalidArgument(error)
         }
         try Self.checkAPNsPayloadSize(validated, project: project, pushing: server.configuration.apns[project] != nil)
+        try Self.checkBroadcast(
+            validated, project: project, broadcasting: server.configuration.apns[project]?.broadcast == true,
+            ledger: context.ledger)
         if validateOnlyValue == .bool(true) {
             // A dry run: validated, nothing appended (FCM answers with a fake id).
             if case .token(let token) = validated.target {
@@ -109,15 +112,23 @@ struct MessageRoutes {
     /// Refuses, as FCM does ("message too big"), a message whose iOS payload would not fit in one APNs push:
     /// measured with the longest message id, so that no id the store assigns can push it over. Checked when the
     /// project pushes to APNs (`pushing`), and always for a Live Activity message, whose payload is only ever an
-    /// ActivityKit push: Apple takes at most 4 KB (naming `message.apns.payload`).
+    /// ActivityKit push or a broadcast: Apple takes at most 4 KB (naming `message.apns.payload`), and is not asked
+    /// to take more.
     static func checkAPNsPayloadSize(_ message: ValidatedMessage, project: ProjectID, pushing: Bool = true) throws {
         let payload = DevicePayload(
             ofMessageJSON: message.json, messageID: UInt64(Int64.max), target: message.target, project: project,
             platform: .ios)
         let liveActivity = payload.apnsDestination.isLiveActivity
-        guard pushing || liveActivity else { return }
+        let broadcast = payload.apnsDestination == .channel
+        guard pushing || liveActivity || broadcast else { return }
         let size = payload.json.count
         guard size <= maximumAPNsPayloadBytes else {
+            if broadcast {
+                throw FCMError.invalidArgument(
+                    "The broadcast's payload would be \(size) bytes; Apple's broadcast holds at most"
+                        + " \(maximumAPNsPayloadBytes)",
+                    field: "message.apns.payload")
+            }
             if liveActivity {
                 throw FCMError.invalidArgument(
                     "The Live Activity's payload would be \(size) bytes; an ActivityKit push holds at most"

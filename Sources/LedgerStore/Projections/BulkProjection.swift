@@ -41,6 +41,7 @@ package struct BulkProjection: AppenderProjection {
     private var acknowledged: [InstanceID: UInt64] = [:]
     /// The APNs token each instance holds now, with the seq it was set at.
     private var apnsTokens: [InstanceID: (since: UInt64, token: APNsDeviceToken)] = [:]
+    private var liveActivityChannels: [TopicName: LiveActivityChannel] = [:]
     /// Tokens no longer held, as (instance, start, end, token).
     private var closedAPNsTokens: [(instance: InstanceID, start: UInt64, end: UInt64, token: APNsDeviceToken)] = []
     /// Every push progress event, in log order, and the failures they recorded.
@@ -164,6 +165,12 @@ package struct BulkProjection: AppenderProjection {
 
     package mutating func settlePushes(through sendSeq: UInt64) { pushesSettled = sendSeq }
 
+    package func liveActivityChannel(of topic: TopicName) -> LiveActivityChannel? { liveActivityChannels[topic] }
+
+    package mutating func setLiveActivityChannel(_ channel: LiveActivityChannel?, for topic: TopicName) {
+        liveActivityChannels[topic] = channel
+    }
+
     package mutating func forgetAPNsTokens(of instance: InstanceID) {
         apnsTokens[instance] = nil
         closedAPNsTokens.removeAll { $0.instance == instance }
@@ -280,6 +287,11 @@ package struct BulkProjection: AppenderProjection {
         }
         for (instance, held) in apnsTokens.sorted(by: { $0.key < $1.key }) {
             try writer.put(schema.apnsTokens, key: instance, value: APNsTokenRecord.value(held.token, seq: held.since))
+        }
+        for (key, channel) in liveActivityChannels.map({ (NameKey($0.key.rawValue).bytes, $0.value) }).sorted(by: {
+            $0.0.lexicographicallyPrecedes($1.0)
+        }) {
+            try writer.put(schema.liveActivityChannels, key: key, value: LiveActivityChannelRecord.value(channel))
         }
         for closed in closedAPNsTokens.sorted(by: { ($0.instance, $0.start) < ($1.instance, $1.start) }) {
             try writer.put(

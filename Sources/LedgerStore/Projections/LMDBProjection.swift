@@ -213,4 +213,12 @@ struct LMDBProjection: LedgerProjection {
     func forgetAPNsTokens(of instance: InstanceID) throws {
         try APNsTokenRecord.forget(instance, txn: txn, schema: schema)
     }
+
+    func liveActivityChannel(of topic: TopicName) throws -> LiveActivityChannel? {
+        try LiveActivityChannelRecord.current(of: topic, txn: txn, schema: schema)
+    }
+
+    func setLiveActivityChannel(_ channel: LiveActivityChannel?, for topic: TopicName) throws {
+        try LiveActivityChannelRecord.set(channel, for: topic, txn: txn, schema: schema)
+    }
 }

@@ -189,6 +189,14 @@ struct MemoizedProjection: AppenderProjection {
 
     func forgetAPNsTokens(of instance: InstanceID) throws { try stored.forgetAPNsTokens(of: instance) }
 
+    func liveActivityChannel(of topic: TopicName) throws -> LiveActivityChannel? {
+        try stored.liveActivityChannel(of: topic)
+    }
+
+    func setLiveActivityChannel(_ channel: LiveActivityChannel?, for topic: TopicName) throws {
+        try stored.setLiveActivityChannel(channel, for: topic)
+    }
+
     mutating func redact(_ targets: [ErasureTarget]) throws -> [Redaction] {
         lastToken = nil
         return try LogRedaction.redact(targets, txn: stored.txn, schema: stored.schema)

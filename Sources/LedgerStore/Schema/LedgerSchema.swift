@@ -29,6 +29,7 @@ import LedgerCore
 /// | apnsTokenHistory | instance u32 ‖ start u64 | end u64 ‖ sandbox u8 ‖ APNs device token (tokens no longer held) |
 /// | pushProgress | send seq u64 ‖ event seq u64 | through instance u32 ‖ flags u8 (each `pushProgress` event; ``PushRecords``) |
 /// | pushFailures | send seq u64 ‖ instance u32 | kind u8 ‖ status u16 ‖ event seq u64 ‖ reason (pushes refused for good) |
+/// | liveActivityChannels | ``NameKey`` of the topic name | created seq u64 ‖ policy u8 ‖ id length u16 ‖ channel id ‖ topic name (``LiveActivityChannelRecord``) |
 ///
 /// An instance's current topics are the union of its `instanceTopics` and its entries in `recentMemberships`,
 /// which never hold the same membership: the writer appends new memberships to their partition's run of
@@ -49,9 +50,10 @@ package struct LedgerSchema: Sendable {
     /// which older builds cannot read); layout 10 changes no database but its log may hold what layout 9's builds
     /// misread: rewritten records of erased devices (encoding version 2) and audiences whose recipient digest is
     /// over device numbers (``RecipientDigest/Version/devices``); layout 11 changes no database but writes sealed events
-    /// (encoding version 3), which layout 10's builds cannot read.
+    /// (encoding version 3), which layout 10's builds cannot read; layout 12 adds `liveActivityChannels` (and the
+    /// events that fill it, which layout 11's builds cannot read).
     /// A writer opening an older ledger upgrades it in place (see ``LedgerStorage``).
-    static let layoutVersion: UInt32 = 11
+    static let layoutVersion: UInt32 = 12
 
     package let meta: LMDBDatabase
     package let log: LMDBDatabase
@@ -74,13 +76,14 @@ package struct LedgerSchema: Sendable {
     let apnsTokenHistory: LMDBDatabase
     let pushProgress: LMDBDatabase
     let pushFailures: LMDBDatabase
+    let liveActivityChannels: LMDBDatabase
 
     /// Every database derived from the log, in a fixed order (what `rebuild` clears and `verify` compares).
     package var projections: [LMDBDatabase] {
         [
             tokens, instances, universe, universeHistory, topicIDs, topicNames, instanceTopics, recentMemberships,
             topicMembers, instanceTopicHistory, topicMemberHistory, messages, sends, acknowledged, merkle,
-            apnsTokens, apnsTokenHistory, pushProgress, pushFailures,
+            apnsTokens, apnsTokenHistory, pushProgress, pushFailures, liveActivityChannels,
         ]
     }
 
@@ -109,6 +112,7 @@ package struct LedgerSchema: Sendable {
         apnsTokenHistory = try txn.openDatabase("apnsTokenHistory", flags: create)
         pushProgress = try txn.openDatabase("pushProgress", flags: create)
         pushFailures = try txn.openDatabase("pushFailures", flags: create)
+        liveActivityChannels = try txn.openDatabase("liveActivityChannels", flags: create)
     }
 }
 

@@ -42,6 +42,12 @@ public enum LedgerOperation: Sendable, Equatable {
     /// older than `cutoff` is left to look at. A request that forgets contents does nothing else and commits
     /// alone; the ledger's file is compacted before it is answered, as after an erasure.
     case forgetContents(before: LedgerTime, limit: Int)
+    /// Records the broadcast channel Apple created for a topic (`liveActivityChannelCreated`); `.alreadyExists`
+    /// when the topic has one now (the route checks first; this holds when two creations meet).
+    case recordLiveActivityChannelCreated(LiveActivityChannelChange)
+    /// Records that the topic's broadcast channel was deleted at Apple (`liveActivityChannelDeleted`);
+    /// `.notFound` unless the topic has that channel now.
+    case recordLiveActivityChannelDeleted(LiveActivityChannelChange)
 }
 
 /// A group of operations from one request, appended together and sharing a request id.
@@ -97,7 +103,9 @@ extension LedgerOperation {
         case .send(.token(let token), _, _): return token
         // An erasure always looks its token up in the transaction that erases it (never a snapshot's answer:
         // the token may have been erased since).
-        case .send, .recordAudience, .recordPushProgress, .erase, .forgetContents: return nil
+        case .send, .recordAudience, .recordPushProgress, .erase, .forgetContents, .recordLiveActivityChannelCreated,
+            .recordLiveActivityChannelDeleted:
+            return nil
         }
     }
 }

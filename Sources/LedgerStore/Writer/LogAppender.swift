@@ -213,6 +213,18 @@ package struct LogAppender<Projection: AppenderProjection, Sink: EventSink> {
             }
             return .appended(seq: try append(.pushProgress(progress), request, time))
 
+        case .recordLiveActivityChannelCreated(let change):
+            if try projection.liveActivityChannel(of: change.topic) != nil {
+                return .rejected(OperationRejection(.alreadyExists, "the topic has a broadcast channel already"))
+            }
+            return .appended(seq: try append(.liveActivityChannelCreated(change), request, time))
+
+        case .recordLiveActivityChannelDeleted(let change):
+            guard try projection.liveActivityChannel(of: change.topic)?.channelID == change.channelID else {
+                return .rejected(OperationRejection(.notFound, "the topic has no such broadcast channel"))
+            }
+            return .appended(seq: try append(.liveActivityChannelDeleted(change), request, time))
+
         case .erase:
             // ``apply(_:now:)`` hands requests that erase to ``applyErasures(_:time:)``.
             throw StoreError(.invalidArgument, "an erasure is applied with the request that holds it")

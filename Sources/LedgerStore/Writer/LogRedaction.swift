@@ -171,7 +171,7 @@ enum LogRedaction {
                     return failure
                 }
                 result.body = .pushProgress(progress)
-            case .audience, .erased, .retention:
+            case .audience, .erased, .retention, .liveActivityChannelCreated, .liveActivityChannelDeleted:
                 return nil
             }
             return touched.isEmpty ? nil : result

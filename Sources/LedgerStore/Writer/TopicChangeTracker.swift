@@ -54,7 +54,8 @@ final class TopicChangeTracker: Sendable {
                 case .unregister, .erase:
                     dates.everyTopic = max(dates.everyTopic, seq)
                 case .register, .send, .recordAudience, .acknowledge, .setAPNsToken, .clearAPNsToken,
-                    .recordPushProgress, .forgetContents:
+                    .recordPushProgress, .forgetContents, .recordLiveActivityChannelCreated,
+                    .recordLiveActivityChannelDeleted:
                     break
                 }
             }

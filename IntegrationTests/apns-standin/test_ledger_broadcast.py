@@ -1,0 +1,269 @@
+"""Topics carried by iOS 18 broadcast channels, through `ledger serve`, against the stand-in's channel management API
+and broadcast endpoint: a topic's channel is created, shown, listed and deleted at Apple and in the ledger (each
+change an event, durable across a restart); a `liveactivity` send to the topic is one broadcast whatever its audience
+(`apns-expiration: 0` on a channel that stores nothing), recorded with Apple's answer and `apns-request-id`, and
+replayed as a broadcast to the channel that addressed the topic's members; the stand-in's refusals surface as errors
+and in the metrics; a hostile client changes nothing. Every answer of the channel routes is checked against
+docs/openapi.yaml."""
+
+import json
+import tempfile
+import time
+
+import httpx
+import pytest
+
+from apns_harness import ADMIN, AUDITOR, CLIENT, TOPIC, Ledger, StandIn, device_token
+from openapi_contract import Contract
+
+BROADCAST_PATH = f"/4/broadcasts/apps/{TOPIC}"
+CHANNELS_PATH = f"/1/apps/{TOPIC}/channels"
+CONTRACT = Contract()
+
+
+def _settings(standin):
+    return {"broadcast": True, "channelEndpoint": standin.base, "broadcastEndpoint": standin.base}
+
+
+@pytest.fixture
+def world():
+    directory = tempfile.mkdtemp(prefix="ledger-broadcast-")
+    standin = StandIn(directory, max_streams=100, max_channels=3)
+    ledger = Ledger(standin, directory, apns=_settings(standin), limits={"registrationsPerSecond": 100000})
+    yield standin, ledger, directory
+    ledger.stop()
+    standin.stop()
+    ledger.verify()
+
+
+def _call(ledger, method, path, key=ADMIN, device=False, **kwargs):
+    """A request to the ledger, its answer checked against docs/openapi.yaml."""
+    headers = {"x-goog-api-key": CLIENT} if device else {"Authorization": f"Bearer {key}"}
+    response = httpx.request(method, ledger.url(path), headers=headers, timeout=30, **kwargs)
+    CONTRACT.check(method, str(response.request.url), response.status_code, response.headers,
+                   lambda: response.content)
+    return response
+
+
+def _create(ledger, topic, policy=0, expect=200):
+    response = _call(ledger, "POST", f"/topics/{topic}:createLiveActivityChannel",
+                     json={"messageStoragePolicy": policy})
+    assert response.status_code == expect, response.text
+    return response.json()
+
+
+def _update(event="update"):
+    return {"aps": {"timestamp": int(time.time()), "event": event, "content-state": {"home": 1, "away": 0}}}
+
+
+def _live(topic, **apns):
+    return {"topic": topic, "apns": {"headers": {"apns-push-type": "liveactivity", "apns-priority": "5"},
+                                     "payload": _update(), **apns}}
+
+
+def _broadcasts(requests):
+    return [r for r in requests if r["path"] == BROADCAST_PATH]
+
+
+def _audit_broadcast(ledger, message_id, timeout=30):
+    deadline = time.time() + timeout
+    while True:
+        audit = ledger.audit_message(message_id)
+        if audit.get("broadcast", {}).get("state") not in (None, "pending"):
+            return audit
+        assert time.time() < deadline, f"the broadcast was never recorded: {audit.get('broadcast')}"
+        time.sleep(0.1)
+
+
+def _metric(ledger, series):
+    text = httpx.get(ledger.base + "/metrics").text
+    for line in text.splitlines():
+        if line.startswith(series + " "):
+            return float(line.split()[-1])
+    return 0.0
+
+
+def test_a_channel_is_created_shown_listed_and_deleted_at_apple_and_in_the_ledger(world):
+    standin, ledger, _ = world
+    channel = _create(ledger, "match-42", policy=0)
+    held = httpx.get(standin.control + "/channels").json()
+    assert held == {channel["channelId"]: 0}
+    [request] = [r for r in standin.requests() if r["path"] == CHANNELS_PATH]
+    assert request["method"] == "POST" and request["status"] == 201
+    assert json.loads(request["body"]) == {"message-storage-policy": 0, "push-type": "LiveActivity"}
+    assert request["headers"]["authorization"].startswith("bearer ")
+    assert channel["topic"] == "match-42" and channel["messageStoragePolicy"] == 0
+    assert channel["name"] == "projects/shop/topics/match-42/liveActivityChannel"
+    [created] = ledger.events("liveActivityChannelCreated")
+    assert created["channelId"] == channel["channelId"] and created["topic"] == "match-42"
+    assert created["apnsRequestId"] == request["requestId"] and str(created["seq"]) == channel["createSeq"]
+    # Shown to the admin and the auditor, listed, and readable by a registered device with the client key.
+    assert _call(ledger, "GET", "/topics/match-42:liveActivityChannel").json() == channel
+    assert _call(ledger, "GET", "/topics/match-42:liveActivityChannel", key=AUDITOR).json() == channel
+    assert _call(ledger, "GET", "/liveActivityChannels").json() == {"liveActivityChannels": [channel]}
+    device = ledger.register(device_token(1))
+    assert _call(ledger, "GET", f"/registrations/{device}/liveActivityChannels/match-42", device=True).json() \
+        == channel
+    # Deleted at Apple, then in the ledger.
+    deleted = _call(ledger, "DELETE", "/topics/match-42:liveActivityChannel")
+    assert deleted.status_code == 200 and deleted.json() == {}, deleted.text
+    assert httpx.get(standin.control + "/channels").json() == {}
+    [deletion] = ledger.events("liveActivityChannelDeleted")
+    assert deletion["channelId"] == channel["channelId"] and deletion["reason"] == "deleted"
+    assert _call(ledger, "GET", "/topics/match-42:liveActivityChannel").status_code == 404
+    assert _call(ledger, "DELETE", "/topics/match-42:liveActivityChannel").status_code == 404
+    assert _call(ledger, "GET", "/liveActivityChannels").json() == {"liveActivityChannels": []}
+    assert _metric(ledger, 'ledger_apns_channel_requests_total{operation="create",outcome="succeeded"}') == 1
+    assert _metric(ledger, 'ledger_apns_channel_requests_total{operation="delete",outcome="succeeded"}') == 1
+
+
+def test_a_liveactivity_send_is_one_broadcast_whatever_the_audience_and_replay_says_so(world):
+    standin, ledger, _ = world
+    tokens = [ledger.register(device_token(i)) for i in range(40)]
+    ledger.batch_add(tokens, "match-42")
+    channel = _create(ledger, "match-42", policy=0)
+    before = len(standin.requests())
+    message = _live("match-42")
+    sent = ledger.send(message)
+    message_id = sent["name"].rsplit("/", 1)[1]
+    audit = _audit_broadcast(ledger, message_id)
+    time.sleep(0.5)  # nothing more follows
+    requests = standin.requests()[before:]
+    [broadcast] = _broadcasts(requests)
+    assert not [r for r in requests if r["path"].startswith("/3/device/")], "no push per device"
+    headers = broadcast["headers"]
+    assert headers["apns-channel-id"] == channel["channelId"] and headers["apns-push-type"] == "liveactivity"
+    assert headers["apns-expiration"] == "0" and headers["apns-priority"] == "5"
+    assert broadcast["status"] == 200
+    assert json.loads(broadcast["body"])["aps"] == message["apns"]["payload"]["aps"]
+    # Recorded: Apple's answer and its apns-request-id; the topic's 40 members addressed, none pushed one by one.
+    recorded = audit["broadcast"]
+    assert recorded["state"] == "accepted" and recorded["channelId"] == channel["channelId"]
+    assert recorded["apnsRequestId"] == broadcast["requestId"] and recorded["recipients"] == "addressed"
+    assert audit["recipientCount"] == 40 and audit["pushes"] == []
+    [progress] = [e for e in ledger.events("pushProgress") if e["sendSeq"] == audit["seq"]]
+    assert progress["finished"] is True and progress["broadcast"]["status"] == 200
+    assert progress["broadcast"]["apnsRequestId"] == broadcast["requestId"]
+    replay = ledger.cli("replay", "--message", message_id)
+    # The channel id is base64 (it ends with `=`): quoted, as `ledger log --format text` quotes such values.
+    assert f'broadcast to channel "{channel["channelId"]}" at ' in replay, replay
+    assert "accepted" in replay and "(addressed by the broadcast)" in replay
+    assert _metric(ledger, 'ledger_apns_broadcasts_total{outcome="accepted"}') == 1
+    # An ordinary send to the same topic is unchanged: a push per member's APNs token, no broadcast.
+    before = len(standin.requests())
+    ledger.send({"topic": "match-42", "notification": {"title": "Full time"}})
+    pushed = standin.wait_for(lambda r: len([x for x in r[before:] if x["path"].startswith("/3/device/")]) >= 40)
+    assert not _broadcasts(pushed[before:])
+    # validate_only checks it all and sends nothing.
+    events = len(ledger.events())
+    before = len(standin.requests())
+    dry = httpx.post(ledger.url("/messages:send"), headers={"Authorization": f"Bearer {ADMIN}"},
+                     json={"message": _live("match-42"), "validate_only": True})
+    assert dry.status_code == 200, dry.text
+    time.sleep(0.5)
+    assert len(ledger.events()) == events and standin.requests()[before:] == []
+
+
+def test_a_channel_that_stores_the_latest_broadcast_gets_the_messages_expiry(world):
+    standin, ledger, _ = world
+    ledger.subscribe(ledger.register(device_token(1)), "gate-B12")
+    channel = _create(ledger, "gate-B12", policy=1)
+    message_id = ledger.send(_live("gate-B12"))["name"].rsplit("/", 1)[1]
+    assert _audit_broadcast(ledger, message_id)["broadcast"]["state"] == "accepted"
+    [broadcast] = _broadcasts(standin.requests())
+    assert broadcast["headers"]["apns-channel-id"] == channel["channelId"]
+    # FCM's default lifetime, four weeks from the send.
+    assert int(broadcast["headers"]["apns-expiration"]) > time.time() + 27 * 86400
+
+
+def test_the_stand_ins_refusals_surface_as_errors_and_in_the_metrics(world):
+    standin, ledger, directory = world
+    for topic in ("a", "b", "c"):
+        _create(ledger, topic)
+    events = len(ledger.events())
+    # Apple's limit at the stand-in is 3: its refusal names Apple's reason, and nothing is recorded.
+    refused = _call(ledger, "POST", "/topics/d:createLiveActivityChannel", json={"messageStoragePolicy": 0})
+    assert refused.status_code == 400, refused.text
+    assert refused.json()["error"]["status"] == "FAILED_PRECONDITION"
+    assert "CannotCreateChannelConfig" in refused.json()["error"]["message"]
+    assert len(ledger.events()) == events
+    assert _metric(ledger, 'ledger_apns_channel_requests_total{operation="create",outcome="refused"}') == 1
+    # Apple no longer holds the channels (the stand-in forgot them): the broadcast is refused, recorded as such.
+    standin.reset()
+    ledger.subscribe(ledger.register(device_token(2)), "a")
+    message_id = ledger.send(_live("a"))["name"].rsplit("/", 1)[1]
+    recorded = _audit_broadcast(ledger, message_id)["broadcast"]
+    assert recorded["state"] == "rejected" and recorded["status"] == 404
+    assert recorded["reason"] == "ChannelNotRegistered"
+    assert _metric(ledger, 'ledger_apns_broadcasts_total{outcome="rejected"}') == 1
+    assert "a broadcast was not taken" in ledger.log.read_text()
+    # Deleting a channel Apple no longer holds records the deletion, with Apple's reason.
+    assert _call(ledger, "DELETE", "/topics/a:liveActivityChannel").status_code == 200
+    [deletion] = ledger.events("liveActivityChannelDeleted")
+    assert deletion["reason"] == "APNs: ChannelNotRegistered"
+
+
+def test_a_hostile_client_changes_nothing(world):
+    standin, ledger, _ = world
+    _create(ledger, "match-42")
+    events, requests = len(ledger.events()), len(standin.requests())
+    path = "/topics/other:createLiveActivityChannel"
+    attempts = [
+        # A body padded past the server's limit, an unknown field, a bad policy, not an object.
+        dict(content=b'{"messageStoragePolicy":0' + b" " * (2 << 20) + b"}",
+             headers={"Content-Type": "application/json"}),
+        dict(json={"messageStoragePolicy": 0, "pushType": "LiveActivity"}),
+        dict(json={"messageStoragePolicy": 2}),
+        dict(json={"messageStoragePolicy": "1"}),
+        dict(json=[0]),
+    ]
+    for attempt in attempts:
+        response = httpx.post(ledger.url(path), headers={"Authorization": f"Bearer {ADMIN}",
+                                                          **attempt.pop("headers", {})}, timeout=30, **attempt)
+        assert response.status_code in (400, 413), response.text
+        if response.status_code == 400:
+            CONTRACT.check("POST", str(response.request.url), 400, response.headers, lambda: response.content)
+    # A device's credential on the admin routes, a duplicate creation, a deletion by the auditor.
+    device = ledger.register()
+    assert _call(ledger, "POST", path, device=True, json={"messageStoragePolicy": 0}).status_code in (401, 403)
+    assert _call(ledger, "POST", path, key=AUDITOR, json={"messageStoragePolicy": 0}).status_code in (401, 403)
+    assert _call(ledger, "DELETE", "/topics/match-42:liveActivityChannel", key=AUDITOR).status_code in (401, 403)
+    duplicate = _call(ledger, "POST", "/topics/match-42:createLiveActivityChannel", json={"messageStoragePolicy": 1})
+    assert duplicate.status_code == 409 and duplicate.json()["error"]["status"] == "ALREADY_EXISTS"
+    # A device reads only as a registered device.
+    stranger = _call(ledger, "GET", "/registrations/nobody/liveActivityChannels/match-42", device=True)
+    assert stranger.status_code == 404
+    assert _call(ledger, "GET", f"/registrations/{device}/liveActivityChannels/match-42",
+                 device=True).status_code == 200
+    # A liveactivity send to a topic without a channel is refused naming the header (followers: not yet).
+    refused = httpx.post(ledger.url("/messages:send"), headers={"Authorization": f"Bearer {ADMIN}"},
+                         json={"message": _live("no-channel")})
+    assert refused.status_code == 400, refused.text
+    time.sleep(0.3)
+    assert len(ledger.events()) == events + 1  # the device's registration alone
+    assert len(standin.requests()) == requests
+
+
+def test_a_restart_keeps_the_channels_and_broadcasts_go_on(world):
+    standin, ledger, _ = world
+    channel = _create(ledger, "match-42", policy=0)
+    ledger.subscribe(ledger.register(device_token(4)), "match-42")
+    ledger.kill()
+    ledger.start()
+    assert _call(ledger, "GET", "/topics/match-42:liveActivityChannel").json() == channel
+    assert _call(ledger, "GET", "/liveActivityChannels").json() == {"liveActivityChannels": [channel]}
+    message_id = ledger.send(_live("match-42"))["name"].rsplit("/", 1)[1]
+    assert _audit_broadcast(ledger, message_id)["broadcast"]["state"] == "accepted"
+    assert len(_broadcasts(standin.requests())) == 1
+
+
+def test_a_project_that_does_not_broadcast_refuses_channels(world):
+    standin, _, directory = world
+    plain = Ledger(standin, directory)
+    try:
+        refused = _call(plain, "POST", "/topics/x:createLiveActivityChannel", json={"messageStoragePolicy": 0})
+        assert refused.status_code == 400 and refused.json()["error"]["status"] == "FAILED_PRECONDITION"
+        assert "apns.broadcast" in refused.json()["error"]["message"]
+        assert not [r for r in standin.requests() if r["path"] == CHANNELS_PATH]
+    finally:
+        plain.stop()

@@ -1,0 +1,320 @@
+import APNsWire
+import FCMWire
+import Foundation
+import Hummingbird
+import LedgerCore
+import LedgerStore
+import Logging
+
+/// A topic's iOS 18 broadcast channel (docs/server.md, *Broadcast channels*), in a project with `apns.broadcast`:
+///
+/// - `POST /v1/projects/{p}/topics/{topic}:createLiveActivityChannel` `{"messageStoragePolicy": 0|1}` (admin): Apple
+///   creates the channel (`POST /1/apps/<bundle id>/channels`), the ledger records it (`liveActivityChannelCreated`),
+///   and the answer, once that is durable, is the channel (``LiveActivityChannelResource``);
+/// - `GET …/topics/{topic}:liveActivityChannel` (admin, auditor): the channel, 404 `NOT_FOUND` when none;
+/// - `DELETE …/topics/{topic}:liveActivityChannel` (admin): Apple deletes it, the ledger records it
+///   (`liveActivityChannelDeleted`), `{}`; Apple's 404 `ChannelNotRegistered` (Apple no longer holds it) is
+///   recorded as a deletion too, with that reason;
+/// - `GET …/liveActivityChannels?pageSize=&pageToken=` (admin, auditor): the channels by topic name;
+/// - `GET …/registrations/{token}/liveActivityChannels/{topic}` (the device itself, or admin): the same channel, for an
+///   app to start its activity on (`TopicLedgerMessaging`'s `liveActivityChannel(forTopic:)`).
+///
+/// Refused before Apple is asked, appending nothing: a project that does not broadcast (400 `FAILED_PRECONDITION`),
+/// a topic that has a channel (409 `ALREADY_EXISTS`), a body other than the one above (400 `INVALID_ARGUMENT` naming
+/// the field), and a project holding ``maximumChannels`` (400 `FAILED_PRECONDITION`, errorCode `TOO_MANY_CHANNELS`).
+/// Apple's refusal is answered naming Apple's status and reason, and nothing is recorded.
+///
+/// A channel Apple created that the ledger then cannot record (the append fails, or another creation for the topic
+/// was recorded first) is deleted at Apple again before the answer; if that fails too, one error line names the
+/// channel id and the topic (neither is a secret) for an operator to delete it. A crash between Apple's answer and
+/// the append leaves such a channel at Apple, unknown to the ledger: docs/server.md says how to find it.
+///
+/// - Note: Never logs provider tokens, keys or payloads.
+struct LiveActivityChannelRoutes {
+    let server: ServerContext
+    /// Apple's limit: 10,000 channels per app and environment ("Sending channel management requests to APNs").
+    static let maximumChannels = 10_000
+    static let defaultPageSize = 1000
+    static let maximumPageSize = 10_000
+    static let createSuffix = ":createLiveActivityChannel"
+    static let channelSuffix = ":liveActivityChannel"
+
+    func register(on router: TokenPathRouter) {
+        let writes = router.group("/v1/projects/:project")
+            .projectRoutes(server, roles: [.admin])
+            .group(context: ProjectRequestContext.self)
+        writes.post("topics/:topic") { request, context in try await create(request, context) }
+        writes.delete("topics/:topic") { request, context in try await delete(request, context) }
+        let reads = router.group("/v1/projects/:project")
+            .projectRoutes(server, roles: [.admin, .auditor])
+            .group(context: ProjectRequestContext.self)
+        reads.get("topics/:topic") { _, context in
+            let topic = try Self.topic(context.parameters, suffix: Self.channelSuffix)
+            return try JSONResponse.encoded(try channel(of: topic, in: context.ledger, project: context.project))
+        }
+        reads.get("liveActivityChannels") { request, context in try await list(request, context) }
+        router.group("/v1/projects/:project/registrations/:token/liveActivityChannels/:topic")
+            .projectRoutes(server, roles: [.client, .admin])
+            .add(middleware: RegistrationInPath(activity: server.ledgers.activity))
+            .group(context: RegistrationRequestContext.self)
+            .get { _, context in
+                let topic = try Self.topic(context.parameters, suffix: nil)
+                // A registered device's (the client key alone is in every copy of the app).
+                let registered = try context.ledger.read { snapshot in
+                    try snapshot.instanceID(of: context.token).map { try snapshot.isRegistered($0) } ?? false
+                }
+                guard registered else {
+                    throw FCMError.notFound("The registration token is not registered.", errorCode: "UNREGISTERED")
+                }
+                return try JSONResponse.encoded(try channel(of: topic, in: context.ledger, project: context.project))
+            }
+    }
+
+    /// The topic of the path's `{topic}`, which ends with `suffix` (a custom method, as `:erase`; `nil`: none).
+    static func topic(_ parameters: Parameters, suffix: String?) throws -> TopicName {
+        var text = try parameters.decoded("topic")
+        if let suffix {
+            guard text.hasSuffix(suffix) else { throw FCMError.notFound("Unknown route.") }
+            text.removeLast(suffix.count)
+        }
+        do {
+            return try TopicName(text, field: "topic")
+        } catch {
+            throw FCMError.invalidArgument(error)
+        }
+    }
+
+    /// The topic's channel as answered, or 404 `NOT_FOUND`.
+    private func channel(of topic: TopicName, in ledger: Ledger, project: ProjectID) throws
+        -> LiveActivityChannelResource
+    {
+        try ledger.read { snapshot in
+            guard let channel = try snapshot.liveActivityChannel(of: topic) else {
+                throw FCMError.notFound("Topic \(topic.rawValue) has no Live Activity broadcast channel.")
+            }
+            return try Self.resource(channel, in: snapshot, project: project)
+        }
+    }
+
+    private static func resource(_ channel: LiveActivityChannel, in snapshot: LedgerSnapshot, project: ProjectID)
+        throws -> LiveActivityChannelResource
+    {
+        guard let event = try snapshot.event(at: channel.createdSeq) else {
+            throw StoreError(.corrupt, "no event at seq \(channel.createdSeq)")
+        }
+        return LiveActivityChannelResource(project: project, channel: channel, created: event.time)
+    }
+
+    /// `GET …/liveActivityChannels`: a page of the channels by topic name; the page token is the last topic of the
+    /// page before.
+    private func list(_ request: Request, _ context: ProjectRequestContext) async throws -> Response {
+        let page = try PageRequest(request, defaultSize: Self.defaultPageSize, maximumSize: Self.maximumPageSize)
+        if let token = page.after, (try? TopicName(token)) == nil {
+            throw FCMError.invalidArgument("pageToken must come from a previous page", field: "pageToken")
+        }
+        let project = context.project
+        return try JSONResponse.encoded(
+            try context.ledger.read { snapshot in
+                let channels = try snapshot.liveActivityChannels()
+                let after =
+                    page.after.map { last in channels.firstIndex { $0.topic.rawValue > last } ?? channels.count } ?? 0
+                let slice = channels[after...].prefix(page.size)
+                let more = after + slice.count < channels.count
+                return LiveActivityChannelPage(
+                    liveActivityChannels: try slice.map { try Self.resource($0, in: snapshot, project: project) },
+                    nextPageToken: more ? slice.last?.topic.rawValue : nil)
+            })
+    }
+
+    /// The project's channel client, or 400 `FAILED_PRECONDITION` when the project does not broadcast.
+    private func client(for project: ProjectID) throws -> APNsChannelClient {
+        let client: APNsChannelClient?
+        do {
+            client = try server.ledgers.apnsProviders.channels(for: project)
+        } catch {
+            server.ledgers.logger.error(
+                "APNs broadcast channels cannot be used: \(error)", metadata: ["ledger.project": "\(project)"])
+            throw FCMError.unavailable("The project's APNs settings cannot be used now (the server log says why).")
+        }
+        guard let client else { throw Self.notBroadcasting(project) }
+        return client
+    }
+
+    static func notBroadcasting(_ project: ProjectID) -> FCMError {
+        FCMError(
+            status: .badRequest, googleStatus: "FAILED_PRECONDITION", errorCode: "FAILED_PRECONDITION",
+            message:
+                "Project \(project) does not use iOS 18 broadcast channels: its config's apns.broadcast is not true.")
+    }
+
+    /// `POST …/topics/{topic}:createLiveActivityChannel`.
+    private func create(_ request: Request, _ context: ProjectRequestContext) async throws -> Response {
+        let topic = try Self.topic(context.parameters, suffix: Self.createSuffix)
+        let body = try await JSONBody.decode(
+            LiveActivityChannelBody.self, request, limit: server.configuration.maximumBodyBytes)
+        let project = context.project
+        let metrics = server.ledgers.metrics
+        var logger = server.ledgers.logger
+        logger[metadataKey: "ledger.project"] = "\(project)"
+        // Everything the ledger can refuse is refused before the key is read and Apple is asked.
+        guard server.configuration.apns[project]?.broadcast == true else { throw Self.notBroadcasting(project) }
+        let (existing, count) = try context.ledger.read { snapshot in
+            (try snapshot.liveActivityChannel(of: topic), try snapshot.liveActivityChannelCount())
+        }
+        if existing != nil { throw Self.alreadyExists(topic) }
+        guard count < Self.maximumChannels else {
+            metrics.recordChannelRequest(operation: "create", outcome: "refused")
+            logger.warning("a broadcast channel was refused: the project holds \(count), Apple's limit")
+            throw FCMError(
+                status: .badRequest, googleStatus: "FAILED_PRECONDITION", errorCode: "TOO_MANY_CHANNELS",
+                message:
+                    "The project holds \(count) broadcast channels, Apple's limit per app and environment: delete one first."
+            )
+        }
+        let client = try client(for: project)
+        let answer: APNsChannelClient.Answer
+        do {
+            answer = try await client.createChannel(messageStoragePolicy: body.messageStoragePolicy)
+        } catch {
+            metrics.recordChannelRequest(operation: "create", outcome: "failed")
+            logger.error("APNs did not answer a broadcast channel's creation: \(error)")
+            throw FCMError.unavailable("APNs did not answer the channel's creation; nothing was recorded. Try again.")
+        }
+        guard answer.succeeded, let channelID = answer.channelID, Self.isChannelID(channelID) else {
+            metrics.recordChannelRequest(operation: "create", outcome: answer.succeeded ? "failed" : "refused")
+            logger.error(
+                "APNs refused a broadcast channel's creation: \(answer.status) \(answer.reason ?? "(no reason)")",
+                metadata: ["apns.request_id": "\(answer.requestID ?? "")"])
+            throw Self.refusal(answer, doing: "create the channel")
+        }
+        let change = LiveActivityChannelChange(
+            topic: topic, channelID: channelID, messageStoragePolicy: UInt32(body.messageStoragePolicy),
+            apnsRequestID: answer.requestID ?? "")
+        let outcome: OperationOutcome
+        do {
+            outcome = try await server.append(
+                WriteRequest(
+                    actor: context.caller.actor, requestID: request.ledgerRequestID,
+                    operations: [.recordLiveActivityChannelCreated(change)]),
+                to: context.ledger
+            ).outcomes[0]
+        } catch {
+            metrics.recordChannelRequest(operation: "create", outcome: "failed")
+            await undo(channelID, topic: topic, client: client, logger: logger, why: "it could not be recorded")
+            throw error
+        }
+        guard let seq = outcome.seq else {
+            // Another creation for the topic was recorded first: this one is deleted at Apple again.
+            metrics.recordChannelRequest(operation: "create", outcome: "refused")
+            await undo(
+                channelID, topic: topic, client: client, logger: logger, why: "the topic got a channel meanwhile")
+            throw Self.alreadyExists(topic)
+        }
+        metrics.recordChannelRequest(operation: "create", outcome: "succeeded")
+        let channel = LiveActivityChannel(
+            topic: topic, channelID: channelID, messageStoragePolicy: change.messageStoragePolicy, createdSeq: seq)
+        return try JSONResponse.encoded(
+            try context.ledger.read { try Self.resource(channel, in: $0, project: project) })
+    }
+
+    /// `DELETE …/topics/{topic}:liveActivityChannel`.
+    private func delete(_ request: Request, _ context: ProjectRequestContext) async throws -> Response {
+        let topic = try Self.topic(context.parameters, suffix: Self.channelSuffix)
+        let project = context.project
+        let metrics = server.ledgers.metrics
+        var logger = server.ledgers.logger
+        logger[metadataKey: "ledger.project"] = "\(project)"
+        guard server.configuration.apns[project]?.broadcast == true else { throw Self.notBroadcasting(project) }
+        guard let channel = try context.ledger.read({ try $0.liveActivityChannel(of: topic) }) else {
+            throw FCMError.notFound("Topic \(topic.rawValue) has no Live Activity broadcast channel.")
+        }
+        let client = try client(for: project)
+        let answer: APNsChannelClient.Answer
+        do {
+            answer = try await client.deleteChannel(channel.channelID)
+        } catch {
+            metrics.recordChannelRequest(operation: "delete", outcome: "failed")
+            logger.error("APNs did not answer a broadcast channel's deletion: \(error)")
+            throw FCMError.unavailable("APNs did not answer the channel's deletion; nothing was recorded. Try again.")
+        }
+        let reason: String
+        if answer.succeeded {
+            reason = "deleted"
+        } else if answer.status == 404 {
+            // Apple no longer holds it (deleted by other means): the ledger's channel is gone all the same.
+            reason = "APNs: \(answer.reason ?? "ChannelNotRegistered")"
+        } else {
+            metrics.recordChannelRequest(operation: "delete", outcome: "refused")
+            logger.error(
+                "APNs refused a broadcast channel's deletion: \(answer.status) \(answer.reason ?? "(no reason)")",
+                metadata: ["apns.request_id": "\(answer.requestID ?? "")"])
+            throw Self.refusal(answer, doing: "delete the channel")
+        }
+        let change = LiveActivityChannelChange(
+            topic: topic, channelID: channel.channelID, apnsRequestID: answer.requestID ?? "", reason: reason)
+        let outcome = try await server.append(
+            WriteRequest(
+                actor: context.caller.actor, requestID: request.ledgerRequestID,
+                operations: [.recordLiveActivityChannelDeleted(change)]),
+            to: context.ledger
+        ).outcomes[0]
+        guard outcome.seq != nil else {
+            throw FCMError.notFound("Topic \(topic.rawValue) has no Live Activity broadcast channel.")
+        }
+        metrics.recordChannelRequest(operation: "delete", outcome: "succeeded")
+        return try JSONResponse.encoded(EmptyBody())
+    }
+
+    /// Deletes at Apple a channel the ledger did not record; says so in one line if that fails too.
+    private func undo(
+        _ channelID: String, topic: TopicName, client: APNsChannelClient, logger: Logger, why: String
+    ) async {
+        let metadata: Logger.Metadata = ["apns.channel_id": "\(channelID)", "ledger.topic": "\(topic.rawValue)"]
+        if let answer = try? await client.deleteChannel(channelID), answer.succeeded || answer.status == 404 {
+            logger.warning("deleted at APNs a broadcast channel the ledger did not record: \(why)", metadata: metadata)
+        } else {
+            logger.error(
+                "a broadcast channel APNs created is not in the ledger (\(why)) and could not be deleted: delete it at APNs (GET /1/apps/<bundle id>/all-channels lists the app's channels)",
+                metadata: metadata)
+        }
+    }
+
+    static func alreadyExists(_ topic: TopicName) -> FCMError {
+        FCMError(
+            status: .conflict, googleStatus: "ALREADY_EXISTS", errorCode: "ALREADY_EXISTS",
+            message: "Topic \(topic.rawValue) has a Live Activity broadcast channel already.")
+    }
+
+    /// Apple's refusal, naming Apple's status and reason: its provider token refused (403) is the project's
+    /// credentials (401 `THIRD_PARTY_AUTH_ERROR`, as FCM says it); 429 and 5xx are Apple's to retry (503
+    /// `UNAVAILABLE`); any other is 400 `FAILED_PRECONDITION`.
+    static func refusal(_ answer: APNsChannelClient.Answer, doing what: String) -> FCMError {
+        let said =
+            "APNs refused to \(what): \(answer.status) \(answer.reason ?? "(no reason given)"); nothing was recorded."
+        switch answer.status {
+        case 403:
+            return FCMError(
+                status: .unauthorized, googleStatus: "UNAUTHENTICATED", errorCode: "THIRD_PARTY_AUTH_ERROR",
+                message: said)
+        case 429, 500...599:
+            return FCMError.unavailable(said)
+        case 200..<300:
+            return FCMError(
+                status: .badGateway, googleStatus: "UNAVAILABLE", errorCode: "UNAVAILABLE",
+                message: "APNs answered \(answer.status) without a usable apns-channel-id; nothing was recorded.")
+        default:
+            return FCMError(
+                status: .badRequest, googleStatus: "FAILED_PRECONDITION", errorCode: "FAILED_PRECONDITION",
+                message: said)
+        }
+    }
+
+    /// A channel id as Apple gives one: base64, at most 256 characters (the ledger stores it, and apps get it).
+    static func isChannelID(_ text: String) -> Bool {
+        !text.isEmpty && text.utf8.count <= 256
+            && text.utf8.allSatisfy { byte in
+                (byte >= 0x30 && byte <= 0x39) || (byte >= 0x41 && byte <= 0x5A) || (byte >= 0x61 && byte <= 0x7A)
+                    || byte == UInt8(ascii: "+") || byte == UInt8(ascii: "/") || byte == UInt8(ascii: "=")
+            }
+    }
+}

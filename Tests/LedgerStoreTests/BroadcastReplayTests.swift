@@ -1,0 +1,96 @@
+import Foundation
+import LedgerCore
+import LedgerQueries
+import LedgerStore
+import LedgerTestSupport
+import Testing
+
+/// What the ledger says of a topic's Live Activity send carried by the topic's broadcast channel: the recorded
+/// broadcast (channel, Apple's answer, `apns-request-id`, when) beside the replayed audience, every recipient
+/// addressed and none pushed one by one.
+@Suite("A broadcast in the replay: recorded in pushProgress, the audience addressed")
+struct BroadcastReplayTests {
+    let scores = try! TopicName("scores")
+    let live = Array(
+        #"{"apns":{"headers":{"apns-push-type":"liveactivity"},"payload":{"aps":{"content-state":{},"event":"update","timestamp":1}}}}"#
+            .utf8)
+
+    func append(_ ledger: Ledger, _ operations: [LedgerOperation]) async throws -> [OperationOutcome] {
+        try await ledger.append(WriteRequest(actor: "admin", requestID: UUID().uuidString, operations: operations))
+            .outcomes
+    }
+
+    @Test("pending until recorded, then accepted with Apple's request id; the replay and its JSON say so")
+    func recordedAndReplayed() async throws {
+        let directory = TemporaryDirectory()
+        defer { directory.remove() }
+        let ledger = try openTestLedger(directory)
+        let tokens = try (1...3).map { try RegistrationToken("device-\($0)") }
+        _ = try await append(
+            ledger,
+            tokens.flatMap { [.register($0, platform: "ios", appID: nil), .subscribe($0, scores, via: .v1)] })
+        _ = try await append(
+            ledger,
+            [
+                .recordLiveActivityChannelCreated(
+                    LiveActivityChannelChange(
+                        topic: scores, channelID: "dGVzdA==", messageStoragePolicy: 0, apnsRequestID: "create-1"))
+            ])
+        guard
+            case .sent(let sendSeq, let messageID) = try await append(
+                ledger, [.send(.topic(scores), precedence: .standard, messageJSON: live)])[0]
+        else {
+            Issue.record("not sent")
+            return
+        }
+        ledger.waitForAudiences()
+        let pending = try #require(try ledger.read { try MessageReplay.replay(messageID, in: $0) })
+        #expect(pending.broadcast?.state == .pending)
+        #expect(pending.broadcast?.summary == "broadcast pending")
+        _ = try await append(
+            ledger,
+            [
+                .recordPushProgress(
+                    PushProgress(
+                        sendSeq: sendSeq, throughToken: nil, finished: true, settledThrough: sendSeq,
+                        broadcast: BroadcastOutcome(channelID: "dGVzdA==", status: 200, apnsRequestID: "req-9")))
+            ])
+        let replay = try #require(try ledger.read { try MessageReplay.replay(messageID, in: $0) })
+        let broadcast = try #require(replay.broadcast)
+        #expect(broadcast.state == .accepted && broadcast.channelID == "dGVzdA==" && broadcast.apnsRequestID == "req-9")
+        #expect(broadcast.time != nil && broadcast.seq == sendSeq + 2)
+        #expect(broadcast.summary.hasPrefix(#"broadcast to channel "dGVzdA==" at "#), "\(broadcast.summary)")
+        #expect(broadcast.summary.hasSuffix(": accepted (apns-request-id req-9)"), "\(broadcast.summary)")
+        // The audience is the topic's members at the send, matching the record; nobody has a push of their own.
+        #expect(replay.recipients == tokens.sorted() && replay.matchesRecord)
+        #expect(replay.pushes.allSatisfy { $0 == nil })
+        let json = AuditJSON.replay(replay, project: .default, recipients: replay.recipients[...])
+        #expect(json.broadcast?.state == "accepted" && json.broadcast?.recipients == "addressed")
+        #expect(json.pushes.isEmpty && json.pushCounts == nil)
+        // An ordinary send to the topic has no broadcast.
+        guard
+            case .sent(_, let plainID) = try await append(
+                ledger, [.send(.topic(scores), precedence: .standard, messageJSON: Array(#"{"data":{"k":"v"}}"#.utf8))])[
+                    0]
+        else {
+            Issue.record("not sent")
+            return
+        }
+        ledger.waitForAudiences()
+        #expect(try ledger.read { try MessageReplay.replay(plainID, in: $0) }?.broadcast == nil)
+        #expect(try ledger.verify().isSound)
+    }
+
+    @Test("a refusal and a broadcast never made read as rejected, with Apple's status and reason, or why")
+    func refused() {
+        var refused = RecordedBroadcast(state: .rejected, channelID: "dGVzdA==")
+        refused.status = 404
+        refused.reason = "ChannelNotRegistered"
+        refused.time = LedgerTime(microseconds: 0)
+        #expect(refused.summary.hasSuffix(": rejected 404 ChannelNotRegistered"), "\(refused.summary)")
+        refused.reason = "Bad \"reason\""
+        #expect(refused.summary.hasSuffix(#": rejected 404 "Bad \"reason\"""#), "quoted: \(refused.summary)")
+        let never = RecordedBroadcast(state: .expired, channelID: "")
+        #expect(never.summary == "broadcast: expired")
+    }
+}
