@@ -1,7 +1,7 @@
 import Foundation
 import LMDBKit
 import LedgerCore
-import LedgerStore
+@testable import LedgerStore
 import LedgerTestSupport
 import Testing
 import LedgerQueries
@@ -218,7 +218,7 @@ struct RecentMembershipsTests {
         #expect(try ledger.verify().isSound)
         ledger.close()
         #expect(try sideCounts(path).recent > 0)
-        #expect(try layoutVersion(path) == [0, 0, 0, 11])
+        #expect(try layoutVersion(path) == withUnsafeBytes(of: LedgerSchema.layoutVersion.bigEndian) { Array($0) })
     }
 
     @Test(
@@ -258,7 +258,7 @@ struct RecentMembershipsTests {
         let (moved, recent) = try sideCounts(path)
         #expect(recent == 0)
         #expect(moved > waiting)
-        #expect(try layoutVersion(path) == [0, 0, 0, 11])
+        #expect(try layoutVersion(path) == withUnsafeBytes(of: LedgerSchema.layoutVersion.bigEndian) { Array($0) })
         let gone = #expect(throws: LMDBError.self) {
             try LMDBEnvironment(path: path).read { txn throws in _ = try txn.openDatabase("recentInstanceTopics") }
         }

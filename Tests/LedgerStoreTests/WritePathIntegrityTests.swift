@@ -1,7 +1,7 @@
 import Foundation
 import LMDBKit
 import LedgerCore
-import LedgerStore
+@testable import LedgerStore
 import LedgerTestSupport
 import Testing
 import LedgerQueries
@@ -145,7 +145,7 @@ struct WritePathIntegrityTests {
         let version = try upgraded.read { snapshot in
             try snapshot.txn.value(in: try snapshot.txn.openDatabase("meta"), forKey: "layoutVersion")
         }
-        #expect(version == [0, 0, 0, 11])
+        #expect(version == withUnsafeBytes(of: LedgerSchema.layoutVersion.bigEndian) { Array($0) })
         #expect(try upgraded.verify().isSound)
     }
 
