@@ -257,6 +257,8 @@ let package = Package(
             name: "LedgerServerTests",
             dependencies: [
                 "LedgerServer",
+                // The broadcast channel routes' tests answer as Apple (APNsChannelClient.Answer).
+                "APNsWire",
                 "LedgerCluster",
                 "LedgerStore",
                 "LedgerQueries",

@@ -12,6 +12,7 @@ import time
 
 import httpx
 import pytest
+from cryptography.hazmat.primitives.asymmetric import ec
 
 from apns_harness import ADMIN, AUDITOR, CLIENT, TOPIC, Ledger, StandIn, device_token
 from openapi_contract import Contract
@@ -164,6 +165,29 @@ def test_a_liveactivity_send_is_one_broadcast_whatever_the_audience_and_replay_s
     assert len(ledger.events()) == events and standin.requests()[before:] == []
 
 
+def test_a_pending_broadcast_counts_one_push_in_the_outbox_whatever_its_audience(world):
+    standin, ledger, _ = world
+    tokens = [ledger.register(device_token(i)) for i in range(40)]
+    ledger.batch_add(tokens, "match-42")
+    _create(ledger, "match-42", policy=0)
+    # Apple refuses the provider token from now on: the broadcasts wait, pending.
+    ledger.stop()
+    settings = json.loads(ledger.config.read_text())
+    settings["projects"]["shop"]["apns"]["keyFile"] = standin.key_file(ec.generate_private_key(ec.SECP256R1()))
+    ledger.config.write_text(json.dumps(settings))
+    ledger.start()
+    ids = [ledger.send(_live("match-42"))["name"].rsplit("/", 1)[1] for _ in range(2)]
+    deadline = time.time() + 30
+    while httpx.get(ledger.base + "/readyz").status_code == 200:
+        assert time.time() < deadline, "readyz never reported the refused provider token"
+        time.sleep(0.1)
+    time.sleep(1.5)  # the depth is counted every second
+    # Two broadcasts owed, not 2 x 40 pushes.
+    assert _metric(ledger, "ledger_apns_outbox_depth") == 2
+    assert all(ledger.audit_message(i)["broadcast"]["state"] == "pending" for i in ids)
+    assert all(ledger.audit_message(i)["broadcast"]["recipients"] == "pending" for i in ids)
+
+
 def test_a_channel_that_stores_the_latest_broadcast_gets_the_messages_expiry(world):
     standin, ledger, _ = world
     ledger.subscribe(ledger.register(device_token(1)), "gate-B12")
@@ -194,7 +218,9 @@ def test_the_stand_ins_refusals_surface_as_errors_and_in_the_metrics(world):
     message_id = ledger.send(_live("a"))["name"].rsplit("/", 1)[1]
     recorded = _audit_broadcast(ledger, message_id)["broadcast"]
     assert recorded["state"] == "rejected" and recorded["status"] == 404
-    assert recorded["reason"] == "ChannelNotRegistered"
+    assert recorded["reason"] == "ChannelNotRegistered" and recorded["recipients"] == "notAddressed"
+    replay = ledger.cli("replay", "--message", message_id)
+    assert "(not addressed: broadcast rejected)" in replay and "(addressed by" not in replay, replay
     assert _metric(ledger, 'ledger_apns_broadcasts_total{outcome="rejected"}') == 1
     assert "a broadcast was not taken" in ledger.log.read_text()
     # Deleting a channel Apple no longer holds records the deletion, with Apple's reason.

@@ -28,6 +28,49 @@ public final class APNsChannelClient: Sendable {
         public var body: [UInt8]
 
         public var succeeded: Bool { (200..<300).contains(status) }
+
+        /// Apple's answer, its strings bounded as the ledger keeps them forever and logs them: `reason` at most
+        /// ``maximumReasonBytes`` of `[A-Za-z0-9_.-]` and `requestID` UUID-shaped, each else `nil`.
+        public init(
+            status: Int, reason: String? = nil, requestID: String? = nil, channelID: String? = nil, body: [UInt8] = []
+        ) {
+            self.status = status
+            self.reason = reason.flatMap(Self.boundedReason)
+            self.requestID = requestID.flatMap(Self.boundedRequestID)
+            self.channelID = channelID
+            self.body = body
+        }
+
+        public static let maximumReasonBytes = 64
+
+        /// `reason` when it is 1 to ``maximumReasonBytes`` bytes of `[A-Za-z0-9_.-]` (Apple's reasons are
+        /// `ChannelNotRegistered`, `BadExpirationDate`, …), else `nil`.
+        public static func boundedReason(_ reason: String) -> String? {
+            let bytes = reason.utf8
+            guard !bytes.isEmpty, bytes.count <= maximumReasonBytes,
+                bytes.allSatisfy({ byte in
+                    (byte >= 0x30 && byte <= 0x39) || (byte >= 0x41 && byte <= 0x5A) || (byte >= 0x61 && byte <= 0x7A)
+                        || byte == UInt8(ascii: "_") || byte == UInt8(ascii: ".") || byte == UInt8(ascii: "-")
+                })
+            else { return nil }
+            return reason
+        }
+
+        /// `requestID` when it is UUID-shaped (`8-4-4-4-12` hex digits, as Apple gives `apns-request-id`), else
+        /// `nil`.
+        public static func boundedRequestID(_ requestID: String) -> String? {
+            let bytes = Array(requestID.utf8)
+            guard bytes.count == 36 else { return nil }
+            for (index, byte) in bytes.enumerated() {
+                if [8, 13, 18, 23].contains(index) {
+                    guard byte == UInt8(ascii: "-") else { return nil }
+                } else {
+                    guard (byte >= 0x30 && byte <= 0x39) || (byte >= 0x41 && byte <= 0x46) || (byte >= 0x61 && byte <= 0x66)
+                    else { return nil }
+                }
+            }
+            return requestID
+        }
     }
 
     /// The answer did not come: no connection, a reset stream, a timeout.

@@ -119,8 +119,14 @@ extension LedgerCommand {
                         + " \(counts.pending) pending, \(counts.expired) expired")
             }
             if let broadcast = replay.broadcast {
-                // Apple does not say who held the channel: the topic's members at the send were addressed.
-                lines.append("apns:       \(broadcast.summary); every recipient addressed by it")
+                // Apple does not say who held the channel: once it accepted the broadcast, the topic's members at
+                // the send were addressed; a broadcast refused, expired or never made addressed nobody.
+                switch broadcast.state {
+                case .accepted: lines.append("apns:       \(broadcast.summary); every recipient addressed by it")
+                case .pending: lines.append("apns:       \(broadcast.summary); no recipient addressed yet")
+                case .rejected, .expired:
+                    lines.append("apns:       \(broadcast.summary); no recipient addressed by it")
+                }
             }
             lines.append("tokens (byte order), each with its device number:")
             for (index, token) in replay.recipients.enumerated() {
@@ -128,7 +134,7 @@ extension LedgerCommand {
                     "  \(token.rawValue)  #\(replay.devices[index])"
                         + (replay.acknowledged[index] ? "  (acknowledged)" : "")
                         + (replay.pushes[index].map { "  apns " + $0.summary } ?? "")
-                        + (replay.broadcast == nil ? "" : "  (addressed by the broadcast)"))
+                        + (replay.broadcast.map { "  (\($0.recipientNote))" } ?? ""))
             }
             return lines
         }

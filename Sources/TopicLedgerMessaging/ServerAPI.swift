@@ -85,13 +85,22 @@ struct ServerAPI: Sendable {
     }
 
     /// `GET …/registrations/{token}/liveActivityChannels/{topic}`: the topic's broadcast channel id, or `nil` when the
-    /// topic has none (404 `NOT_FOUND`; a token the server does not know is 404 `UNREGISTERED`).
+    /// topic has none (404 `NOT_FOUND` with errorCode `CHANNEL_NOT_FOUND`; a token the server does not know is 404
+    /// `UNREGISTERED`).
     func liveActivityChannel(_ token: String, topic: String) async throws(MessagingError) -> String? {
         struct Reply: Decodable { let channelId: String }
         let (status, data, retryAfter) = try await exchange(
             "GET", registrations: "/\(escaped(token))/liveActivityChannels/\(Topic.percentEncoded(topic))", body: nil,
             timeout: 60)
-        if status == 404, MessagingError.errorCode(in: data) == "NOT_FOUND" { return nil }
+        // Only the server's own "no channel" (errorCode CHANNEL_NOT_FOUND) is nil, and UNREGISTERED the token: any
+        // other 404 (an unknown route, a server without the route) is an error, not "no channel".
+        if status == 404 {
+            switch MessagingError.errorCode(in: data) {
+            case "CHANNEL_NOT_FOUND": return nil
+            case "UNREGISTERED": throw .unregistered
+            default: throw .unexpectedResponse(status: status, "a 404 that is not the server's answer for no channel")
+            }
+        }
         guard (200..<300).contains(status) else {
             throw MessagingError.from(status: status, body: data, retryAfterHeader: retryAfter)
         }

@@ -160,7 +160,10 @@ struct LiveActivityChannelRouteTests {
             let none = try await client.call(
                 .get, Self.base + "/registrations/\(device)/liveActivityChannels/news",
                 headers: TestServer.Client.device)
-            #expect(none.status == .notFound && none.errorCode == "NOT_FOUND")
+            #expect(none.status == .notFound && none.errorCode == "CHANNEL_NOT_FOUND", "\(none.text)")
+            // The admin's read says the same; an unknown route is another NOT_FOUND.
+            #expect(try await client.call(.get, Self.base + "/topics/news:liveActivityChannel").errorCode == "CHANNEL_NOT_FOUND")
+            #expect(try await client.call(.get, Self.base + "/topics/news:nothing").errorCode == "NOT_FOUND")
             let stranger = try await client.call(
                 .get, Self.base + "/registrations/not-a-registered-token/liveActivityChannels/weather",
                 headers: TestServer.Client.device)

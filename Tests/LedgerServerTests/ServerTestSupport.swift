@@ -6,12 +6,15 @@ import LedgerCore
 import LedgerServer
 import LedgerStore
 import LedgerTestSupport
+import Logging
 import Testing
 
 /// A server on a fresh data directory, driven through Hummingbird's router test client.
 struct TestServer {
     let directory = TemporaryDirectory("ledger-server")
     var configuration: ServerConfiguration
+    /// The server's logger (quiet unless a test reads the lines).
+    var logger: Logger?
 
     init(configure: (inout ServerConfiguration) -> Void = { _ in }) {
         configuration = .development
@@ -22,7 +25,7 @@ struct TestServer {
     /// Runs `body` with a client; returns after the ledgers are closed.
     func run(_ body: @escaping @Sendable (Client) async throws -> Void) async throws {
         defer { directory.remove() }
-        let ledgers = try LedgerRegistry(configuration: configuration, logger: quietLogger)
+        let ledgers = try LedgerRegistry(configuration: configuration, logger: logger ?? quietLogger)
         defer { ledgers.closeAll() }
         let app = Application(
             router: buildRouter(configuration: configuration, ledgers: ledgers),

@@ -47,6 +47,11 @@ struct BroadcastReplayTests {
         let pending = try #require(try ledger.read { try MessageReplay.replay(messageID, in: $0) })
         #expect(pending.broadcast?.state == .pending)
         #expect(pending.broadcast?.summary == "broadcast pending")
+        // Pending is not addressed: the JSON and the per-recipient note say pending.
+        #expect(
+            AuditJSON.replay(pending, project: .default, recipients: pending.recipients[...]).broadcast?.recipients
+                == "pending")
+        #expect(pending.broadcast?.recipientNote == "broadcast pending")
         _ = try await append(
             ledger,
             [
@@ -79,6 +84,55 @@ struct BroadcastReplayTests {
         ledger.waitForAudiences()
         #expect(try ledger.read { try MessageReplay.replay(plainID, in: $0) }?.broadcast == nil)
         #expect(try ledger.verify().isSound)
+    }
+
+    @Test("a broadcast Apple refused addressed nobody: the replay's JSON says notAddressed, never addressed")
+    func rejectedIsNotAddressed() async throws {
+        let directory = TemporaryDirectory()
+        defer { directory.remove() }
+        let ledger = try openTestLedger(directory)
+        let tokens = try (1...2).map { try RegistrationToken("device-\($0)") }
+        _ = try await append(
+            ledger,
+            tokens.flatMap { [.register($0, platform: "ios", appID: nil), .subscribe($0, scores, via: .v1)] })
+        _ = try await append(
+            ledger,
+            [
+                .recordLiveActivityChannelCreated(
+                    LiveActivityChannelChange(
+                        topic: scores, channelID: "dGVzdA==", messageStoragePolicy: 0, apnsRequestID: "create-1"))
+            ])
+        guard
+            case .sent(let sendSeq, let messageID) = try await append(
+                ledger, [.send(.topic(scores), precedence: .standard, messageJSON: live)])[0]
+        else {
+            Issue.record("not sent")
+            return
+        }
+        ledger.waitForAudiences()
+        _ = try await append(
+            ledger,
+            [
+                .recordPushProgress(
+                    PushProgress(
+                        sendSeq: sendSeq, throughToken: nil, finished: true, settledThrough: sendSeq,
+                        broadcast: BroadcastOutcome(
+                            channelID: "dGVzdA==", status: 400, reason: "BadExpirationDate", apnsRequestID: "req-1")))
+            ])
+        let replay = try #require(try ledger.read { try MessageReplay.replay(messageID, in: $0) })
+        let broadcast = try #require(replay.broadcast)
+        #expect(broadcast.state == .rejected)
+        #expect(broadcast.recipients == "notAddressed")
+        #expect(broadcast.recipientNote == "not addressed: broadcast rejected")
+        let json = AuditJSON.replay(replay, project: .default, recipients: replay.recipients[...])
+        #expect(json.broadcast?.recipients == "notAddressed")
+        let encoded = String(decoding: try JSONEncoder().encode(json), as: UTF8.self)
+        #expect(encoded.contains(#""recipients":"notAddressed""#), "\(encoded)")
+        #expect(!encoded.contains(#""addressed""#), "\(encoded)")
+        // Expired and never made: not addressed either.
+        #expect(RecordedBroadcast(state: .expired, channelID: "").recipients == "notAddressed")
+        #expect(RecordedBroadcast(state: .rejected, channelID: "").recipientNote == "not addressed: broadcast not made")
+        #expect(RecordedBroadcast(state: .accepted, channelID: "x", status: 200).recipients == "addressed")
     }
 
     @Test("a refusal and a broadcast never made read as rejected, with Apple's status and reason, or why")

@@ -123,7 +123,8 @@ public enum AuditJSON {
         public let message: JSONValue?
         /// "content forgotten by erasure" or "… by retention at <time>": `message` is then empty or rewritten.
         public let contentForgotten: String?
-        /// A topic's Live Activity send: its one broadcast, which addressed every recipient (left out otherwise).
+        /// A topic's Live Activity send: its one broadcast, which addressed every recipient once Apple accepted it
+        /// (left out otherwise).
         public var broadcast: Broadcast? = nil
         /// The next page of recipients (the API only).
         public var nextPageToken: String?
@@ -166,7 +167,8 @@ public enum AuditJSON {
     }
 
     /// A send's broadcast (``RecordedBroadcast``): `{"state", "channelId", "status", "reason", "apnsRequestId",
-    /// "seq", "time", "summary"}`, the unknown ones left out; its recipients are `addressed` by it.
+    /// "seq", "time", "recipients", "summary"}`, the unknown ones left out; `recipients` is `addressed` only when
+    /// Apple accepted it.
     public struct Broadcast: Encodable, Sendable {
         public let state: String
         public let channelId: String?
@@ -175,8 +177,9 @@ public enum AuditJSON {
         public let apnsRequestId: String?
         public let seq: UInt64?
         public let time: String?
-        /// Always `addressed`: Apple does not say which devices held the channel.
-        public let recipients = "addressed"
+        /// `addressed` once Apple accepted it (Apple does not say which devices held the channel), `pending`
+        /// before it is made, `notAddressed` when it was refused, expired or never made.
+        public let recipients: String
         public let summary: String
 
         init(_ broadcast: RecordedBroadcast) {
@@ -188,6 +191,7 @@ public enum AuditJSON {
             seq = broadcast.seq
             time = broadcast.time?.description
             summary = broadcast.summary
+            recipients = broadcast.recipients
         }
     }
 

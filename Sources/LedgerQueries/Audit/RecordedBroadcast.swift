@@ -45,6 +45,28 @@ public struct RecordedBroadcast: Sendable, Equatable {
         self.time = time
     }
 
+    /// What it says of the send's recipients: `addressed` only once Apple accepted it; `pending` before it is made;
+    /// `notAddressed` when Apple refused it, it expired, or it was never made.
+    public var recipients: String {
+        switch state {
+        case .accepted: "addressed"
+        case .pending: "pending"
+        case .rejected, .expired: "notAddressed"
+        }
+    }
+
+    /// The same for a person, of one recipient: `addressed by the broadcast`, `broadcast pending`, or
+    /// `not addressed: broadcast rejected`, `… expired`, `… not made`.
+    public var recipientNote: String {
+        switch state {
+        case .accepted: "addressed by the broadcast"
+        case .pending: "broadcast pending"
+        case .rejected where (status ?? 0) == 0: "not addressed: broadcast not made"
+        case .rejected: "not addressed: broadcast rejected"
+        case .expired: "not addressed: broadcast expired"
+        }
+    }
+
     /// One line for a person: `broadcast to channel <id> at <time>: accepted (apns-request-id <id>)`, `…: rejected
     /// 400 "BadExpirationDate"`, `broadcast pending` (Apple's reason quoted, as `ledger log --format text` quotes
     /// input).

@@ -15,6 +15,8 @@ import Synchronization
 final class APNsProviders: Sendable {
     private let configuration: ServerConfiguration
     private let made = Mutex<[ProjectID: Made]>([:])
+    /// A test's stand-in for a project's channel management (``useChannelManagement(_:for:)``).
+    private let standIns = Mutex<[ProjectID: any APNsChannelManagement]>([:])
 
     private struct Made {
         var token: APNsProviderToken
@@ -54,6 +56,19 @@ final class APNsProviders: Sendable {
         return kept
     }
 
+    /// What the channel routes ask Apple for the project: a test's stand-in when one was given, else
+    /// ``channels(for:)``.
+    func channelManagement(for project: ProjectID) throws -> (any APNsChannelManagement)? {
+        guard let settings = configuration.apns[project], settings.broadcast else { return nil }
+        if let standIn = standIns.withLock({ $0[project] }) { return standIn }
+        return try channels(for: project)
+    }
+
+    /// Tests: the project's channel routes ask `standIn` instead of Apple.
+    func useChannelManagement(_ standIn: any APNsChannelManagement, for project: ProjectID) {
+        standIns.withLock { $0[project] = standIn }
+    }
+
     /// Closes the channel clients' connections (the server's shutdown).
     func shutdown() async {
         let clients = made.withLock { $0.values.compactMap(\.channels) }
@@ -75,3 +90,11 @@ final class APNsProviders: Sendable {
         }
     }
 }
+
+/// The channel management requests the channel routes make (``APNsChannelClient``, or a test's stand-in).
+protocol APNsChannelManagement: Sendable {
+    func createChannel(messageStoragePolicy: Int) async throws -> APNsChannelClient.Answer
+    func deleteChannel(_ channelID: String) async throws -> APNsChannelClient.Answer
+}
+
+extension APNsChannelClient: APNsChannelManagement {}

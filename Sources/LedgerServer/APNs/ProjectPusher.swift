@@ -46,6 +46,9 @@ final class ProjectPusher: Sendable {
     private let ledgers: LedgerRegistry
     private let logger: Logger
     private let failing = Mutex(Failing())
+    /// Apple's answer to a broadcast whose record has not been saved yet (the append failed): the next attempt
+    /// saves it rather than broadcasting again.
+    private let unsavedBroadcast = Mutex<(seq: UInt64, outcome: BroadcastOutcome, expired: Bool)?>(nil)
 
     /// Why pushes wait, as `/readyz` and the metrics tell it.
     private struct Failing {
@@ -136,20 +139,30 @@ final class ProjectPusher: Sendable {
     }
 
     /// The pushes owed: the send under way's, and at most each later send's recorded audience (whether or not
-    /// each recipient holds an APNs token) — the depth counts pushes, not sends. None on a node that does not
-    /// lead the project.
+    /// each recipient holds an APNs token) — the depth counts pushes, not sends; a topic's broadcast is one push,
+    /// whatever its audience. None on a node that does not lead the project.
     private func countOwed() async throws -> Int {
         if let cluster = ledgers.cluster, !cluster.isLeading(project) { return 0 }
         let ledger = try await ledgers.ledger(for: project)
         let current = failing.withLock { $0.current }
+        let cache = ledgers.delivery(for: project).sends
         return try ledger.read { snapshot in
             let after = try current?.seq ?? snapshot.pushesSettledThrough()
             var owed = current?.owed ?? 0
             for seq in try snapshot.sendSeqs(after: after, limit: 256) {
-                owed += Int(clamping: try snapshot.recordedRecipientCount(ofSendAt: seq) ?? 0)
+                owed +=
+                    try Self.isBroadcast(sendAt: seq, cache: cache, in: snapshot)
+                    ? 1 : Int(clamping: try snapshot.recordedRecipientCount(ofSendAt: seq) ?? 0)
             }
             return owed
         }
+    }
+
+    /// Whether the send at `seq` is a topic's broadcast (``APNsDestination/channel``): one push, not one each.
+    static func isBroadcast(sendAt seq: UInt64, cache: SendCache, in snapshot: LedgerSnapshot) throws -> Bool {
+        let sent = try cache.cached(at: seq)?.sent ?? snapshot.sentEvent(at: seq).1
+        guard case .topic = sent.target else { return false }
+        return sent.apnsDestination == .channel
     }
 
     /// Pushes each send in turn until the task is cancelled.
@@ -486,7 +499,13 @@ final class ProjectPusher: Sendable {
         let channel = try ledger.read { try $0.liveActivityChannel(of: topic) }
         var outcome: BroadcastOutcome
         var expired = false
-        if let channel, channel.createdSeq < seq, let client = try ledgers.apnsProviders.channels(for: project) {
+        if let kept = unsavedBroadcast.withLock({ $0 }), kept.seq == seq {
+            // Apple answered it already and only its record failed: the record is saved again, not the broadcast.
+            outcome = kept.outcome
+            expired = kept.expired
+        } else if let channel, channel.createdSeq < seq,
+            let client = try ledgers.apnsProviders.channels(for: project)
+        {
             let expiration = channel.messageStoragePolicy == 0 ? 0 : max(0, expiresAt.microseconds / 1_000_000)
             let requestID = APNsPushID.broadcastUUID(messageID: messageID)
             let priority = delivery.priority == .high ? 10 : 5
@@ -528,15 +547,7 @@ final class ProjectPusher: Sendable {
                 reason: "the topic had no broadcast channel from before the send (deleted since, or broadcasts are off)"
             )
         }
-        ledgers.metrics.recordBroadcast(outcome: expired ? "expired" : outcome.accepted ? "accepted" : "rejected")
-        if !outcome.accepted {
-            logger.error(
-                "a broadcast was not taken: \(outcome.status == 0 ? "not made" : String(outcome.status)) \(outcome.reason)",
-                metadata: [
-                    "ledger.send_seq": "\(seq)", "apns.channel_id": "\(outcome.channelID)",
-                    "apns.request_id": "\(outcome.apnsRequestID)",
-                ])
-        }
+        unsavedBroadcast.withLock { $0 = (seq, outcome, expired) }
         _ = try await ledger.append(
             WriteRequest(
                 actor: "apns", requestID: RequestID.random(),
@@ -546,6 +557,17 @@ final class ProjectPusher: Sendable {
                             sendSeq: seq, throughToken: nil, finished: true, expired: expired, settledThrough: seq,
                             broadcast: outcome))
                 ]))
+        unsavedBroadcast.withLock { $0 = nil }
+        // Counted and logged once, when saved (a failed save is retried without asking Apple again).
+        ledgers.metrics.recordBroadcast(outcome: expired ? "expired" : outcome.accepted ? "accepted" : "rejected")
+        if !outcome.accepted {
+            logger.error(
+                "a broadcast was not taken: \(outcome.status == 0 ? "not made" : String(outcome.status)) \(outcome.reason)",
+                metadata: [
+                    "ledger.send_seq": "\(seq)", "apns.channel_id": "\(outcome.channelID)",
+                    "apns.request_id": "\(outcome.apnsRequestID)",
+                ])
+        }
         return true
     }
 

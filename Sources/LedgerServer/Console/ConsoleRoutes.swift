@@ -272,14 +272,24 @@ struct ConsoleRoutes {
             recipients: (start..<end).map { index in
                 ConsoleView.Message.Recipient(
                     token: replay.recipients[index].rawValue, acknowledged: replay.acknowledged[index],
-                    // A broadcast addressed every recipient: Apple does not say who held the channel.
-                    push: replay.pushes[index]?.summary ?? replay.broadcast.map { "addressed by the \($0.summary)" }
-                        ?? "")
+                    // An accepted broadcast addressed every recipient (Apple does not say who held the channel);
+                    // one refused, expired, never made or pending addressed nobody (yet).
+                    push: replay.pushes[index]?.summary
+                        ?? replay.broadcast.map { Self.broadcastNote($0) } ?? "")
             },
             next: end < replay.recipientCount ? "/console/messages/\(replay.messageID)?start=\(end)" : nil,
             messageJSON: Self.prettyJSON(replay.messageJSON),
             contentForgotten: replay.contentForgotten.map { "Content forgotten by \($0)." })
         return page("message", title: "Message \(replay.messageID)", visitor: visitor, view)
+    }
+
+    /// A recipient's line for the send's broadcast: `addressed by the broadcast …` only when Apple accepted it.
+    static func broadcastNote(_ broadcast: RecordedBroadcast) -> String {
+        switch broadcast.state {
+        case .accepted: "addressed by the \(broadcast.summary)"
+        case .pending: "not addressed yet: \(broadcast.summary)"
+        case .rejected, .expired: "not addressed: \(broadcast.summary)"
+        }
     }
 
     private func recipientsCSV(_ request: Request, _ context: LedgerRequestContext) async throws -> Response {

@@ -11,7 +11,8 @@ import Logging
 /// - `POST /v1/projects/{p}/topics/{topic}:createLiveActivityChannel` `{"messageStoragePolicy": 0|1}` (admin): Apple
 ///   creates the channel (`POST /1/apps/<bundle id>/channels`), the ledger records it (`liveActivityChannelCreated`),
 ///   and the answer, once that is durable, is the channel (``LiveActivityChannelResource``);
-/// - `GET …/topics/{topic}:liveActivityChannel` (admin, auditor): the channel, 404 `NOT_FOUND` when none;
+/// - `GET …/topics/{topic}:liveActivityChannel` (admin, auditor): the channel, 404 `NOT_FOUND` when none (errorCode
+///   `CHANNEL_NOT_FOUND`, as every answer that a topic has no channel);
 /// - `DELETE …/topics/{topic}:liveActivityChannel` (admin): Apple deletes it, the ledger records it
 ///   (`liveActivityChannelDeleted`), `{}`; Apple's 404 `ChannelNotRegistered` (Apple no longer holds it) is
 ///   recorded as a deletion too, with that reason;
@@ -84,13 +85,13 @@ struct LiveActivityChannelRoutes {
         }
     }
 
-    /// The topic's channel as answered, or 404 `NOT_FOUND`.
+    /// The topic's channel as answered, or 404 `NOT_FOUND` (errorCode `CHANNEL_NOT_FOUND`).
     private func channel(of topic: TopicName, in ledger: Ledger, project: ProjectID) throws
         -> LiveActivityChannelResource
     {
         try ledger.read { snapshot in
             guard let channel = try snapshot.liveActivityChannel(of: topic) else {
-                throw FCMError.notFound("Topic \(topic.rawValue) has no Live Activity broadcast channel.")
+                throw Self.noChannel(topic)
             }
             return try Self.resource(channel, in: snapshot, project: project)
         }
@@ -127,10 +128,10 @@ struct LiveActivityChannelRoutes {
     }
 
     /// The project's channel client, or 400 `FAILED_PRECONDITION` when the project does not broadcast.
-    private func client(for project: ProjectID) throws -> APNsChannelClient {
-        let client: APNsChannelClient?
+    private func client(for project: ProjectID) throws -> any APNsChannelManagement {
+        let client: (any APNsChannelManagement)?
         do {
-            client = try server.ledgers.apnsProviders.channels(for: project)
+            client = try server.ledgers.apnsProviders.channelManagement(for: project)
         } catch {
             server.ledgers.logger.error(
                 "APNs broadcast channels cannot be used: \(error)", metadata: ["ledger.project": "\(project)"])
@@ -182,6 +183,22 @@ struct LiveActivityChannelRoutes {
         }
         guard answer.succeeded, let channelID = answer.channelID, Self.isChannelID(channelID) else {
             metrics.recordChannelRequest(operation: "create", outcome: answer.succeeded ? "failed" : "refused")
+            if answer.succeeded {
+                // Apple says it made a channel but gave no usable id: one it gave is deleted again (it can be
+                // named in a header); without one, an operator compares with Apple's list.
+                if let given = answer.channelID, Self.isDeletable(given) {
+                    await undo(
+                        given, topic: topic, client: client, logger: logger,
+                        why: "APNs answered \(answer.status) with an apns-channel-id that is not one")
+                } else {
+                    logger.error(
+                        "APNs answered a broadcast channel's creation \(answer.status) without a usable apns-channel-id: APNs may have created a channel; compare with its all-channels list (GET /1/apps/<bundle id>/all-channels)",
+                        metadata: [
+                            "ledger.topic": "\(topic.rawValue)", "apns.request_id": "\(answer.requestID ?? "")",
+                        ])
+                }
+                throw Self.refusal(answer, doing: "create the channel")
+            }
             logger.error(
                 "APNs refused a broadcast channel's creation: \(answer.status) \(answer.reason ?? "(no reason)")",
                 metadata: ["apns.request_id": "\(answer.requestID ?? "")"])
@@ -226,7 +243,7 @@ struct LiveActivityChannelRoutes {
         logger[metadataKey: "ledger.project"] = "\(project)"
         guard server.configuration.apns[project]?.broadcast == true else { throw Self.notBroadcasting(project) }
         guard let channel = try context.ledger.read({ try $0.liveActivityChannel(of: topic) }) else {
-            throw FCMError.notFound("Topic \(topic.rawValue) has no Live Activity broadcast channel.")
+            throw Self.noChannel(topic)
         }
         let client = try client(for: project)
         let answer: APNsChannelClient.Answer
@@ -240,9 +257,10 @@ struct LiveActivityChannelRoutes {
         let reason: String
         if answer.succeeded {
             reason = "deleted"
-        } else if answer.status == 404 {
-            // Apple no longer holds it (deleted by other means): the ledger's channel is gone all the same.
-            reason = "APNs: \(answer.reason ?? "ChannelNotRegistered")"
+        } else if Self.isGone(answer) {
+            // Apple no longer holds it (deleted by other means): the ledger's channel is gone all the same. Any
+            // other 404 (a wrong path, another reason, none) is a refusal like any other, and nothing is recorded.
+            reason = "APNs: ChannelNotRegistered"
         } else {
             metrics.recordChannelRequest(operation: "delete", outcome: "refused")
             logger.error(
@@ -252,14 +270,26 @@ struct LiveActivityChannelRoutes {
         }
         let change = LiveActivityChannelChange(
             topic: topic, channelID: channel.channelID, apnsRequestID: answer.requestID ?? "", reason: reason)
-        let outcome = try await server.append(
-            WriteRequest(
-                actor: context.caller.actor, requestID: request.ledgerRequestID,
-                operations: [.recordLiveActivityChannelDeleted(change)]),
-            to: context.ledger
-        ).outcomes[0]
+        let outcome: OperationOutcome
+        do {
+            outcome = try await server.append(
+                WriteRequest(
+                    actor: context.caller.actor, requestID: request.ledgerRequestID,
+                    operations: [.recordLiveActivityChannelDeleted(change)]),
+                to: context.ledger
+            ).outcomes[0]
+        } catch {
+            // Apple no longer holds the channel, but the ledger still does: a DELETE again records it (Apple then
+            // answers 404 ChannelNotRegistered).
+            metrics.recordChannelRequest(operation: "delete", outcome: "failed")
+            logger.error(
+                "a broadcast channel deleted at APNs could not be recorded: \(type(of: error)); DELETE it again",
+                metadata: ["apns.channel_id": "\(channel.channelID)", "ledger.topic": "\(topic.rawValue)"])
+            throw FCMError.unavailable(
+                "The channel was deleted at APNs, not recorded in the ledger — retry DELETE to record it.")
+        }
         guard outcome.seq != nil else {
-            throw FCMError.notFound("Topic \(topic.rawValue) has no Live Activity broadcast channel.")
+            throw Self.noChannel(topic)
         }
         metrics.recordChannelRequest(operation: "delete", outcome: "succeeded")
         return try JSONResponse.encoded(EmptyBody())
@@ -267,10 +297,10 @@ struct LiveActivityChannelRoutes {
 
     /// Deletes at Apple a channel the ledger did not record; says so in one line if that fails too.
     private func undo(
-        _ channelID: String, topic: TopicName, client: APNsChannelClient, logger: Logger, why: String
+        _ channelID: String, topic: TopicName, client: any APNsChannelManagement, logger: Logger, why: String
     ) async {
         let metadata: Logger.Metadata = ["apns.channel_id": "\(channelID)", "ledger.topic": "\(topic.rawValue)"]
-        if let answer = try? await client.deleteChannel(channelID), answer.succeeded || answer.status == 404 {
+        if let answer = try? await client.deleteChannel(channelID), answer.succeeded || Self.isGone(answer) {
             logger.warning("deleted at APNs a broadcast channel the ledger did not record: \(why)", metadata: metadata)
         } else {
             logger.error(
@@ -278,6 +308,15 @@ struct LiveActivityChannelRoutes {
                 metadata: metadata)
         }
     }
+
+    /// The topic has no channel: 404 `NOT_FOUND` with errorCode `CHANNEL_NOT_FOUND`, which a client tells apart
+    /// from any other 404 (an unknown route is errorCode `NOT_FOUND`).
+    static func noChannel(_ topic: TopicName) -> FCMError {
+        FCMError.notFound(
+            "Topic \(topic.rawValue) has no Live Activity broadcast channel.", errorCode: Self.noChannelErrorCode)
+    }
+
+    static let noChannelErrorCode = "CHANNEL_NOT_FOUND"
 
     static func alreadyExists(_ topic: TopicName) -> FCMError {
         FCMError(
@@ -307,6 +346,17 @@ struct LiveActivityChannelRoutes {
                 status: .badRequest, googleStatus: "FAILED_PRECONDITION", errorCode: "FAILED_PRECONDITION",
                 message: said)
         }
+    }
+
+    /// Apple's answer that it does not hold the channel: 404 with reason `ChannelNotRegistered`, nothing else.
+    static func isGone(_ answer: APNsChannelClient.Answer) -> Bool {
+        answer.status == 404 && answer.reason == "ChannelNotRegistered"
+    }
+
+    /// An `apns-channel-id` that is not a channel id (``isChannelID(_:)``) but can still be sent back in a header to
+    /// delete it: 1 to 1024 bytes of printable ASCII.
+    static func isDeletable(_ text: String) -> Bool {
+        !text.isEmpty && text.utf8.count <= 1024 && text.utf8.allSatisfy { $0 >= 0x21 && $0 <= 0x7E }
     }
 
     /// A channel id as Apple gives one: base64, at most 256 characters (the ledger stores it, and apps get it).
