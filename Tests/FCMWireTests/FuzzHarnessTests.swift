@@ -8,7 +8,7 @@ import Testing
 /// characters put in, two seeds spliced). libFuzzer's coverage-guided search (`make fuzz`, tools/fuzz/run.sh)
 /// finds more, in a build of its own; this keeps every check run on every change, and a seed that fails names
 /// itself so it can be replayed with SeededGenerator.
-@Suite("The fuzz targets' checks on their corpora and mutations")
+@Suite("The fuzz targets' checks on their corpora and mutations", .offThePool)
 struct FuzzHarnessTests {
     static let fuzzDirectory = URL(fileURLWithPath: #filePath)
         .deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()

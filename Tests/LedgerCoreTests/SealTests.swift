@@ -1,12 +1,13 @@
 import Crypto
 import Foundation
+import LedgerTestSupport
 import Testing
 
 @testable import LedgerCore
 
 /// Sealed fields (docs/event-format.md, "Sealed fields"): every identifier and content reaches the hash only as
 /// `HMAC-SHA-256(key, value)`; forgetting replaces value and key with that commitment and keeps the hash.
-@Suite struct SealTests {
+@Suite(.offThePool) struct SealTests {
     static let token = RegistrationToken(trusted: "dT0k3n:APA91b" + String(repeating: "x", count: 40))
     static let apns = try! APNsDeviceToken(bytes: Array(repeating: 0xC4, count: 32), sandbox: false)
 
@@ -189,7 +190,7 @@ import Testing
 /// ``SealedTokenForm`` (the appender's and `verify`'s patch over the stored bytes) hashes what the general path
 /// (``EventCodec/appendHashedForm(of:to:)``) hashes, for every kind it takes, held and forgotten, with bodies whose
 /// length needs one, two and three varint bytes before and after the patch; and it leaves every other kind alone.
-@Suite struct SealedTokenFormTests {
+@Suite(.offThePool) struct SealedTokenFormTests {
     static func viaGeneralPath(_ event: LedgerEvent) -> [UInt8]? {
         var form: [UInt8] = []
         guard EventCodec.appendHashedForm(of: event, to: &form) else { return nil }
@@ -262,7 +263,7 @@ import Testing
 
 /// tools/merkle/sealed_form.py, written from docs/event-format.md alone, gives the hash Swift gives for every kind
 /// of sealed event, held or forgotten.
-@Suite struct SealedFormScriptTests {
+@Suite(.offThePool) struct SealedFormScriptTests {
     @Test func thePythonScriptReproducesEveryHash() throws {
         var lines: [String] = []
         var previous = HashChain.genesis
@@ -319,7 +320,7 @@ import Testing
 /// a sealed field written twice (a reader keeps the last copy) — is refused alike by Swift
 /// (``HashChain/recomputedHash(previous:encodedEvent:decoded:)``, which requires the canonical encoding) and by
 /// tools/merkle/sealed_form.py (and so verify_proof.py); both still take every canonical record, with the same hash.
-@Suite struct SealedFormForgeryTests {
+@Suite(.offThePool) struct SealedFormForgeryTests {
     typealias Field = (number: UInt64, bytes: [UInt8], payload: [UInt8])
 
     func varint(_ value: UInt64) -> [UInt8] {
@@ -503,7 +504,7 @@ import Testing
 
 /// The worked example of docs/event-format.md ("Sealed fields"), byte for byte: if the encoding or the hashed form
 /// changes, this fails and the page must change with it.
-@Suite struct SealedWorkedExampleTests {
+@Suite(.offThePool) struct SealedWorkedExampleTests {
     @Test func theDocumentedExampleIsWhatTheCodeWrites() throws {
         let token = RegistrationToken(trusted: "dGVzdA:APA91b-example")
         let event = LedgerEvent(

@@ -8,7 +8,7 @@ import Testing
 /// What the ledger says of a topic's Live Activity send carried by the topic's broadcast channel: the recorded
 /// broadcast (channel, Apple's answer, `apns-request-id`, when) beside the replayed audience, every recipient
 /// addressed and none pushed one by one.
-@Suite("A broadcast in the replay: recorded in pushProgress, the audience addressed")
+@Suite("A broadcast in the replay: recorded in pushProgress, the audience addressed", .offThePool)
 struct BroadcastReplayTests {
     let scores = try! TopicName("scores")
     let live = Array(

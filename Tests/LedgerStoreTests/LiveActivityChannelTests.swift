@@ -5,7 +5,7 @@ import LedgerStore
 import LedgerTestSupport
 import Testing
 
-@Suite("A topic's broadcast channel in the ledger: events, the fold, the projection")
+@Suite("A topic's broadcast channel in the ledger: events, the fold, the projection", .offThePool)
 struct LiveActivityChannelTests {
     let scores = try! TopicName("scores")
     let weather = try! TopicName("weather")
