@@ -20,12 +20,10 @@ struct BroadcastReplayTests {
             .outcomes
     }
 
-    @Test("pending until recorded, then accepted with Apple's request id; the replay and its JSON say so")
-    func recordedAndReplayed() async throws {
-        let directory = TemporaryDirectory()
-        defer { directory.remove() }
-        let ledger = try openTestLedger(directory)
-        let tokens = try (1...3).map { try RegistrationToken("device-\($0)") }
+    /// `devices` iOS devices subscribed to `scores`, the topic's channel, and one `liveactivity` send to it, its
+    /// audience recorded: the devices' tokens, the send's seq and its message id.
+    func broadcastSend(_ ledger: Ledger, devices: Int) async throws -> ([RegistrationToken], UInt64, UInt64) {
+        let tokens = try (1...devices).map { try RegistrationToken("device-\($0)") }
         _ = try await append(
             ledger,
             tokens.flatMap { [.register($0, platform: "ios", appID: nil), .subscribe($0, scores, via: .v1)] })
@@ -36,14 +34,18 @@ struct BroadcastReplayTests {
                     LiveActivityChannelChange(
                         topic: scores, channelID: "dGVzdA==", messageStoragePolicy: 0, apnsRequestID: "create-1"))
             ])
-        guard
-            case .sent(let sendSeq, let messageID) = try await append(
-                ledger, [.send(.topic(scores), precedence: .standard, messageJSON: live)])[0]
-        else {
-            Issue.record("not sent")
-            return
-        }
+        let outcome = try await append(ledger, [.send(.topic(scores), precedence: .standard, messageJSON: live)])[0]
+        guard case .sent(let sendSeq, let messageID) = outcome else { throw StoreError(.invalidArgument, "not sent") }
         ledger.waitForAudiences()
+        return (tokens, sendSeq, messageID)
+    }
+
+    @Test("pending until recorded, then accepted with Apple's request id; the replay and its JSON say so")
+    func recordedAndReplayed() async throws {
+        let directory = TemporaryDirectory()
+        defer { directory.remove() }
+        let ledger = try openTestLedger(directory)
+        let (tokens, sendSeq, messageID) = try await broadcastSend(ledger, devices: 3)
         let pending = try #require(try ledger.read { try MessageReplay.replay(messageID, in: $0) })
         #expect(pending.broadcast?.state == .pending)
         #expect(pending.broadcast?.summary == "broadcast pending")
@@ -91,25 +93,7 @@ struct BroadcastReplayTests {
         let directory = TemporaryDirectory()
         defer { directory.remove() }
         let ledger = try openTestLedger(directory)
-        let tokens = try (1...2).map { try RegistrationToken("device-\($0)") }
-        _ = try await append(
-            ledger,
-            tokens.flatMap { [.register($0, platform: "ios", appID: nil), .subscribe($0, scores, via: .v1)] })
-        _ = try await append(
-            ledger,
-            [
-                .recordLiveActivityChannelCreated(
-                    LiveActivityChannelChange(
-                        topic: scores, channelID: "dGVzdA==", messageStoragePolicy: 0, apnsRequestID: "create-1"))
-            ])
-        guard
-            case .sent(let sendSeq, let messageID) = try await append(
-                ledger, [.send(.topic(scores), precedence: .standard, messageJSON: live)])[0]
-        else {
-            Issue.record("not sent")
-            return
-        }
-        ledger.waitForAudiences()
+        let (_, sendSeq, messageID) = try await broadcastSend(ledger, devices: 2)
         _ = try await append(
             ledger,
             [
