@@ -69,6 +69,14 @@ public enum EventText {
                 ("topic", change.topic.rawValue), ("channel", change.channelID), ("apnsRequestId", change.apnsRequestID),
                 ("reason", change.reason),
             ]
+        case .liveActivityFollowed(let token, let topic, let pushToken):
+            fields += [("token", token.rawValue), ("topic", topic.rawValue), ("pushToken", pushToken.hex)]
+        case .liveActivityUnfollowed(let token, let topic, let reason):
+            fields += [("token", token.rawValue), ("topic", topic.rawValue), ("reason", reason)]
+        case .pushToStartTokenSet(let token, let attributesType, let pushToken):
+            fields += [("token", token.rawValue), ("attributesType", attributesType), ("pushToken", pushToken.hex)]
+        case .liveActivitiesEnded(let topic, let sendSeq, let messageID):
+            fields += [("topic", topic.rawValue), ("sendSeq", String(sendSeq)), ("messageId", String(messageID))]
         }
         fields += [
             ("actor", event.actor), ("request", event.requestID), ("hash", String(Hex.encode(Array(hash)).prefix(12))),

@@ -34,8 +34,9 @@ private struct Model {
             return registered.contains(token.rawValue)
         case .send, .recordAudience, .acknowledge, .recordPushProgress:
             return true
-        case .setAPNsToken, .clearAPNsToken:
-            // This model registers no ios instances; the workloads here set no APNs tokens.
+        case .setAPNsToken, .clearAPNsToken, .followLiveActivity, .unfollowLiveActivity, .setPushToStartToken,
+            .endLiveActivities:
+            // This model registers no ios instances; the workloads here set no APNs or ActivityKit tokens.
             return false
         case .erase, .forgetContents, .recordLiveActivityChannelCreated, .recordLiveActivityChannelDeleted:
             // The workloads here erase and forget nothing (ErasureTests and RetentionTests do).

@@ -391,16 +391,17 @@ final class ProjectPusher: Sendable {
                 guard let last = ids.last else { break }
                 after = last
                 unwalked -= ids.count
+                // The device's APNs token, or for a Live Activity message the activity's token (for a topic's, the
+                // one the device followed the topic with, or its push-to-start token) in the device's environment;
+                // none: nothing to push.
                 let recipients = try ledger.read { snapshot in
                     try ids.map { id in
-                        (id, try snapshot.token(of: id), try snapshot.apnsToken(of: id, at: seq))
+                        (id, try snapshot.token(of: id), try snapshot.pushToken(of: id, at: seq, destination: destination))
                     }
                 }
-                for (instance, token, held) in recipients {
+                for (instance, token, pushToken) in recipients {
                     guard let token else { continue }
-                    // The device's APNs token, or for a Live Activity message the activity's token in the device's
-                    // environment; none: nothing to push.
-                    guard let held, let apnsToken = destination.token(holding: held) else {
+                    guard let apnsToken = pushToken else {
                         window.take(instance, token: token, done: true)
                         continue
                     }

@@ -87,10 +87,18 @@ struct MessageRoutes {
             return JSONResponse.bytes(MessageName(name: "projects/\(project)/messages/fake_message_id").json)
         }
         try server.takeSend(for: project)
+        var operations: [LedgerOperation] = [
+            .send(validated.target, precedence: precedence, messageJSON: validated.json)
+        ]
+        // A topic's Live Activity `end` retires its followers' activity tokens, in the send's own request: the
+        // send's pushes go to the tokens held at the send, and nothing after it.
+        if let topic = APNsDestination.endsTopicActivity(
+            DevicePayload.object(ofMessageJSON: validated.json), target: validated.target)
+        {
+            operations.append(.endLiveActivities(topic))
+        }
         let receipt = try await server.append(
-            WriteRequest(
-                actor: caller.actor, requestID: request.ledgerRequestID,
-                operations: [.send(validated.target, precedence: precedence, messageJSON: validated.json)]),
+            WriteRequest(actor: caller.actor, requestID: request.ledgerRequestID, operations: operations),
             to: context.ledger)
         switch receipt.outcomes[0] {
         case .sent(_, let messageID):

@@ -148,8 +148,8 @@ struct LedgerStorage {
     /// `recentMemberships` (``RecentMemberships``). 8 → 9 adds the (empty) APNs token databases, which
     /// ``LedgerSchema`` creates in this transaction: no layout-8 ledger holds an APNs token event. 10 → 11 changes
     /// no database: the writer seals the events it appends from then on (docs/event-format.md, "Sealed fields").
-    /// 11 → 12 adds the (empty) `liveActivityChannels`, which ``LedgerSchema`` creates in this transaction: no
-    /// layout-11 ledger holds a broadcast channel event.
+    /// 11 → 12 adds the (empty) `liveActivityChannels` and `liveActivityTokens`, which ``LedgerSchema`` creates in
+    /// this transaction: no layout-11 ledger holds a broadcast channel or Live Activity event.
     private static func upgradeLayout(_ txn: LMDBTransaction, _ schema: LedgerSchema) throws {
         var version = try txn.withValue(in: schema.meta, forKey: MetaKey.layoutVersion) {
             $0?.loadBigEndianUInt32()
