@@ -57,8 +57,9 @@ struct ServerAPI: Sendable {
     }
 
     /// `PUT …/registrations/{token}/pushToStartTokens/{attributesType}`: the device's push-to-start token (hex).
-    func setPushToStartToken(_ token: String, attributesType: String, pushToken: String) async throws(MessagingError)
-    {
+    func setPushToStartToken(
+        _ token: String, attributesType: String, pushToken: String
+    ) async throws(MessagingError) {
         _ = try await call(
             "PUT", registrations: "/\(escaped(token))/pushToStartTokens/\(escaped(attributesType))",
             body: try? JSONEncoder().encode(ActivityToken(pushToken: pushToken)))

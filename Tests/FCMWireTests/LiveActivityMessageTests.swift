@@ -297,7 +297,9 @@ struct LiveActivityMessageTests {
         }
     }
 
-    @Test("a topic send with apns-push-type liveactivity: update and end to the followers, start to push-to-start tokens")
+    @Test(
+        "a topic send with apns-push-type liveactivity: update and end to the followers, start to push-to-start tokens"
+    )
     func topicSends() throws {
         let scores = try TopicName("scores")
         func topicMessage(_ aps: String) -> String {
@@ -327,7 +329,8 @@ struct LiveActivityMessageTests {
         #expect(destination.token(holding: device, activityToken: nil) == nil)
         #expect(destination.token(holding: device) == nil)
         // The same message to a condition is still refused, naming the header.
-        let condition = #"{"condition":"'a' in topics","apns":{"headers":{"apns-push-type":"liveactivity"},"payload":{"aps":\#(update)}}}"#
+        let condition =
+            #"{"condition":"'a' in topics","apns":{"headers":{"apns-push-type":"liveactivity"},"payload":{"aps":\#(update)}}}"#
         #expect(try refusedField(condition) == "message.apns.headers.apns-push-type")
     }
 }

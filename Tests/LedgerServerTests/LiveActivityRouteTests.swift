@@ -120,7 +120,8 @@ struct LiveActivityRouteTests {
     func endRetires() async throws {
         try await TestServer().run { client in
             let token = try await client.registerDevice()
-            _ = try await client.call(.put, follows(token), headers: Client.device, body: #"{"pushToken":"\#(Self.hex)"}"#)
+            _ = try await client.call(
+                .put, follows(token), headers: Client.device, body: #"{"pushToken":"\#(Self.hex)"}"#)
             let end = #"""
                 {"message":{"topic":"scores","apns":{"headers":{"apns-push-type":"liveactivity"},"payload":{"aps":{"timestamp":1764201600,"event":"end"}}}}}
                 """#

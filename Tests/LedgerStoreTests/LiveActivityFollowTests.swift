@@ -33,7 +33,8 @@ struct LiveActivityFollowTests {
                 .register(phone, platform: "ios", appID: "app"), .register(tablet, platform: "ios", appID: "app"),
                 .register(android, platform: "android", appID: "app"),
             ])
-        _ = try await append(ledger, [.setAPNsToken(phone, activityToken(0x10)), .setAPNsToken(tablet, activityToken(0x20))])
+        _ = try await append(
+            ledger, [.setAPNsToken(phone, activityToken(0x10)), .setAPNsToken(tablet, activityToken(0x20))])
     }
 
     @Test("follow, replace, unfollow, push-to-start and end are events; the projection, the fold and a rebuild agree")
@@ -44,12 +45,18 @@ struct LiveActivityFollowTests {
         try await registerDevices(ledger)
         let first = activityToken(0x40)
         let second = activityToken(0x60, count: 16)
-        guard case .appended(let followedAt)? = try await append(ledger, [.followLiveActivity(phone, scores, pushToken: first)]).first
+        guard
+            case .appended(let followedAt)? = try await append(
+                ledger, [.followLiveActivity(phone, scores, pushToken: first)]
+            ).first
         else { Issue.record("the follow was not appended"); return }
         // The same token again changes nothing and appends nothing.
         #expect(try await append(ledger, [.followLiveActivity(phone, scores, pushToken: first)]) == [.unchanged])
         _ = try await append(ledger, [.followLiveActivity(tablet, scores, pushToken: activityToken(0x80))])
-        guard case .appended(let replacedAt)? = try await append(ledger, [.followLiveActivity(phone, scores, pushToken: second)]).first
+        guard
+            case .appended(let replacedAt)? = try await append(
+                ledger, [.followLiveActivity(phone, scores, pushToken: second)]
+            ).first
         else { Issue.record("the replacement was not appended"); return }
         // Refused: not ios, not registered; a DELETE of a follow that does not exist changes nothing.
         #expect(
@@ -100,7 +107,9 @@ struct LiveActivityFollowTests {
         try ledger.read { snapshot throws in
             #expect(try snapshot.liveActivityFollowers(of: topicID) == [])
             // The send's own pushes still find the tokens held at the send.
-            #expect(try snapshot.liveActivityToken(of: tabletID, scope: .topic(topicID), at: sendSeq) == activityToken(0x80))
+            #expect(
+                try snapshot.liveActivityToken(of: tabletID, scope: .topic(topicID), at: sendSeq) == activityToken(0x80)
+            )
             #expect(try snapshot.liveActivityToken(of: tabletID, scope: .topic(topicID), at: endedAt) == nil)
         }
         // Nobody follows now: a second end appends nothing; an end without its send is refused.
@@ -108,7 +117,8 @@ struct LiveActivityFollowTests {
             ledger, [.send(.topic(scores), precedence: .leftToRight, messageJSON: end), .endLiveActivities(scores)],
             actor: "admin")
         #expect(again.last == .unchanged)
-        #expect(try await append(ledger, [.endLiveActivities(scores)], actor: "admin").first?.rejection?.code == .notFound)
+        #expect(
+            try await append(ledger, [.endLiveActivities(scores)], actor: "admin").first?.rejection?.code == .notFound)
 
         // Follow again, then unfollow: an event; the unregistration retires the push-to-start token.
         _ = try await append(ledger, [.followLiveActivity(tablet, scores, pushToken: activityToken(0x90))])

@@ -7,7 +7,9 @@ import LedgerStore
 import LedgerServer
 import HTTPTypes
 
-@Suite("TopicLedgerMessaging: Live Activity follows and push-to-start tokens against the real server", .timeLimit(.minutes(2)))
+@Suite(
+    "TopicLedgerMessaging: Live Activity follows and push-to-start tokens against the real server",
+    .timeLimit(.minutes(2)))
 struct LiveActivityOperationTests {
     static let activity = Data((0..<32).map { UInt8($0) })
     static let newer = Data((0..<32).map { UInt8(0x80 + $0) })

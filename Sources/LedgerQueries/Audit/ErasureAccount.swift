@@ -26,8 +26,8 @@ struct ErasureAccount {
         switch event.body {
         case .registered(let token, _, _), .unregistered(let token, _), .subscribed(let token, _, _),
             .unsubscribed(let token, _, _), .acknowledged(let token, _), .apnsTokenSet(let token, _),
-            .apnsTokenCleared(let token, _), .liveActivityFollowed(let token, _, _), .liveActivityUnfollowed(let token, _, _),
-            .pushToStartTokenSet(let token, _, _):
+            .apnsTokenCleared(let token, _), .liveActivityFollowed(let token, _, _),
+            .liveActivityUnfollowed(let token, _, _), .pushToStartTokenSet(let token, _, _):
             tokens.insert(token.rawValue)
         case .sent(let sent):
             if case .token(let token) = sent.target { tokens.insert(token.rawValue) }

@@ -396,7 +396,10 @@ final class ProjectPusher: Sendable {
                 // none: nothing to push.
                 let recipients = try ledger.read { snapshot in
                     try ids.map { id in
-                        (id, try snapshot.token(of: id), try snapshot.pushToken(of: id, at: seq, destination: destination))
+                        (
+                            id, try snapshot.token(of: id),
+                            try snapshot.pushToken(of: id, at: seq, destination: destination)
+                        )
                     }
                 }
                 for (instance, token, pushToken) in recipients {

@@ -31,7 +31,8 @@ struct LiveActivityRoutes {
             let body = try await JSONBody.decode(
                 ActivityTokenBody.self, request, limit: server.configuration.maximumBodyBytes)
             try await change(.followLiveActivity(context.token, topic, pushToken: body.pushToken), context, request)
-            return try JSONResponse.encoded(LiveActivityFollowReply(topic: topic.rawValue, pushToken: body.pushToken.hex))
+            return try JSONResponse.encoded(
+                LiveActivityFollowReply(topic: topic.rawValue, pushToken: body.pushToken.hex))
         }
         follows.delete(":topic") { request, context in
             let topic = try topicName(try context.parameters.decoded("topic"))

@@ -107,8 +107,9 @@ package struct LogAppender<Projection: AppenderProjection, Sink: EventSink> {
             if case .endLiveActivities(let topic) = operation {
                 // The send that ends the topic's Live Activity is the operation before it.
                 guard case .sent(let sendSeq, let messageID)? = outcomes.last else {
-                    outcomes.append(
-                        .rejected(OperationRejection(.notFound, "a Live Activity's end follows its send in one request")))
+                    let rejection = OperationRejection(
+                        .notFound, "a Live Activity's end follows its send in one request")
+                    outcomes.append(.rejected(rejection))
                     continue
                 }
                 outcomes.append(

@@ -193,7 +193,9 @@ enum LogRedaction {
 
         /// An ActivityKit token of a target's own record (`owner` is the device that set it) as zero bytes of the
         /// same length; any other device's record keeps its token.
-        func zeroed(_ pushToken: APNsDeviceToken, of owner: RegistrationToken, touched: inout [Int]) -> APNsDeviceToken {
+        func zeroed(_ pushToken: APNsDeviceToken, of owner: RegistrationToken, touched: inout [Int])
+            -> APNsDeviceToken
+        {
             guard tokens[owner.rawValue] != nil, let index = apnsTokens[pushToken.bytes] else { return pushToken }
             touched.append(index)
             return (try? APNsDeviceToken(bytes: [UInt8](repeating: 0, count: pushToken.bytes.count), sandbox: false))
