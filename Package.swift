@@ -244,6 +244,8 @@ let package = Package(
                 "LedgerStore",
                 "LedgerQueries",
                 "LedgerCore",
+                // Where a send's pushes go (APNsDestination: BroadcastReplayTests).
+                "FCMWire",
                 "LMDBKit",
                 "LedgerTestSupport",
                 // Run as a child process and killed (CrashSafetyTests).

@@ -261,13 +261,81 @@ def test_a_hostile_client_changes_nothing(world):
     assert stranger.status_code == 404
     assert _call(ledger, "GET", f"/registrations/{device}/liveActivityChannels/match-42",
                  device=True).status_code == 200
-    # A liveactivity send to a topic without a channel is refused naming the header (followers: not yet).
+    # A liveactivity send whose ActivityKit payload is bad is refused naming the field, whatever channels exist.
     refused = httpx.post(ledger.url("/messages:send"), headers={"Authorization": f"Bearer {ADMIN}"},
-                         json={"message": _live("no-channel")})
+                         json={"message": {**_live("match-42"), "apns": {**_live("match-42")["apns"],
+                                                                         "payload": {"aps": {"event": "update"}}}}})
     assert refused.status_code == 400, refused.text
+    assert "message.apns.payload.aps" in refused.text
     time.sleep(0.3)
     assert len(ledger.events()) == events + 1  # the device's registration alone
     assert len(standin.requests()) == requests
+
+
+def _follow(ledger, device, topic, token):
+    response = httpx.put(ledger.url(f"/registrations/{device}/liveActivities/{topic}"),
+                         headers={"x-goog-api-key": CLIENT}, json={"pushToken": token}, timeout=30)
+    assert response.status_code == 200, response.text
+
+
+def _device_pushes(requests):
+    return [r for r in requests if r["path"].startswith("/3/device/")]
+
+
+def test_whether_a_send_is_a_broadcast_is_decided_at_the_send_and_replayed_so(world):
+    """The rule: a topic's Live Activity update or end is a broadcast iff the project broadcasts and the topic had a
+    channel when the send was appended (recorded in the `sent` event); otherwise it goes to the followers' activity
+    tokens. A start always goes to push-to-start tokens; an end broadcast retires no follower's token."""
+    standin, ledger, _ = world
+    fan = ledger.register(device_token(1))
+    ledger.subscribe(fan, "match-42")
+    token = "a1" * 40
+    _follow(ledger, fan, "match-42", token)
+    # Before the topic has a channel: the update goes to the follower's activity token.
+    before = len(standin.requests())
+    first = ledger.send(_live("match-42"))["name"].rsplit("/", 1)[1]
+    pushed = standin.wait_for(lambda r: len(_device_pushes(r[before:])) >= 1)
+    [push] = _device_pushes(pushed[before:])
+    assert push["token"] == token and not _broadcasts(pushed[before:])
+    [sent_first] = [e for e in ledger.events("sent") if e["messageId"] == first]
+    assert "broadcastChannelId" not in sent_first
+    # With a channel: one broadcast, nothing to the follower's token.
+    channel = _create(ledger, "match-42", policy=0)
+    before = len(standin.requests())
+    second = ledger.send(_live("match-42"))["name"].rsplit("/", 1)[1]
+    assert _audit_broadcast(ledger, second)["broadcast"]["state"] == "accepted"
+    time.sleep(0.3)
+    assert len(_broadcasts(standin.requests()[before:])) == 1 and not _device_pushes(standin.requests()[before:])
+    [sent_second] = [e for e in ledger.events("sent") if e["messageId"] == second]
+    assert sent_second["broadcastChannelId"] == channel["channelId"]
+    # The first send still replays as it went out: to the follower, not a broadcast (the topic has a channel now).
+    audit = ledger.audit_message(first)
+    assert "broadcast" not in audit and audit["pushes"][0]["push"]["apnsToken"] == token
+    assert "broadcast to channel" not in ledger.cli("replay", "--message", first)
+    # An end on the channel is a broadcast, and the follower's own activity token is not retired.
+    ended = ledger.send({**_live("match-42"), "apns": {**_live("match-42")["apns"], "payload": _update("end")}})
+    assert _audit_broadcast(ledger, ended["name"].rsplit("/", 1)[1])["broadcast"]["state"] == "accepted"
+    assert ledger.events("liveActivitiesEnded") == []
+    # A start is never a broadcast: it goes to the push-to-start tokens of its type.
+    starter = "5c" * 40
+    response = httpx.put(ledger.url(f"/registrations/{fan}/pushToStartTokens/MatchAttributes"),
+                         headers={"x-goog-api-key": CLIENT}, json={"pushToken": starter}, timeout=30)
+    assert response.status_code == 200, response.text
+    before = len(standin.requests())
+    start = _update("start")
+    start["aps"].update({"attributes-type": "MatchAttributes", "attributes": {"match": 42},
+                         "alert": {"title": "Kick-off"}})
+    ledger.send({**_live("match-42"), "apns": {**_live("match-42")["apns"], "payload": start}})
+    pushed = standin.wait_for(lambda r: len(_device_pushes(r[before:])) >= 1)
+    assert [r["token"] for r in _device_pushes(pushed[before:])] == [starter]
+    assert not _broadcasts(standin.requests()[before:])
+    # Deleted: later updates go to the follower again; a send recorded on the channel is not re-routed.
+    assert _call(ledger, "DELETE", "/topics/match-42:liveActivityChannel").status_code == 200
+    before = len(standin.requests())
+    ledger.send(_live("match-42"))
+    pushed = standin.wait_for(lambda r: len(_device_pushes(r[before:])) >= 1)
+    assert [r["token"] for r in _device_pushes(pushed[before:])] == [token]
+    assert not _broadcasts(standin.requests()[before:])
 
 
 def test_a_restart_keeps_the_channels_and_broadcasts_go_on(world):

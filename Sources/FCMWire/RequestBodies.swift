@@ -69,6 +69,30 @@ public struct APNsTokenBody: Decodable {
     }
 }
 
+/// `PUT …/registrations/{token}/liveActivities/{topic}` and `PUT …/registrations/{token}/pushToStartTokens/{type}`:
+/// `{"pushToken": "<hex>"}`, an ActivityKit token (an activity's push token, or a push-to-start token) as
+/// ActivityKit gives its bytes, in hex: 16 to 200 bytes, as an APNs device token.
+public struct ActivityTokenBody: Decodable {
+    public let pushToken: APNsDeviceToken
+
+    public init(from decoder: any Decoder) throws {
+        let body = try decoder.container(keyedBy: BodyKey.self)
+        try body.refuseUnknown(["pushToken"])
+        guard let hex = try body.string("pushToken", maximumBytes: 2 * APNsDeviceToken.byteRange.upperBound) else {
+            throw FCMError.invalidArgument("pushToken is required", field: "pushToken")
+        }
+        do {
+            // Held without an environment: it is pushed in the device's (its APNs token's).
+            pushToken = try APNsDeviceToken(hex: hex, sandbox: false)
+        } catch {
+            throw FCMError.invalidArgument(
+                "pushToken must be an ActivityKit token in hex: an even number of hex digits,"
+                    + " \(2 * APNsDeviceToken.byteRange.lowerBound) to \(2 * APNsDeviceToken.byteRange.upperBound)",
+                field: "pushToken")
+        }
+    }
+}
+
 /// `POST …/messages:ack`: `{"through": "CURSOR"}`.
 public struct AcknowledgementBody: Decodable {
     /// The cursor as sent (a decimal string), checked by the route against the device's deliveries.

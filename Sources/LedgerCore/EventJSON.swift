@@ -32,6 +32,7 @@ public enum EventJSON {
             json.field("target", raw: target.finishBytes())
             json.field("precedence", string: sent.precedence.rawValue)
             json.field("message", raw: sent.messageJSON.isEmpty ? Array("{}".utf8) : sent.messageJSON)
+            if let channel = sent.broadcastChannelID { json.field("broadcastChannelId", string: channel) }
             if let forgotten = event.contentForgotten {
                 json.field("contentForgotten", string: "content forgotten by \(forgotten)")
             }
@@ -98,6 +99,22 @@ public enum EventJSON {
             json.field("channelId", string: change.channelID)
             json.field("apnsRequestId", string: change.apnsRequestID)
             json.field("reason", string: change.reason)
+        case .liveActivityFollowed(let token, let topic, let pushToken):
+            json.field("token", string: token.rawValue)
+            json.field("topic", string: topic.rawValue)
+            json.field("pushToken", hex: pushToken.bytes)
+        case .liveActivityUnfollowed(let token, let topic, let reason):
+            json.field("token", string: token.rawValue)
+            json.field("topic", string: topic.rawValue)
+            json.field("reason", string: reason)
+        case .pushToStartTokenSet(let token, let attributesType, let pushToken):
+            json.field("token", string: token.rawValue)
+            json.field("attributesType", string: attributesType)
+            json.field("pushToken", hex: pushToken.bytes)
+        case .liveActivitiesEnded(let topic, let sendSeq, let messageID):
+            json.field("topic", string: topic.rawValue)
+            json.field("sendSeq", number: sendSeq)
+            json.field("messageId", string: String(messageID))
         }
         json.field("actor", string: event.actor)
         json.field("requestId", string: event.requestID)

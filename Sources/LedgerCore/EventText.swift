@@ -26,6 +26,7 @@ public enum EventText {
                 ("messageId", String(sent.messageID)), (sent.target.kindName, sent.target.text),
                 ("precedence", sent.precedence.rawValue), ("messageBytes", String(sent.messageJSON.count)),
             ]
+            if let channel = sent.broadcastChannelID { fields.append(("broadcastChannelId", channel)) }
         case .audience(let audience):
             fields += [
                 ("messageId", String(audience.messageID)), ("sendSeq", String(audience.sendSeq)),
@@ -76,6 +77,14 @@ public enum EventText {
                 ("apnsRequestId", change.apnsRequestID),
                 ("reason", change.reason),
             ]
+        case .liveActivityFollowed(let token, let topic, let pushToken):
+            fields += [("token", token.rawValue), ("topic", topic.rawValue), ("pushToken", pushToken.hex)]
+        case .liveActivityUnfollowed(let token, let topic, let reason):
+            fields += [("token", token.rawValue), ("topic", topic.rawValue), ("reason", reason)]
+        case .pushToStartTokenSet(let token, let attributesType, let pushToken):
+            fields += [("token", token.rawValue), ("attributesType", attributesType), ("pushToken", pushToken.hex)]
+        case .liveActivitiesEnded(let topic, let sendSeq, let messageID):
+            fields += [("topic", topic.rawValue), ("sendSeq", String(sendSeq)), ("messageId", String(messageID))]
         }
         fields += [
             ("actor", event.actor), ("request", event.requestID), ("hash", String(Hex.encode(Array(hash)).prefix(12))),

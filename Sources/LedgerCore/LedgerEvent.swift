@@ -65,6 +65,16 @@ public struct LedgerEvent: Sendable, Equatable {
         case liveActivityChannelCreated(LiveActivityChannelChange)
         /// The topic's broadcast channel was deleted at Apple: the topic has none from here on.
         case liveActivityChannelDeleted(LiveActivityChannelChange)
+        /// The instance follows the topic's Live Activity with the activity's push token (replacing the one it
+        /// followed it with): the topic's `liveactivity` updates and ends reach it.
+        case liveActivityFollowed(token: RegistrationToken, topic: TopicName, pushToken: APNsDeviceToken)
+        /// The instance no longer follows the topic's Live Activity (`reason`: who ended it).
+        case liveActivityUnfollowed(token: RegistrationToken, topic: TopicName, reason: String)
+        /// The instance's ActivityKit push-to-start token for an attributes type is set or replaced: the topics'
+        /// `liveactivity` starts of that type reach it.
+        case pushToStartTokenSet(token: RegistrationToken, attributesType: String, pushToken: APNsDeviceToken)
+        /// The send at `sendSeq` ended the topic's Live Activity: every follower's activity token is retired.
+        case liveActivitiesEnded(topic: TopicName, sendSeq: UInt64, messageID: UInt64)
     }
 
     /// The event's kind, as named in the log export and the documentation.
@@ -84,12 +94,17 @@ public struct LedgerEvent: Sendable, Equatable {
         case .retention: .retention
         case .liveActivityChannelCreated: .liveActivityChannelCreated
         case .liveActivityChannelDeleted: .liveActivityChannelDeleted
+        case .liveActivityFollowed: .liveActivityFollowed
+        case .liveActivityUnfollowed: .liveActivityUnfollowed
+        case .pushToStartTokenSet: .pushToStartTokenSet
+        case .liveActivitiesEnded: .liveActivitiesEnded
         }
     }
 
     public enum Kind: String, Sendable, CaseIterable {
         case registered, unregistered, subscribed, unsubscribed, sent, audience, acknowledged, apnsTokenSet
         case apnsTokenCleared, pushProgress, erased, retention, liveActivityChannelCreated, liveActivityChannelDeleted
+        case liveActivityFollowed, liveActivityUnfollowed, pushToStartTokenSet, liveActivitiesEnded
     }
 }
 
@@ -146,12 +161,20 @@ public struct SentMessage: Sendable, Equatable {
     public var precedence: ConditionPrecedence
     /// The message object as accepted, UTF-8 JSON.
     public var messageJSON: [UInt8]
+    /// The iOS 18 broadcast channel the send goes out on (a topic's Live Activity `update` or `end` in a project that
+    /// broadcasts, whose topic had this channel at the send); `nil` for every other send, which is pushed to each
+    /// recipient. Decided by the writer with the send, and never again.
+    public var broadcastChannelID: String?
 
-    public init(messageID: UInt64, target: MessageTarget, precedence: ConditionPrecedence, messageJSON: [UInt8]) {
+    public init(
+        messageID: UInt64, target: MessageTarget, precedence: ConditionPrecedence, messageJSON: [UInt8],
+        broadcastChannelID: String? = nil
+    ) {
         self.messageID = messageID
         self.target = target
         self.precedence = precedence
         self.messageJSON = messageJSON
+        self.broadcastChannelID = broadcastChannelID
     }
 }
 

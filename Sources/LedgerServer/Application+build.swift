@@ -96,6 +96,7 @@ func buildRouter(
     TopicSubscriptionRoutes(server: server).register(on: router)
     InstanceIDRoutes(server: server).register(on: router)
     RegistrationRoutes(server: server).register(on: router)
+    LiveActivityRoutes(server: server).register(on: router)
     ErasureRoutes(server: server).register(on: router)
     LiveActivityChannelRoutes(server: server).register(on: router)
     AuditRoutes(server: server).register(on: router)

@@ -99,7 +99,8 @@ public final class Messaging: @unchecked Sendable {
         return stream
     }
 
-    /// Unregisters the device on the server and forgets its token and topics. Pending topic operations fail
+    /// Unregisters the device on the server and forgets its token, topics and Live Activities. Pending topic
+    /// operations fail
     /// with ``MessagingError/unregistered``. A later ``token()`` (or, with auto-init, a later topic operation)
     /// registers a new token.
     public func deleteToken() async throws {
@@ -115,6 +116,8 @@ public final class Messaging: @unchecked Sendable {
             var next = state
             next.token = nil
             next.topics = []
+            next.liveActivities = nil
+            next.pushToStartTokens = nil
             next.pending = []
             try store.save(next)
             state = next
@@ -306,6 +309,81 @@ public final class Messaging: @unchecked Sendable {
     /// The topics the app wants: what the server will have once every pending operation is through.
     public var topics: Set<String> { lock.locked { state.topics } }
 
+    // MARK: Live Activities
+
+    /// Follows `topic`'s Live Activity with the activity's push token, as ActivityKit's `pushTokenUpdates` gives
+    /// it: the topic's `liveactivity` updates and ends are pushed to it (while the device is subscribed to the
+    /// topic). A new token replaces the old one; feed every token `pushTokenUpdates` yields. Persisted and retried
+    /// like ``subscribe(toTopic:)``; throws ``MessagingError/invalidTopicName(_:)`` or
+    /// ``MessagingError/invalidArgument(_:)`` (a token that is not 16 to 200 bytes) at once.
+    ///
+    /// ```swift
+    /// for await token in activity.pushTokenUpdates {
+    ///     try await Messaging.messaging().followLiveActivity(topic: "match-42", pushToken: token)
+    /// }
+    /// ```
+    public func followLiveActivity(topic: String, pushToken: Data) async throws {
+        try await enqueue(try Self.liveActivityOperation(.followLiveActivity, topic: topic, pushToken: pushToken))
+    }
+
+    /// Follows `topic`'s Live Activity no more (when the activity ends on the device); not following counts as
+    /// done.
+    public func unfollowLiveActivity(topic: String) async throws {
+        try await enqueue(try Self.liveActivityOperation(.unfollowLiveActivity, topic: topic, pushToken: nil))
+    }
+
+    /// Holds `token`, as ActivityKit's `pushToStartTokenUpdates` gives it for the ActivityAttributes type
+    /// `attributesType` (its name, as a start's `attributes-type` says it), so that a topic's `liveactivity` start
+    /// of that type starts the activity on the device (while it is subscribed to the topic). Persisted and retried
+    /// like ``subscribe(toTopic:)``.
+    ///
+    /// ```swift
+    /// for await token in Activity<MatchAttributes>.pushToStartTokenUpdates {
+    ///     try await Messaging.messaging().setPushToStartToken(token, attributesType: "MatchAttributes")
+    /// }
+    /// ```
+    public func setPushToStartToken(_ token: Data, attributesType: String) async throws {
+        guard Self.isAttributesType(attributesType) else {
+            throw MessagingError.invalidArgument(
+                "attributesType must be an ActivityAttributes type's name (letters, digits, _ and ., at most 200)")
+        }
+        let hex = try Self.activityTokenHex(token)
+        try await enqueue(
+            TopicOperation(
+                id: UUID(), action: .setPushToStartToken, topic: "", pushToken: hex, attributesType: attributesType))
+    }
+
+    /// The topics whose Live Activity the app follows, with the activity's push token (hex).
+    public var liveActivities: [String: String] { lock.locked { state.liveActivities ?? [:] } }
+
+    private static func liveActivityOperation(_ action: TopicOperation.Action, topic: String, pushToken: Data?)
+        throws(MessagingError) -> TopicOperation
+    {
+        let name = try Topic.validated(topic)
+        return TopicOperation(
+            id: UUID(), action: action, topic: name, pushToken: try pushToken.map(Self.activityTokenHex))
+    }
+
+    /// An ActivityKit token as the server takes it: hex of 16 to 200 bytes.
+    private static func activityTokenHex(_ token: Data) throws(MessagingError) -> String {
+        guard (16...200).contains(token.count) else {
+            throw .invalidArgument("an ActivityKit token is 16 to 200 bytes; this one is \(token.count)")
+        }
+        return token.map { String(format: "%02x", $0) }.joined()
+    }
+
+    /// The server's rule for an ActivityAttributes type's name: 1 to 200 ASCII letters, digits, `_` and `.`, not
+    /// starting with a digit or `.`.
+    static func isAttributesType(_ name: String) -> Bool {
+        let bytes = Array(name.utf8)
+        guard let first = bytes.first, bytes.count <= 200, !(48...57).contains(first), first != UInt8(ascii: ".")
+        else { return false }
+        return bytes.allSatisfy { byte in
+            (48...57).contains(byte) || (65...90).contains(byte) || (97...122).contains(byte)
+                || byte == UInt8(ascii: "_") || byte == UInt8(ascii: ".")
+        }
+    }
+
     /// The topic operations not confirmed by the server yet, oldest first.
     public var pendingTopicOperations: [TopicOperation] { lock.locked { state.pending } }
 
@@ -367,13 +445,16 @@ public final class Messaging: @unchecked Sendable {
     /// Cancelling the caller ends its wait with `CancellationError`, not the operation: it stays pending and is
     /// sent all the same.
     private func enqueue(_ action: TopicOperation.Action, _ topic: String) async throws {
-        let name = try Topic.validated(topic)
+        try await enqueue(TopicOperation(id: UUID(), action: action, topic: try Topic.validated(topic)))
+    }
+
+    private func enqueue(_ operation: TopicOperation) async throws {
         let outcome = Outcome()
         try await withTaskCancellationHandler {
             try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Void, Error>) in
                 outcome.wait(continuation)
                 do {
-                    try append(action, name) { error in outcome.resume(error.map { .failure($0) } ?? .success(())) }
+                    try append(operation) { error in outcome.resume(error.map { .failure($0) } ?? .success(())) }
                 } catch {
                     outcome.resume(.failure(error))
                 }
@@ -389,7 +470,7 @@ public final class Messaging: @unchecked Sendable {
         let queue = configuration.callbackQueue
         let done: @Sendable (MessagingError?) -> Void = { error in queue.async { completion?(error) } }
         do {
-            try append(action, try Topic.validated(topic), then: done)
+            try append(TopicOperation(id: UUID(), action: action, topic: try Topic.validated(topic)), then: done)
         } catch {
             done(error)
         }
@@ -397,13 +478,23 @@ public final class Messaging: @unchecked Sendable {
 
     /// Records the operation in the store — before anything is sent — and wakes the worker.
     private func append(
-        _ action: TopicOperation.Action, _ topic: String, then done: @escaping @Sendable (MessagingError?) -> Void
+        _ operation: TopicOperation, then done: @escaping @Sendable (MessagingError?) -> Void
     ) throws(MessagingError) {
         try lock.locked { () throws(MessagingError) in
-            let operation = TopicOperation(id: UUID(), action: action, topic: topic)
             var next = state
             next.pending.append(operation)
-            if action == .subscribe { next.topics.insert(topic) } else { next.topics.remove(topic) }
+            let topic = operation.topic
+            switch operation.action {
+            case .subscribe: next.topics.insert(topic)
+            case .unsubscribe: next.topics.remove(topic)
+            case .followLiveActivity:
+                next.liveActivities = (next.liveActivities ?? [:]).merging([topic: operation.pushToken ?? ""]) { $1 }
+            case .unfollowLiveActivity: next.liveActivities?[topic] = nil
+            case .setPushToStartToken:
+                if let type = operation.attributesType, let token = operation.pushToken {
+                    next.pushToStartTokens = (next.pushToStartTokens ?? [:]).merging([type: token]) { $1 }
+                }
+            }
             try store.save(next)
             state = next
             waiters[operation.id, default: []].append(done)
@@ -457,6 +548,14 @@ public final class Messaging: @unchecked Sendable {
                     switch operation.action {
                     case .subscribe: try await api.subscribe(current, to: operation.topic)
                     case .unsubscribe: try await api.unsubscribe(current, from: operation.topic)
+                    case .followLiveActivity:
+                        try await api.followLiveActivity(
+                            current, topic: operation.topic, pushToken: operation.pushToken ?? "")
+                    case .unfollowLiveActivity: try await api.unfollowLiveActivity(current, topic: operation.topic)
+                    case .setPushToStartToken:
+                        try await api.setPushToStartToken(
+                            current, attributesType: operation.attributesType ?? "",
+                            pushToken: operation.pushToken ?? "")
                     }
                     failures = 0
                     complete(operation, error: nil)
@@ -525,12 +624,27 @@ public final class Messaging: @unchecked Sendable {
             guard !isClosed else { return [] }
             var next = state
             next.pending.removeAll { $0.id == operation.id }
-            if error != nil, !next.pending.contains(where: { $0.topic == operation.topic }) {
+            if error != nil, !operation.isLiveActivity,
+                !next.pending.contains(where: { !$0.isLiveActivity && $0.topic == operation.topic })
+            {
                 if operation.action == .subscribe {
                     next.topics.remove(operation.topic)
                 } else {
                     next.topics.insert(operation.topic)
                 }
+            }
+            // A follow or push-to-start token the server refused (a registration that is not ios, a token it
+            // will not take) is not wanted: it would be sent again with every new registration.
+            if error != nil, operation.action == .followLiveActivity,
+                !next.pending.contains(where: { $0.isLiveActivity && $0.topic == operation.topic }),
+                next.liveActivities?[operation.topic] == operation.pushToken
+            {
+                next.liveActivities?[operation.topic] = nil
+            }
+            if error != nil, operation.action == .setPushToStartToken, let type = operation.attributesType,
+                next.pushToStartTokens?[type] == operation.pushToken
+            {
+                next.pushToStartTokens?[type] = nil
             }
             // If the store cannot be written, the operation is sent again by the next launch: harmless, both
             // are idempotent on the server.
@@ -597,9 +711,20 @@ public final class Messaging: @unchecked Sendable {
             var done: [@Sendable (MessagingError?) -> Void] = []
             let wanted = next.topics
             var covered: Set<String> = []
+            var followed: Set<String> = []
+            var startTypes: Set<String> = []
             for operation in next.pending {
                 if operation.action == .subscribe, wanted.contains(operation.topic),
                     covered.insert(operation.topic).inserted
+                {
+                    kept.append(operation)
+                } else if operation.action == .followLiveActivity,
+                    next.liveActivities?[operation.topic] == operation.pushToken,
+                    followed.insert(operation.topic).inserted
+                {
+                    kept.append(operation)
+                } else if operation.action == .setPushToStartToken, let type = operation.attributesType,
+                    next.pushToStartTokens?[type] == operation.pushToken, startTypes.insert(type).inserted
                 {
                     kept.append(operation)
                 } else {
@@ -608,6 +733,20 @@ public final class Messaging: @unchecked Sendable {
             }
             for topic in wanted.subtracting(covered).sorted() {
                 kept.append(TopicOperation(id: UUID(), action: .subscribe, topic: topic))
+            }
+            // Likewise the Live Activities: a new registration follows none, so the ones the app follows, and its
+            // push-to-start tokens, are sent again (their pending operations are done by these).
+            for (topic, pushToken) in (next.liveActivities ?? [:]).sorted(by: { $0.key < $1.key })
+            where !followed.contains(topic) {
+                kept.append(
+                    TopicOperation(id: UUID(), action: .followLiveActivity, topic: topic, pushToken: pushToken))
+            }
+            for (type, pushToken) in (next.pushToStartTokens ?? [:]).sorted(by: { $0.key < $1.key })
+            where !startTypes.contains(type) {
+                kept.append(
+                    TopicOperation(
+                        id: UUID(), action: .setPushToStartToken, topic: "", pushToken: pushToken,
+                        attributesType: type))
             }
             next.pending = kept
             // A new registration holds no APNs token: send the app's again.

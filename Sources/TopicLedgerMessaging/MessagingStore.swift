@@ -1,13 +1,38 @@
 import Foundation
 
-/// A topic change the app asked for and the server has not confirmed yet.
+/// A topic change the app asked for and the server has not confirmed yet: a subscription, or a Live Activity's
+/// (a followed topic's activity token, a push-to-start token).
 public struct TopicOperation: Codable, Equatable, Sendable, Identifiable {
     public enum Action: String, Codable, Sendable {
         case subscribe, unsubscribe
+        /// Follow ``TopicOperation/topic``'s Live Activity with ``TopicOperation/pushToken``.
+        case followLiveActivity
+        /// Follow ``TopicOperation/topic``'s Live Activity no more.
+        case unfollowLiveActivity
+        /// Hold ``TopicOperation/pushToken`` as the push-to-start token of ``TopicOperation/attributesType``
+        /// (``TopicOperation/topic`` is empty).
+        case setPushToStartToken
     }
     public let id: UUID
     public let action: Action
     public let topic: String
+    /// The ActivityKit token (hex) of a follow or a push-to-start token; `nil` otherwise.
+    public var pushToken: String?
+    /// The ActivityAttributes type of a push-to-start token; `nil` otherwise.
+    public var attributesType: String?
+
+    public init(
+        id: UUID, action: Action, topic: String, pushToken: String? = nil, attributesType: String? = nil
+    ) {
+        self.id = id
+        self.action = action
+        self.topic = topic
+        self.pushToken = pushToken
+        self.attributesType = attributesType
+    }
+
+    /// Whether it is a Live Activity's operation (not a subscription).
+    var isLiveActivity: Bool { action != .subscribe && action != .unsubscribe }
 }
 
 /// What the library keeps between launches: the token (and the server and project it belongs to), the topics
@@ -22,6 +47,11 @@ struct MessagingState: Codable, Equatable {
     /// The topics the app wants, as they will be once every pending operation has been applied.
     var topics: Set<String> = []
     var pending: [TopicOperation] = []
+    /// The Live Activities the app follows, by topic: the activity's push token (hex), as it will be once every
+    /// pending operation has been applied (absent in stores written before Live Activities).
+    var liveActivities: [String: String]?
+    /// The app's push-to-start tokens (hex), by ActivityAttributes type, likewise.
+    var pushToStartTokens: [String: String]?
     /// The device's APNs token (hex) as the app last set it, `nil` when it has none or cleared it.
     var apnsToken: String?
     /// The APNs token is a development build's (pushed to APNs' sandbox).

@@ -43,6 +43,33 @@ struct ServerAPI: Sendable {
             registrations: "/\(escaped(token))/topicSubscriptions/\(Topic.percentEncoded(topic))?allowMissing=true")
     }
 
+    /// `PUT …/registrations/{token}/liveActivities/{topic}`: the device follows the topic's Live Activity with the
+    /// activity's push token (hex).
+    func followLiveActivity(_ token: String, topic: String, pushToken: String) async throws(MessagingError) {
+        _ = try await call(
+            "PUT", registrations: "/\(escaped(token))/liveActivities/\(Topic.percentEncoded(topic))",
+            body: try? JSONEncoder().encode(ActivityToken(pushToken: pushToken)))
+    }
+
+    /// `DELETE …/registrations/{token}/liveActivities/{topic}`; not following counts as done.
+    func unfollowLiveActivity(_ token: String, topic: String) async throws(MessagingError) {
+        _ = try await call("DELETE", registrations: "/\(escaped(token))/liveActivities/\(Topic.percentEncoded(topic))")
+    }
+
+    /// `PUT …/registrations/{token}/pushToStartTokens/{attributesType}`: the device's push-to-start token (hex).
+    func setPushToStartToken(
+        _ token: String, attributesType: String, pushToken: String
+    ) async throws(MessagingError) {
+        _ = try await call(
+            "PUT", registrations: "/\(escaped(token))/pushToStartTokens/\(escaped(attributesType))",
+            body: try? JSONEncoder().encode(ActivityToken(pushToken: pushToken)))
+    }
+
+    /// The body of the Live Activity calls.
+    private struct ActivityToken: Encodable {
+        let pushToken: String
+    }
+
     /// `PUT …/registrations/{token}/apnsToken`: the device's APNs token (hex) and its environment.
     func setAPNSToken(_ token: String, hex: String, sandbox: Bool) async throws(MessagingError) {
         struct Body: Encodable {

@@ -105,8 +105,8 @@ struct LiveActivityMessageTests {
             ),
             (liveMessage(aps: update, headers: #"{"apns-priority":"1"}"#), "message.apns.headers.apns-priority"),
             (liveMessage(aps: update, headers: #"{"Apns-Priority":"1"}"#), "message.apns.headers.Apns-Priority"),
-            // liveactivity without an activity token: a token send lacks it; a condition cannot have it yet; a
-            // topic's broadcast is checked as every ActivityKit payload is.
+            // liveactivity without an activity token: a token send lacks it; a condition send cannot have one (a topic
+            // send goes to its followers or its channel, checked as every ActivityKit payload is: topicSends).
             (
                 #"{"token":"\#(registration)","apns":{"headers":{"apns-push-type":"liveactivity"},"payload":{"aps":\#(update)}}}"#,
                 "message.apns.live_activity_token"
@@ -118,6 +118,11 @@ struct LiveActivityMessageTests {
             (
                 #"{"topic":"scores","apns":{"headers":{"apns-push-type":"liveactivity","apns-priority":"1"},"payload":{"aps":\#(update)}}}"#,
                 "message.apns.headers.apns-priority"
+            ),
+            // A topic send's start names a type a push-to-start token can be registered for.
+            (
+                #"{"topic":"scores","apns":{"headers":{"apns-push-type":"liveactivity"},"payload":{"aps":{"timestamp":1,"event":"start","content-state":{},"attributes-type":"Match Attributes","attributes":{},"alert":{"title":"Kick-off"}}}}}"#,
+                "message.apns.payload.aps.attributes-type"
             ),
             (
                 #"{"condition":"'a' in topics","apns":{"headers":{"apns-push-type":"liveactivity"},"payload":{"aps":\#(update)}}}"#,
@@ -291,8 +296,8 @@ struct LiveActivityMessageTests {
             (#"{"apns":{"live_activity_token":"zz"}}"#, target, .none),
             (#"{"apns":{"live_activity_token":"\#(activity)"}}"#, topic, .none),
             (#"{"apns":{"headers":{"apns-push-type":"liveactivity"}}}"#, target, .none),
-            // A topic's liveactivity send is the topic channel's one broadcast; with an activity token it is nowhere.
-            (#"{"apns":{"headers":{"apns-push-type":"liveactivity"}}}"#, topic, .channel),
+            // A topic's liveactivity send without an ActivityKit event, or with an activity token, is nowhere.
+            (#"{"apns":{"headers":{"apns-push-type":"liveactivity"}}}"#, topic, .none),
             (
                 #"{"apns":{"headers":{"apns-push-type":"liveactivity"},"live_activity_token":"\#(activity)"}}"#, topic,
                 .none
@@ -306,5 +311,47 @@ struct LiveActivityMessageTests {
             let message = DevicePayload.object(ofMessageJSON: Array(json.utf8))
             #expect(APNsDestination(message: message, target: target) == expected, "\(json)")
         }
+    }
+
+    @Test(
+        "a topic send with apns-push-type liveactivity: update and end to the followers, start to push-to-start tokens"
+    )
+    func topicSends() throws {
+        let scores = try TopicName("scores")
+        func topicMessage(_ aps: String) -> String {
+            #"{"topic":"scores","apns":{"headers":{"apns-push-type":"liveactivity","apns-priority":"5"},"payload":{"aps":\#(aps)}}}"#
+        }
+        let end = #"{"timestamp":1764201600,"event":"end"}"#
+        for (aps, expected, ends) in [
+            (update, APNsDestination.topicFollowers(topic: scores), false),
+            (end, .topicFollowers(topic: scores), true),
+            (start, .pushToStart(attributesType: "MatchAttributes"), false),
+        ] {
+            let validated = try validate(topicMessage(aps))
+            let message = DevicePayload.object(ofMessageJSON: validated.json)
+            #expect(APNsDestination(message: message, target: validated.target) == expected, "\(aps)")
+            #expect((APNsDestination.endsTopicActivity(message, target: validated.target) == scores) == ends)
+            // Recorded on a channel (the project broadcasts, the topic had one at the send): an update or end is the
+            // channel's one broadcast; a start still goes to each push-to-start token (broadcasts start nothing).
+            let recorded = APNsDestination(message: message, target: validated.target, broadcastChannel: "Y2hhbm5lbA==")
+            #expect(recorded == (expected.isBroadcastable ? .channel : expected), "\(aps)")
+            #expect(expected.isBroadcastable == (aps != start))
+            let payload = DevicePayload(
+                ofMessageJSON: validated.json, messageID: 7, target: validated.target, project: project, platform: .ios)
+            #expect(payload.pushType == "liveactivity" && payload.priority == .normal)
+            #expect(payload.apnsDestination.isLiveActivity)
+        }
+        // A follower's token goes out in its device's environment; without one, nothing is pushed.
+        let device = try APNsDeviceToken(bytes: Array(repeating: 1, count: 32), sandbox: true)
+        let followed = try APNsDeviceToken(bytes: Array(repeating: 2, count: 32), sandbox: false)
+        let destination = APNsDestination.topicFollowers(topic: scores)
+        #expect(destination.token(holding: device, activityToken: followed)?.sandbox == true)
+        #expect(destination.token(holding: device, activityToken: followed)?.bytes == followed.bytes)
+        #expect(destination.token(holding: device, activityToken: nil) == nil)
+        #expect(destination.token(holding: device) == nil)
+        // The same message to a condition is still refused, naming the header.
+        let condition =
+            #"{"condition":"'a' in topics","apns":{"headers":{"apns-push-type":"liveactivity"},"payload":{"aps":\#(update)}}}"#
+        #expect(try refusedField(condition) == "message.apns.headers.apns-push-type")
     }
 }

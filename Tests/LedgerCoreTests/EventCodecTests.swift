@@ -17,7 +17,13 @@ func randomEvent(seed: UInt64) -> LedgerEvent {
     let topic = try! TopicName(text("abcXYZ019-_.~%", 1...60))
     let via = SubscriptionChannel.allCases.randomElement(using: &random)!
     let body: LedgerEvent.Body
-    switch Int.random(in: 0..<14, using: &random) {
+    // An ActivityKit token: held without an environment (pushed in its device's).
+    func activityToken() -> APNsDeviceToken {
+        let length = Int.random(in: APNsDeviceToken.byteRange, using: &random)
+        return try! APNsDeviceToken(
+            bytes: (0..<length).map { _ in UInt8.random(in: 0...255, using: &random) }, sandbox: false)
+    }
+    switch Int.random(in: 0..<18, using: &random) {
     case 0:
         body = .registered(
             token: token, platform: Bool.random(using: &random) ? text("iosandroidweb", 0...10) : nil,
@@ -78,17 +84,26 @@ func randomEvent(seed: UInt64) -> LedgerEvent {
                 cutoff: LedgerTime(microseconds: Int64.random(in: Int64.min...Int64.max, using: &random)),
                 forgottenContents: UInt64.random(in: 0...UInt64.max, using: &random),
                 unsealedContents: UInt64.random(in: 0...UInt64.max, using: &random)))
-    case 11:
+    case 16:
         body = .liveActivityChannelCreated(
             LiveActivityChannelChange(
                 topic: topic, channelID: text("ABCxyz019+/=", 0...24),
                 messageStoragePolicy: UInt32.random(in: 0...1, using: &random),
                 apnsRequestID: text("0123456789abcdef-", 0...36)))
-    case 12:
+    case 17:
         body = .liveActivityChannelDeleted(
             LiveActivityChannelChange(
                 topic: topic, channelID: text("ABCxyz019+/=", 0...24), apnsRequestID: text("0123456789abcdef-", 0...36),
                 reason: text("deleted APNs: ChannelNotRegistered", 0...30)))
+    case 12: body = .liveActivityFollowed(token: token, topic: topic, pushToken: activityToken())
+    case 13: body = .liveActivityUnfollowed(token: token, topic: topic, reason: text("deleted by the device é", 0...30))
+    case 14:
+        body = .pushToStartTokenSet(
+            token: token, attributesType: text("MatchAttributes_.", 1...40), pushToken: activityToken())
+    case 15:
+        body = .liveActivitiesEnded(
+            topic: topic, sendSeq: UInt64.random(in: 1...UInt64.max, using: &random),
+            messageID: UInt64.random(in: 1...UInt64(Int64.max), using: &random))
     default:
         body = .audience(
             AudienceRecord(

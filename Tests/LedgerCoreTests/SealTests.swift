@@ -68,6 +68,17 @@ import Testing
             .liveActivityChannelDeleted(
                 LiveActivityChannelChange(
                     topic: TopicName(trusted: "news"), channelID: "dGVzdA==", apnsRequestID: "r-2", reason: "deleted")),
+            // A send recorded on the topic's channel: the channel id is not sealed, the content is.
+            .sent(
+                SentMessage(
+                    messageID: 11, target: .topic(TopicName(trusted: "news")), precedence: .standard,
+                    messageJSON: Array(#"{"topic":"news","apns":{"headers":{"apns-push-type":"liveactivity"}}}"#.utf8),
+                    broadcastChannelID: "dGVzdA==")),
+            // A topic's Live Activity followers: the token and the ActivityKit token sealed as an APNs token's.
+            .liveActivityFollowed(token: token, topic: TopicName(trusted: "news"), pushToken: apns),
+            .liveActivityUnfollowed(token: token, topic: TopicName(trusted: "news"), reason: "deleted by the device"),
+            .pushToStartTokenSet(token: token, attributesType: "MatchAttributes", pushToken: apns),
+            .liveActivitiesEnded(topic: TopicName(trusted: "news"), sendSeq: 11, messageID: 11),
         ]
     }
 
@@ -248,7 +259,7 @@ import Testing
             let event = SealTests.sealed(body)
             switch body {
             case .apnsTokenSet, .sent, .pushProgress, .audience, .liveActivityChannelCreated,
-                .liveActivityChannelDeleted:
+                .liveActivityChannelDeleted, .liveActivityFollowed, .pushToStartTokenSet, .liveActivitiesEnded:
                 #expect(Self.viaPatch(event) == nil, "\(event.kind)")
             default: #expect(Self.viaPatch(event) == Self.viaGeneralPath(event), "\(event.kind)")
             }

@@ -1,7 +1,9 @@
+import FCMWire
 import Foundation
 import LedgerCore
 import LedgerQueries
 import LedgerStore
+import LMDBKit
 import LedgerTestSupport
 import Testing
 
@@ -34,10 +36,141 @@ struct BroadcastReplayTests {
                     LiveActivityChannelChange(
                         topic: scores, channelID: "dGVzdA==", messageStoragePolicy: 0, apnsRequestID: "create-1"))
             ])
-        let outcome = try await append(ledger, [.send(.topic(scores), precedence: .standard, messageJSON: live)])[0]
+        let (sendSeq, messageID) = try await send(ledger, live)
+        return (tokens, sendSeq, messageID)
+    }
+
+    /// A topic send to `scores`, as the send route makes it in a project that broadcasts (`broadcastIfChannel`).
+    func send(_ ledger: Ledger, _ message: [UInt8], broadcastIfChannel: Bool = true) async throws -> (UInt64, UInt64) {
+        let outcome = try await append(
+            ledger,
+            [.send(.topic(scores), precedence: .standard, messageJSON: message, broadcastIfChannel: broadcastIfChannel)]
+        )[0]
         guard case .sent(let sendSeq, let messageID) = outcome else { throw StoreError(.invalidArgument, "not sent") }
         ledger.waitForAudiences()
-        return (tokens, sendSeq, messageID)
+        return (sendSeq, messageID)
+    }
+
+    func sent(_ ledger: Ledger, at seq: UInt64) throws -> SentMessage {
+        try ledger.read { try $0.sentEvent(at: seq).1 }
+    }
+
+    @Test("a send is a broadcast iff it asks to be and its topic has a channel when it is appended: recorded with it")
+    func decidedAtTheSend() async throws {
+        let directory = TemporaryDirectory()
+        defer { directory.remove() }
+        let ledger = try openTestLedger(directory)
+        let device = try RegistrationToken("device-1")
+        _ = try await append(
+            ledger, [.register(device, platform: "ios", appID: nil), .subscribe(device, scores, via: .v1)])
+        // Before the topic has a channel: to the followers, and it stays so once the topic has one.
+        let (before, beforeID) = try await send(ledger, live)
+        #expect(try sent(ledger, at: before).broadcastChannelID == nil)
+        #expect(try sent(ledger, at: before).apnsDestination == .topicFollowers(topic: scores))
+        _ = try await append(
+            ledger,
+            [
+                .recordLiveActivityChannelCreated(
+                    LiveActivityChannelChange(
+                        topic: scores, channelID: "dGVzdA==", messageStoragePolicy: 0, apnsRequestID: "create-1"))
+            ])
+        #expect(try sent(ledger, at: before).apnsDestination == .topicFollowers(topic: scores))
+        #expect(try ledger.read { try MessageReplay.replay(beforeID, in: $0) }?.broadcast == nil)
+        // With the channel: recorded on it. Without asking (a project that does not broadcast): to the followers.
+        let (on, _) = try await send(ledger, live)
+        #expect(try sent(ledger, at: on).broadcastChannelID == "dGVzdA==")
+        #expect(try sent(ledger, at: on).apnsDestination == .channel)
+        let (plain, _) = try await send(ledger, live, broadcastIfChannel: false)
+        #expect(try sent(ledger, at: plain).apnsDestination == .topicFollowers(topic: scores))
+        // An end on the channel retires no follower's token; an end to the followers does.
+        let follow = try APNsDeviceToken(bytes: Array(repeating: 0xA1, count: 32), sandbox: false)
+        _ = try await append(ledger, [.followLiveActivity(device, scores, pushToken: follow)])
+        let end = Array(
+            #"{"apns":{"headers":{"apns-push-type":"liveactivity"},"payload":{"aps":{"event":"end","timestamp":1}}}}"#
+                .utf8)
+        let broadcastEnd = try await append(
+            ledger,
+            [
+                .send(.topic(scores), precedence: .standard, messageJSON: end, broadcastIfChannel: true),
+                .endLiveActivities(scores),
+            ])
+        #expect(broadcastEnd[1] == .unchanged)
+        let followersEnd = try await append(
+            ledger,
+            [
+                .send(.topic(scores), precedence: .standard, messageJSON: end, broadcastIfChannel: false),
+                .endLiveActivities(scores),
+            ])
+        guard case .appended = followersEnd[1] else {
+            Issue.record("the followers' end retired nothing: \(followersEnd)")
+            return
+        }
+        // Deleted: the next send asks again and goes to the followers; the one recorded on it keeps its channel.
+        _ = try await append(
+            ledger,
+            [
+                .recordLiveActivityChannelDeleted(
+                    LiveActivityChannelChange(
+                        topic: scores, channelID: "dGVzdA==", apnsRequestID: "delete-1", reason: "deleted"))
+            ])
+        let (after, _) = try await send(ledger, live)
+        #expect(try sent(ledger, at: after).broadcastChannelID == nil)
+        #expect(try sent(ledger, at: on).broadcastChannelID == "dGVzdA==")
+        // A start is never a broadcast, whatever was recorded.
+        let start = Array(
+            #"{"apns":{"headers":{"apns-push-type":"liveactivity"},"payload":{"aps":{"event":"start","timestamp":1,"attributes-type":"MatchAttributes","attributes":{},"content-state":{},"alert":{"title":"x"}}}}}"#
+                .utf8)
+        #expect(
+            APNsDestination(
+                message: DevicePayload.object(ofMessageJSON: start), target: .topic(scores),
+                broadcastChannel: "dGVzdA==") == .pushToStart(attributesType: "MatchAttributes"))
+        #expect(try ledger.verify().isSound)
+    }
+
+    @Test("a ledger of layout 12 upgrades in place: liveActivityTokens is made, its sends replay as they went out")
+    func upgradeFromLayout12() async throws {
+        let directory = TemporaryDirectory()
+        defer { directory.remove() }
+        var sendSeq: UInt64 = 0
+        do {
+            let ledger = try openTestLedger(directory)
+            let device = try RegistrationToken("device-1")
+            _ = try await append(
+                ledger, [.register(device, platform: "ios", appID: nil), .subscribe(device, scores, via: .v1)])
+            _ = try await append(
+                ledger,
+                [
+                    .recordLiveActivityChannelCreated(
+                        LiveActivityChannelChange(
+                            topic: scores, channelID: "dGVzdA==", messageStoragePolicy: 0, apnsRequestID: "c"))
+                ])
+            // Layout 12's builds recorded no channel with a send.
+            (sendSeq, _) = try await send(ledger, live, broadcastIfChannel: false)
+            ledger.close()
+        }
+        // What layout 12's builds left: no `liveActivityTokens`. A reader refuses it until a writer upgrades it.
+        try LMDBEnvironment(path: directory.path + "/" + ProjectID.default.rawValue).write { txn in
+            try txn.drop(try txn.openDatabase("liveActivityTokens"))
+            try txn.put(try txn.openDatabase("meta"), key: "layoutVersion", value: UInt32(12))
+        }
+        #expect {
+            try openTestLedger(directory, mode: .readOnly)
+        } throws: { error in
+            "\(error)".contains("older store layout")
+        }
+        let ledger = try openTestLedger(directory)
+        defer { ledger.close() }
+        #expect(try sent(ledger, at: sendSeq).apnsDestination == .topicFollowers(topic: scores))
+        let device = try RegistrationToken("device-1")
+        let follow = try APNsDeviceToken(bytes: Array(repeating: 0xB2, count: 32), sandbox: false)
+        guard case .appended = try await append(ledger, [.followLiveActivity(device, scores, pushToken: follow)])[0]
+        else {
+            Issue.record("the upgraded ledger could not record a follow")
+            return
+        }
+        let (on, _) = try await send(ledger, live)
+        #expect(try sent(ledger, at: on).broadcastChannelID == "dGVzdA==")
+        #expect(try ledger.verify().isSound)
     }
 
     @Test("pending until recorded, then accepted with Apple's request id; the replay and its JSON say so")

@@ -160,7 +160,7 @@ struct RecipientDigestMemoTests {
                 case .unregister(let token, _):
                     members.remove(token.rawValue)
                     inSports.remove(token.rawValue)
-                case .send(let target, _, _):
+                case .send(let target, _, _, _):
                     guard case .sent(_, let messageID) = outcome else {
                         Issue.record("step \(index): \(outcome)")
                         continue

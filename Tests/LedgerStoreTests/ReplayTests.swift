@@ -30,12 +30,13 @@ private struct Model {
             guard registered.contains(token.rawValue) else { return false }
             topics[token.rawValue]?.remove(topic.rawValue)
             return true
-        case .send(.token(let token), _, _):
+        case .send(.token(let token), _, _, _):
             return registered.contains(token.rawValue)
         case .send, .recordAudience, .acknowledge, .recordPushProgress:
             return true
-        case .setAPNsToken, .clearAPNsToken:
-            // This model registers no ios instances; the workloads here set no APNs tokens.
+        case .setAPNsToken, .clearAPNsToken, .followLiveActivity, .unfollowLiveActivity, .setPushToStartToken,
+            .endLiveActivities:
+            // This model registers no ios instances; the workloads here set no APNs or ActivityKit tokens.
             return false
         case .erase, .forgetContents, .recordLiveActivityChannelCreated, .recordLiveActivityChannelDeleted:
             // The workloads here erase and forget nothing (ErasureTests and RetentionTests do).
@@ -120,12 +121,12 @@ struct ReplayTests {
                 // The expectation is taken before the model applies the send (sends change nothing) and
                 // after every earlier operation of the same request.
                 var expectation: [String]?
-                if case .send(let target, let precedence, _) = operation {
+                if case .send(let target, let precedence, _, _) = operation {
                     expectation = try model.recipients(of: target, precedence: precedence)
                 }
                 let accepted = model.apply(operation)
                 #expect(accepted == (outcome.rejection == nil), "\(operation) → \(outcome)")
-                if case .sent(let seq, let messageID) = outcome, case .send(let target, _, _) = operation {
+                if case .sent(let seq, let messageID) = outcome, case .send(let target, _, _, _) = operation {
                     expected[messageID] = (expectation!, target)
                     sendSeqs[messageID] = seq
                 }

@@ -75,13 +75,14 @@ def fields(data):
 SCHEMA = {
     "Event": {1: "u", 2: "u", 3: "str", 4: "str", 10: "Registered", 11: "Unregistered", 12: "Subscribed",
               13: "Subscribed", 14: "Sent", 15: "Audience", 16: "Acknowledged", 17: "ApnsTokenSet",
-              18: "Unregistered", 19: "PushProgress", 20: "Erased", 21: "Retention",
-              24: "LiveActivityChannelCreated", 25: "LiveActivityChannelDeleted", 30: "Seal"},
+              18: "Unregistered", 19: "PushProgress", 20: "Erased", 21: "Retention", 22: "LiveActivityFollowed",
+              23: "LiveActivityUnfollowed", 24: "LiveActivityChannelCreated", 25: "LiveActivityChannelDeleted",
+              26: "LiveActivityFollowed", 27: "LiveActivitiesEnded", 30: "Seal"},
     "Seal": {1: "bytes", 2: "bytes", 3: "str"},
     "Registered": {1: "str", 2: "opt", 3: "opt"},
     "Unregistered": {1: "str", 2: "str"},                       # and apns_token_cleared
     "Subscribed": {1: "str", 2: "str", 3: 3},                   # and unsubscribed; via
-    "Sent": {1: "u", 2: 3, 3: "str", 4: 2, 5: "bytes"},
+    "Sent": {1: "u", 2: 3, 3: "str", 4: 2, 5: "bytes", 6: "str"},
     "Audience": {1: "u", 2: "u", 3: "u", 4: "bytes", 5: "u32"},
     "Acknowledged": {1: "str", 2: "u"},
     "ApnsTokenSet": {1: "str", 2: "bytes", 3: "bool"},
@@ -92,6 +93,9 @@ SCHEMA = {
     "Retention": {1: "u", 2: "u", 3: "u", 4: "u", 5: "u"},
     "LiveActivityChannelCreated": {1: "str", 2: "str", 3: "u32", 4: "str"},
     "LiveActivityChannelDeleted": {1: "str", 2: "str", 3: "str", 4: "str"},
+    "LiveActivityFollowed": {1: "str", 2: "str", 3: "bytes"},  # and push_to_start_token_set (attributes_type)
+    "LiveActivityUnfollowed": {1: "str", 2: "str", 3: "str"},
+    "LiveActivitiesEnded": {1: "str", 2: "u", 3: "u"},
 }
 REPEATED = {("Event", 30), ("PushProgress", 5)}
 
@@ -188,10 +192,12 @@ def hashed_form(encoded):
         return commitment(next_seal(), value)
 
     entries = fields(body)                         # canonical: canonical_fields("Event") checked it
-    if kind in (10, 11, 12, 13, 16, 18):          # registered … acknowledged, apns_token_cleared: the token
+    if kind in (10, 11, 12, 13, 16, 18, 23):      # registered … acknowledged, apns_token_cleared, unfollowed
         entries = replace(entries, 1, token)
     elif kind == 17:                               # apns_token_set: the token, then the APNs token
         entries = replace(replace(entries, 1, token), 2, raw)
+    elif kind in (22, 26):                         # live_activity_followed, push_to_start_token_set: token, push token
+        entries = replace(replace(entries, 1, token), 3, raw)
     elif kind == 14:                               # sent: the target when a token (kind 3), then the message JSON
         if any(n == 2 and v == 3 for n, _, v in entries):
             entries = replace(entries, 3, token)

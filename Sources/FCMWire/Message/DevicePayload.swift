@@ -56,10 +56,10 @@ public struct DevicePayload: Equatable, Sendable {
     public let apnsDestination: APNsDestination
 
     /// The stored message as the mappings read it (``object(ofMessageJSON:)``): parsed once per send, not per
-    /// platform.
+    /// platform. `broadcastChannel` is the channel the ledger recorded the send on (``APNsDestination/channel``).
     public init(
         ofObject message: [String: JSONValue], messageID: UInt64, target: MessageTarget, project: ProjectID,
-        platform: DevicePlatform
+        platform: DevicePlatform, broadcastChannel: String? = nil
     ) {
         let from: String
         if case .topic(let topic) = target {
@@ -70,7 +70,9 @@ public struct DevicePayload: Equatable, Sendable {
         self.platform = platform
         let mapped: Mapped
         switch platform {
-        case .ios: mapped = Self.ios(message, messageID: messageID, from: from, target: target)
+        case .ios:
+            mapped = Self.ios(
+                message, messageID: messageID, from: from, target: target, broadcastChannel: broadcastChannel)
         case .android: mapped = Self.android(message, messageID: messageID, from: from)
         case .web: mapped = Self.web(message, messageID: messageID, from: from)
         }
@@ -83,11 +85,11 @@ public struct DevicePayload: Equatable, Sendable {
 
     public init(
         ofMessageJSON messageJSON: [UInt8], messageID: UInt64, target: MessageTarget, project: ProjectID,
-        platform: DevicePlatform = .ios
+        platform: DevicePlatform = .ios, broadcastChannel: String? = nil
     ) {
         self.init(
             ofObject: Self.object(ofMessageJSON: messageJSON), messageID: messageID, target: target,
-            project: project, platform: platform)
+            project: project, platform: platform, broadcastChannel: broadcastChannel)
     }
 
     /// A stored message as the mappings read it: empty for anything but a JSON object (a damaged event).
@@ -112,9 +114,10 @@ public struct DevicePayload: Equatable, Sendable {
         var apnsDestination: APNsDestination = .device
     }
 
-    private static func ios(_ message: [String: JSONValue], messageID: UInt64, from: String, target: MessageTarget)
-        -> Mapped
-    {
+    private static func ios(
+        _ message: [String: JSONValue], messageID: UInt64, from: String, target: MessageTarget,
+        broadcastChannel: String?
+    ) -> Mapped {
         var top = strings(message["data"])
         let apns = message["apns"]?.object ?? [:]
         let apnsPayload = apns["payload"]?.object ?? [:]
@@ -147,7 +150,7 @@ public struct DevicePayload: Equatable, Sendable {
         }
         return Mapped(
             payload: top, collapseKey: headers["apns-collapse-id"], priority: priority, pushType: pushType,
-            apnsDestination: APNsDestination(message: message, target: target))
+            apnsDestination: APNsDestination(message: message, target: target, broadcastChannel: broadcastChannel))
     }
 
     private static func android(_ message: [String: JSONValue], messageID: UInt64, from: String) -> Mapped {

@@ -51,9 +51,11 @@ public enum LiveActivityMessage {
     ///   a condition it is refused. It must be the hex of an APNs token, and the `apns-push-type` header, if given,
     ///   must be `liveactivity`.
     /// - `apns-push-type: liveactivity` without a `live_activity_token` is refused for a token send (the device's own
-    ///   APNs token is not an activity's, and Apple refuses it for the topic) and for a condition (it cannot yet
-    ///   reach its members' Live Activities); for a topic it is a broadcast on the topic's channel, checked like the
-    ///   others here and by the send route for the channel (docs/server.md, *Broadcast channels*).
+    ///   APNs token is not an activity's, and Apple refuses it for the topic) and for a condition send; a topic send
+    ///   goes out as one broadcast on the topic's channel (`update`, `end`, when the project broadcasts and the topic
+    ///   has a channel at the send), or to its members' activity tokens (`update`, `end`) or push-to-start tokens
+    ///   (`start`), and then `attributes-type` must be a type's name (``LiveActivityScope/isValidAttributesType(_:)``;
+    ///   docs/server.md, *Live Activities*).
     /// - Then, as Apple documents the ActivityKit payload: `apns-priority` 5 or 10; `aps.timestamp` an integer (seconds
     ///   since 1970); `aps.event` `start`, `update` or `end`; `aps.content-state` an object, required for `start` and
     ///   `update`; `start` requires `attributes-type` (a string), `attributes` (an object) and an alert
@@ -100,11 +102,9 @@ public enum LiveActivityMessage {
             if case .condition = target {
                 throw LedgerCoreError(
                     .invalidArgument, field: "message.apns.headers.\(declared.name)",
-                    "liveactivity sends to a condition are not supported yet: send to a topic that has a broadcast"
-                        + " channel, or to each device's token (message.token) with apns.live_activity_token")
+                    "liveactivity sends to a condition are not supported: send to a topic, or to each device's token"
+                        + " (message.token) with apns.live_activity_token")
             }
-            // A topic's: one broadcast on the topic's channel (``APNsDestination/channel``), which the send route
-            // requires, since only the ledger knows whether the topic has one.
         } else {
             return
         }
@@ -115,7 +115,9 @@ public enum LiveActivityMessage {
                 .invalidArgument, field: "message.apns.headers.\(priority.name)",
                 "apns-priority must be \"5\" or \"10\" for a Live Activity")
         }
-        try checkPayload(apns["payload"]?.object, hasNotification: message["notification"]?.object != nil)
+        try checkPayload(
+            apns["payload"]?.object, hasNotification: message["notification"]?.object != nil,
+            requiresTypeName: token == nil)
         // ActivityKit's payload is at most 4 KB, as every APNs payload (the send route checks the payload as pushed,
         // with the keys the iOS mapping adds: MessageRoutes.checkAPNsPayloadSize).
         if let payload = apns["payload"], case let size = payload.json.count, size > maximumPayloadBytes {
@@ -129,7 +131,11 @@ public enum LiveActivityMessage {
     /// The most an ActivityKit push's payload holds, in bytes (APNs' 413 `PayloadTooLarge` past it).
     public static let maximumPayloadBytes = 4096
 
-    private static func checkPayload(_ payload: [String: JSONValue]?, hasNotification: Bool) throws(LedgerCoreError) {
+    /// - Parameter requiresTypeName: a topic send's start, pushed to the push-to-start tokens registered for its
+    ///   `attributes-type`: the type must have a name such a token can be registered for.
+    private static func checkPayload(
+        _ payload: [String: JSONValue]?, hasNotification: Bool, requiresTypeName: Bool
+    ) throws(LedgerCoreError) {
         let path = "message.apns.payload.aps"
         guard let aps = payload?["aps"]?.object else {
             throw LedgerCoreError(
@@ -174,6 +180,12 @@ public enum LiveActivityMessage {
         guard let typeName = type.string, !typeName.isEmpty else {
             throw refuse("attributes-type", "attributes-type must be the name of the ActivityAttributes type")
         }
+        if requiresTypeName, !LiveActivityScope.isValidAttributesType(typeName) {
+            throw refuse(
+                "attributes-type",
+                "attributes-type must be the name of the ActivityAttributes type: 1 to"
+                    + " \(LiveActivityScope.maximumAttributesTypeBytes) letters, digits, _ and .")
+        }
         guard let attributes = aps["attributes"] else {
             throw refuse("attributes", "attributes is required to start a Live Activity")
         }
@@ -181,6 +193,15 @@ public enum LiveActivityMessage {
         guard aps["alert"] != nil || hasNotification else {
             throw refuse("alert", "an alert is required to start a Live Activity (aps.alert, or message.notification)")
         }
+    }
+
+    /// The ActivityKit event of a stored message (`apns.payload.aps.event`: `start`, `update`, `end`) and, for a
+    /// start, its `attributes-type`; `nil` when it has none.
+    static func event(of message: [String: JSONValue]) -> (name: String, attributesType: String?)? {
+        guard let aps = message["apns"]?.object?["payload"]?.object?["aps"]?.object,
+            let name = aps["event"]?.string
+        else { return nil }
+        return (name, aps["attributes-type"]?.string)
     }
 
     /// A time as Apple's ActivityKit payload holds one: a non-negative integer number of seconds since 1970.
@@ -205,16 +226,28 @@ public enum APNsDestination: Sendable, Equatable {
     /// A Live Activity's token (`apns.live_activity_token`), under `<bundle id>.push-type.liveactivity`, in the
     /// environment (production or sandbox) of the device's own APNs token.
     case liveActivity(token: [UInt8])
+    /// Each recipient's activity token for the topic it follows (a topic send whose event is `update` or `end`), under
+    /// `<bundle id>.push-type.liveactivity`, in the environment of the device's own APNs token: a recipient that does
+    /// not follow the topic's Live Activity at the send is passed.
+    case topicFollowers(topic: TopicName)
+    /// Each recipient's push-to-start token for the ActivityAttributes type (a topic send whose event is `start`),
+    /// likewise; a recipient without one is passed.
+    case pushToStart(attributesType: String)
     /// Nowhere: a stored message that asks for a Live Activity push without one to make (no valid activity token,
-    /// or not a token send). Validation refuses such messages; `ledger import` does not validate. Its device's own
+    /// or a condition send). Validation refuses such messages; `ledger import` does not validate. Its device's own
     /// token would be refused for the topic, and a `DeviceTokenNotForTopic` would clear it.
     case none
-    /// The topic's iOS 18 broadcast channel: a topic send whose `apns-push-type` header says `liveactivity` (and
-    /// that has no `live_activity_token`) is one broadcast on the channel, never a push per device.
+    /// The topic's iOS 18 broadcast channel: a topic send of an `update` or `end` that the ledger recorded as a
+    /// broadcast (the project broadcasts and the topic had a channel at the send: `Sent.broadcast_channel_id`) is one
+    /// broadcast on the channel, never a push per device.
     case channel
 
-    /// - Parameter message: the stored message, parsed (``DevicePayload/object(ofMessageJSON:)``).
-    public init(message: [String: JSONValue], target: MessageTarget) {
+    /// - Parameters:
+    ///   - message: the stored message, parsed (``DevicePayload/object(ofMessageJSON:)``).
+    ///   - broadcastChannel: the channel the ledger recorded the send on (`Sent.broadcast_channel_id`), if any. Whether
+    ///     a topic's Live Activity send is a broadcast is decided when it is sent, from the ledger then, and recorded
+    ///     with it: never again from today's channels, so a send replays as it went out.
+    public init(message: [String: JSONValue], target: MessageTarget, broadcastChannel: String? = nil) {
         guard LiveActivityMessage.isRequested(by: message) else {
             self = .device
             return
@@ -224,28 +257,72 @@ public enum APNsDestination: Sendable, Equatable {
             declared.map({ $0.value.string == LiveActivityMessage.pushType }) ?? true
         {
             self = .liveActivity(token: token)
-        } else if case .topic = target, declared?.value.string == LiveActivityMessage.pushType,
-            message["apns"].flatMap({ PlatformValidation.field($0, "live_activity_token") }) == nil
+        } else if case .topic(let topic) = target, LiveActivityMessage.activityToken(of: message) == nil,
+            declared?.value.string == LiveActivityMessage.pushType,
+            let event = LiveActivityMessage.event(of: message)
         {
-            self = .channel
+            if event.name == "start" {
+                // Apple's broadcasts update and end activities; a start goes to each push-to-start token.
+                if let type = event.attributesType, LiveActivityScope.isValidAttributesType(type) {
+                    self = .pushToStart(attributesType: type)
+                } else {
+                    self = .none
+                }
+            } else if broadcastChannel != nil {
+                self = .channel
+            } else {
+                self = .topicFollowers(topic: topic)
+            }
         } else {
             self = .none
         }
     }
 
     /// The token a recipient that held `held` at the send is pushed to; `nil` for ``none`` and ``channel`` (a
-    /// broadcast reaches whoever holds the channel, not a token).
+    /// broadcast reaches whoever holds the channel, not a token), and for a topic's Live Activity, whose token is each
+    /// recipient's own (``token(holding:activityToken:)``).
     public func token(holding held: APNsDeviceToken) -> APNsDeviceToken? {
         switch self {
         case .device: return held
         case .liveActivity(let token): return try? APNsDeviceToken(bytes: token, sandbox: held.sandbox)
-        case .none, .channel: return nil
+        case .topicFollowers, .pushToStart, .none, .channel: return nil
         }
+    }
+
+    /// The token a recipient that held `held` at the send, and `activityToken` for the topic or type then, is pushed to:
+    /// the activity token in the device's environment for a topic's Live Activity (`nil` without one), as
+    /// ``token(holding:)`` otherwise.
+    public func token(holding held: APNsDeviceToken, activityToken: APNsDeviceToken?) -> APNsDeviceToken? {
+        switch self {
+        case .topicFollowers, .pushToStart:
+            return activityToken.flatMap { try? APNsDeviceToken(bytes: $0.bytes, sandbox: held.sandbox) }
+        case .device, .liveActivity, .none, .channel:
+            return token(holding: held)
+        }
+    }
+
+    /// Whether a topic's send would go out as a broadcast if the ledger records it on a channel: a topic's Live
+    /// Activity `update` or `end` (``topicFollowers(topic:)`` until then).
+    public var isBroadcastable: Bool {
+        if case .topicFollowers = self { return true }
+        return false
     }
 
     /// Whether the push goes to a Live Activity.
     public var isLiveActivity: Bool {
-        if case .liveActivity = self { return true }
-        return false
+        switch self {
+        case .liveActivity, .topicFollowers, .pushToStart: return true
+        case .device, .none, .channel: return false
+        }
+    }
+
+    /// Whether the message ends its topic's Live Activity (a topic send whose event is `end`): its followers'
+    /// activity tokens are retired when it is sent (unless the ledger sends it as a broadcast, which reaches the
+    /// channel's activities and not the followers': the writer checks that with the send).
+    public static func endsTopicActivity(_ message: [String: JSONValue], target: MessageTarget) -> TopicName? {
+        guard case .topicFollowers(let topic) = APNsDestination(message: message, target: target),
+            LiveActivityMessage.event(of: message)?.name == "end"
+        else { return nil }
+        return topic
     }
 }

@@ -37,7 +37,8 @@ package enum CanonicalEventEncoder {
             body.varintField = 2
             body.varint = through
         case .sent, .audience, .apnsTokenSet, .apnsTokenCleared, .pushProgress, .erased, .retention,
-            .liveActivityChannelCreated, .liveActivityChannelDeleted:
+            .liveActivityChannelCreated, .liveActivityChannelDeleted, .liveActivityFollowed, .liveActivityUnfollowed,
+            .pushToStartTokenSet, .liveActivitiesEnded:
             return false
         }
         let bodySize = body.size

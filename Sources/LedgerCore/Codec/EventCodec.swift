@@ -17,6 +17,18 @@ public enum EventCodec {
     /// *hashed form* (``appendHashedForm(of:to:)``), every sealed value replaced by its commitment.
     public static let sealedVersion: UInt8 = 3
 
+    /// An ActivityKit token (an activity's push token or a push-to-start token) as stored: the bytes of an APNs token
+    /// (``APNsDeviceToken/byteRange``), held without an environment (it is pushed in its device's).
+    ///
+    /// - Throws: `LedgerCoreError.corruptEvent` for bytes of another length.
+    private static func activityToken(_ bytes: Data, seq: UInt64) throws(LedgerCoreError) -> APNsDeviceToken {
+        do {
+            return try APNsDeviceToken(bytes: Array(bytes), sandbox: false)
+        } catch {
+            throw LedgerCoreError(.corruptEvent, "event \(seq): \(error.message)")
+        }
+    }
+
     /// Whether `encoded` is an event rewritten by an erasure (its hash is the original's, not its own).
     public static func isRedacted(_ encoded: UnsafeRawBufferPointer) -> Bool { encoded.first == redactedVersion }
 
@@ -110,6 +122,7 @@ public enum EventCodec {
             body.target = sent.target.text
             body.precedence = sent.precedence.protobuf
             body.messageJson = Data(sent.messageJSON)
+            body.broadcastChannelID = sent.broadcastChannelID ?? ""
             message.body = .sent(body)
         case .audience(let audience):
             var body = Topicledger_V1_Audience()
@@ -189,6 +202,30 @@ public enum EventCodec {
             body.apnsRequestID = change.apnsRequestID
             body.reason = change.reason
             message.body = .liveActivityChannelDeleted(body)
+        case .liveActivityFollowed(let token, let topic, let pushToken):
+            var body = Topicledger_V1_LiveActivityFollowed()
+            body.token = token.rawValue
+            body.topic = topic.rawValue
+            body.pushToken = Data(pushToken.bytes)
+            message.body = .liveActivityFollowed(body)
+        case .liveActivityUnfollowed(let token, let topic, let reason):
+            var body = Topicledger_V1_LiveActivityUnfollowed()
+            body.token = token.rawValue
+            body.topic = topic.rawValue
+            body.reason = reason
+            message.body = .liveActivityUnfollowed(body)
+        case .pushToStartTokenSet(let token, let attributesType, let pushToken):
+            var body = Topicledger_V1_PushToStartTokenSet()
+            body.token = token.rawValue
+            body.attributesType = attributesType
+            body.pushToken = Data(pushToken.bytes)
+            message.body = .pushToStartTokenSet(body)
+        case .liveActivitiesEnded(let topic, let sendSeq, let messageID):
+            var body = Topicledger_V1_LiveActivitiesEnded()
+            body.topic = topic.rawValue
+            body.sendSeq = sendSeq
+            body.messageID = messageID
+            message.body = .liveActivitiesEnded(body)
         }
         return message
     }
@@ -273,7 +310,8 @@ public enum EventCodec {
             body = .sent(
                 SentMessage(
                     messageID: value.messageID, target: target, precedence: try ConditionPrecedence(value.precedence),
-                    messageJSON: Array(value.messageJson)))
+                    messageJSON: Array(value.messageJson),
+                    broadcastChannelID: value.broadcastChannelID.isEmpty ? nil : value.broadcastChannelID))
         case .audience(let value):
             guard let version = RecipientDigest.Version(stored: value.digestVersion) else {
                 throw LedgerCoreError(
@@ -345,6 +383,21 @@ public enum EventCodec {
                     topic: TopicName(trusted: value.topic), channelID: value.channelID,
                     apnsRequestID: value.apnsRequestID,
                     reason: value.reason))
+        case .liveActivityFollowed(let value):
+            body = .liveActivityFollowed(
+                token: RegistrationToken(trusted: value.token), topic: TopicName(trusted: value.topic),
+                pushToken: try activityToken(value.pushToken, seq: message.seq))
+        case .liveActivityUnfollowed(let value):
+            body = .liveActivityUnfollowed(
+                token: RegistrationToken(trusted: value.token), topic: TopicName(trusted: value.topic),
+                reason: value.reason)
+        case .pushToStartTokenSet(let value):
+            body = .pushToStartTokenSet(
+                token: RegistrationToken(trusted: value.token), attributesType: value.attributesType,
+                pushToken: try activityToken(value.pushToken, seq: message.seq))
+        case .liveActivitiesEnded(let value):
+            body = .liveActivitiesEnded(
+                topic: TopicName(trusted: value.topic), sendSeq: value.sendSeq, messageID: value.messageID)
         case nil:
             throw LedgerCoreError(.corruptEvent, "event \(message.seq) has no body")
         }

@@ -139,31 +139,41 @@ extension LedgerEvent.Body {
     /// The sealed values of the body, in a fixed order per kind (docs/event-format.md, "Sealed fields"):
     /// the registration token of every kind that names one; then, for `apns_token_set`, the APNs token; for
     /// `sent`, the target when it is a token, then the message JSON; for `push_progress`, `through_token` when
-    /// set, then each failure's token. `audience` and `erased` have none.
+    /// set, then each failure's token; for `live_activity_followed` and `push_to_start_token_set`, the push token
+    /// (as an APNs token). `audience`, `erased` and `live_activities_ended` have none.
     public var sealedValues: [SealedValue] {
         switch self {
         case .registered(let token, _, _), .unregistered(let token, _), .subscribed(let token, _, _),
-            .unsubscribed(let token, _, _), .acknowledged(let token, _), .apnsTokenCleared(let token, _):
+            .unsubscribed(let token, _, _), .acknowledged(let token, _), .apnsTokenCleared(let token, _),
+            .liveActivityUnfollowed(let token, _, _):
             [.token(token)]
-        case .apnsTokenSet(let token, let apnsToken): [.token(token), .apnsToken(apnsToken)]
+        case .apnsTokenSet(let token, let apnsToken), .liveActivityFollowed(let token, _, let apnsToken),
+            .pushToStartTokenSet(let token, _, let apnsToken):
+            [.token(token), .apnsToken(apnsToken)]
         case .sent(let sent):
             if case .token(let token) = sent.target { [.token(token), .content(sent.messageJSON)] } else {
                 [.content(sent.messageJSON)]
             }
         case .pushProgress(let progress):
             (progress.throughToken.map { [SealedValue.token($0)] } ?? []) + progress.failures.map { .token($0.token) }
-        case .audience, .erased, .retention, .liveActivityChannelCreated, .liveActivityChannelDeleted: []
+        case .audience, .erased, .retention, .liveActivityChannelCreated, .liveActivityChannelDeleted,
+            .liveActivitiesEnded:
+            []
         }
     }
 
     /// How many sealed values the body has (``sealedValues``' count, without building them).
     public var sealedValueCount: Int {
         switch self {
-        case .registered, .unregistered, .subscribed, .unsubscribed, .acknowledged, .apnsTokenCleared: 1
-        case .apnsTokenSet: 2
+        case .registered, .unregistered, .subscribed, .unsubscribed, .acknowledged, .apnsTokenCleared,
+            .liveActivityUnfollowed:
+            1
+        case .apnsTokenSet, .liveActivityFollowed, .pushToStartTokenSet: 2
         case .sent(let sent): if case .token = sent.target { 2 } else { 1 }
         case .pushProgress(let progress): (progress.throughToken == nil ? 0 : 1) + progress.failures.count
-        case .audience, .erased, .retention, .liveActivityChannelCreated, .liveActivityChannelDeleted: 0
+        case .audience, .erased, .retention, .liveActivityChannelCreated, .liveActivityChannelDeleted,
+            .liveActivitiesEnded:
+            0
         }
     }
 
@@ -187,6 +197,16 @@ extension LedgerEvent.Body {
             var newAPNs = apnsToken
             if case .apnsToken(let new) = replace(1, .apnsToken(apnsToken)) { newAPNs = new }
             return .apnsTokenSet(token: token(0, value), apnsToken: newAPNs)
+        case .liveActivityUnfollowed(let value, let topic, let reason):
+            return .liveActivityUnfollowed(token: token(0, value), topic: topic, reason: reason)
+        case .liveActivityFollowed(let value, let topic, let pushToken):
+            var newToken = pushToken
+            if case .apnsToken(let new) = replace(1, .apnsToken(pushToken)) { newToken = new }
+            return .liveActivityFollowed(token: token(0, value), topic: topic, pushToken: newToken)
+        case .pushToStartTokenSet(let value, let attributesType, let pushToken):
+            var newToken = pushToken
+            if case .apnsToken(let new) = replace(1, .apnsToken(pushToken)) { newToken = new }
+            return .pushToStartTokenSet(token: token(0, value), attributesType: attributesType, pushToken: newToken)
         case .sent(var sent):
             var index = 0
             if case .token(let value) = sent.target {
@@ -206,7 +226,8 @@ extension LedgerEvent.Body {
                 index += 1
             }
             return .pushProgress(progress)
-        case .audience, .erased, .retention, .liveActivityChannelCreated, .liveActivityChannelDeleted:
+        case .audience, .erased, .retention, .liveActivityChannelCreated, .liveActivityChannelDeleted,
+            .liveActivitiesEnded:
             return self
         }
     }

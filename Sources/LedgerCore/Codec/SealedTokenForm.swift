@@ -2,7 +2,8 @@ import Crypto
 
 /// The hashed form of a sealed event whose one sealed value is its registration token, fed to a hasher straight
 /// from the event's stored bytes with the token's place patched: `registered`, `unregistered`, `subscribed`,
-/// `unsubscribed`, `acknowledged` and `apns_token_cleared`, the kinds of nearly every append.
+/// `unsubscribed`, `acknowledged`, `apns_token_cleared` and `live_activity_unfollowed`, the kinds of nearly every
+/// append.
 ///
 /// The bytes are those of ``EventCodec/appendHashedForm(of:to:)`` (docs/event-format.md, "Sealed fields"): the
 /// version byte and the header fields as stored; the body's tag; the body's new length; the token field holding the
@@ -23,7 +24,7 @@ enum SealedTokenForm {
             if field >= 10 {
                 // The kinds whose only sealed value is the token, their field 1.
                 switch field {
-                case 10, 11, 12, 13, 16, 18: break
+                case 10, 11, 12, 13, 16, 18, 23: break
                 default: return false
                 }
                 guard wireType == 2 else { return false }

@@ -329,7 +329,22 @@ nonisolated struct Topicledger_V1_Event: Sendable {
     set {body = .retention(newValue)}
   }
 
-  /// 22 and 23 are kept for issue 66's Live Activity followers.
+  var liveActivityFollowed: Topicledger_V1_LiveActivityFollowed {
+    get {
+      if case .liveActivityFollowed(let v)? = body {return v}
+      return Topicledger_V1_LiveActivityFollowed()
+    }
+    set {body = .liveActivityFollowed(newValue)}
+  }
+
+  var liveActivityUnfollowed: Topicledger_V1_LiveActivityUnfollowed {
+    get {
+      if case .liveActivityUnfollowed(let v)? = body {return v}
+      return Topicledger_V1_LiveActivityUnfollowed()
+    }
+    set {body = .liveActivityUnfollowed(newValue)}
+  }
+
   var liveActivityChannelCreated: Topicledger_V1_LiveActivityChannelCreated {
     get {
       if case .liveActivityChannelCreated(let v)? = body {return v}
@@ -344,6 +359,22 @@ nonisolated struct Topicledger_V1_Event: Sendable {
       return Topicledger_V1_LiveActivityChannelDeleted()
     }
     set {body = .liveActivityChannelDeleted(newValue)}
+  }
+
+  var pushToStartTokenSet: Topicledger_V1_PushToStartTokenSet {
+    get {
+      if case .pushToStartTokenSet(let v)? = body {return v}
+      return Topicledger_V1_PushToStartTokenSet()
+    }
+    set {body = .pushToStartTokenSet(newValue)}
+  }
+
+  var liveActivitiesEnded: Topicledger_V1_LiveActivitiesEnded {
+    get {
+      if case .liveActivitiesEnded(let v)? = body {return v}
+      return Topicledger_V1_LiveActivitiesEnded()
+    }
+    set {body = .liveActivitiesEnded(newValue)}
   }
 
   /// Version 3: one per sealed value of the body, in the order docs/event-format.md gives (absent before).
@@ -364,9 +395,12 @@ nonisolated struct Topicledger_V1_Event: Sendable {
     case pushProgress(Topicledger_V1_PushProgress)
     case erased(Topicledger_V1_Erased)
     case retention(Topicledger_V1_Retention)
-    /// 22 and 23 are kept for issue 66's Live Activity followers.
+    case liveActivityFollowed(Topicledger_V1_LiveActivityFollowed)
+    case liveActivityUnfollowed(Topicledger_V1_LiveActivityUnfollowed)
     case liveActivityChannelCreated(Topicledger_V1_LiveActivityChannelCreated)
     case liveActivityChannelDeleted(Topicledger_V1_LiveActivityChannelDeleted)
+    case pushToStartTokenSet(Topicledger_V1_PushToStartTokenSet)
+    case liveActivitiesEnded(Topicledger_V1_LiveActivitiesEnded)
 
   }
 
@@ -489,6 +523,11 @@ nonisolated struct Topicledger_V1_Sent: Sendable {
 
   /// the message object as accepted (UTF-8 JSON)
   var messageJson: Data = Data()
+
+  /// The iOS 18 broadcast channel the send goes out on ("": none): a topic's Live Activity update or end, in a project
+  /// that broadcasts, whose topic had this channel when the send was appended (layout 13; absent before). Every other
+  /// send is pushed to each recipient. A channel id names no person and is not sealed.
+  var broadcastChannelID: String = String()
 
   var unknownFields = SwiftProtobuf.UnknownStorage()
 
@@ -754,6 +793,84 @@ nonisolated struct Topicledger_V1_LiveActivityChannelDeleted: Sendable {
   init() {}
 }
 
+/// A device follows a topic's Live Activity (PUT …/registrations/{token}/liveActivities/{topic}): the topic's
+/// `liveactivity` sends with event `update` or `end` are pushed to this token, the activity's ActivityKit push
+/// token, from here on (replacing the one it followed the topic with). An identifier: sealed as an APNs token.
+nonisolated struct Topicledger_V1_LiveActivityFollowed: Sendable {
+  // SwiftProtobuf.Message conformance is added in an extension below. See the
+  // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
+  // methods supported on all messages.
+
+  /// the registration that follows
+  var token: String = String()
+
+  var topic: String = String()
+
+  /// the activity's push token, 16 to 200 bytes
+  var pushToken: Data = Data()
+
+  var unknownFields = SwiftProtobuf.UnknownStorage()
+
+  init() {}
+}
+
+/// A device no longer follows a topic's Live Activity: it said so (DELETE), or the server ended it.
+nonisolated struct Topicledger_V1_LiveActivityUnfollowed: Sendable {
+  // SwiftProtobuf.Message conformance is added in an extension below. See the
+  // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
+  // methods supported on all messages.
+
+  var token: String = String()
+
+  var topic: String = String()
+
+  /// "deleted by the device", "deleted by the server"
+  var reason: String = String()
+
+  var unknownFields = SwiftProtobuf.UnknownStorage()
+
+  init() {}
+}
+
+/// A device's ActivityKit push-to-start token for an attributes type (PUT …/pushToStartTokens/{attributesType}):
+/// a topic's `liveactivity` send with event `start` and that `attributes-type` is pushed to it. Sealed as an APNs
+/// token.
+nonisolated struct Topicledger_V1_PushToStartTokenSet: Sendable {
+  // SwiftProtobuf.Message conformance is added in an extension below. See the
+  // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
+  // methods supported on all messages.
+
+  var token: String = String()
+
+  /// the ActivityAttributes type's name
+  var attributesType: String = String()
+
+  /// 16 to 200 bytes
+  var pushToken: Data = Data()
+
+  var unknownFields = SwiftProtobuf.UnknownStorage()
+
+  init() {}
+}
+
+/// A topic's Live Activity ended: the send at send_seq (in the same request) was a `liveactivity` send with event
+/// `end`, and every follower's activity token of the topic is retired here (they follow the topic no more).
+nonisolated struct Topicledger_V1_LiveActivitiesEnded: Sendable {
+  // SwiftProtobuf.Message conformance is added in an extension below. See the
+  // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
+  // methods supported on all messages.
+
+  var topic: String = String()
+
+  var sendSeq: UInt64 = 0
+
+  var messageID: UInt64 = 0
+
+  var unknownFields = SwiftProtobuf.UnknownStorage()
+
+  init() {}
+}
+
 // MARK: - Code below here is support for the SwiftProtobuf runtime.
 
 fileprivate nonisolated let _protobuf_package = "topicledger.v1"
@@ -776,7 +893,7 @@ nonisolated extension Topicledger_V1_PushFailureKind: SwiftProtobuf._ProtoNamePr
 
 nonisolated extension Topicledger_V1_Event: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
   static let protoMessageName: String = _protobuf_package + ".Event"
-  static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}seq\0\u{3}time_micros\0\u{1}actor\0\u{3}request_id\0\u{2}\u{6}registered\0\u{1}unregistered\0\u{1}subscribed\0\u{1}unsubscribed\0\u{1}sent\0\u{1}audience\0\u{1}acknowledged\0\u{3}apns_token_set\0\u{3}apns_token_cleared\0\u{3}push_progress\0\u{1}erased\0\u{1}retention\0\u{4}\u{3}live_activity_channel_created\0\u{3}live_activity_channel_deleted\0\u{2}\u{5}seals\0")
+  static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}seq\0\u{3}time_micros\0\u{1}actor\0\u{3}request_id\0\u{2}\u{6}registered\0\u{1}unregistered\0\u{1}subscribed\0\u{1}unsubscribed\0\u{1}sent\0\u{1}audience\0\u{1}acknowledged\0\u{3}apns_token_set\0\u{3}apns_token_cleared\0\u{3}push_progress\0\u{1}erased\0\u{1}retention\0\u{3}live_activity_followed\0\u{3}live_activity_unfollowed\0\u{3}live_activity_channel_created\0\u{3}live_activity_channel_deleted\0\u{3}push_to_start_token_set\0\u{3}live_activities_ended\0\u{2}\u{3}seals\0")
 
   mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
     while let fieldNumber = try decoder.nextFieldNumber() {
@@ -944,6 +1061,32 @@ nonisolated extension Topicledger_V1_Event: SwiftProtobuf.Message, SwiftProtobuf
           self.body = .retention(v)
         }
       }()
+      case 22: try {
+        var v: Topicledger_V1_LiveActivityFollowed?
+        var hadOneofValue = false
+        if let current = self.body {
+          hadOneofValue = true
+          if case .liveActivityFollowed(let m) = current {v = m}
+        }
+        try decoder.decodeSingularMessageField(value: &v)
+        if let v = v {
+          if hadOneofValue {try decoder.handleConflictingOneOf()}
+          self.body = .liveActivityFollowed(v)
+        }
+      }()
+      case 23: try {
+        var v: Topicledger_V1_LiveActivityUnfollowed?
+        var hadOneofValue = false
+        if let current = self.body {
+          hadOneofValue = true
+          if case .liveActivityUnfollowed(let m) = current {v = m}
+        }
+        try decoder.decodeSingularMessageField(value: &v)
+        if let v = v {
+          if hadOneofValue {try decoder.handleConflictingOneOf()}
+          self.body = .liveActivityUnfollowed(v)
+        }
+      }()
       case 24: try {
         var v: Topicledger_V1_LiveActivityChannelCreated?
         var hadOneofValue = false
@@ -968,6 +1111,32 @@ nonisolated extension Topicledger_V1_Event: SwiftProtobuf.Message, SwiftProtobuf
         if let v = v {
           if hadOneofValue {try decoder.handleConflictingOneOf()}
           self.body = .liveActivityChannelDeleted(v)
+        }
+      }()
+      case 26: try {
+        var v: Topicledger_V1_PushToStartTokenSet?
+        var hadOneofValue = false
+        if let current = self.body {
+          hadOneofValue = true
+          if case .pushToStartTokenSet(let m) = current {v = m}
+        }
+        try decoder.decodeSingularMessageField(value: &v)
+        if let v = v {
+          if hadOneofValue {try decoder.handleConflictingOneOf()}
+          self.body = .pushToStartTokenSet(v)
+        }
+      }()
+      case 27: try {
+        var v: Topicledger_V1_LiveActivitiesEnded?
+        var hadOneofValue = false
+        if let current = self.body {
+          hadOneofValue = true
+          if case .liveActivitiesEnded(let m) = current {v = m}
+        }
+        try decoder.decodeSingularMessageField(value: &v)
+        if let v = v {
+          if hadOneofValue {try decoder.handleConflictingOneOf()}
+          self.body = .liveActivitiesEnded(v)
         }
       }()
       case 30: try { try decoder.decodeRepeatedMessageField(value: &self.seals) }()
@@ -1042,6 +1211,14 @@ nonisolated extension Topicledger_V1_Event: SwiftProtobuf.Message, SwiftProtobuf
       guard case .retention(let v)? = self.body else { preconditionFailure() }
       try visitor.visitSingularMessageField(value: v, fieldNumber: 21)
     }()
+    case .liveActivityFollowed?: try {
+      guard case .liveActivityFollowed(let v)? = self.body else { preconditionFailure() }
+      try visitor.visitSingularMessageField(value: v, fieldNumber: 22)
+    }()
+    case .liveActivityUnfollowed?: try {
+      guard case .liveActivityUnfollowed(let v)? = self.body else { preconditionFailure() }
+      try visitor.visitSingularMessageField(value: v, fieldNumber: 23)
+    }()
     case .liveActivityChannelCreated?: try {
       guard case .liveActivityChannelCreated(let v)? = self.body else { preconditionFailure() }
       try visitor.visitSingularMessageField(value: v, fieldNumber: 24)
@@ -1049,6 +1226,14 @@ nonisolated extension Topicledger_V1_Event: SwiftProtobuf.Message, SwiftProtobuf
     case .liveActivityChannelDeleted?: try {
       guard case .liveActivityChannelDeleted(let v)? = self.body else { preconditionFailure() }
       try visitor.visitSingularMessageField(value: v, fieldNumber: 25)
+    }()
+    case .pushToStartTokenSet?: try {
+      guard case .pushToStartTokenSet(let v)? = self.body else { preconditionFailure() }
+      try visitor.visitSingularMessageField(value: v, fieldNumber: 26)
+    }()
+    case .liveActivitiesEnded?: try {
+      guard case .liveActivitiesEnded(let v)? = self.body else { preconditionFailure() }
+      try visitor.visitSingularMessageField(value: v, fieldNumber: 27)
     }()
     case nil: break
     }
@@ -1271,7 +1456,7 @@ nonisolated extension Topicledger_V1_Unsubscribed: SwiftProtobuf.Message, SwiftP
 
 nonisolated extension Topicledger_V1_Sent: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
   static let protoMessageName: String = _protobuf_package + ".Sent"
-  static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{3}message_id\0\u{3}target_kind\0\u{1}target\0\u{1}precedence\0\u{3}message_json\0")
+  static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{3}message_id\0\u{3}target_kind\0\u{1}target\0\u{1}precedence\0\u{3}message_json\0\u{3}broadcast_channel_id\0")
 
   mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
     while let fieldNumber = try decoder.nextFieldNumber() {
@@ -1284,6 +1469,7 @@ nonisolated extension Topicledger_V1_Sent: SwiftProtobuf.Message, SwiftProtobuf.
       case 3: try { try decoder.decodeSingularStringField(value: &self.target) }()
       case 4: try { try decoder.decodeSingularEnumField(value: &self.precedence) }()
       case 5: try { try decoder.decodeSingularBytesField(value: &self.messageJson) }()
+      case 6: try { try decoder.decodeSingularStringField(value: &self.broadcastChannelID) }()
       default: break
       }
     }
@@ -1305,6 +1491,9 @@ nonisolated extension Topicledger_V1_Sent: SwiftProtobuf.Message, SwiftProtobuf.
     if !self.messageJson.isEmpty {
       try visitor.visitSingularBytesField(value: self.messageJson, fieldNumber: 5)
     }
+    if !self.broadcastChannelID.isEmpty {
+      try visitor.visitSingularStringField(value: self.broadcastChannelID, fieldNumber: 6)
+    }
     try unknownFields.traverse(visitor: &visitor)
   }
 
@@ -1314,6 +1503,7 @@ nonisolated extension Topicledger_V1_Sent: SwiftProtobuf.Message, SwiftProtobuf.
     if lhs.target != rhs.target {return false}
     if lhs.precedence != rhs.precedence {return false}
     if lhs.messageJson != rhs.messageJson {return false}
+    if lhs.broadcastChannelID != rhs.broadcastChannelID {return false}
     if lhs.unknownFields != rhs.unknownFields {return false}
     return true
   }
@@ -1813,6 +2003,166 @@ nonisolated extension Topicledger_V1_LiveActivityChannelDeleted: SwiftProtobuf.M
     if lhs.channelID != rhs.channelID {return false}
     if lhs.apnsRequestID != rhs.apnsRequestID {return false}
     if lhs.reason != rhs.reason {return false}
+    if lhs.unknownFields != rhs.unknownFields {return false}
+    return true
+  }
+}
+
+nonisolated extension Topicledger_V1_LiveActivityFollowed: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
+  static let protoMessageName: String = _protobuf_package + ".LiveActivityFollowed"
+  static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}token\0\u{1}topic\0\u{3}push_token\0")
+
+  mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+    while let fieldNumber = try decoder.nextFieldNumber() {
+      // The use of inline closures is to circumvent an issue where the compiler
+      // allocates stack space for every case branch when no optimizations are
+      // enabled. https://github.com/apple/swift-protobuf/issues/1034
+      switch fieldNumber {
+      case 1: try { try decoder.decodeSingularStringField(value: &self.token) }()
+      case 2: try { try decoder.decodeSingularStringField(value: &self.topic) }()
+      case 3: try { try decoder.decodeSingularBytesField(value: &self.pushToken) }()
+      default: break
+      }
+    }
+  }
+
+  func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    if !self.token.isEmpty {
+      try visitor.visitSingularStringField(value: self.token, fieldNumber: 1)
+    }
+    if !self.topic.isEmpty {
+      try visitor.visitSingularStringField(value: self.topic, fieldNumber: 2)
+    }
+    if !self.pushToken.isEmpty {
+      try visitor.visitSingularBytesField(value: self.pushToken, fieldNumber: 3)
+    }
+    try unknownFields.traverse(visitor: &visitor)
+  }
+
+  static func ==(lhs: Topicledger_V1_LiveActivityFollowed, rhs: Topicledger_V1_LiveActivityFollowed) -> Bool {
+    if lhs.token != rhs.token {return false}
+    if lhs.topic != rhs.topic {return false}
+    if lhs.pushToken != rhs.pushToken {return false}
+    if lhs.unknownFields != rhs.unknownFields {return false}
+    return true
+  }
+}
+
+nonisolated extension Topicledger_V1_LiveActivityUnfollowed: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
+  static let protoMessageName: String = _protobuf_package + ".LiveActivityUnfollowed"
+  static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}token\0\u{1}topic\0\u{1}reason\0")
+
+  mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+    while let fieldNumber = try decoder.nextFieldNumber() {
+      // The use of inline closures is to circumvent an issue where the compiler
+      // allocates stack space for every case branch when no optimizations are
+      // enabled. https://github.com/apple/swift-protobuf/issues/1034
+      switch fieldNumber {
+      case 1: try { try decoder.decodeSingularStringField(value: &self.token) }()
+      case 2: try { try decoder.decodeSingularStringField(value: &self.topic) }()
+      case 3: try { try decoder.decodeSingularStringField(value: &self.reason) }()
+      default: break
+      }
+    }
+  }
+
+  func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    if !self.token.isEmpty {
+      try visitor.visitSingularStringField(value: self.token, fieldNumber: 1)
+    }
+    if !self.topic.isEmpty {
+      try visitor.visitSingularStringField(value: self.topic, fieldNumber: 2)
+    }
+    if !self.reason.isEmpty {
+      try visitor.visitSingularStringField(value: self.reason, fieldNumber: 3)
+    }
+    try unknownFields.traverse(visitor: &visitor)
+  }
+
+  static func ==(lhs: Topicledger_V1_LiveActivityUnfollowed, rhs: Topicledger_V1_LiveActivityUnfollowed) -> Bool {
+    if lhs.token != rhs.token {return false}
+    if lhs.topic != rhs.topic {return false}
+    if lhs.reason != rhs.reason {return false}
+    if lhs.unknownFields != rhs.unknownFields {return false}
+    return true
+  }
+}
+
+nonisolated extension Topicledger_V1_PushToStartTokenSet: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
+  static let protoMessageName: String = _protobuf_package + ".PushToStartTokenSet"
+  static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}token\0\u{3}attributes_type\0\u{3}push_token\0")
+
+  mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+    while let fieldNumber = try decoder.nextFieldNumber() {
+      // The use of inline closures is to circumvent an issue where the compiler
+      // allocates stack space for every case branch when no optimizations are
+      // enabled. https://github.com/apple/swift-protobuf/issues/1034
+      switch fieldNumber {
+      case 1: try { try decoder.decodeSingularStringField(value: &self.token) }()
+      case 2: try { try decoder.decodeSingularStringField(value: &self.attributesType) }()
+      case 3: try { try decoder.decodeSingularBytesField(value: &self.pushToken) }()
+      default: break
+      }
+    }
+  }
+
+  func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    if !self.token.isEmpty {
+      try visitor.visitSingularStringField(value: self.token, fieldNumber: 1)
+    }
+    if !self.attributesType.isEmpty {
+      try visitor.visitSingularStringField(value: self.attributesType, fieldNumber: 2)
+    }
+    if !self.pushToken.isEmpty {
+      try visitor.visitSingularBytesField(value: self.pushToken, fieldNumber: 3)
+    }
+    try unknownFields.traverse(visitor: &visitor)
+  }
+
+  static func ==(lhs: Topicledger_V1_PushToStartTokenSet, rhs: Topicledger_V1_PushToStartTokenSet) -> Bool {
+    if lhs.token != rhs.token {return false}
+    if lhs.attributesType != rhs.attributesType {return false}
+    if lhs.pushToken != rhs.pushToken {return false}
+    if lhs.unknownFields != rhs.unknownFields {return false}
+    return true
+  }
+}
+
+nonisolated extension Topicledger_V1_LiveActivitiesEnded: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
+  static let protoMessageName: String = _protobuf_package + ".LiveActivitiesEnded"
+  static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}topic\0\u{3}send_seq\0\u{3}message_id\0")
+
+  mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+    while let fieldNumber = try decoder.nextFieldNumber() {
+      // The use of inline closures is to circumvent an issue where the compiler
+      // allocates stack space for every case branch when no optimizations are
+      // enabled. https://github.com/apple/swift-protobuf/issues/1034
+      switch fieldNumber {
+      case 1: try { try decoder.decodeSingularStringField(value: &self.topic) }()
+      case 2: try { try decoder.decodeSingularUInt64Field(value: &self.sendSeq) }()
+      case 3: try { try decoder.decodeSingularUInt64Field(value: &self.messageID) }()
+      default: break
+      }
+    }
+  }
+
+  func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    if !self.topic.isEmpty {
+      try visitor.visitSingularStringField(value: self.topic, fieldNumber: 1)
+    }
+    if self.sendSeq != 0 {
+      try visitor.visitSingularUInt64Field(value: self.sendSeq, fieldNumber: 2)
+    }
+    if self.messageID != 0 {
+      try visitor.visitSingularUInt64Field(value: self.messageID, fieldNumber: 3)
+    }
+    try unknownFields.traverse(visitor: &visitor)
+  }
+
+  static func ==(lhs: Topicledger_V1_LiveActivitiesEnded, rhs: Topicledger_V1_LiveActivitiesEnded) -> Bool {
+    if lhs.topic != rhs.topic {return false}
+    if lhs.sendSeq != rhs.sendSeq {return false}
+    if lhs.messageID != rhs.messageID {return false}
     if lhs.unknownFields != rhs.unknownFields {return false}
     return true
   }

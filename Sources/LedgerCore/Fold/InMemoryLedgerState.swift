@@ -23,6 +23,8 @@ public struct InMemoryLedgerState: LedgerProjection, Sendable {
     public private(set) var pushesSettled: UInt64 = 0
     /// Each topic's broadcast channel now.
     public private(set) var liveActivityChannels: [TopicName: LiveActivityChannel] = [:]
+    /// The ActivityKit tokens each instance holds now (followed topics' activity tokens, push-to-start tokens).
+    public private(set) var liveActivityTokens: [InstanceID: [LiveActivityScope: APNsDeviceToken]] = [:]
     /// The seq of the last event applied.
     public private(set) var seq: UInt64 = 0
 
@@ -139,4 +141,32 @@ public struct InMemoryLedgerState: LedgerProjection, Sendable {
     }
 
     public mutating func settlePushes(through sendSeq: UInt64) { pushesSettled = sendSeq }
+
+    public func liveActivityToken(of instance: InstanceID, scope: LiveActivityScope) -> APNsDeviceToken? {
+        liveActivityTokens[instance]?[scope]
+    }
+
+    public mutating func setLiveActivityToken(
+        _ token: APNsDeviceToken?, of instance: InstanceID, scope: LiveActivityScope, at seq: UInt64
+    ) {
+        liveActivityTokens[instance, default: [:]][scope] = token
+        if liveActivityTokens[instance]?.isEmpty == true { liveActivityTokens[instance] = nil }
+    }
+
+    public func liveActivityFollowers(of topic: TopicID) -> [InstanceID] {
+        liveActivityTokens.compactMap { $0.value[.topic(topic)] == nil ? nil : $0.key }.sorted()
+    }
+
+    public func liveActivityScopes(of instance: InstanceID) -> [LiveActivityScope] {
+        Array((liveActivityTokens[instance] ?? [:]).keys)
+    }
+
+    public mutating func forgetLiveActivityTokens(of instance: InstanceID) { liveActivityTokens[instance] = nil }
+
+    /// The activity token the instance follows `topic`'s Live Activity with now (`nil` for unknown tokens or
+    /// topics, or none).
+    public func liveActivityToken(of token: RegistrationToken, topic: TopicName) -> APNsDeviceToken? {
+        guard let instance = instanceIDs[token], let id = topicIDs[topic] else { return nil }
+        return liveActivityTokens[instance]?[.topic(id)]
+    }
 }

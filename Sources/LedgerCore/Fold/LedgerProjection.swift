@@ -64,6 +64,19 @@ public protocol LedgerProjection {
     mutating func liveActivityChannel(of topic: TopicName) throws -> LiveActivityChannel?
     /// Gives the topic its broadcast channel (`channel`), replacing the one it had, or takes it away (`nil`).
     mutating func setLiveActivityChannel(_ channel: LiveActivityChannel?, for topic: TopicName) throws
+
+    /// The ActivityKit token the instance holds for `scope` now, if any.
+    mutating func liveActivityToken(of instance: InstanceID, scope: LiveActivityScope) throws -> APNsDeviceToken?
+    /// Sets, replaces (`token`) or retires (`nil`) the instance's token for `scope` at `seq`; the one it had is kept
+    /// in its history, held until `seq`.
+    mutating func setLiveActivityToken(
+        _ token: APNsDeviceToken?, of instance: InstanceID, scope: LiveActivityScope, at seq: UInt64) throws
+    /// The instances that follow the topic's Live Activity now, in instance order.
+    mutating func liveActivityFollowers(of topic: TopicID) throws -> [InstanceID]
+    /// The scopes the instance holds a token for now.
+    mutating func liveActivityScopes(of instance: InstanceID) throws -> [LiveActivityScope]
+    /// Forgets every ActivityKit token the instance held, now or before (an erasure, after its registration ended).
+    mutating func forgetLiveActivityTokens(of instance: InstanceID) throws
 }
 
 /// The one definition of what each event does to subscription state.
@@ -91,6 +104,7 @@ public enum EventFold {
             guard let instance = try state.instanceID(for: erasure.pseudonym) else { return }
             if try state.isRegistered(instance) { try end(instance, at: seq, in: &state) }
             try state.forgetAPNsTokens(of: instance)
+            try state.forgetLiveActivityTokens(of: instance)
         case .retention:
             // The rewrite of the forgotten contents is the writer's (or the follower's) before this event is
             // appended; the projections hold no content.
@@ -105,6 +119,29 @@ public enum EventFold {
             // Only the channel it names: a deletion of a channel the topic no longer has changes nothing.
             guard try state.liveActivityChannel(of: change.topic)?.channelID == change.channelID else { return }
             try state.setLiveActivityChannel(nil, for: change.topic)
+        case .liveActivityFollowed(let token, let topic, let pushToken):
+            guard let instance = try state.instanceID(for: token), try state.isRegistered(instance),
+                let topicID = try state.topicID(for: topic, create: true),
+                try state.liveActivityToken(of: instance, scope: .topic(topicID)) != pushToken
+            else { return }
+            try state.setLiveActivityToken(pushToken, of: instance, scope: .topic(topicID), at: seq)
+        case .liveActivityUnfollowed(let token, let topic, _):
+            guard let instance = try state.instanceID(for: token), try state.isRegistered(instance),
+                let topicID = try state.topicID(for: topic, create: false),
+                try state.liveActivityToken(of: instance, scope: .topic(topicID)) != nil
+            else { return }
+            try state.setLiveActivityToken(nil, of: instance, scope: .topic(topicID), at: seq)
+        case .pushToStartTokenSet(let token, let attributesType, let pushToken):
+            let scope = LiveActivityScope.pushToStart(attributesType: attributesType)
+            guard let instance = try state.instanceID(for: token), try state.isRegistered(instance),
+                try state.liveActivityToken(of: instance, scope: scope) != pushToken
+            else { return }
+            try state.setLiveActivityToken(pushToken, of: instance, scope: scope, at: seq)
+        case .liveActivitiesEnded(let topic, _, _):
+            guard let topicID = try state.topicID(for: topic, create: false) else { return }
+            for instance in try state.liveActivityFollowers(of: topicID) {
+                try state.setLiveActivityToken(nil, of: instance, scope: .topic(topicID), at: seq)
+            }
         case .subscribed(let token, let topic, _):
             guard let instance = try state.instanceID(for: token), try state.isRegistered(instance),
                 let topicID = try state.topicID(for: topic, create: true)
@@ -159,6 +196,10 @@ public enum EventFold {
         // An instance that leaves the universe leaves APNs too: a later registration under the token sets its own.
         if try state.apnsToken(of: instance) != nil {
             try state.setAPNsToken(nil, of: instance, at: seq)
+        }
+        // And its Live Activities: the tokens it followed topics with, and its push-to-start tokens.
+        for scope in try state.liveActivityScopes(of: instance) {
+            try state.setLiveActivityToken(nil, of: instance, scope: scope, at: seq)
         }
         try state.unregister(instance, at: seq)
     }

@@ -26,7 +26,8 @@ struct ErasureAccount {
         switch event.body {
         case .registered(let token, _, _), .unregistered(let token, _), .subscribed(let token, _, _),
             .unsubscribed(let token, _, _), .acknowledged(let token, _), .apnsTokenSet(let token, _),
-            .apnsTokenCleared(let token, _):
+            .apnsTokenCleared(let token, _), .liveActivityFollowed(let token, _, _),
+            .liveActivityUnfollowed(let token, _, _), .pushToStartTokenSet(let token, _, _):
             tokens.insert(token.rawValue)
         case .sent(let sent):
             if case .token(let token) = sent.target { tokens.insert(token.rawValue) }
@@ -34,7 +35,8 @@ struct ErasureAccount {
         case .pushProgress(let progress):
             if let through = progress.throughToken { tokens.insert(through.rawValue) }
             for failure in progress.failures { tokens.insert(failure.token.rawValue) }
-        case .audience, .erased, .retention, .liveActivityChannelCreated, .liveActivityChannelDeleted:
+        case .audience, .erased, .retention, .liveActivityChannelCreated, .liveActivityChannelDeleted,
+            .liveActivitiesEnded:
             break
         }
         redacted.append(Named(seq: event.seq, tokens: tokens, messageJSON: json))

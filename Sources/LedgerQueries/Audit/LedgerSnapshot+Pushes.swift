@@ -35,13 +35,15 @@ public struct PushStatus: Sendable, Equatable {
 extension PushStatus {
     /// One line for a person: `accepted <apns-id> at <time>`, `failed 400 "BadTopic" at <time>`, `pending`
     /// (APNs' reason quoted, as `ledger log --format text` quotes input: never raw on a terminal); a Live
-    /// Activity's push begins `live activity`.
+    /// Activity's push begins `live activity` and ends with the activity token it went to (`to <hex>`): which
+    /// activity a topic send reached, for each follower (audit data, as the recipients' tokens are).
     public var summary: String {
         var text = (liveActivity ? "live activity " : "") + state.rawValue
         if state == .accepted { text += " \(apnsID)" }
         if let status { text += " \(status)" }
         if let reason { text += " \(EventText.quoted(reason))" }
         if let time { text += " at \(time)" }
+        if liveActivity { text += " to \(apnsToken.hex)" }
         return text
     }
 }
@@ -91,15 +93,39 @@ extension LedgerSnapshot {
             unpushedExpired: progress.last?.expired == true || (progress.last?.finished != true && now >= expiresAt))
     }
 
+    /// The token the push of the send at `sendSeq` to `instance` goes to under `destination`, as the tokens were
+    /// after that event: the device's APNs token, a Live Activity's token, or for a topic's Live Activity the
+    /// activity token the device followed the topic with (or its push-to-start token for the type), in the
+    /// environment of its APNs token. `nil`: no push (no APNs token, or no activity token, at the send). The
+    /// pusher's rule and the audits'.
+    public func pushToken(of instance: InstanceID, at sendSeq: UInt64, destination: APNsDestination) throws
+        -> APNsDeviceToken?
+    {
+        guard let held = try apnsToken(of: instance, at: sendSeq) else { return nil }
+        switch destination {
+        case .topicFollowers(let topic):
+            guard let topicID = try topicID(of: topic) else { return nil }
+            return destination.token(
+                holding: held, activityToken: try liveActivityToken(of: instance, scope: .topic(topicID), at: sendSeq))
+        case .pushToStart(let attributesType):
+            return destination.token(
+                holding: held,
+                activityToken: try liveActivityToken(
+                    of: instance, scope: .pushToStart(attributesType: attributesType), at: sendSeq))
+        case .device, .liveActivity, .none, .channel:
+            return destination.token(holding: held)
+        }
+    }
+
     /// What became of the push of `pushes`' send to `instance` (registration `token`); `nil` when the instance
     /// held no APNs token at the send (it is not an APNs recipient), or the send has nowhere to push
     /// (``APNsDestination/none``): the pusher's own rule.
     public func pushStatus(of instance: InstanceID, token: RegistrationToken, in pushes: SendPushes) throws
         -> PushStatus?
     {
-        guard let held = try apnsToken(of: instance, at: pushes.sendSeq),
-            let apnsToken = pushes.destination.token(holding: held)
-        else { return nil }
+        guard let apnsToken = try pushToken(of: instance, at: pushes.sendSeq, destination: pushes.destination) else {
+            return nil
+        }
         var status = PushStatus(
             state: .pending, apnsToken: apnsToken, apnsID: APNsPushID.string(messageID: pushes.messageID, token: token))
         status.liveActivity = pushes.destination.isLiveActivity
@@ -139,7 +165,9 @@ extension SentMessage {
     /// Where the message's APNs pushes go: the devices' own tokens, or a Live Activity's (``APNsDestination``).
     /// Once the content is forgotten (an erasure, retention) so is the activity token: read as ``APNsDestination/device``.
     public var apnsDestination: APNsDestination {
-        APNsDestination(message: DevicePayload.object(ofMessageJSON: messageJSON), target: target)
+        APNsDestination(
+            message: DevicePayload.object(ofMessageJSON: messageJSON), target: target,
+            broadcastChannel: broadcastChannelID)
     }
 
     /// When the message stops being pushed to iOS devices (its `apns-expiration`, else 4 weeks after `sentAt`).

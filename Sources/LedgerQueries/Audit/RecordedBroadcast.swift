@@ -84,11 +84,11 @@ public struct RecordedBroadcast: Sendable, Equatable {
 }
 
 extension LedgerSnapshot {
-    /// The broadcast of the send at `sendSeq`, whose pushes go to `destination`: `nil` unless it is
-    /// ``APNsDestination/channel``; ``RecordedBroadcast/State/pending`` until its `pushProgress` is recorded.
-    public func broadcast(ofSendAt sendSeq: UInt64, destination: APNsDestination) throws -> RecordedBroadcast? {
-        guard destination == .channel else { return nil }
-        var recorded = RecordedBroadcast(state: .pending, channelID: "")
+    /// The broadcast of the send at `sendSeq` (`sent`): `nil` unless the send was recorded on a channel
+    /// (``APNsDestination/channel``); ``RecordedBroadcast/State/pending`` until its `pushProgress` is recorded.
+    public func broadcast(ofSendAt sendSeq: UInt64, sent: SentMessage) throws -> RecordedBroadcast? {
+        guard sent.apnsDestination == .channel, let channelID = sent.broadcastChannelID else { return nil }
+        var recorded = RecordedBroadcast(state: .pending, channelID: channelID)
         guard let last = try pushProgressRecords(ofSendAt: sendSeq).last, last.finished else { return recorded }
         guard let event = try event(at: last.seq), case .pushProgress(let progress) = event.body else {
             throw StoreError(.corrupt, "no push progress at seq \(last.seq)")

@@ -89,7 +89,7 @@ public struct MessageReplay: Sendable {
                 pushes[index] = try snapshot.pushStatus(of: recipient.device, token: recipient.token, in: sendPushes)
             }
         }
-        let broadcast = try snapshot.broadcast(ofSendAt: sendSeq, destination: sent.apnsDestination)
+        let broadcast = try snapshot.broadcast(ofSendAt: sendSeq, sent: sent)
         let version = recorded?.0.digestVersion ?? .current
         let digest =
             switch version {

@@ -263,9 +263,12 @@ final class ProjectPusher: Sendable {
         let expiresAt = min(prepared.expiry(platform: "ios"), retainedUntil ?? prepared.expiry(platform: "ios"))
         let messageID = prepared.sent.messageID
         // A topic's Live Activity send: one broadcast on the topic's channel, whatever its audience.
-        if destination == .channel, case .topic(let topic) = prepared.sent.target {
+        if destination == .channel, case .topic(let topic) = prepared.sent.target,
+            let channelID = prepared.sent.broadcastChannelID
+        {
             return try await broadcast(
-                sendAt: seq, topic: topic, delivery: delivery, expiresAt: expiresAt, messageID: messageID, in: ledger)
+                sendAt: seq, topic: topic, channelID: channelID, delivery: delivery, expiresAt: expiresAt,
+                messageID: messageID, in: ledger)
         }
         // No instance ever held an APNs token: nothing to push, and nothing to record (the next recorded
         // progress moves the settled seq past it).
@@ -410,16 +413,20 @@ final class ProjectPusher: Sendable {
                 guard let last = ids.last else { break }
                 after = last
                 unwalked -= ids.count
+                // The device's APNs token, or for a Live Activity message the activity's token (for a topic's, the
+                // one the device followed the topic with, or its push-to-start token) in the device's environment;
+                // none: nothing to push.
                 let recipients = try ledger.read { snapshot in
                     try ids.map { id in
-                        (id, try snapshot.token(of: id), try snapshot.apnsToken(of: id, at: seq))
+                        (
+                            id, try snapshot.token(of: id),
+                            try snapshot.pushToken(of: id, at: seq, destination: destination)
+                        )
                     }
                 }
-                for (instance, token, held) in recipients {
+                for (instance, token, pushToken) in recipients {
                     guard let token else { continue }
-                    // The device's APNs token, or for a Live Activity message the activity's token in the device's
-                    // environment; none: nothing to push.
-                    guard let held, let apnsToken = destination.token(holding: held) else {
+                    guard let apnsToken = pushToken else {
                         window.take(instance, token: token, done: true)
                         continue
                     }
@@ -493,19 +500,20 @@ final class ProjectPusher: Sendable {
     /// same on every attempt (``APNsPushID/broadcastUUID(messageID:)``): a crash after Apple took it and before the
     /// record makes it again with that id. A broadcast not taken is counted and logged, without its payload.
     private func broadcast(
-        sendAt seq: UInt64, topic: TopicName, delivery: PlatformDelivery, expiresAt: LedgerTime, messageID: UInt64,
-        in ledger: Ledger
+        sendAt seq: UInt64, topic: TopicName, channelID: String, delivery: PlatformDelivery, expiresAt: LedgerTime,
+        messageID: UInt64, in ledger: Ledger
     ) async throws -> Bool {
-        let channel = try ledger.read { try $0.liveActivityChannel(of: topic) }
+        // The channel the send was recorded on, if the topic still has it (deleted since: the broadcast is not made).
+        let channel = try ledger.read { try $0.liveActivityChannel(of: topic) }.flatMap {
+            $0.channelID == channelID ? $0 : nil
+        }
         var outcome: BroadcastOutcome
         var expired = false
         if let kept = unsavedBroadcast.withLock({ $0 }), kept.seq == seq {
             // Apple answered it already and only its record failed: the record is saved again, not the broadcast.
             outcome = kept.outcome
             expired = kept.expired
-        } else if let channel, channel.createdSeq < seq,
-            let client = try ledgers.apnsProviders.channels(for: project)
-        {
+        } else if let channel, let client = try ledgers.apnsProviders.channels(for: project) {
             let expiration = channel.messageStoragePolicy == 0 ? 0 : max(0, expiresAt.microseconds / 1_000_000)
             let requestID = APNsPushID.broadcastUUID(messageID: messageID)
             let priority = delivery.priority == .high ? 10 : 5
@@ -543,9 +551,10 @@ final class ProjectPusher: Sendable {
             }
         } else {
             outcome = BroadcastOutcome(
-                channelID: channel?.channelID ?? "", status: 0,
-                reason: "the topic had no broadcast channel from before the send (deleted since, or broadcasts are off)"
-            )
+                channelID: channelID, status: 0,
+                reason: channel == nil
+                    ? "the channel the send was recorded on was deleted before the broadcast was made"
+                    : "the project no longer broadcasts (apns.broadcast is off)")
         }
         unsavedBroadcast.withLock { $0 = (seq, outcome, expired) }
         _ = try await ledger.append(

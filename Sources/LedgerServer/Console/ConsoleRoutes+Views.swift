@@ -195,7 +195,8 @@ extension ConsoleRoutes {
         case .registered(let t, _, _), .unregistered(let t, _), .acknowledged(let t, _), .apnsTokenSet(let t, _),
             .apnsTokenCleared(let t, _):
             tokens = [t.rawValue]
-        case .subscribed(let t, let name, _), .unsubscribed(let t, let name, _):
+        case .subscribed(let t, let name, _), .unsubscribed(let t, let name, _),
+            .liveActivityFollowed(let t, let name, _), .liveActivityUnfollowed(let t, let name, _):
             tokens = [t.rawValue]
             topics = [name.rawValue]
         case .sent(let sent):
@@ -209,6 +210,8 @@ extension ConsoleRoutes {
         case .erased(let erasure): tokens = [erasure.pseudonym.rawValue]
         case .liveActivityChannelCreated(let change), .liveActivityChannelDeleted(let change):
             topics = [change.topic.rawValue]
+        case .pushToStartTokenSet(let t, _, _): tokens = [t.rawValue]
+        case .liveActivitiesEnded(let name, _, _): topics = [name.rawValue]
         case .audience, .retention: break
         }
         if !token.isEmpty && !tokens.contains(token) { return false }

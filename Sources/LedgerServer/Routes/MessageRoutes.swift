@@ -76,9 +76,6 @@ struct MessageRoutes {
             throw FCMError.invalidArgument(error)
         }
         try Self.checkAPNsPayloadSize(validated, project: project, pushing: server.configuration.apns[project] != nil)
-        try Self.checkBroadcast(
-            validated, project: project, broadcasting: server.configuration.apns[project]?.broadcast == true,
-            ledger: context.ledger)
         if validateOnlyValue == .bool(true) {
             // A dry run: validated, nothing appended (FCM answers with a fake id).
             if case .token(let token) = validated.target {
@@ -90,10 +87,26 @@ struct MessageRoutes {
             return JSONResponse.bytes(MessageName(name: "projects/\(project)/messages/fake_message_id").json)
         }
         try server.takeSend(for: project)
+        // A topic's Live Activity update or end goes out as one broadcast if the project broadcasts and the topic has
+        // a channel when the send is appended (the writer looks, in the same transaction); to each follower otherwise.
+        let broadcastIfChannel =
+            server.configuration.apns[project]?.broadcast == true
+            && APNsDestination(message: DevicePayload.object(ofMessageJSON: validated.json), target: validated.target)
+                .isBroadcastable
+        var operations: [LedgerOperation] = [
+            .send(
+                validated.target, precedence: precedence, messageJSON: validated.json,
+                broadcastIfChannel: broadcastIfChannel)
+        ]
+        // A topic's Live Activity `end` retires its followers' activity tokens, in the send's own request: the
+        // send's pushes go to the tokens held at the send, and nothing after it.
+        if let topic = APNsDestination.endsTopicActivity(
+            DevicePayload.object(ofMessageJSON: validated.json), target: validated.target)
+        {
+            operations.append(.endLiveActivities(topic))
+        }
         let receipt = try await server.append(
-            WriteRequest(
-                actor: caller.actor, requestID: request.ledgerRequestID,
-                operations: [.send(validated.target, precedence: precedence, messageJSON: validated.json)]),
+            WriteRequest(actor: caller.actor, requestID: request.ledgerRequestID, operations: operations),
             to: context.ledger)
         switch receipt.outcomes[0] {
         case .sent(_, let messageID):
@@ -118,21 +131,15 @@ struct MessageRoutes {
         let payload = DevicePayload(
             ofMessageJSON: message.json, messageID: UInt64(Int64.max), target: message.target, project: project,
             platform: .ios)
+        // A topic's update or end that goes out as a broadcast has the same payload and the same 4 KB limit.
         let liveActivity = payload.apnsDestination.isLiveActivity
-        let broadcast = payload.apnsDestination == .channel
-        guard pushing || liveActivity || broadcast else { return }
+        guard pushing || liveActivity else { return }
         let size = payload.json.count
         guard size <= maximumAPNsPayloadBytes else {
-            if broadcast {
-                throw FCMError.invalidArgument(
-                    "The broadcast's payload would be \(size) bytes; Apple's broadcast holds at most"
-                        + " \(maximumAPNsPayloadBytes)",
-                    field: "message.apns.payload")
-            }
             if liveActivity {
                 throw FCMError.invalidArgument(
-                    "The Live Activity's payload would be \(size) bytes; an ActivityKit push holds at most"
-                        + " \(maximumAPNsPayloadBytes)",
+                    "The Live Activity's payload would be \(size) bytes; an ActivityKit push or broadcast holds at"
+                        + " most \(maximumAPNsPayloadBytes)",
                     field: "message.apns.payload")
             }
             throw FCMError.invalidArgument(

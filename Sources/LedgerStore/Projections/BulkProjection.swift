@@ -44,6 +44,10 @@ package struct BulkProjection: AppenderProjection {
     private var liveActivityChannels: [TopicName: LiveActivityChannel] = [:]
     /// Tokens no longer held, as (instance, start, end, token).
     private var closedAPNsTokens: [(instance: InstanceID, start: UInt64, end: UInt64, token: APNsDeviceToken)] = []
+    /// The ActivityKit tokens each instance holds now, by scope, with the seq each was set at.
+    private var liveActivityTokens: [InstanceID: [LiveActivityScope: (since: UInt64, token: APNsDeviceToken)]] = [:]
+    /// ActivityKit tokens no longer held, as their `liveActivityTokens` history entries (key, value).
+    private var closedLiveActivityTokens: [InstanceID: [(key: [UInt8], value: [UInt8])]] = [:]
     /// Every push progress event, in log order, and the failures they recorded.
     private var pushProgress: [(key: [UInt8], value: [UInt8])] = []
     private var pushFailures: [[UInt8]: [UInt8]] = [:]
@@ -176,6 +180,37 @@ package struct BulkProjection: AppenderProjection {
         closedAPNsTokens.removeAll { $0.instance == instance }
     }
 
+    package func liveActivityToken(of instance: InstanceID, scope: LiveActivityScope) -> APNsDeviceToken? {
+        liveActivityTokens[instance]?[scope]?.token
+    }
+
+    package mutating func setLiveActivityToken(
+        _ token: APNsDeviceToken?, of instance: InstanceID, scope: LiveActivityScope, at seq: UInt64
+    ) {
+        if let held = liveActivityTokens[instance]?[scope] {
+            closedLiveActivityTokens[instance, default: []].append(
+                (
+                    LiveActivityTokenRecord.historyKey(instance, scope, start: held.since),
+                    LiveActivityTokenRecord.value(held.token, seq: seq)
+                ))
+        }
+        liveActivityTokens[instance, default: [:]][scope] = token.map { (seq, $0) }
+        if liveActivityTokens[instance]?.isEmpty == true { liveActivityTokens[instance] = nil }
+    }
+
+    package func liveActivityFollowers(of topic: TopicID) -> [InstanceID] {
+        liveActivityTokens.compactMap { $0.value[.topic(topic)] == nil ? nil : $0.key }.sorted()
+    }
+
+    package func liveActivityScopes(of instance: InstanceID) -> [LiveActivityScope] {
+        Array((liveActivityTokens[instance] ?? [:]).keys)
+    }
+
+    package mutating func forgetLiveActivityTokens(of instance: InstanceID) {
+        liveActivityTokens[instance] = nil
+        closedLiveActivityTokens[instance] = nil
+    }
+
     // MARK: AppenderProjection
 
     /// A bulk import's requests are not resolved before queueing, and its lookups are in memory anyway.
@@ -292,6 +327,20 @@ package struct BulkProjection: AppenderProjection {
             $0.0.lexicographicallyPrecedes($1.0)
         }) {
             try writer.put(schema.liveActivityChannels, key: key, value: LiveActivityChannelRecord.value(channel))
+        }
+        var activityEntries = closedLiveActivityTokens.values.flatMap { $0 }
+        for (instance, scopes) in liveActivityTokens {
+            for (scope, held) in scopes {
+                activityEntries.append(
+                    (
+                        LiveActivityTokenRecord.currentKey(instance, scope),
+                        LiveActivityTokenRecord.value(held.token, seq: held.since)
+                    ))
+                activityEntries.append((LiveActivityTokenRecord.scopeKey(instance, scope), []))
+            }
+        }
+        for (key, value) in activityEntries.sorted(by: { $0.key.lexicographicallyPrecedes($1.key) }) {
+            try writer.put(schema.liveActivityTokens, key: key, value: value)
         }
         for closed in closedAPNsTokens.sorted(by: { ($0.instance, $0.start) < ($1.instance, $1.start) }) {
             try writer.put(

@@ -221,4 +221,26 @@ struct LMDBProjection: LedgerProjection {
     func setLiveActivityChannel(_ channel: LiveActivityChannel?, for topic: TopicName) throws {
         try LiveActivityChannelRecord.set(channel, for: topic, txn: txn, schema: schema)
     }
+
+    func liveActivityToken(of instance: InstanceID, scope: LiveActivityScope) throws -> APNsDeviceToken? {
+        try LiveActivityTokenRecord.current(of: instance, scope: scope, txn: txn, schema: schema)?.token
+    }
+
+    func setLiveActivityToken(
+        _ token: APNsDeviceToken?, of instance: InstanceID, scope: LiveActivityScope, at seq: UInt64
+    ) throws {
+        try LiveActivityTokenRecord.set(token, of: instance, scope: scope, at: seq, txn: txn, schema: schema)
+    }
+
+    func liveActivityFollowers(of topic: TopicID) throws -> [InstanceID] {
+        try LiveActivityTokenRecord.followers(of: topic, txn: txn, schema: schema)
+    }
+
+    func liveActivityScopes(of instance: InstanceID) throws -> [LiveActivityScope] {
+        try LiveActivityTokenRecord.scopes(of: instance, txn: txn, schema: schema)
+    }
+
+    func forgetLiveActivityTokens(of instance: InstanceID) throws {
+        try LiveActivityTokenRecord.forget(instance, txn: txn, schema: schema)
+    }
 }

@@ -197,6 +197,24 @@ struct MemoizedProjection: AppenderProjection {
         try stored.setLiveActivityChannel(channel, for: topic)
     }
 
+    func liveActivityToken(of instance: InstanceID, scope: LiveActivityScope) throws -> APNsDeviceToken? {
+        try stored.liveActivityToken(of: instance, scope: scope)
+    }
+
+    func setLiveActivityToken(
+        _ token: APNsDeviceToken?, of instance: InstanceID, scope: LiveActivityScope, at seq: UInt64
+    ) throws {
+        try stored.setLiveActivityToken(token, of: instance, scope: scope, at: seq)
+    }
+
+    func liveActivityFollowers(of topic: TopicID) throws -> [InstanceID] { try stored.liveActivityFollowers(of: topic) }
+
+    func liveActivityScopes(of instance: InstanceID) throws -> [LiveActivityScope] {
+        try stored.liveActivityScopes(of: instance)
+    }
+
+    func forgetLiveActivityTokens(of instance: InstanceID) throws { try stored.forgetLiveActivityTokens(of: instance) }
+
     mutating func redact(_ targets: [ErasureTarget]) throws -> [Redaction] {
         lastToken = nil
         return try LogRedaction.redact(targets, txn: stored.txn, schema: stored.schema)

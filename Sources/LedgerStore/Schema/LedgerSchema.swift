@@ -30,6 +30,7 @@ import LedgerCore
 /// | pushProgress | send seq u64 ‖ event seq u64 | through instance u32 ‖ flags u8 (each `pushProgress` event; ``PushRecords``) |
 /// | pushFailures | send seq u64 ‖ instance u32 | kind u8 ‖ status u16 ‖ event seq u64 ‖ reason (pushes refused for good) |
 /// | liveActivityChannels | ``NameKey`` of the topic name | created seq u64 ‖ policy u8 ‖ id length u16 ‖ channel id ‖ topic name (``LiveActivityChannelRecord``) |
+/// | liveActivityTokens | kind u8 ‖ … (``LiveActivityTokenRecord``) | since or end u64 ‖ ActivityKit token (followed topics' activity tokens, push-to-start tokens) |
 ///
 /// An instance's current topics are the union of its `instanceTopics` and its entries in `recentMemberships`,
 /// which never hold the same membership: the writer appends new memberships to their partition's run of
@@ -51,9 +52,10 @@ package struct LedgerSchema: Sendable {
     /// misread: rewritten records of erased devices (encoding version 2) and audiences whose recipient digest is
     /// over device numbers (``RecipientDigest/Version/devices``); layout 11 changes no database but writes sealed events
     /// (encoding version 3), which layout 10's builds cannot read; layout 12 adds `liveActivityChannels` (and the
-    /// events that fill it, which layout 11's builds cannot read).
-    /// A writer opening an older ledger upgrades it in place (see ``LedgerStorage``).
-    static let layoutVersion: UInt32 = 12
+    /// events that fill it, which layout 11's builds cannot read); layout 13 adds `liveActivityTokens` (and the
+    /// events that fill it) and records a send's broadcast channel in its `sent` event, which layout 12's builds would
+    /// read as a send to each follower. A writer opening an older ledger upgrades it in place (see ``LedgerStorage``).
+    static let layoutVersion: UInt32 = 13
 
     package let meta: LMDBDatabase
     package let log: LMDBDatabase
@@ -77,13 +79,14 @@ package struct LedgerSchema: Sendable {
     let pushProgress: LMDBDatabase
     let pushFailures: LMDBDatabase
     let liveActivityChannels: LMDBDatabase
+    let liveActivityTokens: LMDBDatabase
 
     /// Every database derived from the log, in a fixed order (what `rebuild` clears and `verify` compares).
     package var projections: [LMDBDatabase] {
         [
             tokens, instances, universe, universeHistory, topicIDs, topicNames, instanceTopics, recentMemberships,
             topicMembers, instanceTopicHistory, topicMemberHistory, messages, sends, acknowledged, merkle,
-            apnsTokens, apnsTokenHistory, pushProgress, pushFailures, liveActivityChannels,
+            apnsTokens, apnsTokenHistory, pushProgress, pushFailures, liveActivityChannels, liveActivityTokens,
         ]
     }
 
@@ -113,6 +116,7 @@ package struct LedgerSchema: Sendable {
         pushProgress = try txn.openDatabase("pushProgress", flags: create)
         pushFailures = try txn.openDatabase("pushFailures", flags: create)
         liveActivityChannels = try txn.openDatabase("liveActivityChannels", flags: create)
+        liveActivityTokens = try txn.openDatabase("liveActivityTokens", flags: create)
     }
 }
 

@@ -148,8 +148,9 @@ struct LedgerStorage {
     /// `recentMemberships` (``RecentMemberships``). 8 → 9 adds the (empty) APNs token databases, which
     /// ``LedgerSchema`` creates in this transaction: no layout-8 ledger holds an APNs token event. 10 → 11 changes
     /// no database: the writer seals the events it appends from then on (docs/event-format.md, "Sealed fields").
-    /// 11 → 12 adds the (empty) `liveActivityChannels`, which ``LedgerSchema`` creates in this transaction: no
-    /// layout-11 ledger holds a broadcast channel event.
+    /// 11 → 12 adds the (empty) `liveActivityChannels`, and 12 → 13 the (empty) `liveActivityTokens`, which
+    /// ``LedgerSchema`` creates in this transaction: no layout-11 ledger holds a broadcast channel, and no layout-12
+    /// one a follower's or push-to-start token (nor a send recorded on a channel: its sends replay as they went out).
     private static func upgradeLayout(_ txn: LMDBTransaction, _ schema: LedgerSchema) throws {
         var version = try txn.withValue(in: schema.meta, forKey: MetaKey.layoutVersion) {
             $0?.loadBigEndianUInt32()

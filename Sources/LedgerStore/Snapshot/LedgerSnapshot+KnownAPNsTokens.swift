@@ -24,6 +24,16 @@ extension LedgerSnapshot {
             }
             if found { return true }
         }
-        return false
+        // ActivityKit tokens too, now and before: `seq ‖ token` in current and history entries
+        // (``LiveActivityTokenRecord``).
+        var found = false
+        try txn.withCursor(schema.liveActivityTokens) { cursor in
+            try cursor.forEach { entry in
+                guard entry.key.first != LiveActivityTokenRecord.scopeKind, entry.value.count > 8 else { return true }
+                found = candidates.contains(Array(entry.value[8...]))
+                return !found
+            }
+        }
+        return found
     }
 }

@@ -14,8 +14,12 @@ public enum LedgerOperation: Sendable, Equatable {
     /// Unsubscribes; `.notFound` for an unknown or unregistered token. With `failIfAbsent`, a missing
     /// subscription is `.notFound`; otherwise it is an accepted no-op.
     case unsubscribe(RegistrationToken, TopicName, via: SubscriptionChannel, failIfAbsent: Bool = false)
-    /// Sends a message; a token target that is not registered is `.notFound`. The store assigns the id.
-    case send(MessageTarget, precedence: ConditionPrecedence, messageJSON: [UInt8])
+    /// Sends a message; a token target that is not registered is `.notFound`. The store assigns the id. With
+    /// `broadcastIfChannel` (a topic's Live Activity `update` or `end` in a project that broadcasts), the send is
+    /// recorded on the topic's broadcast channel if it has one now (``SentMessage/broadcastChannelID``), in the same
+    /// transaction that appends it: whether it is a broadcast is decided from the ledger at its seq, once.
+    case send(
+        MessageTarget, precedence: ConditionPrecedence, messageJSON: [UInt8], broadcastIfChannel: Bool = false)
     /// Records the audience of a send; `.notFound` for an unknown message, `.alreadyExists` if recorded.
     case recordAudience(AudienceRecord)
     /// Moves the device's delivery cursor: it acknowledges every message sent at or before `through`.
@@ -48,6 +52,20 @@ public enum LedgerOperation: Sendable, Equatable {
     /// Records that the topic's broadcast channel was deleted at Apple (`liveActivityChannelDeleted`);
     /// `.notFound` unless the topic has that channel now.
     case recordLiveActivityChannelDeleted(LiveActivityChannelChange)
+    /// The device follows the topic's Live Activity with the activity's push token (`liveActivityFollowed`),
+    /// replacing the token it followed it with. `.notFound` for an unknown or unregistered token, `.wrongPlatform`
+    /// unless it registered as `ios`; following with the token it follows with already is an accepted no-op.
+    case followLiveActivity(RegistrationToken, TopicName, pushToken: APNsDeviceToken)
+    /// The device no longer follows the topic's Live Activity (`liveActivityUnfollowed`). `.notFound` for an unknown
+    /// or unregistered token; one that does not follow it is an accepted no-op.
+    case unfollowLiveActivity(RegistrationToken, TopicName, reason: String)
+    /// Sets or replaces the device's push-to-start token for an ActivityAttributes type (`pushToStartTokenSet`).
+    /// `.notFound` and `.wrongPlatform` as ``followLiveActivity(_:_:pushToken:)``; the same token is a no-op.
+    case setPushToStartToken(RegistrationToken, attributesType: String, pushToken: APNsDeviceToken)
+    /// Retires every follower's activity token of the topic (`liveActivitiesEnded`): the operation after a topic
+    /// send whose Live Activity event is `end`, in the same request (`.notFound` without that send before it). A
+    /// topic nobody follows is an accepted no-op.
+    case endLiveActivities(TopicName)
 }
 
 /// A group of operations from one request, appended together and sharing a request id.
@@ -98,13 +116,14 @@ extension LedgerOperation {
         switch self {
         case .register(let token, _, _), .unregister(let token, _), .subscribe(let token, _, _, _),
             .unsubscribe(let token, _, _, _), .acknowledge(let token, _), .setAPNsToken(let token, _),
-            .clearAPNsToken(let token, _):
+            .clearAPNsToken(let token, _), .followLiveActivity(let token, _, _), .unfollowLiveActivity(let token, _, _),
+            .setPushToStartToken(let token, _, _):
             return token
-        case .send(.token(let token), _, _): return token
+        case .send(.token(let token), _, _, _): return token
         // An erasure always looks its token up in the transaction that erases it (never a snapshot's answer:
         // the token may have been erased since).
         case .send, .recordAudience, .recordPushProgress, .erase, .forgetContents, .recordLiveActivityChannelCreated,
-            .recordLiveActivityChannelDeleted:
+            .recordLiveActivityChannelDeleted, .endLiveActivities:
             return nil
         }
     }

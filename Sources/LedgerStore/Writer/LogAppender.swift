@@ -52,6 +52,8 @@ package struct LogAppender<Projection: AppenderProjection, Sink: EventSink> {
     private var messageIDs: any RandomNumberGenerator
     /// The id of the message sent last, read from the projection at the first send of the transaction.
     private var lastMessageID: UInt64?
+    /// Whether the last send appended went out on a broadcast channel (an `endLiveActivities` follows its send).
+    private var lastSendBroadcasts = false
 
     package init(
         projection: Projection, sink: Sink, head: LedgerHead, limits: LedgerLimits,
@@ -103,6 +105,18 @@ package struct LogAppender<Projection: AppenderProjection, Sink: EventSink> {
         for (index, operation) in request.operations.enumerated() {
             if !resolved.isEmpty, let instance = resolved[index], let token = operation.token {
                 projection.remember(token, isInstance: instance)
+            }
+            if case .endLiveActivities(let topic) = operation {
+                // The send that ends the topic's Live Activity is the operation before it.
+                guard case .sent(let sendSeq, let messageID)? = outcomes.last else {
+                    let rejection = OperationRejection(
+                        .notFound, "a Live Activity's end follows its send in one request")
+                    outcomes.append(.rejected(rejection))
+                    continue
+                }
+                outcomes.append(
+                    try endLiveActivities(topic, sendSeq: sendSeq, messageID: messageID, request: request, time: time))
+                continue
             }
             outcomes.append(try apply(operation, request: request, time: time))
         }
@@ -163,13 +177,19 @@ package struct LogAppender<Projection: AppenderProjection, Sink: EventSink> {
             }
             return .appended(seq: try append(.unsubscribed(token: token, topic: topic, via: via), request, time))
 
-        case .send(let target, let precedence, let messageJSON):
+        case .send(let target, let precedence, let messageJSON, let broadcastIfChannel):
             if case .token(let token) = target, try registeredInstance(token) == nil {
                 return .rejected(Self.unknownToken)
             }
             let messageID = try freshMessageID(at: time)
+            var channel: String?
+            if broadcastIfChannel, case .topic(let topic) = target {
+                channel = try projection.liveActivityChannel(of: topic)?.channelID
+            }
             let sent = SentMessage(
-                messageID: messageID, target: target, precedence: precedence, messageJSON: messageJSON)
+                messageID: messageID, target: target, precedence: precedence, messageJSON: messageJSON,
+                broadcastChannelID: channel)
+            lastSendBroadcasts = channel != nil
             return .sent(seq: try append(.sent(sent), request, time), messageID: messageID)
 
         case .recordAudience(let audience):
@@ -225,6 +245,39 @@ package struct LogAppender<Projection: AppenderProjection, Sink: EventSink> {
             }
             return .appended(seq: try append(.liveActivityChannelDeleted(change), request, time))
 
+        case .followLiveActivity(let token, let topic, let pushToken):
+            guard let instance = try registeredInstance(token) else { return .rejected(Self.unknownToken) }
+            guard try projection.platform(of: instance) == "ios" else { return .rejected(Self.notIOS) }
+            if let topicID = try projection.topicID(for: topic, create: false),
+                try projection.liveActivityToken(of: instance, scope: .topic(topicID)) == pushToken
+            {
+                return .unchanged
+            }
+            return .appended(
+                seq: try append(.liveActivityFollowed(token: token, topic: topic, pushToken: pushToken), request, time))
+
+        case .unfollowLiveActivity(let token, let topic, let reason):
+            guard let instance = try registeredInstance(token) else { return .rejected(Self.unknownToken) }
+            guard let topicID = try projection.topicID(for: topic, create: false),
+                try projection.liveActivityToken(of: instance, scope: .topic(topicID)) != nil
+            else { return .unchanged }
+            return .appended(
+                seq: try append(.liveActivityUnfollowed(token: token, topic: topic, reason: reason), request, time))
+
+        case .setPushToStartToken(let token, let attributesType, let pushToken):
+            guard let instance = try registeredInstance(token) else { return .rejected(Self.unknownToken) }
+            guard try projection.platform(of: instance) == "ios" else { return .rejected(Self.notIOS) }
+            let scope = LiveActivityScope.pushToStart(attributesType: attributesType)
+            if try projection.liveActivityToken(of: instance, scope: scope) == pushToken { return .unchanged }
+            return .appended(
+                seq: try append(
+                    .pushToStartTokenSet(token: token, attributesType: attributesType, pushToken: pushToken), request,
+                    time))
+
+        case .endLiveActivities:
+            // ``apply(_:now:)`` pairs it with the send before it (``endLiveActivities(_:sendSeq:messageID:request:time:)``).
+            throw StoreError(.invalidArgument, "a Live Activity's end is applied after its send")
+
         case .erase:
             // ``apply(_:now:)`` hands requests that erase to ``applyErasures(_:time:)``.
             throw StoreError(.invalidArgument, "an erasure is applied with the request that holds it")
@@ -232,6 +285,20 @@ package struct LogAppender<Projection: AppenderProjection, Sink: EventSink> {
             // ``apply(_:now:)`` hands requests that forget contents to ``applyRetention(before:limit:request:time:)``.
             throw StoreError(.invalidArgument, "a retention sweep is applied with the request that holds it")
         }
+    }
+
+    /// Retires the followers' activity tokens of `topic` after the send at `sendSeq` that ended its Live Activity;
+    /// `.unchanged` when nobody follows it, or when the send went out as a broadcast on the topic's channel.
+    private mutating func endLiveActivities(
+        _ topic: TopicName, sendSeq: UInt64, messageID: UInt64, request: WriteRequest, time: LedgerTime
+    ) throws -> OperationOutcome {
+        // A broadcast `end` reaches the channel's activities, not the followers' own: their tokens stay theirs.
+        guard !lastSendBroadcasts else { return .unchanged }
+        guard let topicID = try projection.topicID(for: topic, create: false),
+            try !projection.liveActivityFollowers(of: topicID).isEmpty
+        else { return .unchanged }
+        return .appended(
+            seq: try append(.liveActivitiesEnded(topic: topic, sendSeq: sendSeq, messageID: messageID), request, time))
     }
 
     /// A request of erasures: every known token's device is redacted in one pass over the log, then one
@@ -284,6 +351,10 @@ package struct LogAppender<Projection: AppenderProjection, Sink: EventSink> {
 
     private static var unknownToken: OperationRejection {
         OperationRejection.unregistered
+    }
+
+    private static var notIOS: OperationRejection {
+        OperationRejection(.wrongPlatform, "an ActivityKit token belongs to a registration whose platform is ios")
     }
 
     private mutating func registeredInstance(_ token: RegistrationToken) throws -> InstanceID? {

@@ -36,6 +36,10 @@ enum LogRedaction {
             for held in try APNsTokenRecord.history(of: target.instance, txn: txn, schema: schema) {
                 identifiers.apnsTokens[held.token.bytes] = index
             }
+            // Its ActivityKit tokens (followed topics' activity tokens, push-to-start tokens) are identifiers too.
+            for held in try LiveActivityTokenRecord.history(of: target.instance, txn: txn, schema: schema) {
+                identifiers.apnsTokens[held.token.bytes] = index
+            }
         }
         identifiers.pseudonyms = targets.map(\.pseudonym)
         for (token, index) in identifiers.tokens {
@@ -150,6 +154,15 @@ enum LogRedaction {
                             sandbox: apnsToken.sandbox)) ?? apnsToken
                 }
                 result.body = .apnsTokenSet(token: renamed(token), apnsToken: apnsToken)
+            case .liveActivityFollowed(let token, let topic, let pushToken):
+                let stand = zeroed(pushToken, of: token, touched: &touched)
+                result.body = .liveActivityFollowed(token: renamed(token), topic: topic, pushToken: stand)
+            case .pushToStartTokenSet(let token, let attributesType, let pushToken):
+                let stand = zeroed(pushToken, of: token, touched: &touched)
+                result.body = .pushToStartTokenSet(
+                    token: renamed(token), attributesType: attributesType, pushToken: stand)
+            case .liveActivityUnfollowed(let token, let topic, let reason):
+                result.body = .liveActivityUnfollowed(token: renamed(token), topic: topic, reason: reason)
             case .sent(var sent):
                 if case .token(let token) = sent.target {
                     sent.target = .token(renamed(token))
@@ -171,10 +184,22 @@ enum LogRedaction {
                     return failure
                 }
                 result.body = .pushProgress(progress)
-            case .audience, .erased, .retention, .liveActivityChannelCreated, .liveActivityChannelDeleted:
+            case .audience, .erased, .retention, .liveActivityChannelCreated, .liveActivityChannelDeleted,
+                .liveActivitiesEnded:
                 return nil
             }
             return touched.isEmpty ? nil : result
+        }
+
+        /// An ActivityKit token of a target's own record (`owner` is the device that set it) as zero bytes of the
+        /// same length; any other device's record keeps its token.
+        func zeroed(_ pushToken: APNsDeviceToken, of owner: RegistrationToken, touched: inout [Int])
+            -> APNsDeviceToken
+        {
+            guard tokens[owner.rawValue] != nil, let index = apnsTokens[pushToken.bytes] else { return pushToken }
+            touched.append(index)
+            return (try? APNsDeviceToken(bytes: [UInt8](repeating: 0, count: pushToken.bytes.count), sandbox: false))
+                ?? pushToken
         }
     }
 }

@@ -55,7 +55,8 @@ final class TopicChangeTracker: Sendable {
                     dates.everyTopic = max(dates.everyTopic, seq)
                 case .register, .send, .recordAudience, .acknowledge, .setAPNsToken, .clearAPNsToken,
                     .recordPushProgress, .forgetContents, .recordLiveActivityChannelCreated,
-                    .recordLiveActivityChannelDeleted:
+                    .recordLiveActivityChannelDeleted, .followLiveActivity, .unfollowLiveActivity, .setPushToStartToken,
+                    .endLiveActivities:
                     break
                 }
             }
