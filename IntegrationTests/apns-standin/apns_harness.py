@@ -229,3 +229,20 @@ class Ledger:
 
 def device_token(index):
     return f"{index + 1:064x}"
+
+
+def files_holding(directory, token_hex):
+    """The files under `directory` holding the token (an APNs or ActivityKit token) in any of its forms: hex in either
+    case, the raw bytes, base64 and base64url without padding."""
+    raw = bytes.fromhex(token_hex)
+    needles = [token_hex.lower().encode(), token_hex.upper().encode(), raw, base64.b64encode(raw).rstrip(b"="),
+               base64.urlsafe_b64encode(raw).rstrip(b"=")]
+    found = []
+    for root, _, files in os.walk(directory):
+        for name in files:
+            path = os.path.join(root, name)
+            with open(path, "rb") as handle:
+                data = handle.read()
+            if any(needle in data for needle in needles):
+                found.append(path)
+    return found

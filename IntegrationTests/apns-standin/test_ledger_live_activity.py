@@ -6,14 +6,13 @@ activity's token ends neither the registration nor the device's own pushes; an e
 activity token with the message."""
 
 import json
-import os
 import tempfile
 import time
 
 import httpx
 import pytest
 
-from apns_harness import ADMIN, TOPIC, Ledger, StandIn, device_token
+from apns_harness import ADMIN, TOPIC, Ledger, StandIn, device_token, files_holding
 
 LIVE_TOPIC = TOPIC + ".push-type.liveactivity"
 # An ActivityKit token as the app hands it over: hex (the harness's device tokens are 32 bytes; these are 40).
@@ -248,26 +247,12 @@ def test_replay_names_the_activity_push_and_an_erasure_forgets_the_activity_toke
     _push_of(ledger, _message_id(sent), device)
     replay = ledger.cli("replay", "--message", _message_id(sent))
     assert "apns live activity accepted" in replay, replay
-    assert _holders(ledger.data, ACTIVITY), "the activity token is in the message before the erasure"
+    assert files_holding(ledger.data, ACTIVITY), "the activity token is in the message before the erasure"
     response = httpx.post(ledger.url(f"/registrations/{device}:erase"), headers={"Authorization": f"Bearer {ADMIN}"},
                           json={"reason": "GDPR Art. 17"}, timeout=60)
     assert response.status_code == 200, response.text
     # The message was the device's (a token send): its content, the activity token with it, is forgotten.
-    assert _holders(ledger.data, ACTIVITY) == []
+    assert files_holding(ledger.data, ACTIVITY) == []
     audit = ledger.audit_message(_message_id(sent))
     assert ACTIVITY not in json.dumps(audit) and ACTIVITY.upper() not in json.dumps(audit)
     assert audit["recipientCount"] == 1 and audit["matchesRecord"]
-
-
-def _holders(directory, activity_hex):
-    """The files under `directory` holding the activity token in any of its forms (hex either case, raw bytes)."""
-    needles = [activity_hex.encode(), activity_hex.upper().encode(), bytes.fromhex(activity_hex)]
-    found = []
-    for root, _, files in os.walk(directory):
-        for name in files:
-            path = os.path.join(root, name)
-            with open(path, "rb") as handle:
-                data = handle.read()
-            if any(needle in data for needle in needles):
-                found.append(path)
-    return found

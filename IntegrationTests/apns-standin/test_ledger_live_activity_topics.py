@@ -13,7 +13,7 @@ import time
 import httpx
 import pytest
 
-from apns_harness import ADMIN, AUDITOR, CLIENT, TOPIC, Ledger, StandIn, device_token
+from apns_harness import ADMIN, AUDITOR, CLIENT, TOPIC, Ledger, StandIn, device_token, files_holding
 
 LIVE_TOPIC = TOPIC + ".push-type.liveactivity"
 
@@ -231,28 +231,10 @@ def test_an_erasure_forgets_the_devices_activity_and_push_to_start_tokens(world)
     assert _push_to_start(ledger, fan, "MatchAttributes", START).status_code == 200
     sent = ledger.send(_message("update"))
     _settled(ledger, _message_id(sent), 1)
-    assert _holders(ledger.data, activity(0)) and _holders(ledger.data, START)
+    assert files_holding(ledger.data, activity(0)) and files_holding(ledger.data, START)
     response = httpx.post(ledger.url(f"/registrations/{fan}:erase"), headers={"Authorization": f"Bearer {ADMIN}"},
                           json={"reason": "GDPR Art. 17"}, timeout=60)
     assert response.status_code == 200, response.text
-    assert _holders(ledger.data, activity(0)) == [] and _holders(ledger.data, START) == []
+    assert files_holding(ledger.data, activity(0)) == [] and files_holding(ledger.data, START) == []
     audit = ledger.audit_message(_message_id(sent))
     assert activity(0) not in json.dumps(audit) and audit["recipientCount"] == 1 and audit["matchesRecord"]
-
-
-def _holders(directory, token_hex):
-    """The files under `directory` holding the token in any of its forms (hex either case, raw bytes, base64)."""
-    import base64
-    import os
-    raw = bytes.fromhex(token_hex)
-    needles = [token_hex.encode(), token_hex.upper().encode(), raw, base64.b64encode(raw).rstrip(b"="),
-               base64.urlsafe_b64encode(raw).rstrip(b"=")]
-    found = []
-    for root, _, files in os.walk(directory):
-        for name in files:
-            path = os.path.join(root, name)
-            with open(path, "rb") as handle:
-                data = handle.read()
-            if any(needle in data for needle in needles):
-                found.append(path)
-    return found

@@ -19,3 +19,22 @@ struct RegistrationRequestContext: ChildRequestContext {
         (coreContext, caller, ledger, self.token) = (project.coreContext, project.caller, project.ledger, token)
     }
 }
+
+extension ServerContext {
+    /// Appends `operation`, a change of the registration in the path, and answers the receipt. A change made with the
+    /// client key (which ships in every app) first takes one from the device's budget of changes, as its
+    /// subscriptions do: every change is an event.
+    func appendDeviceChange(
+        _ operation: LedgerOperation, _ context: RegistrationRequestContext, _ request: Request
+    ) async throws -> WriteReceipt {
+        let (caller, token) = (context.caller, context.token)
+        if caller.role == .client {
+            try take(
+                deviceSubscriptionRate, for: DeviceKey(project: caller.project, token: token),
+                "This device's changes are over their rate; retry later")
+        }
+        return try await append(
+            WriteRequest(actor: caller.actor, requestID: request.ledgerRequestID, operations: [operation]),
+            to: context.ledger)
+    }
+}

@@ -88,17 +88,9 @@ struct RegistrationRoutes {
     private func changeAPNsToken(
         _ operation: LedgerOperation, _ context: RegistrationRequestContext, _ request: Request
     ) async throws {
-        let (caller, token) = (context.caller, context.token)
-        if caller.role == .client {
-            try server.take(
-                server.deviceSubscriptionRate, for: DeviceKey(project: caller.project, token: token),
-                "This device's changes are over their rate; retry later")
-        }
-        let receipt = try await server.append(
-            WriteRequest(actor: caller.actor, requestID: request.ledgerRequestID, operations: [operation]),
-            to: context.ledger)
+        let receipt = try await server.appendDeviceChange(operation, context, request)
         if let rejection = receipt.outcomes[0].rejection {
-            throw TopicSubscriptionRoutes.error(for: rejection, to: caller.role)
+            throw TopicSubscriptionRoutes.error(for: rejection, to: context.caller.role)
         }
     }
 
