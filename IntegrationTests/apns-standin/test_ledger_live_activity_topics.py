@@ -238,3 +238,75 @@ def test_an_erasure_forgets_the_devices_activity_and_push_to_start_tokens(world)
     assert files_holding(ledger.data, activity(0)) == [] and files_holding(ledger.data, START) == []
     audit = ledger.audit_message(_message_id(sent))
     assert activity(0) not in json.dumps(audit) and audit["recipientCount"] == 1 and audit["matchesRecord"]
+
+
+def test_a_410_for_a_followers_activity_token_ends_that_follow_only(world):
+    """APNs' 410 (or 400 BadDeviceToken) for an activity token is that token's end: the device stops following the
+    topic's Live Activity (a `liveActivityUnfollowed` event, reason APNs'), keeps its registration and its own APNs
+    token, and the next update pushes nothing to the dead token."""
+    standin, ledger = world
+    fan, other = ledger.register(device_token(0)), ledger.register(device_token(1))
+    for device in (fan, other):
+        ledger.subscribe(device, "scores")
+    assert _follow(ledger, fan, "scores", activity(0)).status_code == 200
+    assert _follow(ledger, other, "scores", activity(1)).status_code == 200
+    standin.script(activity(0), [{"status": 410, "reason": "Unregistered", "timestamp": int(time.time() * 1000)}],
+                   sticky=True)
+    first = ledger.send(_message("update"))
+    _settled(ledger, _message_id(first), 2)
+    [ended] = ledger.events("liveActivityUnfollowed")
+    assert ended["token"] == fan and ended["topic"] == "scores" and "Unregistered" in ended["reason"]
+    assert _held(ledger, fan)["liveActivities"] == []
+    assert _held(ledger, other)["liveActivities"] == [{"topic": "scores", "pushToken": activity(1)}]
+    assert ledger.events("unregistered") == [] and ledger.events("apnsTokenCleared") == []
+    standin.reset()
+    second = ledger.send(_message("update"))
+    _settled(ledger, _message_id(second), 1)
+    time.sleep(0.3)
+    assert [r["token"] for r in standin.requests()] == [activity(1)]
+
+
+def test_follows_and_push_to_start_types_are_bounded_per_device(world):
+    """A device (the client key ships in every app) cannot hold unbounded follows: past the topics' limit a new follow
+    is 400 TOO_MANY_TOPICS and appends nothing; replacing the token of a topic it follows is still taken."""
+    standin, _ = world
+    directory = tempfile.mkdtemp(prefix="ledger-live-limits-")
+    ledger = Ledger(standin, directory, limits={"registrationsPerSecond": 100000, "topicsPerInstance": 3})
+    try:
+        fan = ledger.register(device_token(0))
+        for index in range(3):
+            assert _follow(ledger, fan, f"t{index}", activity(index)).status_code == 200
+        before = len(ledger.events())
+        refused = _follow(ledger, fan, "t3", activity(3))
+        assert refused.status_code == 400 and "TOO_MANY_TOPICS" in refused.text, refused.text
+        assert len(ledger.events()) == before
+        assert _follow(ledger, fan, "t0", activity(9)).status_code == 200
+    finally:
+        ledger.stop()
+
+
+def test_where_a_send_went_outlives_its_forgotten_content(world):
+    """contentRetention forgets a topic's Live Activity update: the audit still shows its one push to the follower's
+    activity token, not a push to every member's own APNs token."""
+    standin, _ = world
+    directory = tempfile.mkdtemp(prefix="ledger-live-retention-")
+    ledger = Ledger(standin, directory, limits={"registrationsPerSecond": 100000},
+                    project={"contentRetention": "2s"})
+    try:
+        fan, bystander = ledger.register(device_token(0)), ledger.register(device_token(5))
+        for device in (fan, bystander):
+            ledger.subscribe(device, "scores")
+        assert _follow(ledger, fan, "scores", activity(0)).status_code == 200
+        sent = ledger.send(_message("update"))
+        _settled(ledger, _message_id(sent), 1)
+        deadline = time.time() + 60
+        while not ledger.events("retention"):
+            assert time.time() < deadline, "contentRetention never swept"
+            time.sleep(0.5)
+        audit = ledger.audit_message(_message_id(sent))
+        assert [(e["token"], e["push"]["apnsToken"], e["push"]["liveActivity"]) for e in audit["pushes"]] == [
+            (fan, activity(0), True)]
+        [recorded] = [e for e in ledger.events("sent") if e["messageId"] == _message_id(sent)]
+        assert recorded["message"] == {} and recorded["topicActivity"] == "followers"
+    finally:
+        ledger.stop()

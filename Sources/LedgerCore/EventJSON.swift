@@ -33,6 +33,8 @@ public enum EventJSON {
             json.field("precedence", string: sent.precedence.rawValue)
             json.field("message", raw: sent.messageJSON.isEmpty ? Array("{}".utf8) : sent.messageJSON)
             if let channel = sent.broadcastChannelID { json.field("broadcastChannelId", string: channel) }
+            if let activity = sent.topicActivity { json.field("topicActivity", string: activity.name) }
+            if case .pushToStart(let type)? = sent.topicActivity { json.field("attributesType", string: type) }
             if let forgotten = event.contentForgotten {
                 json.field("contentForgotten", string: "content forgotten by \(forgotten)")
             }

@@ -27,6 +27,8 @@ public enum EventText {
                 ("precedence", sent.precedence.rawValue), ("messageBytes", String(sent.messageJSON.count)),
             ]
             if let channel = sent.broadcastChannelID { fields.append(("broadcastChannelId", channel)) }
+            if let activity = sent.topicActivity { fields.append(("topicActivity", activity.name)) }
+            if case .pushToStart(let type)? = sent.topicActivity { fields.append(("attributesType", type)) }
         case .audience(let audience):
             fields += [
                 ("messageId", String(audience.messageID)), ("sendSeq", String(audience.sendSeq)),

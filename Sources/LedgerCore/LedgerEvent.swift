@@ -165,16 +165,71 @@ public struct SentMessage: Sendable, Equatable {
     /// broadcasts, whose topic had this channel at the send); `nil` for every other send, which is pushed to each
     /// recipient. Decided by the writer with the send, and never again.
     public var broadcastChannelID: String?
+    /// Where a topic's Live Activity send (`apns-push-type: liveactivity`) goes, recorded with it (layout 13) so that
+    /// it outlives the content: an erasure or `contentRetention` forgets the message, not where its pushes went.
+    /// `nil` for every other send, and for one recorded before layout 13.
+    public var topicActivity: TopicActivityDelivery?
 
     public init(
         messageID: UInt64, target: MessageTarget, precedence: ConditionPrecedence, messageJSON: [UInt8],
-        broadcastChannelID: String? = nil
+        broadcastChannelID: String? = nil, topicActivity: TopicActivityDelivery? = nil
     ) {
         self.messageID = messageID
         self.target = target
         self.precedence = precedence
         self.messageJSON = messageJSON
         self.broadcastChannelID = broadcastChannelID
+        self.topicActivity = topicActivity
+    }
+}
+
+/// Where a topic's Live Activity send goes (`Sent.topic_activity`, `Sent.attributes_type`): decided from the message
+/// when it is sent, and kept in the clear (an ActivityAttributes type's name is the app's, not a person's).
+public enum TopicActivityDelivery: Sendable, Equatable {
+    /// An `update` or `end`: to each member's activity token for the topic (or, with a broadcast channel recorded,
+    /// one broadcast on it).
+    case followers
+    /// A `start`: to each member's push-to-start token for the ActivityAttributes type.
+    case pushToStart(attributesType: String)
+    /// Nowhere: a message without an ActivityKit event, or a start without a valid type (`ledger import` does not
+    /// validate).
+    case nowhere
+
+    /// Its name in `ledger log`: `followers`, `pushToStart`, `nowhere`.
+    public var name: String {
+        switch self {
+        case .followers: "followers"
+        case .pushToStart: "pushToStart"
+        case .nowhere: "nowhere"
+        }
+    }
+
+    /// As `Sent.topic_activity` holds it: 1 followers, 2 push-to-start, 3 nowhere (0: not recorded).
+    public var wireValue: UInt32 {
+        switch self {
+        case .followers: 1
+        case .pushToStart: 2
+        case .nowhere: 3
+        }
+    }
+
+    /// From `Sent.topic_activity` and `Sent.attributes_type`: `nil` for 0; throws for any other value, or a
+    /// push-to-start without a type.
+    public init?(wireValue: UInt32, attributesType: String) throws(LedgerCoreError) {
+        if wireValue != 2, !attributesType.isEmpty {
+            throw LedgerCoreError(.corruptEvent, "an attributes type on a send that is not a push-to-start")
+        }
+        switch wireValue {
+        case 0: return nil
+        case 1: self = .followers
+        case 2:
+            guard !attributesType.isEmpty else {
+                throw LedgerCoreError(.corruptEvent, "a push-to-start send without its attributes type")
+            }
+            self = .pushToStart(attributesType: attributesType)
+        case 3: self = .nowhere
+        default: throw LedgerCoreError(.corruptEvent, "sent event with topic_activity \(wireValue)")
+        }
     }
 }
 

@@ -40,7 +40,11 @@ func randomEvent(seed: UInt64) -> LedgerEvent {
                 messageID: UInt64.random(in: 1...UInt64(Int64.max), using: &random),
                 target: targets.randomElement(using: &random)!,
                 precedence: ConditionPrecedence.allCases.randomElement(using: &random)!,
-                messageJSON: Array(#"{"data":{"k":"\#(text("xyz", 0...50))"}}"#.utf8)))
+                messageJSON: Array(#"{"data":{"k":"\#(text("xyz", 0...50))"}}"#.utf8),
+                broadcastChannelID: Bool.random(using: &random) ? text("ABCxyz019+/=", 1...24) : nil,
+                topicActivity: [
+                    nil, .followers, .nowhere, .pushToStart(attributesType: text("MatchAttributes_.", 1...40)),
+                ].randomElement(using: &random)!))
     case 5:
         body = .acknowledged(token: token, through: UInt64.random(in: 0...UInt64.max, using: &random))
     case 6:
@@ -386,6 +390,36 @@ struct APNsDeviceTokenTests {
         #expect {
             try EventCodec.decode(bytes)
         } throws: { ($0 as? LedgerCoreError)?.code == .corruptEvent }
+    }
+
+    @Test(
+        "a stored topic_activity outside 0...3, a push-to-start without its type, or a type on another kind is a corrupt event",
+        arguments: [(UInt32(4), ""), (UInt32.max, ""), (2, ""), (1, "MatchAttributes"), (0, "MatchAttributes")])
+    func corruptTopicActivity(value: UInt32, attributesType: String) throws {
+        var message = Topicledger_V1_Event()
+        message.seq = 1
+        var body = Topicledger_V1_Sent()
+        body.messageID = 1
+        body.targetKind = .targetTopic
+        body.target = "scores"
+        body.precedence = .standard
+        body.topicActivity = value
+        body.attributesType = attributesType
+        message.body = .sent(body)
+        let bytes = [EventCodec.formatVersion] + (try message.serializedBytes() as [UInt8])
+        #expect {
+            try EventCodec.decode(bytes)
+        } throws: { ($0 as? LedgerCoreError)?.code == .corruptEvent }
+        // In range, it reads back as written.
+        body.topicActivity = 2
+        body.attributesType = "MatchAttributes"
+        message.body = .sent(body)
+        let good = try EventCodec.decode([EventCodec.formatVersion] + (try message.serializedBytes() as [UInt8]))
+        guard case .sent(let sent) = good.body else {
+            Issue.record("not a sent event")
+            return
+        }
+        #expect(sent.topicActivity == .pushToStart(attributesType: "MatchAttributes"))
     }
 
     @Test(

@@ -73,7 +73,12 @@ import Testing
                 SentMessage(
                     messageID: 11, target: .topic(TopicName(trusted: "news")), precedence: .standard,
                     messageJSON: Array(#"{"topic":"news","apns":{"headers":{"apns-push-type":"liveactivity"}}}"#.utf8),
-                    broadcastChannelID: "dGVzdA==")),
+                    broadcastChannelID: "dGVzdA==", topicActivity: .followers)),
+            .sent(
+                SentMessage(
+                    messageID: 12, target: .topic(TopicName(trusted: "news")), precedence: .standard,
+                    messageJSON: Array(#"{"topic":"news"}"#.utf8),
+                    topicActivity: .pushToStart(attributesType: "MatchAttributes"))),
             // A topic's Live Activity followers: the token and the ActivityKit token sealed as an APNs token's.
             .liveActivityFollowed(token: token, topic: TopicName(trusted: "news"), pushToken: apns),
             .liveActivityUnfollowed(token: token, topic: TopicName(trusted: "news"), reason: "deleted by the device"),

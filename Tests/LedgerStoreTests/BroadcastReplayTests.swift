@@ -40,11 +40,15 @@ struct BroadcastReplayTests {
         return (tokens, sendSeq, messageID)
     }
 
-    /// A topic send to `scores`, as the send route makes it in a project that broadcasts (`broadcastIfChannel`).
-    func send(_ ledger: Ledger, _ message: [UInt8], broadcastIfChannel: Bool = true) async throws -> (UInt64, UInt64) {
+    /// A topic's Live Activity update to `scores`, as the send route records it in a project that broadcasts
+    /// (`broadcastIfChannel`); `recorded: false` as layout 12's builds recorded it (no `topicActivity`).
+    func send(_ ledger: Ledger, _ message: [UInt8], broadcastIfChannel: Bool = true, recorded: Bool = true)
+        async throws -> (UInt64, UInt64)
+    {
+        let activity = TopicActivitySend(.followers, broadcastIfChannel: broadcastIfChannel)
         let outcome = try await append(
             ledger,
-            [.send(.topic(scores), precedence: .standard, messageJSON: message, broadcastIfChannel: broadcastIfChannel)]
+            [.send(.topic(scores), precedence: .standard, messageJSON: message, topicActivity: recorded ? activity : nil)]
         )[0]
         guard case .sent(let sendSeq, let messageID) = outcome else { throw StoreError(.invalidArgument, "not sent") }
         ledger.waitForAudiences()
@@ -91,14 +95,18 @@ struct BroadcastReplayTests {
         let broadcastEnd = try await append(
             ledger,
             [
-                .send(.topic(scores), precedence: .standard, messageJSON: end, broadcastIfChannel: true),
+                .send(
+                    .topic(scores), precedence: .standard, messageJSON: end,
+                    topicActivity: TopicActivitySend(.followers, broadcastIfChannel: true)),
                 .endLiveActivities(scores),
             ])
         #expect(broadcastEnd[1] == .unchanged)
         let followersEnd = try await append(
             ledger,
             [
-                .send(.topic(scores), precedence: .standard, messageJSON: end, broadcastIfChannel: false),
+                .send(
+                    .topic(scores), precedence: .standard, messageJSON: end,
+                    topicActivity: TopicActivitySend(.followers, broadcastIfChannel: false)),
                 .endLiveActivities(scores),
             ])
         guard case .appended = followersEnd[1] else {
@@ -124,10 +132,28 @@ struct BroadcastReplayTests {
             APNsDestination(
                 message: DevicePayload.object(ofMessageJSON: start), target: .topic(scores),
                 broadcastChannel: "dGVzdA==") == .pushToStart(attributesType: "MatchAttributes"))
+        let started = try await append(
+            ledger,
+            [
+                .send(
+                    .topic(scores), precedence: .standard, messageJSON: start,
+                    topicActivity: TopicActivitySend(.pushToStart(attributesType: "MatchAttributes")))
+            ])
+        let startSeq = try #require(started[0].seq)
+        // Where each went outlives its content: forgotten by retention, the sends still read as they went out (not
+        // as pushes to every member's own APNs token).
+        ledger.waitForAudiences()
+        let cutoff = LedgerTime(microseconds: LedgerTime.now().microseconds + 60_000_000)
+        let forgotten = try await append(ledger, [.forgetContents(before: cutoff, limit: 100)])
+        #expect(forgotten[0].seq != nil)
+        #expect(try sent(ledger, at: before).messageJSON.isEmpty)
+        #expect(try sent(ledger, at: before).apnsDestination == .topicFollowers(topic: scores))
+        #expect(try sent(ledger, at: on).apnsDestination == .channel)
+        #expect(try sent(ledger, at: startSeq).apnsDestination == .pushToStart(attributesType: "MatchAttributes"))
         #expect(try ledger.verify().isSound)
     }
 
-    @Test("a ledger of layout 12 upgrades in place: liveActivityTokens is made, its sends replay as they went out")
+    @Test("a ledger of layout 12 upgrades in place: liveActivityTokens is made, its sends read as the broadcasts they were")
     func upgradeFromLayout12() async throws {
         let directory = TemporaryDirectory()
         defer { directory.remove() }
@@ -144,8 +170,8 @@ struct BroadcastReplayTests {
                         LiveActivityChannelChange(
                             topic: scores, channelID: "dGVzdA==", messageStoragePolicy: 0, apnsRequestID: "c"))
                 ])
-            // Layout 12's builds recorded no channel with a send.
-            (sendSeq, _) = try await send(ledger, live, broadcastIfChannel: false)
+            // Layout 12's builds recorded neither a channel nor where the send goes.
+            (sendSeq, _) = try await send(ledger, live, recorded: false)
             ledger.close()
         }
         // What layout 12's builds left: no `liveActivityTokens`. A reader refuses it until a writer upgrades it.
@@ -160,7 +186,10 @@ struct BroadcastReplayTests {
         }
         let ledger = try openTestLedger(directory)
         defer { ledger.close() }
-        #expect(try sent(ledger, at: sendSeq).apnsDestination == .topicFollowers(topic: scores))
+        // Layout 12 accepted a topic's Live Activity send only as a broadcast: it reads as one (its channel, the
+        // topic's from before it, is the pusher's to find), pending until its outcome is recorded.
+        #expect(try sent(ledger, at: sendSeq).apnsDestination == .channel)
+        #expect(try ledger.read { try $0.broadcast(ofSendAt: sendSeq, sent: $0.sentEvent(at: sendSeq).1) }?.state == .pending)
         let device = try RegistrationToken("device-1")
         let follow = try APNsDeviceToken(bytes: Array(repeating: 0xB2, count: 32), sandbox: false)
         guard case .appended = try await append(ledger, [.followLiveActivity(device, scores, pushToken: follow)])[0]

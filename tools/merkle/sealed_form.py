@@ -82,7 +82,7 @@ SCHEMA = {
     "Registered": {1: "str", 2: "opt", 3: "opt"},
     "Unregistered": {1: "str", 2: "str"},                       # and apns_token_cleared
     "Subscribed": {1: "str", 2: "str", 3: 3},                   # and unsubscribed; via
-    "Sent": {1: "u", 2: 3, 3: "str", 4: 2, 5: "bytes", 6: "str"},
+    "Sent": {1: "u", 2: 3, 3: "str", 4: 2, 5: "bytes", 6: "str", 7: "u32", 8: "str"},
     "Audience": {1: "u", 2: "u", 3: "u", 4: "bytes", 5: "u32"},
     "Acknowledged": {1: "str", 2: "u"},
     "ApnsTokenSet": {1: "str", 2: "bytes", 3: "bool"},

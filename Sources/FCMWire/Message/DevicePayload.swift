@@ -56,10 +56,11 @@ public struct DevicePayload: Equatable, Sendable {
     public let apnsDestination: APNsDestination
 
     /// The stored message as the mappings read it (``object(ofMessageJSON:)``): parsed once per send, not per
-    /// platform. `broadcastChannel` is the channel the ledger recorded the send on (``APNsDestination/channel``).
+    /// platform. `destination` is where the ledger says the send's APNs pushes go (``SentMessage/apnsDestination``,
+    /// from what it recorded with the send); without it, as the message says (``APNsDestination/init(message:target:)``).
     public init(
         ofObject message: [String: JSONValue], messageID: UInt64, target: MessageTarget, project: ProjectID,
-        platform: DevicePlatform, broadcastChannel: String? = nil
+        platform: DevicePlatform, destination: APNsDestination? = nil
     ) {
         let from: String
         if case .topic(let topic) = target {
@@ -71,8 +72,7 @@ public struct DevicePayload: Equatable, Sendable {
         let mapped: Mapped
         switch platform {
         case .ios:
-            mapped = Self.ios(
-                message, messageID: messageID, from: from, target: target, broadcastChannel: broadcastChannel)
+            mapped = Self.ios(message, messageID: messageID, from: from, target: target, destination: destination)
         case .android: mapped = Self.android(message, messageID: messageID, from: from)
         case .web: mapped = Self.web(message, messageID: messageID, from: from)
         }
@@ -85,11 +85,11 @@ public struct DevicePayload: Equatable, Sendable {
 
     public init(
         ofMessageJSON messageJSON: [UInt8], messageID: UInt64, target: MessageTarget, project: ProjectID,
-        platform: DevicePlatform = .ios, broadcastChannel: String? = nil
+        platform: DevicePlatform = .ios, destination: APNsDestination? = nil
     ) {
         self.init(
             ofObject: Self.object(ofMessageJSON: messageJSON), messageID: messageID, target: target,
-            project: project, platform: platform, broadcastChannel: broadcastChannel)
+            project: project, platform: platform, destination: destination)
     }
 
     /// A stored message as the mappings read it: empty for anything but a JSON object (a damaged event).
@@ -116,7 +116,7 @@ public struct DevicePayload: Equatable, Sendable {
 
     private static func ios(
         _ message: [String: JSONValue], messageID: UInt64, from: String, target: MessageTarget,
-        broadcastChannel: String?
+        destination: APNsDestination?
     ) -> Mapped {
         var top = strings(message["data"])
         let apns = message["apns"]?.object ?? [:]
@@ -150,7 +150,7 @@ public struct DevicePayload: Equatable, Sendable {
         }
         return Mapped(
             payload: top, collapseKey: headers["apns-collapse-id"], priority: priority, pushType: pushType,
-            apnsDestination: APNsDestination(message: message, target: target, broadcastChannel: broadcastChannel))
+            apnsDestination: destination ?? APNsDestination(message: message, target: target))
     }
 
     private static func android(_ message: [String: JSONValue], messageID: UInt64, from: String) -> Mapped {

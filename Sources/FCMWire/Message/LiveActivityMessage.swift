@@ -301,6 +301,48 @@ public enum APNsDestination: Sendable, Equatable {
         }
     }
 
+    /// Where a stored send's pushes go, from what the ledger recorded with it (`SentMessage`): a topic's Live Activity
+    /// send by its recorded `topicActivity` (kept when the content is forgotten) and `broadcastChannel`; every other
+    /// send as ``init(message:target:broadcastChannel:)`` reads its message.
+    ///
+    /// A topic's Live Activity send recorded before layout 13 has no `topicActivity`: layout 12's builds accepted one
+    /// only as a broadcast on the topic's channel (they refused it otherwise), and it is read as that,
+    /// ``channel``, whether or not it recorded the channel (the pusher then takes the topic's channel from before the
+    /// send, as those builds did).
+    public init(
+        message: [String: JSONValue], target: MessageTarget, broadcastChannel: String?,
+        topicActivity: TopicActivityDelivery?
+    ) {
+        guard case .topic(let topic) = target else {
+            self.init(message: message, target: target, broadcastChannel: broadcastChannel)
+            return
+        }
+        switch topicActivity {
+        case .followers?: self = broadcastChannel != nil ? .channel : .topicFollowers(topic: topic)
+        case .pushToStart(let type)?: self = .pushToStart(attributesType: type)
+        case .nowhere?: self = .none
+        case nil:
+            let declared = message["apns"]?.object.flatMap { LiveActivityMessage.header("apns-push-type", in: $0) }
+            if declared?.value.string == LiveActivityMessage.pushType,
+                message["apns"].flatMap({ PlatformValidation.field($0, "live_activity_token") }) == nil
+            {
+                self = .channel
+            } else {
+                self.init(message: message, target: target, broadcastChannel: broadcastChannel)
+            }
+        }
+    }
+
+    /// What the ledger records with a topic's Live Activity send (`Sent.topic_activity`): `nil` for any other
+    /// destination.
+    public var topicActivity: TopicActivityDelivery? {
+        switch self {
+        case .topicFollowers, .channel: .followers
+        case .pushToStart(let type): .pushToStart(attributesType: type)
+        case .device, .liveActivity, .none: nil
+        }
+    }
+
     /// Whether a topic's send would go out as a broadcast if the ledger records it on a channel: a topic's Live
     /// Activity `update` or `end` (``topicFollowers(topic:)`` until then).
     public var isBroadcastable: Bool {

@@ -123,6 +123,8 @@ public enum EventCodec {
             body.precedence = sent.precedence.protobuf
             body.messageJson = Data(sent.messageJSON)
             body.broadcastChannelID = sent.broadcastChannelID ?? ""
+            body.topicActivity = sent.topicActivity?.wireValue ?? 0
+            if case .pushToStart(let type)? = sent.topicActivity { body.attributesType = type }
             message.body = .sent(body)
         case .audience(let audience):
             var body = Topicledger_V1_Audience()
@@ -311,7 +313,9 @@ public enum EventCodec {
                 SentMessage(
                     messageID: value.messageID, target: target, precedence: try ConditionPrecedence(value.precedence),
                     messageJSON: Array(value.messageJson),
-                    broadcastChannelID: value.broadcastChannelID.isEmpty ? nil : value.broadcastChannelID))
+                    broadcastChannelID: value.broadcastChannelID.isEmpty ? nil : value.broadcastChannelID,
+                    topicActivity: try TopicActivityDelivery(
+                        wireValue: value.topicActivity, attributesType: value.attributesType)))
         case .audience(let value):
             guard let version = RecipientDigest.Version(stored: value.digestVersion) else {
                 throw LedgerCoreError(

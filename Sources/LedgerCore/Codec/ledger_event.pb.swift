@@ -529,6 +529,15 @@ nonisolated struct Topicledger_V1_Sent: Sendable {
   /// send is pushed to each recipient. A channel id names no person and is not sealed.
   var broadcastChannelID: String = String()
 
+  /// Where a topic's Live Activity send (apns-push-type liveactivity) goes, kept when its content is forgotten
+  /// (layout 13; 0/absent: not such a send, or recorded before): 1 each member's activity token for the topic (update,
+  /// end; one broadcast instead when broadcast_channel_id is set), 2 each member's push-to-start token for
+  /// attributes_type (start), 3 nowhere (no ActivityKit event).
+  var topicActivity: UInt32 = 0
+
+  /// the ActivityAttributes type's name, for topic_activity 2 ("" otherwise)
+  var attributesType: String = String()
+
   var unknownFields = SwiftProtobuf.UnknownStorage()
 
   init() {}
@@ -1456,7 +1465,7 @@ nonisolated extension Topicledger_V1_Unsubscribed: SwiftProtobuf.Message, SwiftP
 
 nonisolated extension Topicledger_V1_Sent: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
   static let protoMessageName: String = _protobuf_package + ".Sent"
-  static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{3}message_id\0\u{3}target_kind\0\u{1}target\0\u{1}precedence\0\u{3}message_json\0\u{3}broadcast_channel_id\0")
+  static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{3}message_id\0\u{3}target_kind\0\u{1}target\0\u{1}precedence\0\u{3}message_json\0\u{3}broadcast_channel_id\0\u{3}topic_activity\0\u{3}attributes_type\0")
 
   mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
     while let fieldNumber = try decoder.nextFieldNumber() {
@@ -1470,6 +1479,8 @@ nonisolated extension Topicledger_V1_Sent: SwiftProtobuf.Message, SwiftProtobuf.
       case 4: try { try decoder.decodeSingularEnumField(value: &self.precedence) }()
       case 5: try { try decoder.decodeSingularBytesField(value: &self.messageJson) }()
       case 6: try { try decoder.decodeSingularStringField(value: &self.broadcastChannelID) }()
+      case 7: try { try decoder.decodeSingularUInt32Field(value: &self.topicActivity) }()
+      case 8: try { try decoder.decodeSingularStringField(value: &self.attributesType) }()
       default: break
       }
     }
@@ -1494,6 +1505,12 @@ nonisolated extension Topicledger_V1_Sent: SwiftProtobuf.Message, SwiftProtobuf.
     if !self.broadcastChannelID.isEmpty {
       try visitor.visitSingularStringField(value: self.broadcastChannelID, fieldNumber: 6)
     }
+    if self.topicActivity != 0 {
+      try visitor.visitSingularUInt32Field(value: self.topicActivity, fieldNumber: 7)
+    }
+    if !self.attributesType.isEmpty {
+      try visitor.visitSingularStringField(value: self.attributesType, fieldNumber: 8)
+    }
     try unknownFields.traverse(visitor: &visitor)
   }
 
@@ -1504,6 +1521,8 @@ nonisolated extension Topicledger_V1_Sent: SwiftProtobuf.Message, SwiftProtobuf.
     if lhs.precedence != rhs.precedence {return false}
     if lhs.messageJson != rhs.messageJson {return false}
     if lhs.broadcastChannelID != rhs.broadcastChannelID {return false}
+    if lhs.topicActivity != rhs.topicActivity {return false}
+    if lhs.attributesType != rhs.attributesType {return false}
     if lhs.unknownFields != rhs.unknownFields {return false}
     return true
   }

@@ -162,12 +162,14 @@ public struct SendPushes: Sendable {
 }
 
 extension SentMessage {
-    /// Where the message's APNs pushes go: the devices' own tokens, or a Live Activity's (``APNsDestination``).
-    /// Once the content is forgotten (an erasure, retention) so is the activity token: read as ``APNsDestination/device``.
+    /// Where the message's APNs pushes go: the devices' own tokens, or a Live Activity's (``APNsDestination``). A
+    /// topic's Live Activity send reads what the ledger recorded with it (`topicActivity`, `broadcastChannelID`),
+    /// which outlives its content; once a token send's content is forgotten (an erasure, retention) so is the
+    /// activity token it named: read as ``APNsDestination/device``.
     public var apnsDestination: APNsDestination {
         APNsDestination(
             message: DevicePayload.object(ofMessageJSON: messageJSON), target: target,
-            broadcastChannel: broadcastChannelID)
+            broadcastChannel: broadcastChannelID, topicActivity: topicActivity)
     }
 
     /// When the message stops being pushed to iOS devices (its `apns-expiration`, else 4 weeks after `sentAt`).

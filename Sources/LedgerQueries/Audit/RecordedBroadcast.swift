@@ -87,8 +87,9 @@ extension LedgerSnapshot {
     /// The broadcast of the send at `sendSeq` (`sent`): `nil` unless the send was recorded on a channel
     /// (``APNsDestination/channel``); ``RecordedBroadcast/State/pending`` until its `pushProgress` is recorded.
     public func broadcast(ofSendAt sendSeq: UInt64, sent: SentMessage) throws -> RecordedBroadcast? {
-        guard sent.apnsDestination == .channel, let channelID = sent.broadcastChannelID else { return nil }
-        var recorded = RecordedBroadcast(state: .pending, channelID: channelID)
+        guard sent.apnsDestination == .channel else { return nil }
+        // A broadcast recorded before layout 13 names its channel only in its outcome.
+        var recorded = RecordedBroadcast(state: .pending, channelID: sent.broadcastChannelID ?? "")
         guard let last = try pushProgressRecords(ofSendAt: sendSeq).last, last.finished else { return recorded }
         guard let event = try event(at: last.seq), case .pushProgress(let progress) = event.body else {
             throw StoreError(.corrupt, "no push progress at seq \(last.seq)")

@@ -124,7 +124,7 @@ public final class SendCache: Sendable {
             PlatformDelivery(
                 DevicePayload(
                     ofObject: object, messageID: sent.messageID, target: sent.target, project: project,
-                    platform: platform, broadcastChannel: sent.broadcastChannelID))
+                    platform: platform, destination: sent.apnsDestination))
         }
         let prepared = PreparedSend(
             seq: seq, sent: sent, time: event.time, audience: audience,

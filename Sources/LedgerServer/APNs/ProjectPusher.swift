@@ -263,19 +263,19 @@ final class ProjectPusher: Sendable {
         let expiresAt = min(prepared.expiry(platform: "ios"), retainedUntil ?? prepared.expiry(platform: "ios"))
         let messageID = prepared.sent.messageID
         // A topic's Live Activity send: one broadcast on the topic's channel, whatever its audience.
-        if destination == .channel, case .topic(let topic) = prepared.sent.target,
-            let channelID = prepared.sent.broadcastChannelID
-        {
+        if destination == .channel, case .topic(let topic) = prepared.sent.target {
             return try await broadcast(
-                sendAt: seq, topic: topic, channelID: channelID, delivery: delivery, expiresAt: expiresAt,
-                messageID: messageID, in: ledger)
+                sendAt: seq, topic: topic, channelID: prepared.sent.broadcastChannelID, delivery: delivery,
+                expiresAt: expiresAt, messageID: messageID, in: ledger)
         }
         // No instance ever held an APNs token: nothing to push, and nothing to record (the next recorded
         // progress moves the settled seq past it).
         guard holdsTokens else { return true }
         var window = PushWindow()
         var after = progress.map(\.through).flatMap { $0 == 0 ? nil : $0 }
-        var failures: [(failure: PushFailure, apnsToken: APNsDeviceToken, since: Int64?)] = []
+        // `endsToken`: APNs says the Live Activity's token is gone (410) or bad (400): a follower's activity token is
+        // then unfollowed, if the device still follows the topic with it.
+        var failures: [(failure: PushFailure, apnsToken: APNsDeviceToken, since: Int64?, endsToken: Bool)] = []
         // Recipients the window had passed at the last record: those passed since would be pushed again after a crash.
         var passedAtRecord = 0
         var lastRecord = ContinuousClock.now
@@ -292,13 +292,23 @@ final class ProjectPusher: Sendable {
             var operations: [LedgerOperation] = []
             // A device erased since it was taken is named by its pseudonym now (its instance's token), and its
             // failures are left out: the token it had must not come back into the log.
-            let (current, throughToken, known) = try ledger.read { snapshot in
+            let (current, throughToken, known, following) = try ledger.read { snapshot in
                 (
                     try failures.map { entry in
                         try snapshot.instanceID(of: entry.failure.token).flatMap { try snapshot.apnsTokenHeld(by: $0) }
                     },
                     try passed.flatMap { try snapshot.token(of: $0.instance) },
-                    try failures.map { try snapshot.instanceID(of: $0.failure.token) != nil }
+                    try failures.map { try snapshot.instanceID(of: $0.failure.token) != nil },
+                    try failures.map { entry -> TopicName? in
+                        // The follow the refused activity token stands for, if the device still follows with it.
+                        guard entry.endsToken, case .topicFollowers(let topic) = destination,
+                            let instance = try snapshot.instanceID(of: entry.failure.token),
+                            let topicID = try snapshot.topicID(of: topic),
+                            try snapshot.liveActivityToken(of: instance, scope: .topic(topicID))?.bytes
+                                == entry.apnsToken.bytes
+                        else { return nil }
+                        return topic
+                    }
                 )
             }
             for (index, entry) in failures.enumerated() {
@@ -322,7 +332,12 @@ final class ProjectPusher: Sendable {
                         operations.append(.clearAPNsToken(entry.failure.token, reason: "APNs: \(entry.failure.reason)"))
                     }
                 case .rejected:
-                    break
+                    // A follower's activity token APNs says is gone: that follow ends, not the registration.
+                    if let topic = following[index] {
+                        operations.append(
+                            .unfollowLiveActivity(
+                                entry.failure.token, topic, reason: "APNs: \(entry.failure.reason)"))
+                    }
                 }
             }
             operations.append(
@@ -371,7 +386,7 @@ final class ProjectPusher: Sendable {
                             PushFailure(
                                 token: finished.token, kind: finished.liveActivity ? .rejected : .unregistered,
                                 status: 410, reason: "Unregistered"),
-                            finished.apnsToken, since
+                            finished.apnsToken, since, finished.liveActivity
                         ))
                 case .badDeviceToken(let reason):
                     // Likewise a bad activity token: the device's own APNs token is not cleared for it.
@@ -380,7 +395,7 @@ final class ProjectPusher: Sendable {
                             PushFailure(
                                 token: finished.token, kind: finished.liveActivity ? .rejected : .badDeviceToken,
                                 status: 400, reason: reason),
-                            finished.apnsToken, nil
+                            finished.apnsToken, nil, finished.liveActivity
                         ))
                 case .rejected(let status, let reason):
                     failures.append(
@@ -388,7 +403,7 @@ final class ProjectPusher: Sendable {
                             PushFailure(
                                 token: finished.token, kind: .rejected, status: UInt16(clamping: status), reason: reason
                             ),
-                            finished.apnsToken, nil
+                            finished.apnsToken, nil, false
                         ))
                 case .expired:
                     expired = true
@@ -500,13 +515,16 @@ final class ProjectPusher: Sendable {
     /// same on every attempt (``APNsPushID/broadcastUUID(messageID:)``): a crash after Apple took it and before the
     /// record makes it again with that id. A broadcast not taken is counted and logged, without its payload.
     private func broadcast(
-        sendAt seq: UInt64, topic: TopicName, channelID: String, delivery: PlatformDelivery, expiresAt: LedgerTime,
-        messageID: UInt64, in ledger: Ledger
+        sendAt seq: UInt64, topic: TopicName, channelID recorded: String?, delivery: PlatformDelivery,
+        expiresAt: LedgerTime, messageID: UInt64, in ledger: Ledger
     ) async throws -> Bool {
-        // The channel the send was recorded on, if the topic still has it (deleted since: the broadcast is not made).
-        let channel = try ledger.read { try $0.liveActivityChannel(of: topic) }.flatMap {
-            $0.channelID == channelID ? $0 : nil
+        // The channel the send was recorded on, if the topic still has it (deleted since: the broadcast is not made);
+        // for a send recorded before layout 13 (no channel with it), the topic's channel from before the send, as
+        // layout 12's builds took it.
+        let channel = try ledger.read { try $0.liveActivityChannel(of: topic) }.flatMap { current in
+            (recorded.map { current.channelID == $0 } ?? (current.createdSeq < seq)) ? current : nil
         }
+        let channelID = recorded ?? channel?.channelID ?? ""
         var outcome: BroadcastOutcome
         var expired = false
         if let kept = unsavedBroadcast.withLock({ $0 }), kept.seq == seq {

@@ -87,16 +87,22 @@ struct MessageRoutes {
             return JSONResponse.bytes(MessageName(name: "projects/\(project)/messages/fake_message_id").json)
         }
         try server.takeSend(for: project)
-        // A topic's Live Activity update or end goes out as one broadcast if the project broadcasts and the topic has
-        // a channel when the send is appended (the writer looks, in the same transaction); to each follower otherwise.
-        let broadcastIfChannel =
-            server.configuration.apns[project]?.broadcast == true
-            && APNsDestination(message: DevicePayload.object(ofMessageJSON: validated.json), target: validated.target)
-                .isBroadcastable
+        // A topic's Live Activity send records where it goes, which outlives its content; an update or end goes out as
+        // one broadcast if the project broadcasts and the topic has a channel when the send is appended (the writer
+        // looks, in the same transaction), to each follower otherwise.
+        var topicActivity: TopicActivitySend?
+        if case .topic = validated.target {
+            let destination = APNsDestination(
+                message: DevicePayload.object(ofMessageJSON: validated.json), target: validated.target)
+            if destination != .device {
+                topicActivity = TopicActivitySend(
+                    destination.topicActivity ?? .nowhere,
+                    broadcastIfChannel: server.configuration.apns[project]?.broadcast == true)
+            }
+        }
         var operations: [LedgerOperation] = [
             .send(
-                validated.target, precedence: precedence, messageJSON: validated.json,
-                broadcastIfChannel: broadcastIfChannel)
+                validated.target, precedence: precedence, messageJSON: validated.json, topicActivity: topicActivity)
         ]
         // A topic's Live Activity `end` retires its followers' activity tokens, in the send's own request: the
         // send's pushes go to the tokens held at the send, and nothing after it.

@@ -14,12 +14,12 @@ public enum LedgerOperation: Sendable, Equatable {
     /// Unsubscribes; `.notFound` for an unknown or unregistered token. With `failIfAbsent`, a missing
     /// subscription is `.notFound`; otherwise it is an accepted no-op.
     case unsubscribe(RegistrationToken, TopicName, via: SubscriptionChannel, failIfAbsent: Bool = false)
-    /// Sends a message; a token target that is not registered is `.notFound`. The store assigns the id. With
-    /// `broadcastIfChannel` (a topic's Live Activity `update` or `end` in a project that broadcasts), the send is
-    /// recorded on the topic's broadcast channel if it has one now (``SentMessage/broadcastChannelID``), in the same
-    /// transaction that appends it: whether it is a broadcast is decided from the ledger at its seq, once.
+    /// Sends a message; a token target that is not registered is `.notFound`. The store assigns the id. A topic's
+    /// Live Activity send records where it goes (``TopicActivitySend``): an `update` or `end` in a project that
+    /// broadcasts is recorded on the topic's broadcast channel if it has one now (``SentMessage/broadcastChannelID``),
+    /// in the same transaction that appends it — whether it is a broadcast is decided from the ledger at its seq, once.
     case send(
-        MessageTarget, precedence: ConditionPrecedence, messageJSON: [UInt8], broadcastIfChannel: Bool = false)
+        MessageTarget, precedence: ConditionPrecedence, messageJSON: [UInt8], topicActivity: TopicActivitySend? = nil)
     /// Records the audience of a send; `.notFound` for an unknown message, `.alreadyExists` if recorded.
     case recordAudience(AudienceRecord)
     /// Moves the device's delivery cursor: it acknowledges every message sent at or before `through`.
@@ -66,6 +66,20 @@ public enum LedgerOperation: Sendable, Equatable {
     /// send whose Live Activity event is `end`, in the same request (`.notFound` without that send before it). A
     /// topic nobody follows is an accepted no-op.
     case endLiveActivities(TopicName)
+}
+
+/// How a topic's Live Activity send is recorded (``LedgerOperation/send(_:precedence:messageJSON:topicActivity:)``).
+public struct TopicActivitySend: Sendable, Equatable {
+    /// Where its pushes go, as its message says (``SentMessage/topicActivity``).
+    public var delivery: TopicActivityDelivery
+    /// The project broadcasts: a ``TopicActivityDelivery/followers`` send goes out on the topic's channel instead,
+    /// if the topic has one when the send is appended.
+    public var broadcastIfChannel: Bool
+
+    public init(_ delivery: TopicActivityDelivery, broadcastIfChannel: Bool = false) {
+        self.delivery = delivery
+        self.broadcastIfChannel = broadcastIfChannel
+    }
 }
 
 /// A group of operations from one request, appended together and sharing a request id.

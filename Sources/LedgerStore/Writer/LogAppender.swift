@@ -177,18 +177,23 @@ package struct LogAppender<Projection: AppenderProjection, Sink: EventSink> {
             }
             return .appended(seq: try append(.unsubscribed(token: token, topic: topic, via: via), request, time))
 
-        case .send(let target, let precedence, let messageJSON, let broadcastIfChannel):
+        case .send(let target, let precedence, let messageJSON, let topicActivity):
             if case .token(let token) = target, try registeredInstance(token) == nil {
                 return .rejected(Self.unknownToken)
             }
             let messageID = try freshMessageID(at: time)
+            // Only a topic's send has a topic's Live Activity.
+            var delivery: TopicActivityDelivery?
             var channel: String?
-            if broadcastIfChannel, case .topic(let topic) = target {
-                channel = try projection.liveActivityChannel(of: topic)?.channelID
+            if case .topic(let topic) = target, let topicActivity {
+                delivery = topicActivity.delivery
+                if topicActivity.delivery == .followers, topicActivity.broadcastIfChannel {
+                    channel = try projection.liveActivityChannel(of: topic)?.channelID
+                }
             }
             let sent = SentMessage(
                 messageID: messageID, target: target, precedence: precedence, messageJSON: messageJSON,
-                broadcastChannelID: channel)
+                broadcastChannelID: channel, topicActivity: delivery)
             lastSendBroadcasts = channel != nil
             return .sent(seq: try append(.sent(sent), request, time), messageID: messageID)
 
@@ -248,10 +253,19 @@ package struct LogAppender<Projection: AppenderProjection, Sink: EventSink> {
         case .followLiveActivity(let token, let topic, let pushToken):
             guard let instance = try registeredInstance(token) else { return .rejected(Self.unknownToken) }
             guard try projection.platform(of: instance) == "ios" else { return .rejected(Self.notIOS) }
-            if let topicID = try projection.topicID(for: topic, create: false),
-                try projection.liveActivityToken(of: instance, scope: .topic(topicID)) == pushToken
-            {
-                return .unchanged
+            let topicID = try projection.topicID(for: topic, create: false)
+            let held = try topicID.flatMap { try projection.liveActivityToken(of: instance, scope: .topic($0)) }
+            if held == pushToken { return .unchanged }
+            // A new follow counts against the device's topics' limit (a replaced token does not).
+            if held == nil {
+                let follows = try projection.liveActivityScopes(of: instance).count {
+                    if case .topic = $0 { true } else { false }
+                }
+                if follows >= limits.maximumTopicsPerInstance {
+                    return .rejected(
+                        OperationRejection(
+                            .tooManyTopics, "the instance follows \(follows) topics' Live Activities, the most allowed"))
+                }
             }
             return .appended(
                 seq: try append(.liveActivityFollowed(token: token, topic: topic, pushToken: pushToken), request, time))
@@ -268,7 +282,19 @@ package struct LogAppender<Projection: AppenderProjection, Sink: EventSink> {
             guard let instance = try registeredInstance(token) else { return .rejected(Self.unknownToken) }
             guard try projection.platform(of: instance) == "ios" else { return .rejected(Self.notIOS) }
             let scope = LiveActivityScope.pushToStart(attributesType: attributesType)
-            if try projection.liveActivityToken(of: instance, scope: scope) == pushToken { return .unchanged }
+            let held = try projection.liveActivityToken(of: instance, scope: scope)
+            if held == pushToken { return .unchanged }
+            if held == nil {
+                let types = try projection.liveActivityScopes(of: instance).count {
+                    if case .pushToStart = $0 { true } else { false }
+                }
+                if types >= limits.maximumPushToStartTypes {
+                    return .rejected(
+                        OperationRejection(
+                            .tooManyTopics,
+                            "the instance holds push-to-start tokens for \(types) attributes types, the most allowed"))
+                }
+            }
             return .appended(
                 seq: try append(
                     .pushToStartTokenSet(token: token, attributesType: attributesType, pushToken: pushToken), request,
@@ -515,6 +541,8 @@ struct TransactionSink: EventSink {
 public struct LedgerLimits: Sendable {
     /// Topics one instance may hold (FCM: 2000).
     public var maximumTopicsPerInstance = 2000
+    /// Push-to-start tokens one instance holds, one per ActivityAttributes type (an app has a few types).
+    public var maximumPushToStartTypes = 64
     /// New memberships the instance side gathers in `recentMemberships` before the writer moves them to
     /// `instanceTopics` (``RecentMemberships``); 0 moves them at every commit. The more wait, the fewer times
     /// each instance's page is rewritten per membership, and the more a reader of one instance's topics scans
