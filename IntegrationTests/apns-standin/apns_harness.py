@@ -95,6 +95,11 @@ class StandIn:
     def goaway(self):
         httpx.post(self.control + "/goaway", json={})
 
+    def leave_channel_requests_unanswered(self, count):
+        """The next `count` channel-management requests are carried out and never answered."""
+        response = httpx.post(self.control + "/unanswered-channel-requests", json={"count": count})
+        assert response.status_code == 200, response.text
+
     def reset(self):
         httpx.post(self.control + "/reset", json={})
 

@@ -56,6 +56,9 @@ Scripting and inspection go through a plain-HTTP control port on loopback (`--co
                   "sticky": false}  the next requests for the token get these replies in order (the last one
                   for ever when sticky); `"delay": SECONDS` in a reply holds its answer that long
   POST /goaway   sends GOAWAY on every open connection (NO_ERROR) and closes them
+  POST /unanswered-channel-requests {"count": N}  the next N channel-management requests are carried out (a
+                 channel made or deleted) and never answered: the stream stays open until the provider resets it
+                 (a timeout after Apple acted); recorded with `"status": null`
   POST /reset    forgets scripts, records and provider-token history
   GET  /requests the recorded requests as a JSON list
   GET  /channels the broadcast channels held, id → message storage policy
@@ -148,6 +151,7 @@ class State:
         self.times = []  # with --summary-only, each answer's time instead of its record
         self.token_updates = {}  # kid -> (last new JWT, when it was first seen)
         self.connections = set()
+        self.unanswered_channel_requests = 0  # channel-management requests still to carry out without answering
         self.channels = {}  # channel id -> message storage policy (0: stores nothing, 1: stores the latest)
         self.opened = 0  # connections accepted since the last reset
         self.resets = 0  # streams the provider reset (RST_STREAM) since the last reset
@@ -161,6 +165,7 @@ class State:
             self.statuses.clear()
             self.times.clear()
             self.channels.clear()
+            self.unanswered_channel_requests = 0
             self.opened = 0
             self.resets = 0
 
@@ -297,6 +302,14 @@ class Connection:
         path = headers.get(":path", "")
         if CHANNELS_PATTERN.match(path) or BROADCAST_PATTERN.match(path):
             status, reason, extra, response_extra = self.decide_channel(headers, body)
+            with self.state.lock:
+                silent = CHANNELS_PATTERN.match(path) and self.state.unanswered_channel_requests > 0
+                if silent:
+                    self.state.unanswered_channel_requests -= 1
+            if silent:
+                # Done, never answered: what a provider sees when Apple acted and the answer was lost.
+                self.record_unanswered(stream_id, headers, body, response_extra)
+                return
             await self.answer_channel(stream_id, headers, body, status, reason, extra, response_extra)
             return
         status, reason, extra, delay = self.decide(headers, body)
@@ -420,6 +433,17 @@ class Connection:
             await self.flush()
         except (h2.exceptions.StreamClosedError, h2.exceptions.ProtocolError, ConnectionResetError):
             pass
+
+    def record_unanswered(self, stream_id, headers, body, response_extra):
+        record = {
+            "connection": self.id, "stream": stream_id, "time": time.time(), "path": headers.get(":path"),
+            "method": headers.get(":method"), "token": None,
+            "headers": {k: v for k, v in headers.items() if k.startswith("apns-") or k == "authorization"},
+            "body": body.decode("utf-8", "replace"), "status": None, "reason": None, "requestId": None,
+            "channelId": response_extra.get("apns-channel-id") or headers.get("apns-channel-id"),
+        }
+        with self.state.lock:
+            self.state.requests.append(record)
 
     def channel_id(self, headers):
         """(channel id, None) or (None, (status, reason)) for a request that names a channel."""
@@ -566,6 +590,10 @@ def control_server(state, port):
                 self.reply(200, {"connections": count})
             elif self.path == "/reset":
                 state.reset()
+                self.reply(200, {})
+            elif self.path == "/unanswered-channel-requests":
+                with state.lock:
+                    state.unanswered_channel_requests = int(document["count"])
                 self.reply(200, {})
             else:
                 self.reply(404, {"error": "unknown"})

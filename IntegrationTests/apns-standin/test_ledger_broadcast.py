@@ -229,6 +229,53 @@ def test_the_stand_ins_refusals_surface_as_errors_and_in_the_metrics(world):
     assert deletion["reason"] == "APNs: ChannelNotRegistered"
 
 
+def test_a_creation_apple_carried_out_and_never_answered_is_of_unknown_outcome(world):
+    """APNs made the channel and its answer never came (the ledger's 30 s timeout): 503 saying the outcome is unknown,
+    counted, one error line naming the topic; nothing recorded, and APNs' list shows the channel the ledger lacks."""
+    standin, ledger, _ = world
+    ledger.register()  # the project's ledger, made on first write
+    events = len(ledger.events())
+    standin.leave_channel_requests_unanswered(1)
+    response = httpx.post(ledger.url("/topics/match-7:createLiveActivityChannel"),
+                          headers={"Authorization": f"Bearer {ADMIN}"}, json={"messageStoragePolicy": 0}, timeout=90)
+    CONTRACT.check("POST", str(response.request.url), response.status_code, response.headers,
+                   lambda: response.content)
+    assert response.status_code == 503, response.text
+    error = response.json()["error"]
+    assert error["status"] == "UNAVAILABLE" and "outcome is unknown" in error["message"], error
+    assert len(httpx.get(standin.control + "/channels").json()) == 1
+    assert _call(ledger, "GET", "/liveActivityChannels").json() == {"liveActivityChannels": []}
+    assert len(ledger.events()) == events
+    assert _metric(ledger, 'ledger_apns_channel_requests_total{operation="create",outcome="unknown"}') == 1
+    assert _metric(ledger, 'ledger_apns_channel_requests_total{operation="create",outcome="failed"}') == 0
+    lines = [line for line in ledger.log.read_text().splitlines()
+             if "may have created a channel the ledger does not know" in line]
+    assert len(lines) == 1 and "match-7" in lines[0] and "all-channels" in lines[0], lines
+    assert "bearer" not in lines[0].lower()
+    # The next creation is answered and recorded as usual.
+    assert _create(ledger, "match-7")["topic"] == "match-7"
+
+
+def test_with_broadcasts_turned_off_a_channel_is_still_read_and_deleted_at_apple(world):
+    standin, ledger, directory = world
+    channel = _create(ledger, "match-9")
+    ledger.stop()
+    # The same data and credentials, `broadcast` now off.
+    off = Ledger(standin, directory, data=ledger.data, apns={**_settings(standin), "broadcast": False})
+    try:
+        assert _call(off, "GET", "/topics/match-9:liveActivityChannel").json() == channel
+        refused = _call(off, "POST", "/topics/other:createLiveActivityChannel", json={"messageStoragePolicy": 0})
+        assert refused.status_code == 400 and refused.json()["error"]["status"] == "FAILED_PRECONDITION"
+        deleted = _call(off, "DELETE", "/topics/match-9:liveActivityChannel")
+        assert deleted.status_code == 200 and deleted.json() == {}, deleted.text
+        assert httpx.get(standin.control + "/channels").json() == {}
+        [deletion] = off.events("liveActivityChannelDeleted")
+        assert deletion["channelId"] == channel["channelId"] and deletion["reason"] == "deleted"
+    finally:
+        off.stop()
+    ledger.start()
+
+
 def test_a_hostile_client_changes_nothing(world):
     standin, ledger, _ = world
     _create(ledger, "match-42")

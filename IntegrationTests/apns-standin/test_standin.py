@@ -285,6 +285,20 @@ def test_a_channel_is_created_read_listed_and_deleted(standin, client):
     assert gone.status_code == 404 and gone.json() == {"reason": "ChannelNotRegistered"}
 
 
+def test_an_unanswered_channel_request_is_carried_out_and_never_answered(standin, client):
+    assert httpx.post(standin["control"] + "/unanswered-channel-requests", json={"count": 1}).status_code == 200
+    body = json.dumps({"message-storage-policy": 0, "push-type": "LiveActivity"}).encode()
+    with pytest.raises(httpx.TimeoutException):
+        client.request("POST", standin["base"] + CHANNELS, content=body, timeout=1,
+                       headers={"authorization": f"bearer {standin['token']}"})
+    # Carried out all the same, and recorded without an answer; the next request is answered.
+    held = httpx.get(standin["control"] + "/channels").json()
+    assert len(held) == 1
+    [record] = [r for r in httpx.get(standin["control"] + "/requests").json() if r["path"] == CHANNELS]
+    assert record["status"] is None and record["channelId"] in held
+    assert create_channel(standin, client) not in held
+
+
 @pytest.mark.parametrize("document,status,reason", [
     ({"message-storage-policy": 2, "push-type": "LiveActivity"}, 400, "InvalidPolicy"),
     ({"message-storage-policy": True, "push-type": "LiveActivity"}, 400, "InvalidPolicy"),

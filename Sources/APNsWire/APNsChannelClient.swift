@@ -11,7 +11,8 @@ import Synchronization
 ///
 /// One HTTP/2 connection per endpoint, made on first use and again after it closes or goes away. A request is
 /// sent once, and again at once on a new connection after `403 ExpiredProviderToken` (with a new provider token);
-/// every other answer is the caller's (``Answer``), and a request that got none throws, for the caller to say so.
+/// every other answer is the caller's (``Answer``), and a request that got none throws ``NoAnswer``, for the caller
+/// to say so (and whether the request may have reached Apple).
 ///
 /// - Note: Thread-safe. Never logs provider tokens, channel payloads or broadcast payloads.
 public final class APNsChannelClient: Sendable {
@@ -76,6 +77,15 @@ public final class APNsChannelClient: Sendable {
     /// The answer did not come: no connection, a reset stream, a timeout.
     public struct NoAnswer: Error, CustomStringConvertible {
         public let description: String
+        /// Whether the request was handed to a connection before its answer failed to come (a reset stream, a
+        /// timeout, the connection lost): then Apple may have done what it asked — made or deleted a channel —
+        /// without saying so. `false`: it never left (no connection, no provider token).
+        public let mayHaveArrived: Bool
+
+        public init(description: String, mayHaveArrived: Bool) {
+            self.description = description
+            self.mayHaveArrived = mayHaveArrived
+        }
     }
 
     private let bundleID: String
@@ -164,15 +174,21 @@ public final class APNsChannelClient: Sendable {
         while true {
             let token = try providerToken.current()
             let connection: APNsConnection
-            let response: APNsConnection.Response
             do {
                 connection = try await endpoint.connection()
+            } catch {
+                throw NoAnswer(
+                    description: "no connection to \(endpoint.url): \(type(of: error))", mayHaveArrived: false)
+            }
+            let response: APNsConnection.Response
+            do {
                 response = try await connection.send(
                     APNsConnection.Request(
                         path: path, headers: [("authorization", "bearer \(token)")] + headers, body: body,
                         method: method))
             } catch {
-                throw NoAnswer(description: "no answer from \(endpoint.url): \(type(of: error))")
+                // Its frames may have been written: whether Apple acted on it is unknown.
+                throw NoAnswer(description: "no answer from \(endpoint.url): \(type(of: error))", mayHaveArrived: true)
             }
             let reason = Self.reason(in: response.body)
             if response.status == 403, reason == "ExpiredProviderToken", !renewed {

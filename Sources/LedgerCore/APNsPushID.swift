@@ -26,8 +26,29 @@ public enum APNsPushID {
     /// The `apns-request-id` of the one broadcast of a topic's Live Activity send (message `messageID`), the same on
     /// every attempt: the first 16 bytes of SHA-256(`"broadcast\n<message id>"`), a version 8 UUID (a push's text
     /// begins with a digit, so a broadcast's id is never a push's).
+    ///
+    /// Not scoped: message ids come from the clock, per project, so two projects (or two servers) that send in the
+    /// same microsecond derive the same id. ``broadcastUUID(project:seq:messageID:)`` replaces it; this goes once
+    /// the pusher uses that one.
     public static func broadcastUUID(messageID: UInt64) -> UUID {
         uuid(of: "broadcast\n\(messageID)")
+    }
+
+    /// The `apns-request-id` of the one broadcast of the Live Activity send at `seq` in `project`'s log (message
+    /// `messageID`), the same on every attempt: the first 16 bytes of
+    /// SHA-256(`"broadcast\n<project>\n<seq>\n<message id>"`), a version 8 UUID.
+    ///
+    /// Scoped by the project and the send's seq as well as the message id: a message id is drawn from the clock
+    /// (microseconds × 1000) and unique only within its project, so two projects — or two servers — sending in the
+    /// same microsecond have equal message ids, and an id of the message alone named both broadcasts the same to
+    /// Apple. A project id never holds `\n` (``ProjectID``), so the text is read back one way only; a push's text
+    /// begins with a digit, so a broadcast's id is never a push's.
+    ///
+    /// ```swift
+    /// let requestID = APNsPushID.broadcastUUID(project: project, seq: 42, messageID: messageID)
+    /// ```
+    public static func broadcastUUID(project: ProjectID, seq: UInt64, messageID: UInt64) -> UUID {
+        uuid(of: "broadcast\n\(project.rawValue)\n\(seq)\n\(messageID)")
     }
 
     public static func string(messageID: UInt64, token: RegistrationToken) -> String {

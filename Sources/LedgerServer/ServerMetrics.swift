@@ -59,15 +59,24 @@ public final class ServerMetrics: Sendable {
         prepareBroadcasts()
     }
 
+    /// The help of `ledger_apns_channel_requests_total`, the same wherever its series are made.
+    static let channelRequestsHelp =
+        "Broadcast channel creations and deletions at APNs by outcome: succeeded, refused, failed, unknown"
+
     /// Makes the broadcast channel series at zero (each operation and outcome), so that they are served before the
     /// first channel change or broadcast, and a first refusal is an increase an alert can see.
     private func prepareBroadcasts() {
-        for operation in ["create", "delete"] {
-            for outcome in ["succeeded", "refused", "failed"] {
+        // `unknown` is a creation's only: a deletion whose outcome is unknown leaves the channel in the ledger, to
+        // delete again.
+        let operations = [
+            ("create", ["succeeded", "refused", "failed", "unknown"]), ("delete", ["succeeded", "refused", "failed"]),
+        ]
+        for (operation, outcomes) in operations {
+            for outcome in outcomes {
                 registry.makeCounter(
                     name: "ledger_apns_channel_requests_total",
                     labels: [("operation", operation), ("outcome", outcome)],
-                    help: "Broadcast channel creations and deletions at APNs by outcome: succeeded, refused, failed"
+                    help: Self.channelRequestsHelp
                 ).increment(by: Int64(0))
             }
         }
@@ -247,12 +256,13 @@ public final class ServerMetrics: Sendable {
 
     /// Counts one change of a topic's broadcast channel (`ledger_apns_channel_requests_total{operation,outcome}`):
     /// `operation` `create` or `delete`; `outcome` `succeeded` (done at Apple and recorded), `refused` (Apple
-    /// refused it, or the ledger did before asking: the channel limit), or `failed` (Apple did not answer, or the
-    /// ledger could not record what Apple did).
+    /// refused it, or the ledger did before asking: the channel limit), `failed` (Apple did not answer, or the
+    /// ledger could not record what Apple did), or `unknown` (a creation: the request reached a connection to Apple
+    /// and no answer came, so Apple may hold a channel the ledger never recorded).
     func recordChannelRequest(operation: String, outcome: String) {
         registry.makeCounter(
             name: "ledger_apns_channel_requests_total", labels: [("operation", operation), ("outcome", outcome)],
-            help: "Broadcast channel creations and deletions at APNs by outcome: succeeded, refused, failed"
+            help: Self.channelRequestsHelp
         ).increment()
     }
 

@@ -98,6 +98,22 @@ struct APNsWireTests {
         #expect(damaged.mintedCount == 1)
     }
 
+    @Test("a channel request that cannot connect never reached Apple: NoAnswer says it did not arrive")
+    func channelRequestWithoutConnection() async throws {
+        // Nothing listens on port 1 of the loopback: the connection is refused.
+        let client = try APNsChannelClient(
+            channelEndpoint: "https://127.0.0.1:1", broadcastEndpoint: "https://127.0.0.1:1",
+            bundleID: "com.example.app",
+            providerToken: APNsProviderToken(teamID: "ABCDE12345", keyID: "KEY1234567", key: P256.Signing.PrivateKey()))
+        do {
+            _ = try await client.createChannel(messageStoragePolicy: 0)
+            Issue.record("a refused connection answered")
+        } catch let error as APNsChannelClient.NoAnswer {
+            #expect(!error.mayHaveArrived, "\(error)")
+        }
+        await client.shutdown()
+    }
+
     @Test("every documented APNs answer maps to what the provider does")
     func replies() {
         func action(_ status: Int, _ body: String = "") -> APNsReply.Action {

@@ -46,6 +46,24 @@ struct APNsProviderTests {
         let characters = Array(id)
         #expect(characters[14] == "8" && "89ab".contains(characters[19]))
     }
+
+    @Test("a broadcast's apns-request-id is scoped by the project and the send's seq, the same on every attempt")
+    func broadcastRequestID() throws {
+        let shop = try ProjectID("shop")
+        let messageID: UInt64 = 1_795_000_000_000_000_123
+        let id = APNsPushID.broadcastUUID(project: shop, seq: 42, messageID: messageID)
+        #expect(id == APNsPushID.broadcastUUID(project: shop, seq: 42, messageID: messageID))
+        // The same message id in another project (message ids come from the clock, per project), or at another seq
+        // (another server's log), is another request; so is another message.
+        #expect(id != APNsPushID.broadcastUUID(project: try ProjectID("shop-staging"), seq: 42, messageID: messageID))
+        #expect(id != APNsPushID.broadcastUUID(project: shop, seq: 43, messageID: messageID))
+        #expect(id != APNsPushID.broadcastUUID(project: shop, seq: 42, messageID: messageID + 1))
+        // Not the unscoped id of the message alone.
+        #expect(id != APNsPushID.broadcastUUID(messageID: messageID))
+        let text = id.uuidString.lowercased()
+        let characters = Array(text)
+        #expect(characters[14] == "8" && "89ab".contains(characters[19]))
+    }
 }
 
 /// The pusher's wake-up: a commit's signal wakes it, one kept signal wakes the next wait, and a wait that was woken

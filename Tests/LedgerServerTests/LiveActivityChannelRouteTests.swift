@@ -54,6 +54,21 @@ struct LiveActivityChannelRouteTests {
             (#"{"message_storage_policy":7}"#, "message_storage_policy"),
             (#"{"messageStoragePolicy":0,"message_storage_policy":0}"#, "messageStoragePolicy"),
             (#"{"messageStoragePolicy":0,"pushType":"LiveActivity"}"#, "pushType"),
+            // Only the integer literals 0 and 1: a number with a fraction or an exponent is refused even when its
+            // value is 0 or 1 (JSONDecoder reads `1.0` and `1e0` as the Int 1).
+            (#"{"messageStoragePolicy":1.0}"#, "messageStoragePolicy"),
+            (#"{"messageStoragePolicy":0.0}"#, "messageStoragePolicy"),
+            (#"{"messageStoragePolicy":1e0}"#, "messageStoragePolicy"),
+            (#"{"messageStoragePolicy":0E0}"#, "messageStoragePolicy"),
+            (#"{"messageStoragePolicy":10e-1}"#, "messageStoragePolicy"),
+            (#"{"message_storage_policy":1.0}"#, "message_storage_policy"),
+            (#"{"messageStoragePolicy":false}"#, "messageStoragePolicy"),
+            (#"{"messageStoragePolicy":null}"#, "messageStoragePolicy"),
+            (#"{"messageStoragePolicy":[1]}"#, "messageStoragePolicy"),
+            (#"{"messageStoragePolicy":{"value":1}}"#, "messageStoragePolicy"),
+            // A padded name is an unknown field, as in every other body.
+            (#"{" messageStoragePolicy":0}"#, " messageStoragePolicy"),
+            (#"{"messageStoragePolicy ":0}"#, "messageStoragePolicy "),
         ])
     func badBodies(body: String, field: String) async throws {
         try await Self.broadcasting().run { client in
@@ -63,6 +78,40 @@ struct LiveActivityChannelRouteTests {
             #expect(reply.googleStatus == "INVALID_ARGUMENT")
             #expect(reply.fieldViolations.first?["field"] == field, "\(body): \(reply.text)")
             #expect(try await client.headSeq() == before)
+        }
+    }
+
+    @Test(
+        "a body that is not one JSON object is 400 INVALID_ARGUMENT without a field, and appends nothing",
+        arguments: [
+            #"{"messageStoragePolicy":0,"messageStoragePolicy":1}"#,
+            #"{"messageStoragePolicy":1,"messageStoragePolic\u0079":1}"#,
+            #"{"messageStoragePolicy":1,}"#,
+            #"{"messageStoragePolicy":1} {}"#,
+            #"[{"messageStoragePolicy":1}]"#,
+            "1",
+        ])
+    func notOneObject(body: String) async throws {
+        try await Self.broadcasting().run { client in
+            let before = try await client.headSeq()
+            let reply = try await client.call(.post, Self.create, body: body)
+            #expect(reply.status == .badRequest, "\(body): \(reply.text)")
+            #expect(reply.googleStatus == "INVALID_ARGUMENT", "\(body): \(reply.text)")
+            #expect(try await client.headSeq() == before)
+        }
+    }
+
+    @Test("the integer literals 0 and 1 (either spelling, an escaped name too) get past the body's checks")
+    func goodBodies() async throws {
+        try await Self.broadcasting().run { client in
+            for body in [
+                #"{"messageStoragePolicy":0}"#, #"{"messageStoragePolicy": 1 }"#, #"{"message_storage_policy":1}"#,
+                #"{"messageStoragePolic\u0079":0}"#,
+            ] {
+                // Past the body's checks, the unreadable key answers 503.
+                let reply = try await client.call(.post, Self.create, body: body)
+                #expect(reply.status == .serviceUnavailable, "\(body): \(reply.text)")
+            }
         }
     }
 

@@ -2,9 +2,9 @@ import APNsWire
 import LedgerCore
 import Synchronization
 
-/// Each pushing project's APNs provider token and, for a project with `apns.broadcast`, its broadcast channel client
-/// (``APNsChannelClient``): made once, on first use, and shared by the project's pusher (``ProjectPusher``) and its
-/// channel routes (``LiveActivityChannelRoutes``).
+/// Each pushing project's APNs provider token and its broadcast channel client (``APNsChannelClient``: for a project
+/// with `apns.broadcast`, and to delete the channels of one that turned it off): made once, on first use, and shared
+/// by the project's pusher (``ProjectPusher``) and its channel routes (``LiveActivityChannelRoutes``).
 ///
 /// One provider token per project, whoever asks: Apple refuses a key whose tokens are renewed more often than every
 /// 20 minutes (429 `TooManyProviderTokenUpdates`), so a second signer for the channel requests would stall the pushes.
@@ -20,7 +20,8 @@ final class APNsProviders: Sendable {
 
     private struct Made {
         var token: APNsProviderToken
-        /// `nil` until first asked for (and for a project without `apns.broadcast`).
+        /// `nil` until first asked for: to broadcast or make a channel (`apns.broadcast`), or to delete one made
+        /// before `apns.broadcast` was turned off.
         var channels: APNsChannelClient?
     }
 
@@ -41,6 +42,11 @@ final class APNsProviders: Sendable {
     /// - Throws: `LedgerCoreError` when the key or `caFile` cannot be read, or an endpoint is not usable.
     func channels(for project: ProjectID) throws -> APNsChannelClient? {
         guard let settings = configuration.apns[project], settings.broadcast else { return nil }
+        return try channelClient(for: project, settings: settings)
+    }
+
+    /// The project's channel client, made on first use, whether or not the project broadcasts now.
+    private func channelClient(for project: ProjectID, settings: APNsSettings) throws -> APNsChannelClient {
         if let client = made.withLock({ $0[project]?.channels }) { return client }
         let token = try token(for: project)
         let client = try APNsChannelClient(
@@ -56,12 +62,18 @@ final class APNsProviders: Sendable {
         return kept
     }
 
-    /// What the channel routes ask Apple for the project: a test's stand-in when one was given, else
-    /// ``channels(for:)``.
-    func channelManagement(for project: ProjectID) throws -> (any APNsChannelManagement)? {
-        guard let settings = configuration.apns[project], settings.broadcast else { return nil }
+    /// What the channel routes ask Apple for the project: a test's stand-in when one was given, else the project's
+    /// channel client; `nil` when the project has no `apns` settings, or when `creating` and it does not broadcast.
+    ///
+    /// A channel that exists is read and deleted with the project's credentials whether or not `apns.broadcast` is
+    /// still on: turning broadcasts off must not strand the channels it made at Apple (each counts towards Apple's
+    /// 10,000 per app and environment).
+    ///
+    /// - Parameter creating: whether a new channel is to be made (only in a project that broadcasts).
+    func channelManagement(for project: ProjectID, creating: Bool) throws -> (any APNsChannelManagement)? {
+        guard let settings = configuration.apns[project], settings.broadcast || !creating else { return nil }
         if let standIn = standIns.withLock({ $0[project] }) { return standIn }
-        return try channels(for: project)
+        return try channelClient(for: project, settings: settings)
     }
 
     /// Tests: the project's channel routes ask `standIn` instead of Apple.

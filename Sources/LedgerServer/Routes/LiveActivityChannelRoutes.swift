@@ -6,7 +6,7 @@ import LedgerCore
 import LedgerStore
 import Logging
 
-/// A topic's iOS 18 broadcast channel (docs/server.md, *Broadcast channels*), in a project with `apns.broadcast`:
+/// A topic's iOS 18 broadcast channel (docs/server.md, *Broadcast channels*), made in a project with `apns.broadcast`:
 ///
 /// - `POST /v1/projects/{p}/topics/{topic}:createLiveActivityChannel` `{"messageStoragePolicy": 0|1}` (admin): Apple
 ///   creates the channel (`POST /1/apps/<bundle id>/channels`), the ledger records it (`liveActivityChannelCreated`),
@@ -15,25 +15,37 @@ import Logging
 ///   `CHANNEL_NOT_FOUND`, as every answer that a topic has no channel);
 /// - `DELETE …/topics/{topic}:liveActivityChannel` (admin): Apple deletes it, the ledger records it
 ///   (`liveActivityChannelDeleted`), `{}`; Apple's 404 `ChannelNotRegistered` (Apple no longer holds it) is
-///   recorded as a deletion too, with that reason;
+///   recorded as a deletion too, with that reason. Also once `apns.broadcast` is turned off, with the project's APNs
+///   credentials: the channels it made would otherwise stay at Apple, counted towards Apple's limit;
 /// - `GET …/liveActivityChannels?pageSize=&pageToken=` (admin, auditor): the channels by topic name;
 /// - `GET …/registrations/{token}/liveActivityChannels/{topic}` (the device itself, or admin): the same channel, for an
 ///   app to start its activity on (`TopicLedgerMessaging`'s `liveActivityChannel(forTopic:)`).
 ///
-/// Refused before Apple is asked, appending nothing: a project that does not broadcast (400 `FAILED_PRECONDITION`),
-/// a topic that has a channel (409 `ALREADY_EXISTS`), a body other than the one above (400 `INVALID_ARGUMENT` naming
-/// the field), and a project holding ``maximumChannels`` (400 `FAILED_PRECONDITION`, errorCode `TOO_MANY_CHANNELS`).
-/// Apple's refusal is answered naming Apple's status and reason, and nothing is recorded.
+/// Refused before Apple is asked, appending nothing: a creation in a project that does not broadcast, a deletion in
+/// one without `apns` settings (400 `FAILED_PRECONDITION`), a topic that has a channel (409 `ALREADY_EXISTS`), a body
+/// other than the one above (400 `INVALID_ARGUMENT` naming the field; ``LiveActivityChannelBody``), and a project
+/// holding ``maximumChannels`` (400 `FAILED_PRECONDITION`, errorCode `TOO_MANY_CHANNELS`). Apple's refusal is answered
+/// naming Apple's status and reason, and nothing is recorded.
 ///
 /// A channel Apple created that the ledger then cannot record (the append fails, or another creation for the topic
 /// was recorded first) is deleted at Apple again before the answer; if that fails too, one error line names the
 /// channel id and the topic (neither is a secret) for an operator to delete it. A crash between Apple's answer and
-/// the append leaves such a channel at Apple, unknown to the ledger: docs/server.md says how to find it.
+/// the append leaves such a channel at Apple, unknown to the ledger: docs/server.md says how to find it. So may a
+/// creation whose request reached a connection to Apple and got no answer (a timeout, a reset stream, the connection
+/// lost): it is answered 503 `UNAVAILABLE` saying the outcome is unknown, counted
+/// (`ledger_apns_channel_requests_total{operation="create",outcome="unknown"}`) and logged as an error naming the
+/// topic, for an operator to compare Apple's list of the app's channels with the ledger's.
+///
+/// The limit is counted per project, and before Apple is asked: two creations at once at the limit, or other
+/// projects or servers using the same bundle id and APNs environment, can still take Apple's count past it. Apple's
+/// own refusal (400 `CannotCreateChannelConfig`) then answers, and nothing is recorded.
 ///
 /// - Note: Never logs provider tokens, keys or payloads.
 struct LiveActivityChannelRoutes {
     let server: ServerContext
-    /// Apple's limit: 10,000 channels per app and environment ("Sending channel management requests to APNs").
+    /// Apple's limit: 10,000 channels per app and environment ("Sending channel management requests to APNs"),
+    /// checked against the project's own channels: the ledger does not record a channel's bundle id or environment
+    /// (`LiveActivityChannelCreated`), so channels of other projects using the same app are not counted.
     static let maximumChannels = 10_000
     static let defaultPageSize = 1000
     static let maximumPageSize = 10_000
@@ -127,17 +139,18 @@ struct LiveActivityChannelRoutes {
             })
     }
 
-    /// The project's channel client, or 400 `FAILED_PRECONDITION` when the project does not broadcast.
-    private func client(for project: ProjectID) throws -> any APNsChannelManagement {
+    /// The project's channel client, or 400 `FAILED_PRECONDITION` when `creating` and the project does not
+    /// broadcast, or when it has no `apns` settings at all.
+    private func client(for project: ProjectID, creating: Bool) throws -> any APNsChannelManagement {
         let client: (any APNsChannelManagement)?
         do {
-            client = try server.ledgers.apnsProviders.channelManagement(for: project)
+            client = try server.ledgers.apnsProviders.channelManagement(for: project, creating: creating)
         } catch {
             server.ledgers.logger.error(
                 "APNs broadcast channels cannot be used: \(error)", metadata: ["ledger.project": "\(project)"])
             throw FCMError.unavailable("The project's APNs settings cannot be used now (the server log says why).")
         }
-        guard let client else { throw Self.notBroadcasting(project) }
+        guard let client else { throw creating ? Self.notBroadcasting(project) : Self.noCredentials(project) }
         return client
     }
 
@@ -148,11 +161,24 @@ struct LiveActivityChannelRoutes {
                 "Project \(project) does not use iOS 18 broadcast channels: its config's apns.broadcast is not true.")
     }
 
+    static func noCredentials(_ project: ProjectID) -> FCMError {
+        FCMError(
+            status: .badRequest, googleStatus: "FAILED_PRECONDITION", errorCode: "FAILED_PRECONDITION",
+            message:
+                "Project \(project) has no apns section in its config: its channels cannot be deleted at APNs without its credentials."
+        )
+    }
+
     /// `POST …/topics/{topic}:createLiveActivityChannel`.
     private func create(_ request: Request, _ context: ProjectRequestContext) async throws -> Response {
         let topic = try Self.topic(context.parameters, suffix: Self.createSuffix)
-        let body = try await JSONBody.decode(
-            LiveActivityChannelBody.self, request, limit: server.configuration.maximumBodyBytes)
+        let buffer = try await JSONBody.bytes(request, limit: server.configuration.maximumBodyBytes)
+        guard buffer.readableBytes > 0 else {
+            throw FCMError.invalidArgument("Request body is empty; a JSON object is expected.")
+        }
+        let body = try buffer.withUnsafeReadableBytes {
+            try LiveActivityChannelBody(json: $0.assumingMemoryBound(to: UInt8.self))
+        }
         let project = context.project
         let metrics = server.ledgers.metrics
         var logger = server.ledgers.logger
@@ -172,10 +198,20 @@ struct LiveActivityChannelRoutes {
                     "The project holds \(count) broadcast channels, Apple's limit per app and environment: delete one first."
             )
         }
-        let client = try client(for: project)
+        let client = try client(for: project, creating: true)
         let answer: APNsChannelClient.Answer
         do {
             answer = try await client.createChannel(messageStoragePolicy: body.messageStoragePolicy)
+        } catch let error as APNsChannelClient.NoAnswer where error.mayHaveArrived {
+            // Apple may have made a channel whose id the ledger will never learn (Apple chooses it): only its list of
+            // the app's channels can tell. The topic names no person; no token, key or payload is logged.
+            metrics.recordChannelRequest(operation: "create", outcome: "unknown")
+            logger.error(
+                "APNs did not answer a broadcast channel's creation after the request went out (\(error)): APNs may have created a channel the ledger does not know; compare its all-channels list (GET /1/apps/<bundle id>/all-channels) with the ledger's (GET …/liveActivityChannels) and delete any it does not show",
+                metadata: ["ledger.topic": "\(topic.rawValue)"])
+            throw FCMError.unavailable(
+                "APNs did not answer the channel's creation, so its outcome is unknown: APNs may hold a channel the ledger did not record (the server log names the topic; compare APNs' list of the app's channels). Nothing was recorded."
+            )
         } catch {
             metrics.recordChannelRequest(operation: "create", outcome: "failed")
             logger.error("APNs did not answer a broadcast channel's creation: \(error)")
@@ -241,11 +277,13 @@ struct LiveActivityChannelRoutes {
         let metrics = server.ledgers.metrics
         var logger = server.ledgers.logger
         logger[metadataKey: "ledger.project"] = "\(project)"
-        guard server.configuration.apns[project]?.broadcast == true else { throw Self.notBroadcasting(project) }
+        // Not only while the project broadcasts: a channel made before `apns.broadcast` was turned off is deleted with
+        // the project's credentials all the same.
+        guard server.configuration.apns[project] != nil else { throw Self.noCredentials(project) }
         guard let channel = try context.ledger.read({ try $0.liveActivityChannel(of: topic) }) else {
             throw Self.noChannel(topic)
         }
-        let client = try client(for: project)
+        let client = try client(for: project, creating: false)
         let answer: APNsChannelClient.Answer
         do {
             answer = try await client.deleteChannel(channel.channelID)
