@@ -23,17 +23,6 @@ public enum APNsPushID {
             ))
     }
 
-    /// The `apns-request-id` of the one broadcast of a topic's Live Activity send (message `messageID`), the same on
-    /// every attempt: the first 16 bytes of SHA-256(`"broadcast\n<message id>"`), a version 8 UUID (a push's text
-    /// begins with a digit, so a broadcast's id is never a push's).
-    ///
-    /// Not scoped: message ids come from the clock, per project, so two projects (or two servers) that send in the
-    /// same microsecond derive the same id. ``broadcastUUID(project:seq:messageID:)`` replaces it; this goes once
-    /// the pusher uses that one.
-    public static func broadcastUUID(messageID: UInt64) -> UUID {
-        uuid(of: "broadcast\n\(messageID)")
-    }
-
     /// The `apns-request-id` of the one broadcast of the Live Activity send at `seq` in `project`'s log (message
     /// `messageID`), the same on every attempt: the first 16 bytes of
     /// SHA-256(`"broadcast\n<project>\n<seq>\n<message id>"`), a version 8 UUID.

@@ -58,8 +58,6 @@ struct APNsProviderTests {
         #expect(id != APNsPushID.broadcastUUID(project: try ProjectID("shop-staging"), seq: 42, messageID: messageID))
         #expect(id != APNsPushID.broadcastUUID(project: shop, seq: 43, messageID: messageID))
         #expect(id != APNsPushID.broadcastUUID(project: shop, seq: 42, messageID: messageID + 1))
-        // Not the unscoped id of the message alone.
-        #expect(id != APNsPushID.broadcastUUID(messageID: messageID))
         let text = id.uuidString.lowercased()
         let characters = Array(text)
         #expect(characters[14] == "8" && "89ab".contains(characters[19]))

@@ -512,8 +512,9 @@ final class ProjectPusher: Sendable {
     /// `apns-expiration` is 0 on a channel that stores nothing (Apple refuses any other), else the message's iOS
     /// expiry. No answer, 429 and 5xx are tried again every second, a refused provider token (403) every
     /// ``invalidTokenRetry``, until the message expires; every other answer is final. The `apns-request-id` is the
-    /// same on every attempt (``APNsPushID/broadcastUUID(messageID:)``): a crash after Apple took it and before the
-    /// record makes it again with that id. A broadcast not taken is counted and logged, without its payload.
+    /// same on every attempt (``APNsPushID/broadcastUUID(project:seq:messageID:)``): a crash after Apple took it and
+    /// before the record makes it again with that id. A broadcast not taken is counted and logged, without its
+    /// payload.
     private func broadcast(
         sendAt seq: UInt64, topic: TopicName, channelID recorded: String?, delivery: PlatformDelivery,
         expiresAt: LedgerTime, messageID: UInt64, in ledger: Ledger
@@ -533,7 +534,7 @@ final class ProjectPusher: Sendable {
             expired = kept.expired
         } else if let channel, let client = try ledgers.apnsProviders.channels(for: project) {
             let expiration = channel.messageStoragePolicy == 0 ? 0 : max(0, expiresAt.microseconds / 1_000_000)
-            let requestID = APNsPushID.broadcastUUID(messageID: messageID)
+            let requestID = APNsPushID.broadcastUUID(project: project, seq: seq, messageID: messageID)
             let priority = delivery.priority == .high ? 10 : 5
             while true {
                 if LedgerTime.now() >= expiresAt {
