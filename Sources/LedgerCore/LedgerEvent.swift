@@ -223,8 +223,8 @@ public enum TopicActivityDelivery: Sendable, Equatable {
         case 0: return nil
         case 1: self = .followers
         case 2:
-            guard !attributesType.isEmpty else {
-                throw LedgerCoreError(.corruptEvent, "a push-to-start send without its attributes type")
+            guard LiveActivityScope.isValidAttributesType(attributesType) else {
+                throw LedgerCoreError(.corruptEvent, "a push-to-start send without a valid attributes type")
             }
             self = .pushToStart(attributesType: attributesType)
         case 3: self = .nowhere

@@ -43,7 +43,7 @@ func randomEvent(seed: UInt64) -> LedgerEvent {
                 messageJSON: Array(#"{"data":{"k":"\#(text("xyz", 0...50))"}}"#.utf8),
                 broadcastChannelID: Bool.random(using: &random) ? text("ABCxyz019+/=", 1...24) : nil,
                 topicActivity: [
-                    nil, .followers, .nowhere, .pushToStart(attributesType: text("MatchAttributes_.", 1...40)),
+                    nil, .followers, .nowhere, .pushToStart(attributesType: "M" + text("MatchAttributes_.", 0...40)),
                 ].randomElement(using: &random)!))
     case 5:
         body = .acknowledged(token: token, through: UInt64.random(in: 0...UInt64.max, using: &random))
@@ -103,7 +103,7 @@ func randomEvent(seed: UInt64) -> LedgerEvent {
     case 13: body = .liveActivityUnfollowed(token: token, topic: topic, reason: text("deleted by the device é", 0...30))
     case 14:
         body = .pushToStartTokenSet(
-            token: token, attributesType: text("MatchAttributes_.", 1...40), pushToken: activityToken())
+            token: token, attributesType: "M" + text("MatchAttributes_.", 0...40), pushToken: activityToken())
     case 15:
         body = .liveActivitiesEnded(
             topic: topic, sendSeq: UInt64.random(in: 1...UInt64.max, using: &random),
@@ -378,6 +378,23 @@ struct APNsDeviceTokenTests {
         }
     }
 
+    @Test("a stored push-to-start type that is not a type's name (300 bytes, a space) is a corrupt event, not a key")
+    func corruptPushToStartType() throws {
+        for name in [String(repeating: "T", count: 300), "Match Attributes", ""] {
+            var message = Topicledger_V1_Event()
+            message.seq = 1
+            var body = Topicledger_V1_PushToStartTokenSet()
+            body.token = "t"
+            body.attributesType = name
+            body.pushToken = Data(repeating: 1, count: 32)
+            message.body = .pushToStartTokenSet(body)
+            let bytes = [EventCodec.formatVersion] + (try message.serializedBytes() as [UInt8])
+            #expect {
+                try EventCodec.decode(bytes)
+            } throws: { ($0 as? LedgerCoreError)?.code == .corruptEvent }
+        }
+    }
+
     @Test("a stored APNs token outside 16...200 bytes is a corrupt event, not a token")
     func corruptStoredToken() throws {
         var message = Topicledger_V1_Event()
@@ -394,7 +411,11 @@ struct APNsDeviceTokenTests {
 
     @Test(
         "a stored topic_activity outside 0...3, a push-to-start without its type, or a type on another kind is a corrupt event",
-        arguments: [(UInt32(4), ""), (UInt32.max, ""), (2, ""), (1, "MatchAttributes"), (0, "MatchAttributes")])
+        arguments: [
+            (UInt32(4), ""), (UInt32.max, ""), (UInt32(2), ""), (UInt32(1), "MatchAttributes"),
+            (UInt32(0), "MatchAttributes"), (UInt32(2), String(repeating: "M", count: 201)), (UInt32(2), ".Match"),
+            (UInt32(2), "Match Attributes"),
+        ] as [(UInt32, String)])
     func corruptTopicActivity(value: UInt32, attributesType: String) throws {
         var message = Topicledger_V1_Event()
         message.seq = 1

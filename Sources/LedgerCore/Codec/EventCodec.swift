@@ -396,6 +396,11 @@ public enum EventCodec {
                 token: RegistrationToken(trusted: value.token), topic: TopicName(trusted: value.topic),
                 reason: value.reason)
         case .pushToStartTokenSet(let value):
+            // The type names a projection key (at most 255 bytes): a stored name the route would refuse is a corrupt
+            // event, not a key cut short.
+            guard LiveActivityScope.isValidAttributesType(value.attributesType) else {
+                throw LedgerCoreError(.corruptEvent, "event \(message.seq) holds an attributes type that is not one")
+            }
             body = .pushToStartTokenSet(
                 token: RegistrationToken(trusted: value.token), attributesType: value.attributesType,
                 pushToken: try activityToken(value.pushToken, seq: message.seq))
