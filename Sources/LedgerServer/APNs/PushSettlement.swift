@@ -25,7 +25,8 @@ struct PushSettlement: Sendable, Equatable {
     /// The main loop hands the broadcast at `seq` to the lane (before it passes it; in log order, so it goes last).
     mutating func handed(_ seq: UInt64) {
         guard !unfinishedBroadcasts.contains(seq) else { return }
-        unfinishedBroadcasts.insert(seq, at: unfinishedBroadcasts.firstIndex { $0 > seq } ?? unfinishedBroadcasts.endIndex)
+        let later = unfinishedBroadcasts.firstIndex { $0 > seq } ?? unfinishedBroadcasts.endIndex
+        unfinishedBroadcasts.insert(seq, at: later)
     }
 
     /// The lane has recorded the broadcast at `seq` finished.
