@@ -92,6 +92,12 @@ class StandIn:
         response = httpx.post(self.control + "/script", json={"token": token, "replies": replies, "sticky": sticky})
         assert response.status_code == 200, response.text
 
+    def script_broadcasts(self, replies, sticky=False):
+        """The next broadcasts get `replies` in order (the last for ever when sticky): `{"status", "reason",
+        "retryAfter"}`, or `{"drop": True}` for no answer; `[]` ends the script."""
+        response = httpx.post(self.control + "/script", json={"broadcast": True, "replies": replies, "sticky": sticky})
+        assert response.status_code == 200, response.text
+
     def goaway(self):
         httpx.post(self.control + "/goaway", json={})
 

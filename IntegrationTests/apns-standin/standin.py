@@ -55,6 +55,11 @@ Scripting and inspection go through a plain-HTTP control port on loopback (`--co
   POST /script   {"token": HEX, "replies": [{"status": 410, "reason": "Unregistered", "timestamp": MS}, …],
                   "sticky": false}  the next requests for the token get these replies in order (the last one
                   for ever when sticky); `"delay": SECONDS` in a reply holds its answer that long
+  POST /script   {"broadcast": true, "replies": [{"status": 503, "reason": "ServiceUnavailable", "retryAfter": 2},
+                  {"drop": true}, …], "sticky": false}  the same for the next broadcasts (`POST /4/broadcasts/…`),
+                  whatever their channel: a reply's `retryAfter` is sent as `retry-after`, and `"drop": true` answers
+                  nothing (the stream is reset, RST_STREAM INTERNAL_ERROR; recorded with status 0); `"replies": []`
+                  ends the script
   POST /goaway   sends GOAWAY on every open connection (NO_ERROR) and closes them
   POST /unanswered-channel-requests {"count": N}  the next N channel-management requests are carried out (a
                  channel made or deleted) and never answered: the stream stays open until the provider resets it
@@ -86,6 +91,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import h2.config
 import h2.connection
+import h2.errors
 import h2.events
 import h2.exceptions
 import h2.settings
@@ -131,6 +137,7 @@ def live_activity_problem(body):
 TOKEN_LIFETIME = 3600
 CHANNELS_PATTERN = re.compile(r"^/1/apps/([^/]+)/(channels|all-channels)$")
 BROADCAST_PATTERN = re.compile(r"^/4/broadcasts/apps/([^/]+)$")
+BROADCAST_SCRIPT = "broadcast"  # the scripts' key for broadcasts (a device token is hex: it cannot be this)
 CHANNEL_ID_PATTERN = re.compile(r"^[A-Za-z0-9+/]+={0,2}$")
 
 
@@ -402,7 +409,11 @@ class Connection:
         return 200, None, {}, self.state.args.delay
 
     async def answer_channel(self, stream_id, headers, body, status, reason, extra, response_extra):
-        """Answers a channel-management or broadcast request: `apns-request-id`, then the decided headers and body."""
+        """Answers a channel-management or broadcast request: `apns-request-id`, then the decided headers and body
+        (or, for a scripted `drop`, nothing: the stream is reset)."""
+        dropped = response_extra.pop("drop", False)
+        if dropped:
+            status, reason = 0, None
         request_id = headers.get("apns-request-id") or str(uuid.uuid4())
         record = {
             "connection": self.id, "stream": stream_id, "time": time.time(), "path": headers.get(":path"),
@@ -414,6 +425,13 @@ class Connection:
         with self.state.lock:
             self.state.requests.append(record)
             self.state.statuses[str(status)] = self.state.statuses.get(str(status), 0) + 1
+        if dropped:
+            try:
+                self.h2.reset_stream(stream_id, error_code=h2.errors.ErrorCodes.INTERNAL_ERROR)
+                await self.flush()
+            except (h2.exceptions.StreamClosedError, h2.exceptions.ProtocolError, ConnectionResetError):
+                pass
+            return
         response_headers = [(":status", str(status)), ("apns-request-id", request_id)]
         response_headers += [(k, v) for k, v in response_extra.items() if k != "body"]
         payload = b""
@@ -507,6 +525,13 @@ class Connection:
         # A broadcast.
         if method != "POST":
             return 405, "MethodNotAllowed", {}, {}
+        scripted = self.state.scripted_reply(BROADCAST_SCRIPT)
+        if scripted:
+            if scripted.get("drop"):
+                return 0, None, {}, {"drop": True}
+            response_extra = {"retry-after": str(scripted["retryAfter"])} if "retryAfter" in scripted else {}
+            extra = {k: v for k, v in scripted.items() if k not in ("status", "reason", "retryAfter")}
+            return scripted.get("status", 200), scripted.get("reason"), extra, response_extra
         channel, problem = self.channel_id(headers)
         if problem:
             return problem[0], problem[1], {}, {}
@@ -579,9 +604,9 @@ def control_server(state, port):
             length = int(self.headers.get("Content-Length") or 0)
             document = json.loads(self.rfile.read(length) or b"{}")
             if self.path == "/script":
+                key = BROADCAST_SCRIPT if document.get("broadcast") else document["token"].lower()
                 with state.lock:
-                    state.scripts[document["token"].lower()] = {"replies": list(document["replies"]),
-                                                                "sticky": bool(document.get("sticky"))}
+                    state.scripts[key] = {"replies": list(document["replies"]), "sticky": bool(document.get("sticky"))}
                 self.reply(200, {})
             elif self.path == "/goaway":
                 count = len(state.connections)

@@ -408,3 +408,112 @@ def test_a_project_that_does_not_broadcast_refuses_channels(world):
         assert not [r for r in standin.requests() if r["path"] == CHANNELS_PATH]
     finally:
         plain.stop()
+
+
+def _readyz(ledger):
+    response = httpx.get(ledger.base + "/readyz")
+    return response.status_code, response.json().get("reasons") or []
+
+
+def _wait(predicate, what, timeout=30):
+    deadline = time.time() + timeout
+    while not predicate():
+        assert time.time() < deadline, what
+        time.sleep(0.1)
+
+
+def _fans(ledger, count, topics):
+    tokens = [ledger.register(device_token(100 + i)) for i in range(count)]
+    for topic in topics:
+        ledger.batch_add(tokens, topic)
+    return tokens
+
+
+def test_a_failing_broadcast_holds_back_no_push_and_is_made_once_when_apns_answers_again(world):
+    """No answer, 429 and 5xx: the broadcast is tried again with backoff (Retry-After honoured) in a lane of its own,
+    while later sends' pushes go out; /readyz, the metrics and one log line say so; once APNs answers it is made once,
+    with the same apns-request-id on every try, and recorded."""
+    standin, ledger, _ = world
+    _fans(ledger, 3, ["match-42", "news"])
+    _create(ledger, "match-42", policy=0)
+    standin.script_broadcasts([{"drop": True}, {"status": 429, "reason": "TooManyRequests", "retryAfter": 1},
+                               {"status": 500, "reason": "InternalServerError"}], sticky=True)
+    stuck = ledger.send(_live("match-42"))["name"].rsplit("/", 1)[1]
+    standin.wait_for(lambda r: len(_broadcasts(r)) >= 2, what="the broadcast's first tries")
+    # A later send's pushes are not held back by the broadcast waiting on APNs.
+    before = len(standin.requests())
+    ordinary = ledger.send({"topic": "news", "notification": {"title": "Kick-off"}})["name"].rsplit("/", 1)[1]
+    pushed = standin.wait_for(lambda r: len(_device_pushes(r[before:])) >= 3, timeout=10,
+                              what="the pushes of a send after a stuck broadcast")
+    assert all(r["status"] == 200 for r in _device_pushes(pushed[before:]))
+    _wait(lambda: ledger.audit_message(ordinary)["pushes"] and all(
+        p["push"].get("outcome") == "accepted" for p in ledger.audit_message(ordinary)["pushes"]),
+        "the later send's pushes were never recorded")
+    assert ledger.audit_message(stuck)["broadcast"]["state"] == "pending"
+    # Said in /readyz as the broadcasts' problem, not the pushes'.
+    _wait(lambda: _readyz(ledger)[0] == 503, "readyz never said the broadcasts fail")
+    status, reasons = _readyz(ledger)
+    assert any("broadcasts fail at APNs" in r for r in reasons), reasons
+    assert not any("cannot push to APNs" in r for r in reasons), reasons
+    # Every try is counted; backoff: 1 s after no answer, Retry-After's 1 s after the 429, then 2 s, 4 s (doubling).
+    standin.wait_for(lambda r: len(_broadcasts(r)) >= 4, timeout=20, what="the broadcast's tries with backoff")
+    tries = _broadcasts(standin.requests())
+    assert [t["status"] for t in tries[:4]] == [0, 429, 500, 500]
+    gaps = [b["time"] - a["time"] for a, b in zip(tries, tries[1:4])]
+    assert 0.9 <= gaps[0] < 1.8 and 0.9 <= gaps[1] < 1.8 and gaps[2] >= 3.5, gaps
+    assert _metric(ledger, 'ledger_apns_broadcast_attempts_total{outcome="retry"}') >= 4
+    assert _metric(ledger, 'ledger_apns_broadcast_attempts_total{outcome="accepted"}') == 0
+    # APNs answers again: the broadcast is made once, recorded; /readyz is ready again.
+    standin.script_broadcasts([])
+    assert _audit_broadcast(ledger, stuck, timeout=40)["broadcast"]["state"] == "accepted"
+    time.sleep(0.5)
+    tries = _broadcasts(standin.requests())
+    assert [t["status"] for t in tries].count(200) == 1 and tries[-1]["status"] == 200
+    assert len({t["requestId"] for t in tries}) == 1, "the same apns-request-id on every try"
+    assert _metric(ledger, 'ledger_apns_broadcast_attempts_total{outcome="accepted"}') == 1
+    assert _metric(ledger, 'ledger_apns_broadcasts_total{outcome="accepted"}') == 1
+    _wait(lambda: _readyz(ledger)[0] == 200, "readyz never recovered")
+    # One error line when the failing started, one notice when it ended: not one per try.
+    log = ledger.log.read_text()
+    assert log.count("APNs broadcasts fail") == 1 and log.count("APNs answers broadcasts again") == 1, log
+    line = next(l for l in log.splitlines() if "APNs broadcasts fail" in l)
+    assert "apns.channel_id" in line and "ledger.send_seq" in line and "bearer" not in line, line
+
+
+def test_a_restart_while_a_broadcast_is_stuck_loses_nothing(world):
+    """The settled seq the pusher records stays before a broadcast not recorded finished, however far later sends got:
+    after a kill the broadcast is tried again and made once; the sends finished before the kill are not pushed again."""
+    standin, ledger, _ = world
+    _fans(ledger, 3, ["match-42", "news"])
+    _create(ledger, "match-42", policy=0)
+    standin.script_broadcasts([{"status": 503, "reason": "ServiceUnavailable"}], sticky=True)
+    stuck = ledger.send(_live("match-42"))
+    stuck_id = stuck["name"].rsplit("/", 1)[1]
+    before = len(standin.requests())
+    later = [ledger.send({"topic": "news", "notification": {"title": f"#{i}"}})["name"].rsplit("/", 1)[1]
+             for i in range(2)]
+    standin.wait_for(lambda r: len(_device_pushes(r[before:])) >= 6, timeout=10, what="the later sends' pushes")
+    seq = ledger.audit_message(stuck_id)["seq"]
+    _wait(lambda: all(any(e["sendSeq"] == ledger.audit_message(m)["seq"] and e["finished"]
+                          for e in ledger.events("pushProgress")) for m in later),
+          "the later sends were never recorded finished")
+    progress = ledger.events("pushProgress")
+    assert all(e["settledThrough"] < seq for e in progress), progress
+    time.sleep(1.5)  # the depth is counted every second: the broadcast owes one push, the later sends none
+    assert _metric(ledger, "ledger_apns_outbox_depth") == 1
+    ledger.kill()
+    tries = len(_broadcasts(standin.requests()))
+    pushes = len(_device_pushes(standin.requests()))
+    ledger.start()
+    # The restarted pusher takes the broadcast up again; the finished sends are not pushed again.
+    standin.wait_for(lambda r: len(_broadcasts(r)) > tries, what="the broadcast tried again after the restart")
+    before = len(standin.requests())
+    after_restart = ledger.send({"topic": "news", "notification": {"title": "after"}})["name"].rsplit("/", 1)[1]
+    standin.wait_for(lambda r: len(_device_pushes(r[before:])) >= 3, timeout=10, what="a send after the restart")
+    standin.script_broadcasts([])
+    assert _audit_broadcast(ledger, stuck_id, timeout=40)["broadcast"]["state"] == "accepted"
+    time.sleep(0.5)
+    assert len(_device_pushes(standin.requests())) == pushes + 3
+    assert [t["status"] for t in _broadcasts(standin.requests())].count(200) == 1
+    _wait(lambda: any(e["settledThrough"] >= ledger.audit_message(after_restart)["seq"]
+                      for e in ledger.events("pushProgress")), "the settled seq never passed the broadcast")

@@ -365,3 +365,23 @@ def test_a_broadcast_apple_refuses_is_refused(standin, client, change, status, r
     headers = {"apns_channel_id": channel, **change}
     reply = broadcast(standin, client, headers.pop("apns_channel_id"), body=body, **headers)
     assert reply.status_code == status and reply.json()["reason"] == reason
+
+
+def test_scripted_broadcast_replies_answer_5xx_429_with_retry_after_or_nothing(standin, client):
+    channel = create_channel(standin, client, policy=0)
+    httpx.post(standin["control"] + "/script", json={"broadcast": True, "replies": [
+        {"status": 500, "reason": "InternalServerError"}, {"status": 429, "reason": "TooManyRequests", "retryAfter": 7},
+        {"drop": True}, {"status": 503, "reason": "ServiceUnavailable"}], "sticky": True})
+    first = broadcast(standin, client, channel)
+    assert first.status_code == 500 and first.json() == {"reason": "InternalServerError"}
+    second = broadcast(standin, client, channel)
+    assert second.status_code == 429 and second.headers["retry-after"] == "7"
+    with pytest.raises(httpx.RemoteProtocolError):
+        broadcast(standin, client, channel)
+    # The last reply for ever (sticky), until the script ends; a push per device is not scripted by it.
+    assert [broadcast(standin, client, channel).status_code for _ in range(2)] == [503, 503]
+    assert push(standin, client).status_code == 200
+    httpx.post(standin["control"] + "/script", json={"broadcast": True, "replies": []})
+    assert broadcast(standin, client, channel).status_code == 200
+    records = [r for r in httpx.get(standin["control"] + "/requests").json() if r["path"] == BROADCAST]
+    assert [r["status"] for r in records] == [500, 429, 0, 503, 503, 200]

@@ -27,22 +27,38 @@ public final class APNsChannelClient: Sendable {
         public var channelID: String?
         /// The body (a channel's settings, the list of channels).
         public var body: [UInt8]
+        /// `Retry-After` in seconds (a 429 or 5xx may carry one), when it is a whole number of seconds up to
+        /// ``maximumRetryAfter``; an HTTP date or anything else is `nil`.
+        public var retryAfter: Int?
 
         public var succeeded: Bool { (200..<300).contains(status) }
 
         /// Apple's answer, its strings bounded as the ledger keeps them forever and logs them: `reason` at most
         /// ``maximumReasonBytes`` of `[A-Za-z0-9_.-]` and `requestID` UUID-shaped, each else `nil`.
         public init(
-            status: Int, reason: String? = nil, requestID: String? = nil, channelID: String? = nil, body: [UInt8] = []
+            status: Int, reason: String? = nil, requestID: String? = nil, channelID: String? = nil, body: [UInt8] = [],
+            retryAfter: String? = nil
         ) {
             self.status = status
             self.reason = reason.flatMap(Self.boundedReason)
             self.requestID = requestID.flatMap(Self.boundedRequestID)
             self.channelID = channelID
             self.body = body
+            self.retryAfter = retryAfter.flatMap(Self.boundedRetryAfter)
         }
 
         public static let maximumReasonBytes = 64
+        /// The longest `Retry-After` taken as given (an hour); a longer one is taken as this.
+        public static let maximumRetryAfter = 3600
+
+        /// `Retry-After` as whole seconds (1 to 9 digits), at most ``maximumRetryAfter``; else `nil`.
+        public static func boundedRetryAfter(_ value: String) -> Int? {
+            let digits = value.utf8
+            guard !digits.isEmpty, digits.count <= 9, digits.allSatisfy({ $0 >= 0x30 && $0 <= 0x39 }),
+                let seconds = Int(value)
+            else { return nil }
+            return min(seconds, maximumRetryAfter)
+        }
 
         /// `reason` when it is 1 to ``maximumReasonBytes`` bytes of `[A-Za-z0-9_.-]` (Apple's reasons are
         /// `ChannelNotRegistered`, `BadExpirationDate`, …), else `nil`.
@@ -92,6 +108,9 @@ public final class APNsChannelClient: Sendable {
     private let providerToken: APNsProviderToken
     private let management: Endpoint
     private let broadcasts: Endpoint
+    /// Since when broadcasts have gone unanswered: set by a broadcast that got no answer while it is `nil`, cleared
+    /// by any answer to one (``broadcastSilence``).
+    private let broadcastsUnansweredSince = Mutex<ContinuousClock.Instant?>(nil)
 
     /// - Parameters:
     ///   - channelEndpoint: Apple's channel management host (`https://host[:port]`).
@@ -151,15 +170,29 @@ public final class APNsChannelClient: Sendable {
     public func broadcast(
         channelID: String, priority: Int, expiration: Int64, requestID: UUID, payload: [UInt8]
     ) async throws -> Answer {
-        try await send(
-            broadcasts, method: "POST", path: "/4/broadcasts/apps/\(bundleID)",
-            headers: [
-                ("apns-channel-id", channelID), ("apns-push-type", "liveactivity"),
-                ("apns-priority", String(priority)), ("apns-expiration", String(max(0, expiration))),
-                ("apns-request-id", requestID.uuidString.lowercased()), ("content-type", "application/json"),
-            ],
-            body: payload)
+        do {
+            let answer = try await send(
+                broadcasts, method: "POST", path: "/4/broadcasts/apps/\(bundleID)",
+                headers: [
+                    ("apns-channel-id", channelID), ("apns-push-type", "liveactivity"),
+                    ("apns-priority", String(priority)), ("apns-expiration", String(max(0, expiration))),
+                    ("apns-request-id", requestID.uuidString.lowercased()), ("content-type", "application/json"),
+                ],
+                body: payload)
+            broadcastsUnansweredSince.withLock { $0 = nil }
+            return answer
+        } catch {
+            broadcastsUnansweredSince.withLock { $0 = $0 ?? .now }
+            throw error
+        }
     }
+
+    /// How long broadcasts have gone unanswered (no connection, a reset stream, a timeout) since the broadcast
+    /// endpoint last answered one; `nil` when it answers, or has not been asked since it last did.
+    public var broadcastSilence: Duration? { broadcastsUnansweredSince.withLock { $0 }.map { .now - $0 } }
+
+    /// Forgets the broadcasts that went unanswered: none is owed now.
+    public func broadcastsIdle() { broadcastsUnansweredSince.withLock { $0 = nil } }
 
     /// Closes both connections.
     public func shutdown() async {
@@ -199,7 +232,7 @@ public final class APNsChannelClient: Sendable {
             }
             return Answer(
                 status: response.status, reason: reason, requestID: response.requestID,
-                channelID: response.channelID, body: response.body)
+                channelID: response.channelID, body: response.body, retryAfter: response.retryAfter)
         }
     }
 

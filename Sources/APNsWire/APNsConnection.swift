@@ -29,6 +29,8 @@ final class APNsConnection: Sendable {
         var requestID: String? = nil
         /// `apns-channel-id` (a channel's creation).
         var channelID: String? = nil
+        /// `retry-after` (a 429 or 503 may carry one).
+        var retryAfter: String? = nil
     }
 
     /// The request failed without an answer: the stream was reset, the connection closed or went away, or
@@ -352,7 +354,8 @@ final class StreamTable: ChannelInboundHandler {
                 stream.response = APNsConnection.Response(
                     status: status, apnsID: headers.headers.first(name: "apns-id"), body: [],
                     requestID: headers.headers.first(name: "apns-request-id"),
-                    channelID: headers.headers.first(name: "apns-channel-id"))
+                    channelID: headers.headers.first(name: "apns-channel-id"),
+                    retryAfter: headers.headers.first(name: "retry-after"))
             }
         case .data(let data):
             endStream = data.endStream

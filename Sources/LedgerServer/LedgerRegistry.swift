@@ -120,6 +120,9 @@ public final class LedgerRegistry: Sendable {
                 if let problem = apns.state(of: project)?.problem {
                     problems.append("a project cannot push to APNs: \(problem)")
                 }
+                if let problem = apns.state(of: project)?.broadcastProblem {
+                    problems.append("a project's broadcasts fail at APNs: \(problem)")
+                }
             } catch let error as StoreError {
                 problems.append("a project cannot be served: \(Self.reason(error))")
             } catch {

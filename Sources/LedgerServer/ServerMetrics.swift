@@ -86,7 +86,19 @@ public final class ServerMetrics: Sendable {
                 help: "Broadcasts on topics' Live Activity channels by outcome: accepted, rejected, expired"
             ).increment(by: Int64(0))
         }
+        for outcome in Self.broadcastAttemptOutcomes {
+            registry.makeCounter(
+                name: "ledger_apns_broadcast_attempts_total", labels: [("outcome", outcome)],
+                help: Self.broadcastAttemptsHelp
+            ).increment(by: Int64(0))
+        }
     }
+
+    /// What one try of a broadcast came to: `accepted` (2xx), `rejected` (a final refusal), `retry` (no answer, 429
+    /// or 5xx: tried again with backoff), `token_refused` (403 for the provider token: tried again after 60 s).
+    static let broadcastAttemptOutcomes = ["accepted", "rejected", "retry", "token_refused"]
+    private static let broadcastAttemptsHelp =
+        "Tries of broadcasts at APNs by outcome: accepted, rejected, retry (no answer, 429, 5xx), token_refused"
 
     /// Records one group commit (the store's commit observer).
     func recordCommit(requests: Int, operations: Int, duration: Duration) {
@@ -276,6 +288,16 @@ public final class ServerMetrics: Sendable {
         ).increment()
     }
 
+    /// Counts one try of a broadcast (`ledger_apns_broadcast_attempts_total{outcome}`, one of
+    /// ``broadcastAttemptOutcomes``); the broadcast's recorded outcome counts once more, in
+    /// ``recordBroadcast(outcome:)``.
+    func recordBroadcastAttempt(outcome: String) {
+        registry.makeCounter(
+            name: "ledger_apns_broadcast_attempts_total", labels: [("outcome", outcome)],
+            help: Self.broadcastAttemptsHelp
+        ).increment()
+    }
+
     /// Sets the APNs gauges: pushes owed now (the recipients of the sends in the outboxes not yet passed),
     /// and how many projects' APNs credentials APNs refuses, or APNs does not answer.
     func recordAPNs(outboxDepth: Int, failingProjects: Int) {
@@ -363,6 +385,12 @@ public final class ServerMetrics: Sendable {
                 (
                     "ledger_project_apns_not_answering", "Whether APNs has left every request unanswered for 30 s",
                     apns.notAnswering ? "1" : "0"
+                ))
+            all.append(
+                (
+                    "ledger_project_apns_broadcasts_failing",
+                    "Whether the broadcast under way is failing at APNs (no answer, 429, 5xx, a refused provider token)",
+                    apns.broadcastProblem != nil ? "1" : "0"
                 ))
         }
         for (name, help, value) in all {

@@ -6,11 +6,13 @@ import Synchronization
 /// - Note: Thread-safe.
 final class APNsReports: Sendable {
     /// What a project's APNs pusher reports: why APNs refuses it or does not answer (`nil`: neither), whether
-    /// APNs has not answered for ``ProjectPusher/silenceLimit``, and the pushes it owes.
+    /// APNs has not answered for ``ProjectPusher/silenceLimit``, and the pushes it owes; apart from those, why its
+    /// broadcasts fail (`nil`: they do not), so that neither claims the other fails.
     struct State: Sendable {
         var problem: String?
         var outboxDepth: Int
         var notAnswering = false
+        var broadcastProblem: String? = nil
     }
 
     private let states = Mutex<[ProjectID: State]>([:])

@@ -22,7 +22,10 @@ import LedgerCluster
 ///   past the recorded progress — taken and not passed, or passed since the last record — are at most
 ///   ``maximumOpen`` (``maximumInFlight`` + ``progressBatch``): a push that takes long holds the walk back, and
 ///   what the window passes meanwhile is recorded; so at most that many duplicates, each with the same `apns-id`;
-/// - nothing is pushed past the message's iOS expiry (its `apns-expiration`, FCM's 4 weeks by default).
+/// - nothing is pushed past the message's iOS expiry (its `apns-expiration`, FCM's 4 weeks by default);
+/// - a topic's broadcast (``APNsDestination/channel``) is handed to the broadcast lane, which makes the broadcasts in
+///   log order while the walk goes on (``PushSettlement``): one waiting on APNs holds back no device's push, and no
+///   recorded settled seq passes one not recorded finished.
 ///
 /// - Note: Never logs device tokens, registration tokens or payloads.
 final class ProjectPusher: Sendable {
@@ -43,15 +46,17 @@ final class ProjectPusher: Sendable {
     let project: ProjectID
     private let production: APNsClient
     private let sandbox: APNsClient
-    private let ledgers: LedgerRegistry
-    private let logger: Logger
-    private let failing = Mutex(Failing())
+    let ledgers: LedgerRegistry
+    let logger: Logger
+    let failing = Mutex(Failing())
     /// Apple's answer to a broadcast whose record has not been saved yet (the append failed): the next attempt
     /// saves it rather than broadcasting again.
-    private let unsavedBroadcast = Mutex<(seq: UInt64, outcome: BroadcastOutcome, expired: Bool)?>(nil)
+    let unsavedBroadcast = Mutex<(seq: UInt64, outcome: BroadcastOutcome, expired: Bool)?>(nil)
+    /// How far the main loop got, and the broadcasts the lane owes: what either may record as settled.
+    let settlement = Mutex(PushSettlement())
 
-    /// Why pushes wait, as `/readyz` and the metrics tell it.
-    private struct Failing {
+    /// Why pushes wait, and why broadcasts do, as `/readyz` and the metrics tell it.
+    struct Failing {
         /// APNs refuses the provider token (or the settings cannot be used).
         var problem: String?
         var logged = false
@@ -60,6 +65,10 @@ final class ProjectPusher: Sendable {
         var outboxDepth = 0
         /// The send under way and the pushes it still owes (its recipients not yet walked, and those open).
         var current: (seq: UInt64, owed: Int)?
+        /// Why the broadcast under way fails (no answer, 429, 5xx, a refused provider token), `nil` while it does not.
+        var broadcastProblem: String?
+        /// The broadcast endpoint has not answered for ``silenceLimit``.
+        var broadcastsNotAnswering = false
 
         var state: APNsReports.State {
             APNsReports.State(
@@ -67,7 +76,11 @@ final class ProjectPusher: Sendable {
                     ?? (notAnswering
                         ? "APNs is not answering (no answer for \(ProjectPusher.silenceLimit.components.seconds) s)"
                         : nil),
-                outboxDepth: outboxDepth, notAnswering: notAnswering)
+                outboxDepth: outboxDepth, notAnswering: notAnswering,
+                broadcastProblem: broadcastProblem
+                    ?? (broadcastsNotAnswering
+                        ? "APNs is not answering broadcasts (no answer for \(ProjectPusher.silenceLimit.components.seconds) s)"
+                        : nil))
         }
     }
 
@@ -134,6 +147,7 @@ final class ProjectPusher: Sendable {
                     logger.notice("APNs answers again")
                 }
             }
+            watchBroadcastSilence()
             try? await Task.sleep(for: .seconds(1))
         }
     }
@@ -145,10 +159,12 @@ final class ProjectPusher: Sendable {
         if let cluster = ledgers.cluster, !cluster.isLeading(project) { return 0 }
         let ledger = try await ledgers.ledger(for: project)
         let current = failing.withLock { $0.current }
+        // The broadcasts handed to the lane are at or before where the main loop got: one push each.
+        let (passed, handed) = settlement.withLock { ($0.mainThrough, $0.unfinishedBroadcasts.count) }
         let cache = ledgers.delivery(for: project).sends
         return try ledger.read { snapshot in
-            let after = try current?.seq ?? snapshot.pushesSettledThrough()
-            var owed = current?.owed ?? 0
+            let after = try current?.seq ?? passed ?? snapshot.pushesSettledThrough()
+            var owed = (current?.owed ?? 0) + handed
             for seq in try snapshot.sendSeqs(after: after, limit: 256) {
                 owed +=
                     try Self.isBroadcast(sendAt: seq, cache: cache, in: snapshot)
@@ -165,25 +181,45 @@ final class ProjectPusher: Sendable {
         return sent.apnsDestination == .channel
     }
 
-    /// Pushes each send in turn until the task is cancelled.
+    /// Pushes each send in turn until the task is cancelled: while the node leads the project (always, outside a
+    /// cluster), the main loop beside a broadcast lane of its own.
     private func push() async {
-        var position: UInt64?
-        var lastError: String?
-        let commits = ledgers.delivery(for: project).sendsCommitted
         while !Task.isCancelled {
             // In a cluster, the project's leader pushes; a new one resumes from the progress in the log. A
             // follower waits to be told of a change of leadership (and looks again at least every 5 s).
             if let cluster = ledgers.cluster {
                 let generation = cluster.routingGeneration
                 if !cluster.isLeading(project) {
-                    position = nil
                     _ = await cluster.waitForRoutingChange(after: generation, upTo: .seconds(5))
                     continue
                 }
             }
+            // The lane lives as long as the main loop's lead: both stop together, and the next lead starts from the
+            // settled seq in the log, which is before every broadcast not recorded finished.
+            let (broadcasts, lane) = AsyncStream.makeStream(of: BroadcastJob.self)
+            await withTaskGroup(of: Void.self) { group in
+                group.addTask { await self.makeBroadcasts(broadcasts) }
+                await pushWhileLeading(lane: lane)
+                lane.finish()
+                group.cancelAll()
+            }
+            settlement.withLock { $0 = PushSettlement() }
+            failing.withLock { $0.current = nil }
+        }
+    }
+
+    /// The main loop: the sends in log order from the settled seq, each pushed, or handed to `lane` when it is a
+    /// broadcast; returns when cancelled or when the node no longer leads the project.
+    private func pushWhileLeading(lane: AsyncStream<BroadcastJob>.Continuation) async {
+        var position: UInt64?
+        var lastError: String?
+        let commits = ledgers.delivery(for: project).sendsCommitted
+        while !Task.isCancelled {
+            if let cluster = ledgers.cluster, !cluster.isLeading(project) { return }
             do {
                 let ledger = try await ledgers.ledger(for: project)
                 let start = try position ?? ledger.read { try $0.pushesSettledThrough() }
+                if position == nil { settlement.withLock { $0.mainPassed(start) } }
                 position = start
                 let seqs = try ledger.read { try $0.sendSeqs(after: start, limit: 256) }
                 guard !seqs.isEmpty else {
@@ -194,10 +230,11 @@ final class ProjectPusher: Sendable {
                     continue
                 }
                 for seq in seqs {
-                    let pushed = try await push(sendAt: seq, settledThrough: position ?? 0, in: ledger)
+                    let pushed = try await push(sendAt: seq, settledThrough: position ?? 0, lane: lane, in: ledger)
                     failing.withLock { $0.current = nil }
                     guard pushed else { return }
                     position = seq
+                    settlement.withLock { $0.mainPassed(seq) }
                 }
                 lastError = nil
             } catch {
@@ -237,7 +274,11 @@ final class ProjectPusher: Sendable {
     /// Pushes the send at `seq` to every recipient still owed one; `false` when stopped (cancelled) before the
     /// end.
     ///
-    private func push(sendAt seq: UInt64, settledThrough settled: UInt64, in ledger: Ledger) async throws -> Bool {
+    /// A topic's broadcast is handed to `lane` (``PushSettlement/handed(_:)`` first) and counts as done here.
+    private func push(
+        sendAt seq: UInt64, settledThrough settled: UInt64, lane: AsyncStream<BroadcastJob>.Continuation,
+        in ledger: Ledger
+    ) async throws -> Bool {
         let cache = ledgers.delivery(for: project).sends
         let (prepared, progress, holdsTokens) = try ledger.read { snapshot in
             (
@@ -264,9 +305,13 @@ final class ProjectPusher: Sendable {
         let messageID = prepared.sent.messageID
         // A topic's Live Activity send: one broadcast on the topic's channel, whatever its audience.
         if destination == .channel, case .topic(let topic) = prepared.sent.target {
-            return try await broadcast(
-                sendAt: seq, topic: topic, channelID: prepared.sent.broadcastChannelID, delivery: delivery,
-                expiresAt: expiresAt, messageID: messageID, in: ledger)
+            // The channel recorded with the send (none for one recorded before layout 13: the lane finds it).
+            settlement.withLock { $0.handed(seq) }
+            lane.yield(
+                BroadcastJob(
+                    seq: seq, topic: topic, channelID: prepared.sent.broadcastChannelID, delivery: delivery,
+                    expiresAt: expiresAt, messageID: messageID))
+            return true
         }
         // No instance ever held an APNs token: nothing to push, and nothing to record (the next recorded
         // progress moves the settled seq past it).
@@ -345,7 +390,8 @@ final class ProjectPusher: Sendable {
                     PushProgress(
                         sendSeq: seq, throughToken: throughToken, finished: finished, expired: expired,
                         failures: zip(failures, known).filter(\.1).map(\.0.failure),
-                        settledThrough: finished ? seq : settled)))
+                        // Never past a broadcast the lane has not recorded finished.
+                        settledThrough: settlement.withLock { $0.settled(upTo: finished ? seq : settled) })))
             _ = try await ledger.append(
                 WriteRequest(actor: "apns", requestID: RequestID.random(), operations: operations))
             failures.removeAll()
@@ -502,100 +548,6 @@ final class ProjectPusher: Sendable {
         // it (a restart before then walks its audience again).
         if !pushedAny && progress == nil && failures.isEmpty && !expired { return true }
         try await record(finished: true)
-        return true
-    }
-
-    /// The one broadcast of the topic's Live Activity send at `seq` (``APNsDestination/channel``), on the channel
-    /// the topic had at the send (created before it, still held), recorded with Apple's answer and `apns-request-id`
-    /// in one finishing `pushProgress` (``BroadcastOutcome``); `false` when stopped (cancelled) before an answer.
-    ///
-    /// `apns-expiration` is 0 on a channel that stores nothing (Apple refuses any other), else the message's iOS
-    /// expiry. No answer, 429 and 5xx are tried again every second, a refused provider token (403) every
-    /// ``invalidTokenRetry``, until the message expires; every other answer is final. The `apns-request-id` is the
-    /// same on every attempt (``APNsPushID/broadcastUUID(project:seq:messageID:)``): a crash after Apple took it and
-    /// before the record makes it again with that id. A broadcast not taken is counted and logged, without its
-    /// payload.
-    private func broadcast(
-        sendAt seq: UInt64, topic: TopicName, channelID recorded: String?, delivery: PlatformDelivery,
-        expiresAt: LedgerTime, messageID: UInt64, in ledger: Ledger
-    ) async throws -> Bool {
-        // The channel the send was recorded on, if the topic still has it (deleted since: the broadcast is not made);
-        // for a send recorded before layout 13 (no channel with it), the topic's channel from before the send, as
-        // layout 12's builds took it.
-        let channel = try ledger.read { try $0.liveActivityChannel(of: topic) }.flatMap { current in
-            (recorded.map { current.channelID == $0 } ?? (current.createdSeq < seq)) ? current : nil
-        }
-        let channelID = recorded ?? channel?.channelID ?? ""
-        var outcome: BroadcastOutcome
-        var expired = false
-        if let kept = unsavedBroadcast.withLock({ $0 }), kept.seq == seq {
-            // Apple answered it already and only its record failed: the record is saved again, not the broadcast.
-            outcome = kept.outcome
-            expired = kept.expired
-        } else if let channel, let client = try ledgers.apnsProviders.channels(for: project) {
-            let expiration = channel.messageStoragePolicy == 0 ? 0 : max(0, expiresAt.microseconds / 1_000_000)
-            let requestID = APNsPushID.broadcastUUID(project: project, seq: seq, messageID: messageID)
-            let priority = delivery.priority == .high ? 10 : 5
-            while true {
-                if LedgerTime.now() >= expiresAt {
-                    expired = true
-                    outcome = BroadcastOutcome(
-                        channelID: channel.channelID, status: 0, reason: "expired before APNs took it")
-                    break
-                }
-                var wait: Duration = .seconds(1)
-                do {
-                    let answer = try await client.broadcast(
-                        channelID: channel.channelID, priority: priority, expiration: expiration,
-                        requestID: requestID, payload: delivery.payloadJSON)
-                    let reason = answer.reason ?? ""
-                    if answer.status == 403 {
-                        setProblem("APNs refuses its provider token (\(reason))")
-                        wait = Self.invalidTokenRetry
-                    } else if answer.status != 429 && answer.status < 500 {
-                        setProblem(nil)
-                        outcome = BroadcastOutcome(
-                            channelID: channel.channelID, status: UInt16(clamping: answer.status), reason: reason,
-                            apnsRequestID: answer.requestID ?? requestID.uuidString.lowercased())
-                        break
-                    }
-                } catch {
-                    // No answer: the broadcast may or may not have arrived; the same request id goes again.
-                }
-                do {
-                    try await Task.sleep(for: wait)
-                } catch {
-                    return false
-                }
-            }
-        } else {
-            outcome = BroadcastOutcome(
-                channelID: channelID, status: 0,
-                reason: channel == nil
-                    ? "the channel the send was recorded on was deleted before the broadcast was made"
-                    : "the project no longer broadcasts (apns.broadcast is off)")
-        }
-        unsavedBroadcast.withLock { $0 = (seq, outcome, expired) }
-        _ = try await ledger.append(
-            WriteRequest(
-                actor: "apns", requestID: RequestID.random(),
-                operations: [
-                    .recordPushProgress(
-                        PushProgress(
-                            sendSeq: seq, throughToken: nil, finished: true, expired: expired, settledThrough: seq,
-                            broadcast: outcome))
-                ]))
-        unsavedBroadcast.withLock { $0 = nil }
-        // Counted and logged once, when saved (a failed save is retried without asking Apple again).
-        ledgers.metrics.recordBroadcast(outcome: expired ? "expired" : outcome.accepted ? "accepted" : "rejected")
-        if !outcome.accepted {
-            logger.error(
-                "a broadcast was not taken: \(outcome.status == 0 ? "not made" : String(outcome.status)) \(outcome.reason)",
-                metadata: [
-                    "ledger.send_seq": "\(seq)", "apns.channel_id": "\(outcome.channelID)",
-                    "apns.request_id": "\(outcome.apnsRequestID)",
-                ])
-        }
         return true
     }
 
