@@ -105,6 +105,16 @@ struct LiveActivityMessageTests {
             ),
             (liveMessage(aps: update, headers: #"{"apns-priority":"1"}"#), "message.apns.headers.apns-priority"),
             (liveMessage(aps: update, headers: #"{"Apns-Priority":"1"}"#), "message.apns.headers.Apns-Priority"),
+            // Two names for one header (header names are case-insensitive): which one counts would depend on a
+            // dictionary's order, so a stored send could read as a Live Activity in one process and not in another.
+            (
+                #"{"topic":"scores","apns":{"headers":{"apns-push-type":"alert","APNS-Push-Type":"liveactivity"},"payload":{"aps":\#(update)}}}"#,
+                "message.apns.headers.apns-push-type"
+            ),
+            (
+                #"{"topic":"scores","webpush":{"headers":{"TTL":"60","ttl":"0"}}}"#,
+                "message.webpush.headers.ttl"
+            ),
             // liveactivity without an activity token: a token send lacks it; a condition send cannot have one (a topic
             // send goes to its followers or its channel, checked as every ActivityKit payload is: topicSends).
             (

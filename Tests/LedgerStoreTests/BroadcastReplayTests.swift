@@ -153,6 +153,28 @@ struct BroadcastReplayTests {
         #expect(try ledger.verify().isSound)
     }
 
+    @Test("ledger import records where a topic's Live Activity send goes, never as a broadcast")
+    func imported() throws {
+        func operation(_ text: String) throws -> LedgerOperation? {
+            let bytes = Array(text.utf8)
+            return try bytes.withUnsafeBufferPointer { try OperationImport.parse(line: $0, number: 1) }?.operation
+        }
+        let update = try operation(
+            #"{"op":"send","topic":"scores","message":{"apns":{"headers":{"apns-push-type":"liveactivity"},"payload":{"aps":{"event":"update","timestamp":1,"content-state":{}}}}}}"#
+        )
+        guard case .send(_, _, _, let activity)? = update else {
+            Issue.record("not a send: \(String(describing: update))")
+            return
+        }
+        #expect(activity == TopicActivitySend(.followers, broadcastIfChannel: false))
+        let plain = try operation(#"{"op":"send","topic":"scores","message":{"notification":{"title":"x"}}}"#)
+        guard case .send(_, _, _, let none)? = plain else {
+            Issue.record("not a send")
+            return
+        }
+        #expect(none == nil)
+    }
+
     @Test("a ledger of layout 12 upgrades in place: liveActivityTokens is made, its sends read as the broadcasts they were")
     func upgradeFromLayout12() async throws {
         let directory = TemporaryDirectory()

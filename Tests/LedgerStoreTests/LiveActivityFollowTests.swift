@@ -69,6 +69,11 @@ struct LiveActivityFollowTests {
         #expect(
             try await append(ledger, [.unfollowLiveActivity(android, scores, reason: "deleted by the device")])
                 == [.unchanged])
+        // APNs' refusal of a token ends only the follow with that token: the phone follows with `second` now.
+        #expect(
+            try await append(
+                ledger, [.unfollowLiveActivity(phone, scores, reason: "APNs: Unregistered", ifPushToken: first)])
+                == [.unchanged])
         let start = activityToken(0xA0)
         _ = try await append(ledger, [.setPushToStartToken(phone, attributesType: "MatchAttributes", pushToken: start)])
 

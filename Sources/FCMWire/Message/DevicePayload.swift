@@ -216,8 +216,9 @@ public struct DevicePayload: Equatable, Sendable {
     /// Header names lowercased (HTTP headers are case-insensitive), string values only.
     private static func headerValues(_ value: JSONValue?) -> [String: String] {
         var headers: [String: String] = [:]
-        for (name, value) in value?.object ?? [:] {
-            if let text = value.string { headers[name.lowercased()] = text }
+        // In byte order, the first of names that differ only in case kept (as ``LiveActivityMessage`` reads them).
+        for (name, value) in (value?.object ?? [:]).sorted(by: { $0.key < $1.key }) {
+            if let text = value.string, headers[name.lowercased()] == nil { headers[name.lowercased()] = text }
         }
         return headers
     }

@@ -211,10 +211,12 @@ public enum LiveActivityMessage {
     }
 
     /// A header of an `apns` object by its lowercased name (HTTP header names are case-insensitive), with the name
-    /// as given.
+    /// as given. Validation refuses two names that differ only in case; in a stored message that holds them anyway
+    /// (`ledger import`), the first in byte order is read, in every process alike.
     static func header(_ lowercasedName: String, in apns: [String: JSONValue]) -> (name: String, value: JSONValue)? {
         guard let headers = apns["headers"]?.object else { return nil }
-        return headers.first { $0.key.lowercased() == lowercasedName }.map { ($0.key, $0.value) }
+        return headers.filter { $0.key.lowercased() == lowercasedName }.min { $0.key < $1.key }
+            .map { ($0.key, $0.value) }
     }
 }
 

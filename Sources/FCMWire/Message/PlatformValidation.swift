@@ -162,7 +162,22 @@ enum PlatformValidation {
 
     // MARK: Values the server reads back
 
+    /// Refuses two header names that differ only in case (`apns-push-type` and `APNS-Push-Type`): HTTP header names
+    /// are case-insensitive, so which one the server read would depend on a dictionary's order, and the message
+    /// would not mean one thing (a push's type, a Live Activity or not) once stored.
+    private static func checkDistinctHeaderNames(_ headers: [String: JSONValue]?, path: String)
+        throws(LedgerCoreError)
+    {
+        var seen = Set<String>()
+        for name in (headers ?? [:]).keys.sorted() where !seen.insert(name.lowercased()).inserted {
+            throw LedgerCoreError(
+                .invalidArgument, field: "\(path).\(name)",
+                "header \(name) is given twice (header names are case-insensitive)")
+        }
+    }
+
     private static func checkAPNs(_ apns: [String: JSONValue]) throws(LedgerCoreError) {
+        try checkDistinctHeaderNames(field(.object(apns), "headers")?.object, path: "message.apns.headers")
         for (name, value) in field(.object(apns), "headers")?.object ?? [:] {
             let text = value.string ?? ""
             let path = "message.apns.headers.\(name)"
@@ -223,6 +238,7 @@ enum PlatformValidation {
 
     private static func checkWebpush(_ webpush: [String: JSONValue]) throws(LedgerCoreError) {
         if let data = webpush["data"] { try MessageValidation.checkDataKeys(data, path: "message.webpush.data") }
+        try checkDistinctHeaderNames(webpush["headers"]?.object, path: "message.webpush.headers")
         for (name, value) in webpush["headers"]?.object ?? [:] {
             let text = value.string ?? ""
             let path = "message.webpush.headers.\(name)"

@@ -183,8 +183,15 @@ public enum OperationImport {
         }
         let object = (try? JSONValue(parsing: line))?.object
         let message = object?["message"] ?? .object([:])
-        guard case .object = message else { throw fail("message must be a JSON object") }
-        return .send(target, precedence: precedence, messageJSON: message.json)
+        guard case .object(let members) = message else { throw fail("message must be a JSON object") }
+        // A topic's Live Activity send records where it goes, as the send route does (never as a broadcast: history
+        // is imported, not sent), so that it is not read as a broadcast from before layout 13.
+        var topicActivity: TopicActivitySend?
+        if case .topic = target {
+            let destination = APNsDestination(message: members, target: target)
+            if destination != .device { topicActivity = TopicActivitySend(destination.topicActivity ?? .nowhere) }
+        }
+        return .send(target, precedence: precedence, messageJSON: message.json, topicActivity: topicActivity)
     }
 
     /// `body`'s value; a `LedgerCoreError` it throws comes out as the line's error (`fail`).

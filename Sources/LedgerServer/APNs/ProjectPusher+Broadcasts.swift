@@ -1,6 +1,7 @@
 import APNsWire
 import FCMWire
 import Foundation
+import LedgerCluster
 import LedgerCore
 import LedgerQueries
 import LedgerStore
@@ -72,6 +73,15 @@ extension ProjectPusher {
     /// leaves the settlement only once its record is durable.
     func broadcast(_ job: BroadcastJob, in ledger: Ledger) async throws -> Bool {
         let seq = job.seq
+        // A node that no longer leads the project makes no broadcast (the new leader does, from the log); one that
+        // the log says is finished (recorded by another leader meanwhile) is not made again.
+        guard isLeading else { return false }
+        if try ledger.read({ try $0.pushProgress(ofSendAt: seq) })?.finished == true,
+            unsavedBroadcast.withLock({ $0?.seq != seq })
+        {
+            settlement.withLock { $0.broadcastRecorded(seq) }
+            return true
+        }
         // The channel the send was recorded on, if the topic still has it (deleted since: the broadcast is not made);
         // for a send recorded before layout 13, the topic's channel from before the send.
         let channel = try ledger.read { try $0.liveActivityChannel(of: job.topic) }.flatMap { current in
@@ -92,6 +102,7 @@ extension ProjectPusher {
             let priority = job.delivery.priority == .high ? 10 : 5
             var failures = 0
             while true {
+                guard isLeading else { return false }
                 if LedgerTime.now() >= job.expiresAt {
                     expired = true
                     outcome = BroadcastOutcome(
@@ -127,14 +138,21 @@ extension ProjectPusher {
                         break
                     }
                 } catch {
+                    // Stopped (the lead ended, the server stops): not APNs' failure.
+                    if Task.isCancelled { return false }
                     // No answer: the broadcast may or may not have arrived; the same request id goes again.
                     failures += 1
                     ledgers.metrics.recordBroadcastAttempt(outcome: "retry")
                     broadcastFails("no answer; tried again with backoff", cause: "\(error)", job: job)
                     wait = PushSettlement.retryDelay(afterFailures: failures, retryAfter: nil)
                 }
+                // Never past the message's expiry (an hour's Retry-After for a message that ends in a minute).
+                let now = LedgerTime.now().microseconds
+                let (remaining, overflow) = job.expiresAt.microseconds.subtractingReportingOverflow(now)
+                let micros: Int64 = overflow ? (job.expiresAt.microseconds > now ? .max : 0) : max(0, remaining)
+                let left = Duration.microseconds(micros)
                 do {
-                    try await Task.sleep(for: wait)
+                    try await Task.sleep(for: min(wait, left))
                 } catch {
                     return false
                 }
@@ -173,6 +191,11 @@ extension ProjectPusher {
                 ])
         }
         return true
+    }
+
+    /// Whether this node makes the project's pushes: always alone, in a cluster while it leads the project.
+    private var isLeading: Bool {
+        ledgers.cluster.map { $0.isLeading(project) } ?? true
     }
 
     /// A try of `job` failed (`problem`, for `/readyz`, names no project, channel or path): reported, and one error

@@ -381,7 +381,8 @@ final class ProjectPusher: Sendable {
                     if let topic = following[index] {
                         operations.append(
                             .unfollowLiveActivity(
-                                entry.failure.token, topic, reason: "APNs: \(entry.failure.reason)"))
+                                entry.failure.token, topic, reason: "APNs: \(entry.failure.reason)",
+                                ifPushToken: entry.apnsToken))
                     }
                 }
             }

@@ -57,8 +57,9 @@ public enum LedgerOperation: Sendable, Equatable {
     /// unless it registered as `ios`; following with the token it follows with already is an accepted no-op.
     case followLiveActivity(RegistrationToken, TopicName, pushToken: APNsDeviceToken)
     /// The device no longer follows the topic's Live Activity (`liveActivityUnfollowed`). `.notFound` for an unknown
-    /// or unregistered token; one that does not follow it is an accepted no-op.
-    case unfollowLiveActivity(RegistrationToken, TopicName, reason: String)
+    /// or unregistered token; one that does not follow it — or, with `ifPushToken`, follows it with another token
+    /// (APNs refused that one, and the device followed again since) — is an accepted no-op.
+    case unfollowLiveActivity(RegistrationToken, TopicName, reason: String, ifPushToken: APNsDeviceToken? = nil)
     /// Sets or replaces the device's push-to-start token for an ActivityAttributes type (`pushToStartTokenSet`).
     /// `.notFound` and `.wrongPlatform` as ``followLiveActivity(_:_:pushToken:)``; the same token is a no-op.
     case setPushToStartToken(RegistrationToken, attributesType: String, pushToken: APNsDeviceToken)
@@ -130,7 +131,7 @@ extension LedgerOperation {
         switch self {
         case .register(let token, _, _), .unregister(let token, _), .subscribe(let token, _, _, _),
             .unsubscribe(let token, _, _, _), .acknowledge(let token, _), .setAPNsToken(let token, _),
-            .clearAPNsToken(let token, _), .followLiveActivity(let token, _, _), .unfollowLiveActivity(let token, _, _),
+            .clearAPNsToken(let token, _), .followLiveActivity(let token, _, _), .unfollowLiveActivity(let token, _, _, _),
             .setPushToStartToken(let token, _, _):
             return token
         case .send(.token(let token), _, _, _): return token

@@ -270,11 +270,13 @@ package struct LogAppender<Projection: AppenderProjection, Sink: EventSink> {
             return .appended(
                 seq: try append(.liveActivityFollowed(token: token, topic: topic, pushToken: pushToken), request, time))
 
-        case .unfollowLiveActivity(let token, let topic, let reason):
+        case .unfollowLiveActivity(let token, let topic, let reason, let ifPushToken):
             guard let instance = try registeredInstance(token) else { return .rejected(Self.unknownToken) }
             guard let topicID = try projection.topicID(for: topic, create: false),
-                try projection.liveActivityToken(of: instance, scope: .topic(topicID)) != nil
+                let held = try projection.liveActivityToken(of: instance, scope: .topic(topicID))
             else { return .unchanged }
+            // Only the follow with that token (APNs refused it): a device that followed again since keeps its follow.
+            if let ifPushToken, held.bytes != ifPushToken.bytes { return .unchanged }
             return .appended(
                 seq: try append(.liveActivityUnfollowed(token: token, topic: topic, reason: reason), request, time))
 
