@@ -344,8 +344,9 @@ struct LiveActivityMessageTests {
             // Recorded on a channel (the project broadcasts, the topic had one at the send): an update or end is the
             // channel's one broadcast; a start still goes to each push-to-start token (broadcasts start nothing).
             let recorded = APNsDestination(message: message, target: validated.target, broadcastChannel: "Y2hhbm5lbA==")
-            #expect(recorded == (expected.isBroadcastable ? .channel : expected), "\(aps)")
-            #expect(expected.isBroadcastable == (aps != start))
+            let broadcastable = expected.topicActivity == .followers
+            #expect(recorded == (broadcastable ? .channel : expected), "\(aps)")
+            #expect(broadcastable == (aps != start))
             let payload = DevicePayload(
                 ofMessageJSON: validated.json, messageID: 7, target: validated.target, project: project, platform: .ios)
             #expect(payload.pushType == "liveactivity" && payload.priority == .normal)

@@ -345,13 +345,6 @@ public enum APNsDestination: Sendable, Equatable {
         }
     }
 
-    /// Whether a topic's send would go out as a broadcast if the ledger records it on a channel: a topic's Live
-    /// Activity `update` or `end` (``topicFollowers(topic:)`` until then).
-    public var isBroadcastable: Bool {
-        if case .topicFollowers = self { return true }
-        return false
-    }
-
     /// Whether the push goes to a Live Activity.
     public var isLiveActivity: Bool {
         switch self {

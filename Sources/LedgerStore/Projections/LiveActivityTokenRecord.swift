@@ -59,12 +59,17 @@ enum LiveActivityTokenRecord {
         return bytes.bytes
     }
 
-    static func historyPrefix(_ instance: InstanceID, _ scope: LiveActivityScope?) -> [UInt8] {
+    /// `kind ‖ instance ‖ scope`: the start of an instance's history or scope entries (all of its scopes without one).
+    private static func instanceKey(_ kind: UInt8, _ instance: InstanceID, _ scope: LiveActivityScope?) -> [UInt8] {
         var bytes = ByteWriter(capacity: 24)
-        bytes.bytes.append(historyKind)
+        bytes.bytes.append(kind)
         bytes.append(instance)
         if let scope { bytes.append(scopeBytes(scope)) }
         return bytes.bytes
+    }
+
+    static func historyPrefix(_ instance: InstanceID, _ scope: LiveActivityScope?) -> [UInt8] {
+        instanceKey(historyKind, instance, scope)
     }
 
     static func historyKey(_ instance: InstanceID, _ scope: LiveActivityScope, start: UInt64) -> [UInt8] {
@@ -75,11 +80,7 @@ enum LiveActivityTokenRecord {
     }
 
     static func scopeKey(_ instance: InstanceID, _ scope: LiveActivityScope?) -> [UInt8] {
-        var bytes = ByteWriter(capacity: 16)
-        bytes.bytes.append(scopeKind)
-        bytes.append(instance)
-        if let scope { bytes.append(scopeBytes(scope)) }
-        return bytes.bytes
+        instanceKey(scopeKind, instance, scope)
     }
 
     /// `seq ‖ token`: the value of a current entry (`seq` its start) or a history entry (`seq` its end).
